@@ -1,0 +1,369 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * libdwunw: DWARF call-frame unwinding of user stacks captured by eBPF tools.
+ *
+ * The data path: capture (registers + a window of the stack, from a BPF record or a frozen thread)
+ * -> module (the ELF mapped at the pc, from the module cache) -> table row (compiled once from
+ * .eh_frame/.debug_frame) -> step (recover the caller's registers) -> frame -> symbol.
+ *
+ * Versioning: the ABI is that of DWUNW_VERSION_MAJOR. Structures the caller allocates and the
+ * library reads (struct dwunw_config) start with a size field, so they can grow at the end.
+ * Every call returns DWUNW_OK (0) or a negative DWUNW_ERR_* code; dwunw_strerror() names it.
+ */
+#ifndef DWUNW_H
+#define DWUNW_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define DWUNW_VERSION_MAJOR 0
+#define DWUNW_VERSION_MINOR 1
+#define DWUNW_VERSION_PATCH 0
+#define DWUNW_VERSION_NUMBER \
+	((DWUNW_VERSION_MAJOR << 16) | (DWUNW_VERSION_MINOR << 8) | DWUNW_VERSION_PATCH)
+
+/* "MAJOR.MINOR.PATCH" of the library actually linked. */
+const char *dwunw_version(void);
+
+/* ---- Error codes ------------------------------------------------------------------------ */
+
+#define DWUNW_OK                    0
+#define DWUNW_ERR_NO_DWARF         -1  /* no call-frame information (for the module, or for the pc) */
+#define DWUNW_ERR_UNSUPPORTED_ARCH -2  /* ELF machine or register set this build cannot unwind */
+#define DWUNW_ERR_NOMEM            -3  /* out of memory */
+#define DWUNW_ERR_CORRUPT          -4  /* malformed ELF or DWARF data (truncated, out of bounds, bad value) */
+#define DWUNW_ERR_IO               -5  /* a read failed (file, or target memory) */
+#define DWUNW_ERR_INVALID_ARG      -6  /* bad argument, or an address outside what can be read */
+#define DWUNW_ERR_CACHE_FULL       -7  /* every module-cache slot is active */
+#define DWUNW_ERR_PERM             -8  /* not allowed (ptrace, process_vm_readv, /proc/PID/mem, file) */
+#define DWUNW_ERR_NO_MODULE        -9  /* no module is mapped at the pc */
+#define DWUNW_ERR_UNSUPPORTED_CFI  -10 /* valid CFI that this library does not evaluate */
+#define DWUNW_ERR_NOT_FOUND        -11 /* no such file, process or thread */
+#define DWUNW_ERR_NOT_ELF          -12 /* the file is not an ELF file */
+#define DWUNW_ERR_NO_PROGRESS      -13 /* the walk stopped: the stack pointer did not move outward */
+#define DWUNW_ERR_DEPTH            -14 /* the walk stopped: the frame buffer or max_frames is full */
+#define DWUNW_ERR_EXPR             -15 /* a DWARF expression failed (stack under/overflow, loop, bad op) */
+#define DWUNW_ERR_NO_PROCESS       -16 /* the target process or thread exited */
+#define DWUNW_ERR_UNSUPPORTED      -17 /* a feature this build does not provide */
+#define DWUNW_ERR_MIN              -17
+
+/* One line naming the error ("no call-frame information", ...). Never NULL. */
+const char *dwunw_strerror(int err);
+/* The code's short name without prefix ("NO_DWARF", "OK", ...), for machine-readable output. */
+const char *dwunw_errname(int err);
+
+/* ---- Architectures ---------------------------------------------------------------------- */
+
+enum dwunw_arch {
+	DWUNW_ARCH_UNKNOWN = 0,
+	DWUNW_ARCH_X86_64 = 1,
+	DWUNW_ARCH_ARM64 = 2,
+	DWUNW_ARCH_MIPS32 = 3, /* little-endian, o32 */
+};
+
+/* Registers are indexed by their DWARF number; the pc has its own field. */
+#define DWUNW_MAX_REGS 64
+
+struct dwunw_regs {
+	uint32_t arch;             /* enum dwunw_arch */
+	uint32_t flags;            /* DWUNW_REGS_* */
+	int32_t pid;               /* process: for maps and memory beyond the snapshot; 0 = offline only */
+	int32_t tid;
+	uint64_t pc;
+	uint64_t valid;            /* bit n set: regs[n] holds a value */
+	uint64_t regs[DWUNW_MAX_REGS];
+	/* Optional copy of the stack, taken at the same instant as the registers. */
+	uint64_t stack_start;      /* address of stack[0] */
+	const void *stack;
+	uint64_t stack_size;
+};
+
+/* pc is a return address (a uretprobe's resume point): look up pc-1 for frame 0 too. */
+#define DWUNW_REGS_PC_IS_RETADDR  (1u << 0)
+
+struct dwunw_frame;
+struct dwunw_ctx;
+
+/*
+ * What differs between architectures, and only that. The unwinder calls these; nothing else in
+ * the library tests for an architecture.
+ */
+struct dwunw_arch_ops {
+	const char *name;               /* "x86_64", "arm64", "mips32" */
+	uint32_t arch;                  /* enum dwunw_arch */
+	uint16_t elf_machine;           /* EM_* */
+	uint8_t elf_class;              /* ELFCLASS32 / ELFCLASS64 */
+	uint8_t addr_size;              /* bytes in a pointer */
+	uint16_t nregs;                 /* DWARF registers 0..nregs-1 are tracked */
+	uint16_t sp_reg;                /* DWARF number of the stack pointer */
+	uint16_t fp_reg;                /* frame pointer register */
+	uint16_t ra_reg;                /* default return-address column */
+	uint16_t lr_reg;                /* register holding the return address at a call (arm64, mips), or 0xffff */
+	uint16_t pad;
+	/* readelf's name for a DWARF register ("rbx", "x29", ...), or NULL when readelf prints rN. */
+	const char *(*reg_name)(unsigned reg);
+	/* The CFI's raw return address -> the caller's pc (strips arm64 pointer authentication). */
+	uint64_t (*ra_to_pc)(uint64_t ra, int ra_signed);
+	/*
+	 * A signal trampoline at pc (recognised by its code, read through `read`)? If so, fill
+	 * `out` with the interrupted context's registers and return 1; 0 if not a trampoline;
+	 * a DWUNW_ERR_* when it is one but its frame cannot be read.
+	 */
+	int (*sigframe)(const struct dwunw_regs *in, struct dwunw_regs *out,
+			int (*read)(void *arg, uint64_t addr, void *buf, size_t len), void *arg);
+	/* Frame-pointer step for code without CFI: 1 and `out` filled, or 0 when it cannot. */
+	int (*fp_step)(const struct dwunw_regs *in, struct dwunw_regs *out,
+		       int (*read)(void *arg, uint64_t addr, void *buf, size_t len), void *arg);
+	/* Leaf without CFI: the return address is still in the link register (arm64, mips). */
+	int (*lr_step)(const struct dwunw_regs *in, struct dwunw_regs *out);
+	/* Registers from a ptrace NT_PRSTATUS register set (also what a core file holds). */
+	int (*regs_from_prstatus)(const void *buf, size_t len, struct dwunw_regs *out);
+};
+
+/* The backend for an architecture, or NULL when this build has none. */
+const struct dwunw_arch_ops *dwunw_arch_get(enum dwunw_arch arch);
+/* The backend for an ELF e_machine/e_ident[EI_CLASS] pair, or NULL. */
+const struct dwunw_arch_ops *dwunw_arch_for_elf(unsigned machine, unsigned elf_class);
+
+/* ---- Context ------------------------------------------------------------------------------ */
+
+/* Optional ELF supplied by the caller instead of a file read from a process's maps. */
+struct dwunw_module_source {
+	const char *path;           /* file to open, or the name shown for `image` */
+	const void *image;          /* if non-NULL: the whole ELF file in memory, kept valid until shutdown */
+	uint64_t image_size;
+};
+
+struct dwunw_config {
+	uint32_t size;              /* sizeof(struct dwunw_config) */
+	uint32_t flags;             /* DWUNW_CFG_* */
+	uint32_t cache_slots;       /* module-cache slots; 0 = 16 */
+	uint32_t max_frames;        /* stop after this many frames; 0 = the caller's buffer size */
+	const char *sysroot;        /* prefix for module paths (cross-arch and core files); NULL = "/" */
+	const char *debug_dirs;     /* ':'-separated roots for separate debug files; NULL = "/usr/lib/debug" */
+	/* Stack-reader audit log: one line per attach/detach/fallback. NULL = no log. */
+	void (*audit)(void *arg, const char *line);
+	void *audit_arg;
+	/* Warnings (non-dumpable target, stale module file, ...). NULL = silent. */
+	void (*warn)(void *arg, const char *line);
+	void *warn_arg;
+	/* Modules to load now (dwunw_init), e.g. from a caller's buffer. */
+	const struct dwunw_module_source *modules;
+	uint32_t nmodules;
+	uint32_t pad;
+};
+
+#define DWUNW_CFG_NO_FP_FALLBACK   (1u << 0) /* never use frame pointers where CFI is missing */
+#define DWUNW_CFG_NO_REMOTE_READS  (1u << 1) /* never read target memory beyond the snapshot */
+#define DWUNW_CFG_NO_DEBUG_FILES   (1u << 2) /* do not look for separate debug files */
+
+struct dwunw_ctx_impl;
+
+/* Caller-allocated handle; dwunw_init fills it. Concurrent dwunw_capture calls on one ctx are safe. */
+struct dwunw_ctx {
+	uint32_t magic;
+	uint32_t version;           /* DWUNW_VERSION_NUMBER the context was created by */
+	struct dwunw_ctx_impl *impl;
+};
+
+int dwunw_init(struct dwunw_ctx *ctx, const struct dwunw_config *cfg);
+void dwunw_shutdown(struct dwunw_ctx *ctx);
+
+/* ---- Unwinding ---------------------------------------------------------------------------- */
+
+/* How a frame's registers were recovered. */
+enum dwunw_how {
+	DWUNW_HOW_INITIAL = 0,      /* frame 0: the captured registers */
+	DWUNW_HOW_CFI = 1,          /* call-frame information */
+	DWUNW_HOW_SIGNAL = 2,       /* from a signal frame's saved context */
+	DWUNW_HOW_FP = 3,           /* frame-pointer fallback (no CFI) */
+	DWUNW_HOW_LR = 4,           /* return address still in the link register (leaf, no CFI) */
+};
+
+/* dwunw_frame.flags */
+#define DWUNW_FRAME_BEYOND_SNAPSHOT (1u << 0) /* needed memory read from the live process, not the snapshot */
+#define DWUNW_FRAME_EXACT_PC        (1u << 1) /* pc is exact (frame 0, after a signal frame): not a return address */
+#define DWUNW_FRAME_JIT             (1u << 2) /* anonymous executable memory */
+#define DWUNW_FRAME_VDSO            (1u << 3)
+#define DWUNW_FRAME_HOLDS_REF       (1u << 4) /* this frame holds the module reference for its module */
+#define DWUNW_FRAME_UPROBE_TRAMP    (1u << 5) /* pc is the kernel's uretprobe trampoline */
+
+struct dwunw_module;
+
+struct dwunw_frame {
+	uint64_t pc;                /* for frames > 0 the return address; look-ups use pc-1 */
+	uint64_t sp;                /* the frame's stack pointer */
+	uint64_t cfa;               /* its canonical frame address, 0 if not computed */
+	uint64_t module_addr;       /* pc as an address of the module's ELF file (pc - load bias) */
+	struct dwunw_module *module;/* NULL when no module maps the pc */
+	uint32_t how;               /* enum dwunw_how */
+	uint32_t flags;             /* DWUNW_FRAME_* */
+};
+
+/*
+ * Unwind from `regs`. On entry *frame_cnt is the capacity of `frames`; on return it is the number
+ * of frames written (always at least frame 0 when regs are valid), also when an error is returned.
+ * Returns DWUNW_OK when the walk reached the outermost frame, otherwise the reason it stopped
+ * (DWUNW_ERR_NO_DWARF, _IO, _NO_PROGRESS, _DEPTH, _NO_MODULE, ...). Memory is read from the
+ * snapshot, then from the live process (regs->pid) through the stack reader, then from module files.
+ * Frames with a module hold a reference on it: give them back with dwunw_module_cache_release().
+ */
+int dwunw_capture(struct dwunw_ctx *ctx, const struct dwunw_regs *regs,
+		  struct dwunw_frame *frames, size_t *frame_cnt);
+
+/* ---- Module cache ------------------------------------------------------------------------- */
+
+/*
+ * A slot is active while referenced (refcnt > 0) and warm once released (refcnt == 0: ELF and
+ * table kept, reused by the next look-up of the same file). A new module takes a free slot, else
+ * the warm slot released first (FIFO); when every slot is active, DWUNW_ERR_CACHE_FULL.
+ * Modules are keyed on path and build-id: a file rebuilt in place is never served a stale table.
+ */
+
+/* Release the module references held by frames from dwunw_capture (each once). */
+int dwunw_module_cache_release(struct dwunw_ctx *ctx, struct dwunw_frame *frames, size_t frame_cnt);
+
+/* Open (or find in the cache) a module by path; the reference is released with dwunw_module_put. */
+int dwunw_module_open(struct dwunw_ctx *ctx, const char *path, struct dwunw_module **out);
+int dwunw_module_open_image(struct dwunw_ctx *ctx, const char *name, const void *image, size_t size,
+			    struct dwunw_module **out);
+void dwunw_module_put(struct dwunw_ctx *ctx, struct dwunw_module *mod);
+
+const char *dwunw_module_path(const struct dwunw_module *mod);
+/* Hex build-id into buf (at least 41 bytes); returns its length in bytes, 0 when there is none. */
+int dwunw_module_build_id(const struct dwunw_module *mod, char *buf, size_t buflen);
+const struct dwunw_arch_ops *dwunw_module_arch(const struct dwunw_module *mod);
+
+struct dwunw_cache_stats {
+	uint64_t hits;
+	uint64_t misses;
+	uint64_t evictions;
+	uint32_t slots;
+	uint32_t active;
+	uint32_t warm;
+	uint32_t pad;
+};
+int dwunw_cache_stats(struct dwunw_ctx *ctx, struct dwunw_cache_stats *out);
+
+/* ---- Unwind tables ------------------------------------------------------------------------ */
+
+/* The module's table, compiled on first use. */
+struct dwunw_table_info {
+	uint64_t rows;
+	uint64_t rules;             /* distinct rules the rows share */
+	uint64_t bytes;             /* memory of rows + rules + index */
+	uint64_t build_ns;          /* time to build it */
+	uint64_t fdes;
+	uint64_t fdes_dropped;      /* FDEs ignored: outside executable code, or CFI we cannot evaluate */
+	uint32_t sources;           /* DWUNW_TABLE_SRC_* present */
+	int32_t first_error;        /* DWUNW_ERR_* of the first CFI entry that was skipped, 0 if none */
+	uint64_t first_error_offset;/* its offset in the section */
+	uint32_t first_error_source;/* DWUNW_TABLE_SRC_* of that section */
+	uint32_t pad;
+};
+#define DWUNW_TABLE_SRC_EH_FRAME    (1u << 0)
+#define DWUNW_TABLE_SRC_DEBUG_FRAME (1u << 1)
+
+int dwunw_table_info(struct dwunw_ctx *ctx, struct dwunw_module *mod, struct dwunw_table_info *out);
+
+/* One row decoded to readelf's notation, for display and diffing. */
+#define DWUNW_ROW_MAX_REGS 48
+struct dwunw_row_text {
+	uint64_t pc;                /* module address where the row starts */
+	uint64_t end;               /* where the next row starts */
+	char cfa[48];               /* "rsp+8", "exp", or "end" for the gap after an FDE */
+	uint32_t nregs;
+	uint32_t flags;             /* DWUNW_ROW_* */
+	struct {
+		uint16_t reg;       /* DWARF number */
+		uint16_t is_ra;     /* the return-address column: readelf labels it "ra" */
+		char name[12];      /* readelf's register name */
+		char rule[28];      /* "c-16", "u", "s", "r3 (rbx)", "exp", "vexp", "v+8" */
+	} regs[DWUNW_ROW_MAX_REGS];
+};
+#define DWUNW_ROW_SIGNAL    (1u << 0)  /* from a CIE with augmentation 'S' */
+#define DWUNW_ROW_RA_SIGNED (1u << 1)  /* arm64: return address signed (negate_ra_state) */
+
+/* Row `index` (0 .. rows-1) of the module's table. */
+int dwunw_table_row(struct dwunw_ctx *ctx, struct dwunw_module *mod, uint64_t index,
+		    struct dwunw_row_text *out);
+/* The row covering a module address: its index, or DWUNW_ERR_NO_DWARF. */
+int64_t dwunw_table_lookup(struct dwunw_ctx *ctx, struct dwunw_module *mod, uint64_t addr);
+
+/* ---- Process maps ------------------------------------------------------------------------- */
+
+/*
+ * Use this text (in /proc/PID/maps format) as the maps of `pid` instead of reading /proc: for
+ * offline snapshots and core files. The pid is then never refreshed from /proc.
+ */
+int dwunw_maps_set(struct dwunw_ctx *ctx, int32_t pid, const char *maps_text, size_t len);
+/* Forget what is cached for pid (maps, vDSO image). */
+void dwunw_maps_forget(struct dwunw_ctx *ctx, int32_t pid);
+
+/* ---- Symbols ------------------------------------------------------------------------------ */
+
+struct dwunw_symbol {
+	char name[256];             /* demangled; "" when unknown */
+	uint64_t offset;            /* pc - symbol start */
+	uint64_t sym_addr;          /* module address of the symbol */
+	char file[256];             /* source file, "" when no line information */
+	uint32_t line;
+	uint32_t flags;             /* DWUNW_SYM_* */
+};
+#define DWUNW_SYM_FROM_DEBUG_FILE  (1u << 0) /* found in a separate debug file */
+#define DWUNW_SYM_FROM_DEBUGDATA   (1u << 1) /* found in .gnu_debugdata */
+#define DWUNW_SYM_DYNSYM           (1u << 2) /* found in .dynsym only */
+
+/*
+ * Symbol for a module address. For a return address (frames > 0) pass addr = pc - 1 and then
+ * add 1 to out->offset, as dwunw_symbolize_frame does.
+ */
+int dwunw_symbolize(struct dwunw_ctx *ctx, struct dwunw_module *mod, uint64_t addr,
+		    struct dwunw_symbol *out);
+int dwunw_symbolize_frame(struct dwunw_ctx *ctx, const struct dwunw_frame *frame, struct dwunw_symbol *out);
+
+/* ---- Stack reader ------------------------------------------------------------------------- */
+
+/*
+ * Freezes a thread and reads its memory: ptrace(PTRACE_SEIZE) + PTRACE_INTERRUPT to stop it,
+ * process_vm_readv to read, /proc/PID/mem (opened per read batch and closed) when that fails,
+ * PTRACE_DETACH to resume it. dwunw_capture uses the same reader for memory beyond the snapshot.
+ * Fields are private to the library.
+ */
+struct dwunw_stack_reader {
+	int32_t pid;
+	int32_t tid;                /* attached thread, 0 when none */
+	uint32_t flags;
+	int32_t last_errno;         /* errno of the last failed system call */
+	void (*audit)(void *arg, const char *line);
+	void *audit_arg;
+	void (*warn)(void *arg, const char *line);
+	void *warn_arg;
+	uint64_t reads;             /* process_vm_readv calls */
+	uint64_t fallback_reads;    /* /proc/PID/mem reads */
+};
+#define DWUNW_READER_ATTACHED     (1u << 0)
+#define DWUNW_READER_NO_VM_READV  (1u << 1) /* process_vm_readv unavailable: use /proc/PID/mem */
+#define DWUNW_READER_NOT_DUMPABLE (1u << 2)
+
+/* Prepare a reader for pid; audit/warn sinks come from cfg (may be NULL). No system call is made. */
+int dwunw_stack_reader_init(struct dwunw_stack_reader *r, int32_t pid, const struct dwunw_config *cfg);
+/* Freeze thread tid of the reader's process; returns when it is stopped. */
+int dwunw_stack_reader_attach(struct dwunw_stack_reader *r, int32_t tid);
+/* Read len bytes at addr of the process: DWUNW_OK, or the error of the last path tried. */
+int dwunw_stack_reader_read(struct dwunw_stack_reader *r, uint64_t addr, void *buf, size_t len);
+/* Registers of the attached thread. */
+int dwunw_stack_reader_regs(struct dwunw_stack_reader *r, struct dwunw_regs *out);
+/* Resume the attached thread (safe to call when not attached). */
+int dwunw_stack_reader_detach(struct dwunw_stack_reader *r);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* DWUNW_H */

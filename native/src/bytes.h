@@ -1,0 +1,122 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/* Bounds-checked little-endian reader over a byte range. An overrun sets `err` once and every
+ * later read returns 0, so parsers check the error at natural boundaries, not after each read. */
+#ifndef DWUNW_BYTES_H
+#define DWUNW_BYTES_H
+
+#include <stdint.h>
+#include <string.h>
+#include "dwunw.h"
+
+struct dw_cursor {
+	const uint8_t *p;
+	const uint8_t *end;
+	int err;
+};
+
+static inline void cur_init(struct dw_cursor *c, const void *p, size_t len)
+{
+	c->p = p;
+	c->end = (const uint8_t *)p + len;
+	c->err = 0;
+}
+
+static inline size_t cur_left(const struct dw_cursor *c) { return (size_t)(c->end - c->p); }
+
+static inline int cur_need(struct dw_cursor *c, size_t n)
+{
+	if (c->err || cur_left(c) < n) {
+		c->err = DWUNW_ERR_CORRUPT;
+		c->p = c->end;
+		return 0;
+	}
+	return 1;
+}
+
+static inline void cur_skip(struct dw_cursor *c, uint64_t n)
+{
+	if (cur_need(c, n))
+		c->p += n;
+}
+
+static inline uint8_t cur_u8(struct dw_cursor *c)
+{
+	return cur_need(c, 1) ? *c->p++ : 0;
+}
+
+static inline uint16_t cur_u16(struct dw_cursor *c)
+{
+	uint16_t v = 0;
+	if (cur_need(c, 2)) { memcpy(&v, c->p, 2); c->p += 2; }
+	return v;
+}
+
+static inline uint32_t cur_u32(struct dw_cursor *c)
+{
+	uint32_t v = 0;
+	if (cur_need(c, 4)) { memcpy(&v, c->p, 4); c->p += 4; }
+	return v;
+}
+
+static inline uint64_t cur_u64(struct dw_cursor *c)
+{
+	uint64_t v = 0;
+	if (cur_need(c, 8)) { memcpy(&v, c->p, 8); c->p += 8; }
+	return v;
+}
+
+/* Unsigned LEB128; more than 64 significant bits is corrupt. */
+static inline uint64_t cur_uleb(struct dw_cursor *c)
+{
+	uint64_t v = 0;
+	unsigned shift = 0;
+	for (;;) {
+		if (!cur_need(c, 1))
+			return 0;
+		uint8_t b = *c->p++;
+		if (shift < 64)
+			v |= (uint64_t)(b & 0x7f) << shift;
+		else if (b & 0x7f)
+			goto bad;
+		if (!(b & 0x80))
+			return v;
+		shift += 7;
+		if (shift > 70)
+			goto bad;
+	}
+bad:
+	c->err = DWUNW_ERR_CORRUPT;
+	c->p = c->end;
+	return 0;
+}
+
+static inline int64_t cur_sleb(struct dw_cursor *c)
+{
+	uint64_t v = 0;
+	unsigned shift = 0;
+	uint8_t b;
+	do {
+		if (!cur_need(c, 1))
+			return 0;
+		b = *c->p++;
+		if (shift < 64)
+			v |= (uint64_t)(b & 0x7f) << shift;
+		shift += 7;
+		if (shift > 70) {
+			c->err = DWUNW_ERR_CORRUPT;
+			c->p = c->end;
+			return 0;
+		}
+	} while (b & 0x80);
+	if (shift < 64 && (b & 0x40))
+		v |= ~(uint64_t)0 << shift;
+	return (int64_t)v;
+}
+
+/* An address-sized unsigned value (4 or 8 bytes). */
+static inline uint64_t cur_addr(struct dw_cursor *c, unsigned size)
+{
+	return size == 4 ? cur_u32(c) : size == 8 ? cur_u64(c) : (c->err = DWUNW_ERR_CORRUPT, 0);
+}
+
+#endif

@@ -1,0 +1,22 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+#ifndef DWUNW_INTERNAL_H
+#define DWUNW_INTERNAL_H
+
+#include "dwunw.h"
+
+/* Functions of the public API; everything else stays hidden in the .so. */
+#define DWUNW_API __attribute__((visibility("default")))
+
+#define DW_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+#define DW_LIKELY(x)   __builtin_expect(!!(x), 1)
+#define DW_UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+/* Backends, one per native/src/arch/<arch>/ */
+extern const struct dwunw_arch_ops dw_arch_x86_64;
+extern const struct dwunw_arch_ops dw_arch_arm64;
+extern const struct dwunw_arch_ops dw_arch_mips32;
+
+/* errno -> DWUNW_ERR_* */
+int dw_errno_to_err(int err);
+
+#endif

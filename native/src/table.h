@@ -1,0 +1,112 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * The compiled unwind table of one module, built once from its CFI.
+ *
+ * Rows are two parallel arrays sorted by pc: a 32-bit pc offset from `base` and a rule id. Rules
+ * are deduplicated (a libc has ~24 k rows but only a few hundred distinct rules), so a row costs
+ * 6 bytes (8 with 32-bit ids). A block index maps pc >> shift to the first candidate row.
+ * Rule id 0 is the END rule: no CFI from that pc on (the gap after an FDE).
+ */
+#ifndef DWUNW_TABLE_H
+#define DWUNW_TABLE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "cfi.h"
+
+#define DW_RULEF_SIGNAL    0x01    /* CIE augmentation 'S': the frame is a signal frame */
+#define DW_RULEF_RA_SIGNED 0x02    /* arm64: the return address is signed */
+
+/* What the step function needs for one row. 16 bytes. */
+struct dw_rule {
+	uint8_t cfa_kind;          /* enum dw_cfa_kind */
+	uint8_t flags;             /* DW_RULEF_* */
+	uint8_t nregs;             /* register rules at regrules[reg_first ..] */
+	uint8_t ra_reg;            /* return-address column */
+	uint16_t cfa_reg;
+	uint16_t pad;
+	int32_t cfa_off;           /* CFA_KIND_REG: offset; CFA_KIND_EXPR: index into exprs */
+	uint32_t reg_first;
+};
+
+/* One register's rule. 8 bytes. */
+struct dw_regrule {
+	uint16_t reg;
+	uint8_t kind;              /* enum dw_rule_kind, never UNSET */
+	uint8_t pad;
+	int32_t val;               /* OFFSET/VAL_OFFSET: offset from CFA; REG: register; *EXPR: exprs index */
+};
+
+struct dw_expr_ref {
+	const uint8_t *p;
+	uint32_t len;
+	int32_t check;             /* dw_expr_check() result: evaluating a bad expression is refused */
+};
+
+struct dw_table {
+	uint64_t base;             /* module address of pc offset 0 */
+	uint32_t nrows;
+	uint8_t wide_ids;          /* ids32 instead of ids16 */
+	uint8_t addr_size;
+	uint16_t machine;
+	uint32_t *pcs;
+	union {
+		uint16_t *ids16;
+		uint32_t *ids32;
+	};
+	struct dw_rule *rules;
+	uint32_t nrules;
+	uint32_t nregrules;
+	struct dw_regrule *regrules;
+	struct dw_expr_ref *exprs;
+	uint32_t nexprs;
+	uint32_t shift;            /* block size is 1 << shift bytes of pc */
+	uint32_t nblocks;
+	uint32_t *blocks;          /* blocks[b] = last row starting at or before (b << shift) */
+	/* Build facts */
+	uint64_t build_ns;
+	uint32_t nfdes;
+	uint32_t fdes_dropped;
+	uint32_t sources;          /* DWUNW_TABLE_SRC_* */
+	int first_err;
+	uint64_t first_err_off;
+	uint32_t first_err_src;    /* DWUNW_TABLE_SRC_* of the section that had it */
+	void *mem;                 /* one allocation holding every array */
+	uint64_t bytes;
+};
+
+/* Where a table's CFI comes from: up to two sections. The .eh_frame wins where both cover a pc. */
+struct dw_table_input {
+	const struct dw_cfi_section *eh_frame;    /* may be NULL */
+	const struct dw_cfi_section *debug_frame; /* may be NULL */
+	/* Executable address ranges: FDEs outside every range are dropped (discarded sections,
+	 * tombstoned .debug_frame entries). nranges == 0 accepts any FDE. */
+	const uint64_t (*ranges)[2];
+	uint32_t nranges;
+	uint16_t machine;
+	uint8_t addr_size;
+};
+
+/* Build; on success the table may still carry first_err (entries that were skipped). */
+int dw_table_build(const struct dw_table_input *in, struct dw_table *out);
+void dw_table_free(struct dw_table *t);
+
+static inline uint32_t dw_table_id(const struct dw_table *t, uint32_t row)
+{
+	return t->wide_ids ? t->ids32[row] : t->ids16[row];
+}
+
+/* Row covering module address `addr`, or -1 (before the first row / past the table). */
+int64_t dw_table_find(const struct dw_table *t, uint64_t addr);
+
+/* The rule of a row (id 0 = END). */
+static inline const struct dw_rule *dw_table_rule(const struct dw_table *t, uint32_t row)
+{
+	return &t->rules[dw_table_id(t, row)];
+}
+
+/* Decode a row for display in readelf's notation. */
+int dw_table_row_text(const struct dw_table *t, const struct dwunw_arch_ops *arch, uint32_t row,
+		      struct dwunw_row_text *out);
+
+#endif
