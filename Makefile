@@ -24,12 +24,12 @@ dist/.stamp: $(TS_SRCS) tsconfig.json package.json
 unit: $(UNIT_BINS)
 $(BUILD)/test/%: test/unit/%.c test/unit/tap.h $(BUILD)/libdwunw.a
 	@mkdir -p $(dir $@)
-	$(CC) $(TESTCFLAGS) -o $@ $< $(BUILD)/libdwunw.a $(LDLIBS)
+	@$(CC) $(TESTCFLAGS) -o $@ $< $(BUILD)/libdwunw.a $(LDLIBS)
 
 tools: $(TOOL_BINS)
 $(BUILD)/test/tools/%: test/tools/%.c $(BUILD)/libdwunw.a
 	@mkdir -p $(dir $@)
-	$(CC) $(TESTCFLAGS) -O2 -o $@ $< $(BUILD)/libdwunw.a $(LDLIBS)
+	@$(CC) $(TESTCFLAGS) -O2 -o $@ $< $(BUILD)/libdwunw.a $(LDLIBS)
 
 fixtures:
 	@if [ -f fixtures/Makefile ]; then $(MAKE) -s -C fixtures; fi

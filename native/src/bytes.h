@@ -65,52 +65,65 @@ static inline uint64_t cur_u64(struct dw_cursor *c)
 	return v;
 }
 
-/* Unsigned LEB128; more than 64 significant bits is corrupt. */
+/* Unsigned LEB128. Padding bytes are allowed; a value needing more than 64 bits is corrupt. */
 static inline uint64_t cur_uleb(struct dw_cursor *c)
 {
 	uint64_t v = 0;
 	unsigned shift = 0;
-	for (;;) {
+	uint8_t b;
+
+	do {
 		if (!cur_need(c, 1))
 			return 0;
-		uint8_t b = *c->p++;
-		if (shift < 64)
+		b = *c->p++;
+		if (shift < 63)
 			v |= (uint64_t)(b & 0x7f) << shift;
-		else if (b & 0x7f)
+		else if (b & (shift == 63 ? 0x7e : 0x7f))
 			goto bad;
-		if (!(b & 0x80))
-			return v;
-		shift += 7;
-		if (shift > 70)
-			goto bad;
-	}
+		else if (shift == 63)
+			v |= (uint64_t)(b & 1) << 63;
+		if (shift < 128)
+			shift += 7;
+	} while (b & 0x80);
+	return v;
 bad:
 	c->err = DWUNW_ERR_CORRUPT;
 	c->p = c->end;
 	return 0;
 }
 
+/* Signed LEB128; bits beyond 64 must be copies of the sign. */
 static inline int64_t cur_sleb(struct dw_cursor *c)
 {
 	uint64_t v = 0;
 	unsigned shift = 0;
 	uint8_t b;
+
 	do {
 		if (!cur_need(c, 1))
 			return 0;
 		b = *c->p++;
-		if (shift < 64)
+		if (shift < 63) {
 			v |= (uint64_t)(b & 0x7f) << shift;
-		shift += 7;
-		if (shift > 70) {
-			c->err = DWUNW_ERR_CORRUPT;
-			c->p = c->end;
-			return 0;
+		} else {
+			/* bit 63 is this byte's bit 0 (at shift 63) or already set */
+			uint8_t sign = shift == 63 ? (b & 1) : (uint8_t)(v >> 63);
+			uint8_t pad = (uint8_t)(b & (shift == 63 ? 0x7e : 0x7f));
+			if (pad != (sign ? (shift == 63 ? 0x7e : 0x7f) : 0))
+				goto bad;
+			if (shift == 63)
+				v |= (uint64_t)sign << 63;
 		}
+		if (shift < 128)
+			shift += 7;
 	} while (b & 0x80);
 	if (shift < 64 && (b & 0x40))
 		v |= ~(uint64_t)0 << shift;
 	return (int64_t)v;
+bad:
+	c->err = DWUNW_ERR_CORRUPT;
+	c->p = c->end;
+	return 0;
 }
 
 /* An address-sized unsigned value (4 or 8 bytes). */

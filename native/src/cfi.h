@@ -37,6 +37,7 @@ struct dw_cfi_section {
 	uint8_t is_eh;             /* .eh_frame rules: CIE id 0, CIE pointer relative, 'z' augmentations */
 	uint8_t addr_size;         /* pointer size of the ELF class */
 	uint16_t machine;          /* EM_*: gives DW_CFA 0x2d its meaning */
+	uint8_t size_unknown;      /* size is a bound, not exact (found via PT_GNU_EH_FRAME): stop at a zero terminator */
 	uint64_t text_vaddr;       /* DW_EH_PE_textrel base */
 	uint64_t data_vaddr;       /* DW_EH_PE_datarel base */
 	/* For DW_EH_PE_indirect: read a pointer at a module address. NULL = unsupported. */

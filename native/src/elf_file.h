@@ -4,6 +4,9 @@
 #ifndef DWUNW_ELF_H
 #define DWUNW_ELF_H
 
+/* This file shadows the system <elf.h> under -Isrc: pull that one in too, so <elf.h> and
+ * <gelf.h> work in every file. (Cleaner: build with -iquote src; then this is a no-op.) */
+
 #include <stddef.h>
 #include <stdint.h>
 #include "dwunw.h"

@@ -1,0 +1,244 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * The module cache: a fixed number of slots, each active (refcnt > 0) or warm (refcnt == 0, ELF and
+ * table kept). A reference is taken without a lock (an atomic on the slot's refcnt, checked
+ * against the slot's generation); loading and reclaiming a slot happen under the context lock.
+ * Reclaim takes the warm slot released first (FIFO). Slot structs live as long as the context,
+ * so a stale pointer can never touch freed memory: it only fails the generation check.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include "internal.h"
+#include "module.h"
+
+int dw_module_get(struct dwunw_module *m, uint32_t gen)
+{
+	uint32_t r = atomic_load_explicit(&m->refcnt, memory_order_acquire);
+
+	do {
+		if (r == DW_REF_EVICTING)
+			return DWUNW_ERR_NO_MODULE;
+	} while (!atomic_compare_exchange_weak_explicit(&m->refcnt, &r, r + 1, memory_order_acq_rel,
+							 memory_order_acquire));
+	if (atomic_load_explicit(&m->gen, memory_order_acquire) != gen) {
+		dw_module_put(m);
+		return DWUNW_ERR_NO_MODULE;
+	}
+	return DWUNW_OK;
+}
+
+void dw_module_put(struct dwunw_module *m)
+{
+	if (atomic_fetch_sub_explicit(&m->refcnt, 1, memory_order_acq_rel) == 1)
+		m->warm_seq = atomic_fetch_add_explicit(&m->ctx->warm_clock, 1, memory_order_relaxed) + 1;
+}
+
+/* Empty a slot we own exclusively (refcnt == DW_REF_EVICTING). */
+static void unload(struct dwunw_module *m)
+{
+	atomic_fetch_add_explicit(&m->gen, 1, memory_order_release); /* now odd: empty */
+	if (m->loaded) {
+		dw_table_free(&m->table);
+		dw_elf_close(&m->elf);
+		free(m->path);
+		m->path = NULL;
+	}
+	m->loaded = 0;
+	m->stale = 0;
+	atomic_store_explicit(&m->table_state, 0, memory_order_relaxed);
+}
+
+static int same_file(const struct dwunw_module *m, const struct stat *st)
+{
+	return m->dev == st->st_dev && m->ino == st->st_ino && m->size == st->st_size &&
+	       m->mtime.tv_sec == st->st_mtim.tv_sec && m->mtime.tv_nsec == st->st_mtim.tv_nsec;
+}
+
+/* A slot to load into: a never-used one, else the warm slot released first. Locked. */
+static struct dwunw_module *claim_slot(struct dwunw_ctx_impl *c)
+{
+	struct dwunw_module *best = NULL;
+
+	for (uint32_t i = 0; i < c->nslots; i++) {
+		struct dwunw_module *m = &c->slots[i];
+		uint32_t zero = 0;
+		if (!m->loaded && atomic_compare_exchange_strong(&m->refcnt, &zero, DW_REF_EVICTING))
+			return m;
+	}
+	for (uint32_t i = 0; i < c->nslots; i++) {
+		struct dwunw_module *m = &c->slots[i];
+		if (!m->loaded || atomic_load(&m->refcnt) != 0)
+			continue;
+		/* A stale file goes first; then FIFO by the time it turned warm. */
+		if (!best || (m->stale && !best->stale) ||
+		    (m->stale == best->stale && m->warm_seq < best->warm_seq))
+			best = m;
+	}
+	if (best) {
+		uint32_t zero = 0;
+		if (!atomic_compare_exchange_strong(&best->refcnt, &zero, DW_REF_EVICTING))
+			return claim_slot(c); /* taken meanwhile: look again */
+		atomic_fetch_add(&c->evictions, 1);
+		unload(best);
+	}
+	return best;
+}
+
+static int load(struct dwunw_module *m, const char *path, const void *image, size_t size,
+		const struct stat *st)
+{
+	int err = image ? dw_elf_open_image(&m->elf, image, size) : dw_elf_open_path(&m->elf, path);
+
+	if (err)
+		return err;
+	m->path = strdup(path);
+	if (!m->path) {
+		dw_elf_close(&m->elf);
+		return DWUNW_ERR_NOMEM;
+	}
+	m->is_image = image != NULL;
+	if (st) {
+		m->dev = st->st_dev;
+		m->ino = st->st_ino;
+		m->size = st->st_size;
+		m->mtime = st->st_mtim;
+	}
+	m->loaded = 1;
+	return DWUNW_OK;
+}
+
+int dw_module_acquire(struct dwunw_ctx_impl *c, const char *path, const void *image, size_t size,
+		      struct dwunw_module **out)
+{
+	struct stat st;
+	struct dwunw_module *m;
+	int err;
+
+	*out = NULL;
+	if (!path)
+		return DWUNW_ERR_INVALID_ARG;
+	if (!image) {
+		if (stat(path, &st))
+			return dw_errno_to_err(errno);
+		if (S_ISDIR(st.st_mode))
+			return DWUNW_ERR_INVALID_ARG;
+	}
+	pthread_mutex_lock(&c->lock);
+	for (uint32_t i = 0; i < c->nslots; i++) {
+		m = &c->slots[i];
+		if (!m->loaded || m->stale || m->is_image != (image != NULL) || strcmp(m->path, path))
+			continue;
+		if (image ? (m->elf.image != image || m->elf.size != size) : !same_file(m, &st)) {
+			/* Rebuilt or replaced in place: never serve its old table again. */
+			m->stale = 1;
+			continue;
+		}
+		if (dw_module_get(m, atomic_load(&m->gen)) == DWUNW_OK) {
+			atomic_fetch_add(&c->hits, 1);
+			pthread_mutex_unlock(&c->lock);
+			*out = m;
+			return DWUNW_OK;
+		}
+	}
+	atomic_fetch_add(&c->misses, 1);
+	m = claim_slot(c);
+	if (!m) {
+		pthread_mutex_unlock(&c->lock);
+		return DWUNW_ERR_CACHE_FULL;
+	}
+	err = load(m, path, image, size, image ? NULL : &st);
+	if (err) {
+		unload(m); /* back to empty */
+		atomic_store_explicit(&m->refcnt, 0, memory_order_release);
+		pthread_mutex_unlock(&c->lock);
+		return err;
+	}
+	atomic_fetch_add_explicit(&m->gen, 1, memory_order_release); /* even: loaded */
+	atomic_store_explicit(&m->refcnt, 1, memory_order_release);
+	pthread_mutex_unlock(&c->lock);
+	*out = m;
+	return DWUNW_OK;
+}
+
+static void table_input_ranges(const struct dw_elf *e, uint64_t (*ranges)[2], uint32_t *n, uint32_t max)
+{
+	*n = 0;
+	for (uint32_t i = 0; i < e->nphdrs && *n < max; i++) {
+		const struct dw_phdr *p = &e->phdrs[i];
+		if (p->type == 1 /* PT_LOAD */ && (p->flags & 1 /* PF_X */)) {
+			ranges[*n][0] = p->vaddr;
+			ranges[*n][1] = p->vaddr + p->memsz;
+			(*n)++;
+		}
+	}
+}
+
+static int elf_read(void *arg, uint64_t vaddr, void *buf, size_t len)
+{
+	return dw_elf_read_vaddr(arg, vaddr, buf, len);
+}
+
+static int build_table(struct dwunw_module *m)
+{
+	struct dw_elf *e = &m->elf;
+	const struct dw_section *eh = NULL, *dbg = NULL, *text = NULL, *got = NULL;
+	struct dw_cfi_section seh, sdbg;
+	uint64_t ranges[16][2];
+	struct dw_table_input in = { 0 };
+	int err_eh, err_dbg;
+
+	if (!e->arch)
+		return DWUNW_ERR_UNSUPPORTED_ARCH;
+	err_eh = dw_elf_section(e, DW_SEC_EH_FRAME, &eh);
+	err_dbg = dw_elf_section(e, DW_SEC_DEBUG_FRAME, &dbg);
+	if (err_eh && err_dbg)
+		return err_eh != DWUNW_ERR_NO_DWARF ? err_eh : err_dbg;
+	dw_elf_section(e, DW_SEC_TEXT, &text);
+	dw_elf_section(e, DW_SEC_GOT, &got);
+	in.machine = e->machine;
+	in.addr_size = e->arch->addr_size;
+	if (!err_eh) {
+		seh = (struct dw_cfi_section){
+			.data = eh->data, .size = eh->size, .vaddr = eh->addr, .is_eh = 1,
+			.addr_size = in.addr_size, .machine = e->machine,
+			.size_unknown = eh->index == 0, /* found through PT_GNU_EH_FRAME */
+			.text_vaddr = text ? text->addr : 0, .data_vaddr = got ? got->addr : 0,
+			.read_mem = elf_read, .arg = e,
+		};
+		in.eh_frame = &seh;
+	}
+	if (!err_dbg) {
+		sdbg = (struct dw_cfi_section){
+			.data = dbg->data, .size = dbg->size, .vaddr = 0, .is_eh = 0,
+			.addr_size = in.addr_size, .machine = e->machine,
+			.read_mem = elf_read, .arg = e,
+		};
+		in.debug_frame = &sdbg;
+	}
+	table_input_ranges(e, ranges, &in.nranges, 16);
+	in.ranges = (const uint64_t (*)[2])ranges;
+	return dw_table_build(&in, &m->table);
+}
+
+int dw_module_table(struct dwunw_module *m, const struct dw_table **out)
+{
+	int s = atomic_load_explicit(&m->table_state, memory_order_acquire);
+
+	if (s == 0) {
+		pthread_mutex_lock(&m->lock);
+		s = atomic_load_explicit(&m->table_state, memory_order_relaxed);
+		if (s == 0) {
+			int err = build_table(m);
+			/* A table with skipped entries is still a table. */
+			s = err ? err : 1;
+			atomic_store_explicit(&m->table_state, s, memory_order_release);
+		}
+		pthread_mutex_unlock(&m->lock);
+	}
+	if (s < 0)
+		return s;
+	*out = &m->table;
+	return DWUNW_OK;
+}

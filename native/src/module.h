@@ -1,0 +1,70 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/* A module: one ELF file and what is compiled from it (unwind table, symbols), living in a slot
+ * of the context's module cache. */
+#ifndef DWUNW_MODULE_H
+#define DWUNW_MODULE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <sys/types.h>
+#include "elf_file.h"
+#include "table.h"
+
+#define DW_REF_EVICTING UINT32_MAX  /* refcnt while a slot is being emptied */
+
+struct dw_symtab;
+
+struct dwunw_module {
+	/* Slot state. The struct lives as long as the context; its contents change on reload. */
+	_Atomic uint32_t refcnt;
+	_Atomic uint32_t gen;       /* bumped at each load; odd while loading or empty */
+	uint32_t slot;
+	uint32_t loaded;            /* holds a module (under ctx lock) */
+	uint32_t stale;             /* its file changed on disk: never handed out again */
+	uint64_t warm_seq;          /* when refcnt last dropped to 0: FIFO order of reclaim */
+	struct dwunw_ctx_impl *ctx;
+
+	/* Identity */
+	char *path;
+	dev_t dev;
+	ino_t ino;
+	off_t size;
+	struct timespec mtime;
+	int is_image;
+
+	struct dw_elf elf;
+
+	/* Built on first use */
+	pthread_mutex_t lock;
+	_Atomic int table_state;    /* 0 = not built, 1 = built, < 0 = DWUNW_ERR_* */
+	struct dw_table table;
+	_Atomic int syms_state;
+	struct dw_symtab *syms;
+};
+
+struct dwunw_ctx_impl {
+	struct dwunw_config cfg;    /* strings duplicated below */
+	char *sysroot;
+	char *debug_dirs;
+	pthread_mutex_t lock;       /* module loads and evictions, process maps */
+	struct dwunw_module *slots; /* cfg.cache_slots of them */
+	uint32_t nslots;
+	_Atomic uint64_t hits, misses, evictions;
+	_Atomic uint64_t warm_clock;
+	struct dw_proc *procs;      /* per-pid maps (unwind.c) */
+};
+
+struct dwunw_ctx_impl *dw_ctx(struct dwunw_ctx *ctx);
+
+/* Take a reference on an already-loaded slot if it still holds generation `gen`. */
+int dw_module_get(struct dwunw_module *m, uint32_t gen);
+void dw_module_put(struct dwunw_module *m);
+
+/* Find or load a module by path (stat identity + build-id) or image; takes a reference. */
+int dw_module_acquire(struct dwunw_ctx_impl *c, const char *path, const void *image, size_t size,
+		      struct dwunw_module **out);
+
+/* The module's table, built on first call (thread-safe). */
+int dw_module_table(struct dwunw_module *m, const struct dw_table **out);
+
+#endif

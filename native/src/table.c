@@ -1,0 +1,496 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/* Compiling CFI into the sorted, deduplicated, indexed unwind table; and looking rows up. */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "expr.h"
+#include "internal.h"
+#include "table.h"
+
+/* One FDE chosen for the table, with the range it finally covers. */
+struct fde_ref {
+	uint64_t begin, end;
+	uint32_t src;              /* 0 = .eh_frame, 1 = .debug_frame */
+	uint32_t idx;              /* in its scan */
+};
+
+struct builder {
+	const struct dw_table_input *in;
+	uint64_t base;
+	/* rows */
+	struct brow { uint32_t pc, id; } *rows;
+	uint32_t nrows, cap_rows;
+	/* rules, deduplicated through an open-addressing hash of rule ids */
+	struct dw_rule *rules;
+	uint32_t nrules, cap_rules;
+	struct dw_regrule *regrules;
+	uint32_t nregrules, cap_regrules;
+	uint32_t *hash;            /* rule id + 1, 0 = empty */
+	uint32_t hash_mask;
+	struct dw_expr_ref *exprs;
+	uint32_t nexprs, cap_exprs;
+	/* the FDE being compiled */
+	uint8_t cur_flags;
+	uint8_t cur_ra;
+	int cur_err;
+	/* scratch for canonicalising one row */
+	struct dw_regrule tmp[DW_MAX_COLS];
+};
+
+static int grow(void **p, uint32_t *cap, uint32_t need, size_t elem)
+{
+	uint64_t ncap;
+	void *np;
+
+	if (need <= *cap)
+		return DWUNW_OK;
+	ncap = *cap ? (uint64_t)*cap * 2 : 64;
+	while (ncap < need)
+		ncap *= 2;
+	if (ncap > UINT32_MAX)
+		return DWUNW_ERR_NOMEM;
+	np = realloc(*p, ncap * elem);
+	if (!np)
+		return DWUNW_ERR_NOMEM;
+	*p = np;
+	*cap = (uint32_t)ncap;
+	return DWUNW_OK;
+}
+
+static uint64_t hash_bytes(uint64_t h, const void *p, size_t n)
+{
+	const uint8_t *b = p;
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ b[i]) * 0x100000001b3ull;
+	return h;
+}
+
+static int intern_expr(struct builder *b, const uint8_t *p, uint32_t len, int32_t *out)
+{
+	for (uint32_t i = 0; i < b->nexprs; i++)
+		if (b->exprs[i].len == len && (b->exprs[i].p == p || memcmp(b->exprs[i].p, p, len) == 0)) {
+			*out = (int32_t)i;
+			return DWUNW_OK;
+		}
+	if (b->nexprs >= INT32_MAX)
+		return DWUNW_ERR_NOMEM;
+	if (grow((void **)&b->exprs, &b->cap_exprs, b->nexprs + 1, sizeof(*b->exprs)))
+		return DWUNW_ERR_NOMEM;
+	b->exprs[b->nexprs] = (struct dw_expr_ref){ p, len, dw_expr_check(p, len, b->in->addr_size) };
+	*out = (int32_t)b->nexprs++;
+	return DWUNW_OK;
+}
+
+static int fits32(int64_t v) { return v >= INT32_MIN && v <= INT32_MAX; }
+
+static int rehash(struct builder *b)
+{
+	uint32_t size = b->hash_mask ? (b->hash_mask + 1) * 2 : 1024;
+	uint32_t *h = calloc(size, sizeof(*h));
+
+	if (!h)
+		return DWUNW_ERR_NOMEM;
+	free(b->hash);
+	b->hash = h;
+	b->hash_mask = size - 1;
+	for (uint32_t id = 1; id < b->nrules; id++) {
+		const struct dw_rule *r = &b->rules[id];
+		uint64_t k = hash_bytes(0xcbf29ce484222325ull, r, offsetof(struct dw_rule, reg_first));
+		k = hash_bytes(k, &b->regrules[r->reg_first], r->nregs * sizeof(struct dw_regrule));
+		uint32_t i = (uint32_t)k & b->hash_mask;
+		while (h[i])
+			i = (i + 1) & b->hash_mask;
+		h[i] = id + 1;
+	}
+	return DWUNW_OK;
+}
+
+/* The rule id of a state: an existing one when equal, else a new one. */
+static int rule_id(struct builder *b, const struct dw_frame_state *st, uint32_t *out)
+{
+	struct dw_rule r = { 0 };
+	uint32_t n = 0;
+	uint64_t k;
+	int err;
+
+	r.cfa_kind = st->cfa_kind;
+	r.flags = b->cur_flags | (st->ra_signed ? DW_RULEF_RA_SIGNED : 0);
+	r.ra_reg = b->cur_ra;
+	if (st->cfa_kind == DW_CFA_KIND_REG) {
+		if (st->cfa_reg > UINT16_MAX || !fits32(st->cfa_off))
+			return DWUNW_ERR_UNSUPPORTED_CFI;
+		r.cfa_reg = (uint16_t)st->cfa_reg;
+		r.cfa_off = (int32_t)st->cfa_off;
+	} else if (st->cfa_kind == DW_CFA_KIND_EXPR) {
+		if ((err = intern_expr(b, st->cfa_expr, st->cfa_expr_len, &r.cfa_off)))
+			return err;
+	}
+	for (unsigned w = 0; w < DW_MAX_COLS / 64; w++) {
+		uint64_t bits = st->set[w];
+		while (bits) {
+			unsigned reg = w * 64 + (unsigned)__builtin_ctzll(bits);
+			const struct dw_col *c = &st->col[reg];
+			struct dw_regrule *rr = &b->tmp[n++];
+			bits &= bits - 1;
+			rr->reg = (uint16_t)reg;
+			rr->kind = c->kind;
+			rr->pad = 0;
+			rr->val = 0;
+			switch (c->kind) {
+			case DW_RULE_OFFSET:
+			case DW_RULE_VAL_OFFSET:
+			case DW_RULE_REG:
+				if (!fits32(c->val))
+					return DWUNW_ERR_UNSUPPORTED_CFI;
+				rr->val = (int32_t)c->val;
+				break;
+			case DW_RULE_EXPR:
+			case DW_RULE_VAL_EXPR:
+				if ((err = intern_expr(b, c->expr, c->expr_len, &rr->val)))
+					return err;
+				break;
+			}
+		}
+	}
+	if (n > UINT8_MAX)
+		return DWUNW_ERR_UNSUPPORTED_CFI;
+	r.nregs = (uint8_t)n;
+
+	k = hash_bytes(0xcbf29ce484222325ull, &r, offsetof(struct dw_rule, reg_first));
+	k = hash_bytes(k, b->tmp, n * sizeof(struct dw_regrule));
+	for (uint32_t i = (uint32_t)k & b->hash_mask;; i = (i + 1) & b->hash_mask) {
+		uint32_t id = b->hash[i];
+		if (!id)
+			break;
+		const struct dw_rule *o = &b->rules[id - 1];
+		if (memcmp(o, &r, offsetof(struct dw_rule, reg_first)) == 0 &&
+		    memcmp(&b->regrules[o->reg_first], b->tmp, n * sizeof(struct dw_regrule)) == 0) {
+			*out = id - 1;
+			return DWUNW_OK;
+		}
+	}
+	if (grow((void **)&b->rules, &b->cap_rules, b->nrules + 1, sizeof(*b->rules)) ||
+	    grow((void **)&b->regrules, &b->cap_regrules, b->nregrules + n, sizeof(*b->regrules)))
+		return DWUNW_ERR_NOMEM;
+	r.reg_first = b->nregrules;
+	memcpy(&b->regrules[b->nregrules], b->tmp, n * sizeof(struct dw_regrule));
+	b->nregrules += n;
+	b->rules[b->nrules] = r;
+	*out = b->nrules++;
+	if ((uint64_t)b->nrules * 2 > b->hash_mask)
+		return rehash(b);
+	/* insert */
+	uint32_t i = (uint32_t)k & b->hash_mask;
+	while (b->hash[i])
+		i = (i + 1) & b->hash_mask;
+	b->hash[i] = *out + 1;
+	return DWUNW_OK;
+}
+
+static int add_row(struct builder *b, uint64_t pc, uint32_t id)
+{
+	uint64_t off;
+
+	if (pc < b->base || (off = pc - b->base) > UINT32_MAX)
+		return DWUNW_ERR_UNSUPPORTED_CFI; /* a module spanning more than 4 GiB of code */
+	if (b->nrows && b->rows[b->nrows - 1].pc == off)
+		b->nrows--; /* same start: the later rule wins */
+	if (b->nrows && b->rows[b->nrows - 1].id == id)
+		return DWUNW_OK; /* identical neighbour */
+	if (grow((void **)&b->rows, &b->cap_rows, b->nrows + 1, sizeof(*b->rows)))
+		return DWUNW_ERR_NOMEM;
+	b->rows[b->nrows++] = (struct brow){ (uint32_t)off, id };
+	return DWUNW_OK;
+}
+
+static int on_row(void *arg, uint64_t pc, const struct dw_frame_state *st)
+{
+	struct builder *b = arg;
+	uint32_t id;
+	int err = rule_id(b, st, &id);
+
+	if (err)
+		return err;
+	return add_row(b, pc, id);
+}
+
+static int cmp_fde_ref(const void *a, const void *b)
+{
+	const struct fde_ref *x = a, *y = b;
+	if (x->begin != y->begin)
+		return x->begin < y->begin ? -1 : 1;
+	if (x->src != y->src)
+		return x->src < y->src ? -1 : 1;
+	return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+static int in_ranges(const struct dw_table_input *in, uint64_t begin, uint64_t end)
+{
+	if (!in->nranges)
+		return 1;
+	for (uint32_t i = 0; i < in->nranges; i++)
+		if (begin >= in->ranges[i][0] && end <= in->ranges[i][1])
+			return 1;
+	return 0;
+}
+
+static void note_err(struct dw_table *t, int err, uint64_t off, uint32_t src)
+{
+	if (!t->first_err) {
+		t->first_err = err;
+		t->first_err_off = off;
+		t->first_err_src = src;
+	}
+}
+
+/* The CIE's initial state, cached: FDEs of one CIE are usually neighbours. */
+struct cie_cache {
+	int32_t src, cie;
+	int err;
+	struct dw_frame_state st;
+};
+
+static int finish(struct builder *b, struct dw_table *t)
+{
+	uint32_t n = b->nrows;
+	uint64_t span, want;
+	uint32_t shift = 4, nblocks;
+	size_t sz_pcs, sz_ids, sz_rules, sz_regs, sz_exprs, sz_blocks;
+	uint8_t *mem;
+
+	t->base = b->base;
+	t->nrows = n;
+	t->nrules = b->nrules;
+	t->nregrules = b->nregrules;
+	t->nexprs = b->nexprs;
+	t->wide_ids = b->nrules > UINT16_MAX + 1u;
+	/* About eight rows per index block keeps the index near half a byte per row. */
+	span = n ? (uint64_t)b->rows[n - 1].pc + 1 : 1;
+	want = n / 8 ? n / 8 : 1;
+	while (shift < 32 && (span >> shift) + 1 > want)
+		shift++;
+	nblocks = (uint32_t)((span >> shift) + 1);
+	t->shift = shift;
+	t->nblocks = nblocks;
+
+	sz_pcs = (size_t)n * 4;
+	sz_ids = (size_t)n * (t->wide_ids ? 4 : 2);
+	sz_rules = (size_t)b->nrules * sizeof(struct dw_rule);
+	sz_regs = (size_t)b->nregrules * sizeof(struct dw_regrule);
+	sz_exprs = (size_t)b->nexprs * sizeof(struct dw_expr_ref);
+	sz_blocks = (size_t)nblocks * 4;
+#define ALIGN8(x) (((x) + 7) & ~(size_t)7)
+	t->bytes = ALIGN8(sz_pcs) + ALIGN8(sz_ids) + ALIGN8(sz_rules) + ALIGN8(sz_regs) +
+		   ALIGN8(sz_exprs) + ALIGN8(sz_blocks);
+	mem = malloc(t->bytes ? t->bytes : 8);
+	if (!mem)
+		return DWUNW_ERR_NOMEM;
+	t->mem = mem;
+	t->rules = (void *)mem;
+	mem += ALIGN8(sz_rules);
+	t->regrules = (void *)mem;
+	mem += ALIGN8(sz_regs);
+	t->exprs = (void *)mem;
+	mem += ALIGN8(sz_exprs);
+	t->blocks = (void *)mem;
+	mem += ALIGN8(sz_blocks);
+	t->pcs = (void *)mem;
+	mem += ALIGN8(sz_pcs);
+	t->ids16 = (void *)mem;
+#undef ALIGN8
+	memcpy(t->rules, b->rules, sz_rules);
+	memcpy(t->regrules, b->regrules, sz_regs);
+	memcpy(t->exprs, b->exprs, sz_exprs);
+	for (uint32_t i = 0; i < n; i++) {
+		t->pcs[i] = b->rows[i].pc;
+		if (t->wide_ids)
+			t->ids32[i] = b->rows[i].id;
+		else
+			t->ids16[i] = (uint16_t)b->rows[i].id;
+	}
+	/* blocks[k] = the last row starting at or before k << shift */
+	for (uint32_t k = 0, r = 0; k < nblocks; k++) {
+		uint64_t start = (uint64_t)k << shift;
+		while (r + 1 < n && t->pcs[r + 1] <= start)
+			r++;
+		t->blocks[k] = r;
+	}
+	return DWUNW_OK;
+}
+
+int dw_table_build(const struct dw_table_input *in, struct dw_table *t)
+{
+	const struct dw_cfi_section *secs[2] = { in->eh_frame, in->debug_frame };
+	struct dw_cfi_scan scans[2];
+	struct builder *b = NULL;
+	struct fde_ref *refs = NULL;
+	struct cie_cache *cc = NULL;
+	uint32_t nrefs = 0, kept = 0;
+	struct timespec t0, t1;
+	int err = DWUNW_OK;
+
+	memset(t, 0, sizeof(*t));
+	memset(scans, 0, sizeof(scans));
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	t->addr_size = in->addr_size;
+	t->machine = in->machine;
+
+	for (int s = 0; s < 2; s++) {
+		if (!secs[s])
+			continue;
+		err = dw_cfi_scan(secs[s], &scans[s]);
+		if (err)
+			goto out;
+		if (scans[s].first_err)
+			note_err(t, scans[s].first_err, scans[s].first_err_off,
+				 s ? DWUNW_TABLE_SRC_DEBUG_FRAME : DWUNW_TABLE_SRC_EH_FRAME);
+		t->fdes_dropped += scans[s].bad;
+		t->nfdes += scans[s].nfdes + scans[s].bad;
+	}
+	refs = malloc(((size_t)scans[0].nfdes + scans[1].nfdes + 1) * sizeof(*refs));
+	b = calloc(1, sizeof(*b));
+	cc = calloc(1, sizeof(*cc));
+	if (!refs || !b || !cc) {
+		err = DWUNW_ERR_NOMEM;
+		goto out;
+	}
+	for (uint32_t s = 0; s < 2; s++)
+		for (uint32_t i = 0; i < scans[s].nfdes; i++) {
+			const struct dw_fde *f = &scans[s].fdes[i];
+			if (f->pc_begin >= f->pc_end || !in_ranges(in, f->pc_begin, f->pc_end)) {
+				t->fdes_dropped++;
+				continue;
+			}
+			refs[nrefs++] = (struct fde_ref){ f->pc_begin, f->pc_end, s, i };
+		}
+	qsort(refs, nrefs, sizeof(*refs), cmp_fde_ref);
+
+	/* Overlaps: .eh_frame beats .debug_frame; within one section the later FDE wins. */
+	for (uint32_t i = 0; i < nrefs; i++) {
+		struct fde_ref *r = &refs[i];
+		while (kept) {
+			struct fde_ref *p = &refs[kept - 1];
+			if (r->begin >= p->end)
+				break;
+			if (r->src > p->src)
+				goto drop; /* debug_frame under an eh_frame FDE */
+			p->end = r->begin;
+			if (p->end > p->begin)
+				break;
+			kept--; /* nothing left of it */
+			t->fdes_dropped++;
+		}
+		refs[kept++] = *r;
+		continue;
+drop:
+		t->fdes_dropped++;
+	}
+
+	b->in = in;
+	b->base = kept ? refs[0].begin : 0;
+	if (!kept) {
+		err = (t->first_err && !scans[0].nfdes && !scans[1].nfdes) ? t->first_err
+									    : DWUNW_ERR_NO_DWARF;
+		goto out;
+	}
+	if ((err = rehash(b)))
+		goto out;
+	/* Rule 0: END */
+	if ((err = grow((void **)&b->rules, &b->cap_rules, 1, sizeof(*b->rules))))
+		goto out;
+	memset(&b->rules[0], 0, sizeof(b->rules[0]));
+	b->rules[0].cfa_kind = DW_CFA_KIND_END;
+	b->nrules = 1;
+
+	cc->src = -1;
+	for (uint32_t i = 0; i < kept; i++) {
+		const struct fde_ref *r = &refs[i];
+		const struct dw_cfi_section *sec = secs[r->src];
+		struct dw_cfi_scan *sc = &scans[r->src];
+		struct dw_fde f = sc->fdes[r->idx];
+		const struct dw_cie *cie = &sc->cies[f.cie];
+		uint32_t src_flag = r->src ? DWUNW_TABLE_SRC_DEBUG_FRAME : DWUNW_TABLE_SRC_EH_FRAME;
+		int ferr;
+
+		if (cc->src != (int32_t)r->src || cc->cie != (int32_t)f.cie) {
+			cc->src = (int32_t)r->src;
+			cc->cie = (int32_t)f.cie;
+			cc->err = dw_cfi_cie_state(sec, cie, &cc->st);
+		}
+		f.pc_end = r->end; /* clipped by a later FDE */
+		b->cur_flags = cie->signal ? DW_RULEF_SIGNAL : 0;
+		b->cur_ra = (uint8_t)cie->ra_reg;
+		ferr = cc->err;
+		if (!ferr && cie->ra_reg > UINT8_MAX)
+			ferr = DWUNW_ERR_UNSUPPORTED_CFI;
+		if (!ferr)
+			ferr = dw_cfi_run_fde(sec, cie, &cc->st, &f, on_row, b);
+		if (ferr == DWUNW_ERR_NOMEM) {
+			err = ferr;
+			goto out;
+		}
+		if (ferr) {
+			note_err(t, ferr, f.offset, src_flag);
+			t->fdes_dropped++;
+		}
+		t->sources |= src_flag;
+		if (i + 1 == kept || refs[i + 1].begin != r->end) {
+			if ((err = add_row(b, r->end, 0)))
+				goto out;
+		}
+	}
+	err = finish(b, t);
+out:
+	if (b) {
+		free(b->rows);
+		free(b->rules);
+		free(b->regrules);
+		free(b->hash);
+		free(b->exprs);
+	}
+	free(b);
+	free(cc);
+	free(refs);
+	dw_cfi_scan_free(&scans[0]);
+	dw_cfi_scan_free(&scans[1]);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	t->build_ns = (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000000ull + (uint64_t)(t1.tv_nsec - t0.tv_nsec);
+	if (err && err != DWUNW_ERR_NO_DWARF) {
+		int keep = t->first_err;
+		uint64_t off = t->first_err_off;
+		dw_table_free(t);
+		t->first_err = keep;
+		t->first_err_off = off;
+	}
+	return err;
+}
+
+void dw_table_free(struct dw_table *t)
+{
+	free(t->mem);
+	memset(t, 0, sizeof(*t));
+}
+
+int64_t dw_table_find(const struct dw_table *t, uint64_t addr)
+{
+	uint64_t off;
+	uint32_t b, lo, hi;
+
+	if (!t->nrows || addr < t->base)
+		return -1;
+	off = addr - t->base;
+	b = (uint32_t)(off >> t->shift);
+	if (off > UINT32_MAX || b >= t->nblocks)
+		return t->nrows - 1;
+	lo = t->blocks[b];
+	hi = b + 1 < t->nblocks ? t->blocks[b + 1] : t->nrows - 1;
+	/* the last row in [lo, hi] starting at or before off */
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo + 1) / 2;
+		if (t->pcs[mid] <= off)
+			lo = mid;
+		else
+			hi = mid - 1;
+	}
+	return lo;
+}
