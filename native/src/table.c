@@ -7,6 +7,9 @@
 #include "internal.h"
 #include "table.h"
 
+_Static_assert(sizeof(struct dw_rule) == 16 && offsetof(struct dw_rule, reg_first) == 12, "rule layout");
+_Static_assert(sizeof(struct dw_regrule) == 8, "register rule layout");
+
 /* One FDE chosen for the table, with the range it finally covers. */
 struct fde_ref {
 	uint64_t begin, end;
@@ -57,12 +60,23 @@ static int grow(void **p, uint32_t *cap, uint32_t need, size_t elem)
 	return DWUNW_OK;
 }
 
-static uint64_t hash_bytes(uint64_t h, const void *p, size_t n)
+/* Rules are 16 bytes and register rules 8: hash them a word at a time. */
+static uint64_t hash_rule(const struct dw_rule *r, const struct dw_regrule *regs, uint32_t n)
 {
-	const uint8_t *b = p;
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ b[i]) * 0x100000001b3ull;
-	return h;
+	uint64_t w[2], h = 0x9e3779b97f4a7c15ull;
+
+	memcpy(w, r, 8);
+	memcpy(&w[1], (const uint8_t *)r + 8, 4); /* up to reg_first, which is not part of the key */
+	w[1] &= 0xffffffffull;
+	h = (h ^ w[0]) * 0xff51afd7ed558ccdull;
+	h = (h ^ w[1]) * 0xc4ceb9fe1a85ec53ull;
+	for (uint32_t i = 0; i < n; i++) {
+		uint64_t x;
+		memcpy(&x, &regs[i], 8);
+		h = (h ^ x) * 0xff51afd7ed558ccdull;
+		h ^= h >> 29;
+	}
+	return h ^ (h >> 32);
 }
 
 static int intern_expr(struct builder *b, const uint8_t *p, uint32_t len, int32_t *out)
@@ -95,8 +109,7 @@ static int rehash(struct builder *b)
 	b->hash_mask = size - 1;
 	for (uint32_t id = 1; id < b->nrules; id++) {
 		const struct dw_rule *r = &b->rules[id];
-		uint64_t k = hash_bytes(0xcbf29ce484222325ull, r, offsetof(struct dw_rule, reg_first));
-		k = hash_bytes(k, &b->regrules[r->reg_first], r->nregs * sizeof(struct dw_regrule));
+		uint64_t k = hash_rule(r, &b->regrules[r->reg_first], r->nregs);
 		uint32_t i = (uint32_t)k & b->hash_mask;
 		while (h[i])
 			i = (i + 1) & b->hash_mask;
@@ -156,8 +169,7 @@ static int rule_id(struct builder *b, const struct dw_frame_state *st, uint32_t 
 		return DWUNW_ERR_UNSUPPORTED_CFI;
 	r.nregs = (uint8_t)n;
 
-	k = hash_bytes(0xcbf29ce484222325ull, &r, offsetof(struct dw_rule, reg_first));
-	k = hash_bytes(k, b->tmp, n * sizeof(struct dw_regrule));
+	k = hash_rule(&r, b->tmp, n);
 	for (uint32_t i = (uint32_t)k & b->hash_mask;; i = (i + 1) & b->hash_mask) {
 		uint32_t id = b->hash[i];
 		if (!id)
@@ -363,7 +375,11 @@ int dw_table_build(const struct dw_table_input *in, struct dw_table *t)
 			}
 			refs[nrefs++] = (struct fde_ref){ f->pc_begin, f->pc_end, s, i };
 		}
-	qsort(refs, nrefs, sizeof(*refs), cmp_fde_ref);
+	for (uint32_t i = 1; i < nrefs; i++)
+		if (cmp_fde_ref(&refs[i - 1], &refs[i]) > 0) {
+			qsort(refs, nrefs, sizeof(*refs), cmp_fde_ref);
+			break;
+		}
 
 	/* Overlaps: .eh_frame beats .debug_frame; within one section the later FDE wins. */
 	for (uint32_t i = 0; i < nrefs; i++) {
