@@ -47,7 +47,7 @@ static inline int col_set(struct dw_frame_state *st, uint64_t reg, uint8_t kind,
 	return DWUNW_OK;
 }
 
-/* DW_CFA_restore: back to the CIE's rule, or to no rule at all. */
+/* DW_CFA_restore: back to the CIE's rule, or to no rule at all when the CIE sets none. */
 static inline int col_restore(struct dw_frame_state *st, const struct dw_frame_state *initial,
 			      uint64_t reg)
 {
@@ -55,8 +55,12 @@ static inline int col_restore(struct dw_frame_state *st, const struct dw_frame_s
 
 	if (reg >= DW_MAX_COLS)
 		return DWUNW_ERR_UNSUPPORTED_CFI;
+	/* Inside the CIE the rule "assigned by the initial instructions" is the one it has so
+	 * far: a no-op, as readelf reads it. */
+	if (!initial)
+		return DWUNW_OK;
 	bit = 1ull << (reg % 64);
-	if (initial && (initial->set[reg / 64] & bit)) {
+	if (initial->set[reg / 64] & bit) {
 		st->col[reg] = initial->col[reg];
 		st->set[reg / 64] |= bit;
 	} else {

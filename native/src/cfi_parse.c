@@ -196,8 +196,19 @@ aug_done:
 		c->p = aug_end;
 	} else if (strcmp(aug, "eh") == 0) {
 		cur_skip(c, s->addr_size); /* old GCC: eh_ptr */
-	} else if (aug[0]) {
-		return DWUNW_ERR_UNSUPPORTED_CFI;
+	} else {
+		/* Without 'z' only letters that carry no data can be understood (GNU as writes
+		 * "S" into .debug_frame for .cfi_signal_frame). */
+		for (const char *a = aug; *a; a++) {
+			if (*a == 'S')
+				cie->signal = 1;
+			else if (*a == 'B')
+				cie->b_key = 1;
+			else if (*a == 'G')
+				cie->mte = 1;
+			else
+				return DWUNW_ERR_UNSUPPORTED_CFI;
+		}
 	}
 	if (c->err)
 		return c->err;

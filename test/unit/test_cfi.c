@@ -206,6 +206,14 @@ static void test_opcodes(void)
 	     "2000 r7+8 6=c-16 16=c-8", "2001 r7+8 16=c-8");
 	ROWS(B(0x90, 3, 0x41, 0x06, 16), "restore_extended to the CIE rule",
 	     "2000 r7+8 16=c-24", "2001 r7+8 16=c-8");
+	{
+		/* DW_CFA_restore inside the CIE keeps the rule it set (readelf's reading) */
+		static const uint8_t cie_restore[] = { 0x0c, 7, 8, 0x90, 1, 0x83, 2, 0xc3 };
+		static const uint8_t none[] = { 0 };
+		struct rows rr;
+		ok(run(cie_restore, sizeof(cie_restore), none, 1, &rr) == 0 && rr.n == 1 &&
+		   strcmp(rr.text[0], "2000 r7+8 3=c-16 16=c-8") == 0, "restore in a CIE is a no-op");
+	}
 	ROWS(B(0x07, 3), "undefined", "2000 r7+8 3=u 16=c-8");
 	ROWS(B(0x08, 3), "same_value", "2000 r7+8 3=s 16=c-8");
 	ROWS(B(0x09, 3, 10), "register", "2000 r7+8 3=r10 16=c-8");
@@ -536,6 +544,18 @@ static void test_cie_forms(void)
 	if (sc.nfdes == 1)
 		ok(sc.cies[0].version == 3 && sc.cies[0].ra_reg == 16 && sc.fdes[0].pc_begin == 0x4000 &&
 		   sc.fdes[0].pc_end == 0x4010, "its fields");
+	dw_cfi_scan_free(&sc);
+
+	/* "S" without 'z' (GNU as in .debug_frame) is understood */
+	memset(&b, 0, sizeof(b));
+	cie = eh_cie(&b, "S", x86_cie, sizeof(x86_cie));
+	at = begin_entry(&b);
+	put32(&b, (uint32_t)(b.n - cie));
+	put64(&b, 0x2000); /* no 'R': absolute pointers */
+	put64(&b, 0x10);
+	end_entry(&b, at);
+	s = eh_section(&b, 0x1000);
+	ok(dw_cfi_scan(&s, &sc) == 0 && sc.nfdes == 1 && sc.bad == 0 && sc.cies[0].signal, "augmentation \"S\" without z");
 	dw_cfi_scan_free(&sc);
 
 	/* unknown augmentation without 'z': the CIE and its FDEs are skipped, reported once */
