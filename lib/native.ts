@@ -71,7 +71,8 @@ export const ArchOpsT = koffi.struct('dwunw_arch_ops', {
   fp_reg: 'uint16_t',
   ra_reg: 'uint16_t',
   lr_reg: 'uint16_t',
-  pad: 'uint16_t',
+  pc_reg: 'uint16_t',
+  callee_saved: 'uint64_t',
   reg_name: 'void *',
   ra_to_pc: 'void *',
   sigframe: 'void *',
@@ -150,6 +151,7 @@ export interface ArchOps {
   fp_reg: number;
   ra_reg: number;
   lr_reg: number;
+  pc_reg: number;
 }
 
 export interface RawTableInfo {

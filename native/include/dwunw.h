@@ -104,7 +104,10 @@ struct dwunw_arch_ops {
 	uint16_t fp_reg;                /* frame pointer register */
 	uint16_t ra_reg;                /* default return-address column */
 	uint16_t lr_reg;                /* register holding the return address at a call (arm64, mips), or 0xffff */
-	uint16_t pad;
+	uint16_t pc_reg;                /* DWARF number that names the pc in expressions (x86_64 rip), or 0xffff */
+	/* Registers that keep their value in the caller when the CFI gives no rule (callee-saved);
+	 * the others become unknown after a step. Bit n = DWARF register n. */
+	uint64_t callee_saved;
 	/* readelf's name for a DWARF register ("rbx", "x29", ...), or NULL when readelf prints rN. */
 	const char *(*reg_name)(unsigned reg);
 	/* The CFI's raw return address -> the caller's pc (strips arm64 pointer authentication). */
@@ -333,7 +336,13 @@ int dwunw_symbolize_frame(struct dwunw_ctx *ctx, const struct dwunw_frame *frame
  * Freezes a thread and reads its memory: ptrace(PTRACE_SEIZE) + PTRACE_INTERRUPT to stop it,
  * process_vm_readv to read, /proc/PID/mem (opened per read batch and closed) when that fails,
  * PTRACE_DETACH to resume it. dwunw_capture uses the same reader for memory beyond the snapshot.
- * Fields are private to the library.
+ * Fields are private to the library (flags bits 8 and up hold reader state).
+ *
+ * ptrace binds a traced thread to the tracing thread: call attach, regs and detach from one
+ * thread. Attach blocks until the thread stops; do not reap children with waitpid(-1) meanwhile.
+ * A signal that arrives while the thread is held is delivered at detach, never dropped. If the
+ * target exits during attach, its exit is collected here (a parent's later waitpid gets ECHILD).
+ * A tracer that dies leaves its tracee running: the kernel detaches it.
  */
 struct dwunw_stack_reader {
 	int32_t pid;

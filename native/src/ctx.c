@@ -4,6 +4,8 @@
 #include <string.h>
 #include "internal.h"
 #include "module.h"
+#include "proc.h"
+#include "symbols.h"
 
 #define DWUNW_CTX_MAGIC 0x64776e75u /* "dwnu" */
 
@@ -63,7 +65,7 @@ DWUNW_API int dwunw_init(struct dwunw_ctx *ctx, const struct dwunw_config *cfg)
 	for (uint32_t i = 0; i < c->cfg.nmodules && !err; i++) {
 		const struct dwunw_module_source *src = &c->cfg.modules[i];
 		struct dwunw_module *m;
-		err = dw_module_acquire(c, src->path, src->image, src->image_size, &m);
+		err = dw_module_acquire(c, src->path, NULL, src->image, src->image_size, &m);
 		if (!err)
 			dw_module_put(m);
 	}
@@ -74,7 +76,7 @@ DWUNW_API int dwunw_init(struct dwunw_ctx *ctx, const struct dwunw_config *cfg)
 	return err;
 }
 
-void dw_procs_free(struct dwunw_ctx_impl *c);
+
 
 DWUNW_API void dwunw_shutdown(struct dwunw_ctx *ctx)
 {
@@ -87,6 +89,7 @@ DWUNW_API void dwunw_shutdown(struct dwunw_ctx *ctx)
 		struct dwunw_module *m = &c->slots[i];
 		if (m->loaded) {
 			dw_table_free(&m->table);
+			dw_symtab_free(m->syms);
 			dw_elf_close(&m->elf);
 			free(m->path);
 		}
@@ -106,7 +109,7 @@ DWUNW_API int dwunw_module_open(struct dwunw_ctx *ctx, const char *path, struct 
 
 	if (!c || !path || !out)
 		return DWUNW_ERR_INVALID_ARG;
-	return dw_module_acquire(c, path, NULL, 0, out);
+	return dw_module_acquire(c, path, NULL, NULL, 0, out);
 }
 
 DWUNW_API int dwunw_module_open_image(struct dwunw_ctx *ctx, const char *name, const void *image,
@@ -116,7 +119,7 @@ DWUNW_API int dwunw_module_open_image(struct dwunw_ctx *ctx, const char *name, c
 
 	if (!c || !name || !image || !size || !out)
 		return DWUNW_ERR_INVALID_ARG;
-	return dw_module_acquire(c, name, image, size, out);
+	return dw_module_acquire(c, name, NULL, image, size, out);
 }
 
 DWUNW_API void dwunw_module_put(struct dwunw_ctx *ctx, struct dwunw_module *mod)

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include "internal.h"
 #include "module.h"
+#include "symbols.h"
 
 int dw_module_get(struct dwunw_module *m, uint32_t gen)
 {
@@ -41,6 +42,8 @@ static void unload(struct dwunw_module *m)
 	atomic_fetch_add_explicit(&m->gen, 1, memory_order_release); /* now odd: empty */
 	if (m->loaded) {
 		dw_table_free(&m->table);
+		dw_symtab_free(m->syms);
+		m->syms = NULL;
 		dw_elf_close(&m->elf);
 		free(m->path);
 		m->path = NULL;
@@ -48,6 +51,7 @@ static void unload(struct dwunw_module *m)
 	m->loaded = 0;
 	m->stale = 0;
 	atomic_store_explicit(&m->table_state, 0, memory_order_relaxed);
+	atomic_store_explicit(&m->syms_state, 0, memory_order_relaxed);
 }
 
 static int same_file(const struct dwunw_module *m, const struct stat *st)
@@ -86,14 +90,14 @@ static struct dwunw_module *claim_slot(struct dwunw_ctx_impl *c)
 	return best;
 }
 
-static int load(struct dwunw_module *m, const char *path, const void *image, size_t size,
-		const struct stat *st)
+static int load(struct dwunw_module *m, const char *name, const char *open_path, const void *image,
+		size_t size, const struct stat *st)
 {
-	int err = image ? dw_elf_open_image(&m->elf, image, size) : dw_elf_open_path(&m->elf, path);
+	int err = image ? dw_elf_open_image(&m->elf, image, size) : dw_elf_open_path(&m->elf, open_path);
 
 	if (err)
 		return err;
-	m->path = strdup(path);
+	m->path = strdup(name);
 	if (!m->path) {
 		dw_elf_close(&m->elf);
 		return DWUNW_ERR_NOMEM;
@@ -109,8 +113,8 @@ static int load(struct dwunw_module *m, const char *path, const void *image, siz
 	return DWUNW_OK;
 }
 
-int dw_module_acquire(struct dwunw_ctx_impl *c, const char *path, const void *image, size_t size,
-		      struct dwunw_module **out)
+int dw_module_acquire(struct dwunw_ctx_impl *c, const char *path, const char *open_path,
+		      const void *image, size_t size, struct dwunw_module **out)
 {
 	struct stat st;
 	struct dwunw_module *m;
@@ -119,8 +123,10 @@ int dw_module_acquire(struct dwunw_ctx_impl *c, const char *path, const void *im
 	*out = NULL;
 	if (!path)
 		return DWUNW_ERR_INVALID_ARG;
+	if (!open_path)
+		open_path = path;
 	if (!image) {
-		if (stat(path, &st))
+		if (stat(open_path, &st))
 			return dw_errno_to_err(errno);
 		if (S_ISDIR(st.st_mode))
 			return DWUNW_ERR_INVALID_ARG;
@@ -148,7 +154,7 @@ int dw_module_acquire(struct dwunw_ctx_impl *c, const char *path, const void *im
 		pthread_mutex_unlock(&c->lock);
 		return DWUNW_ERR_CACHE_FULL;
 	}
-	err = load(m, path, image, size, image ? NULL : &st);
+	err = load(m, path, open_path, image, size, image ? NULL : &st);
 	if (err) {
 		unload(m); /* back to empty */
 		atomic_store_explicit(&m->refcnt, 0, memory_order_release);

@@ -13,6 +13,14 @@
 #define DW_REF_EVICTING UINT32_MAX  /* refcnt while a slot is being emptied */
 
 struct dw_symtab;
+struct dw_proc;
+
+/* An ELF image the context owns (a vDSO copied out of a process). */
+struct dw_image {
+	struct dw_image *next;
+	size_t size;
+	uint8_t data[];
+};
 
 struct dwunw_module {
 	/* Slot state. The struct lives as long as the context; its contents change on reload. */
@@ -51,7 +59,10 @@ struct dwunw_ctx_impl {
 	uint32_t nslots;
 	_Atomic uint64_t hits, misses, evictions;
 	_Atomic uint64_t warm_clock;
-	struct dw_proc *procs;      /* per-pid maps (unwind.c) */
+	struct dw_proc *procs;      /* per-pid maps (proc.c) */
+	uint32_t nprocs;
+	uint64_t proc_seq;
+	struct dw_image *images;    /* vDSO images read from processes, deduplicated */
 };
 
 struct dwunw_ctx_impl *dw_ctx(struct dwunw_ctx *ctx);
@@ -60,9 +71,11 @@ struct dwunw_ctx_impl *dw_ctx(struct dwunw_ctx *ctx);
 int dw_module_get(struct dwunw_module *m, uint32_t gen);
 void dw_module_put(struct dwunw_module *m);
 
-/* Find or load a module by path (stat identity + build-id) or image; takes a reference. */
-int dw_module_acquire(struct dwunw_ctx_impl *c, const char *path, const void *image, size_t size,
-		      struct dwunw_module **out);
+/* Find or load a module; takes a reference. `name` is its path as shown and matched (with the
+ * file's stat identity); `open_path` what to open (e.g. /proc/PID/map_files/... for a deleted
+ * file), NULL = name. With `image`, the ELF is that buffer. */
+int dw_module_acquire(struct dwunw_ctx_impl *c, const char *name, const char *open_path,
+		      const void *image, size_t size, struct dwunw_module **out);
 
 /* The module's table, built on first call (thread-safe). */
 int dw_module_table(struct dwunw_module *m, const struct dw_table **out);

@@ -1,0 +1,507 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/* Process maps: parsing /proc/PID/maps, caching it per pid, and resolving mappings to modules. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+#include "internal.h"
+#include "proc.h"
+
+#define DW_MAX_PROCS 64          /* cached pids; the oldest unused one goes first */
+#define DW_MAX_VDSO (1u << 20)   /* a vDSO larger than this is not believed */
+
+static int hexval(const char **s, const char *end, uint64_t *out)
+{
+	uint64_t v = 0;
+	const char *p = *s;
+
+	if (p >= end)
+		return -1;
+	for (; p < end; p++) {
+		unsigned d;
+		if (*p >= '0' && *p <= '9') d = (unsigned)(*p - '0');
+		else if (*p >= 'a' && *p <= 'f') d = (unsigned)(*p - 'a' + 10);
+		else if (*p >= 'A' && *p <= 'F') d = (unsigned)(*p - 'A' + 10);
+		else break;
+		if (v >> 60)
+			return -1;
+		v = v << 4 | d;
+	}
+	if (p == *s)
+		return -1;
+	*s = p;
+	*out = v;
+	return 0;
+}
+
+static int decval(const char **s, const char *end, uint64_t *out)
+{
+	uint64_t v = 0;
+	const char *p = *s;
+
+	for (; p < end && *p >= '0' && *p <= '9'; p++)
+		v = v * 10 + (uint64_t)(*p - '0');
+	if (p == *s)
+		return -1;
+	*s = p;
+	*out = v;
+	return 0;
+}
+
+static int expect(const char **s, const char *end, char c)
+{
+	if (*s >= end || **s != c)
+		return -1;
+	(*s)++;
+	return 0;
+}
+
+static void skip_spaces(const char **s, const char *end)
+{
+	while (*s < end && **s == ' ')
+		(*s)++;
+}
+
+/* One line: "start-end perms offset major:minor inode   path". */
+static int parse_line(const char *s, const char *end, struct dw_map *m, const char **path,
+		      size_t *path_len)
+{
+	uint64_t maj, min;
+
+	memset(m, 0, sizeof(*m));
+	if (hexval(&s, end, &m->start) || expect(&s, end, '-') || hexval(&s, end, &m->end) ||
+	    expect(&s, end, ' ') || end - s < 5)
+		return -1;
+	m->prot = (s[0] == 'r' ? DW_PROT_R : 0) | (s[1] == 'w' ? DW_PROT_W : 0) |
+		  (s[2] == 'x' ? DW_PROT_X : 0);
+	s += 4;
+	if (expect(&s, end, ' ') || hexval(&s, end, &m->offset) || expect(&s, end, ' ') ||
+	    hexval(&s, end, &maj) || expect(&s, end, ':') || hexval(&s, end, &min) ||
+	    expect(&s, end, ' ') || decval(&s, end, &m->inode))
+		return -1;
+	if (m->end <= m->start)
+		return -1;
+	m->dev_major = (uint32_t)maj;
+	m->dev_minor = (uint32_t)min;
+	skip_spaces(&s, end);
+	*path = s;
+	*path_len = (size_t)(end - s);
+	return 0;
+}
+
+static int cmp_map(const void *a, const void *b)
+{
+	const struct dw_map *x = a, *y = b;
+	return x->start < y->start ? -1 : x->start > y->start;
+}
+
+int dw_proc_parse(struct dw_proc *p, const char *text, size_t len)
+{
+	const char *s = text, *end = text + len;
+	size_t nlines = 0, cap;
+	char *strs;
+
+	for (size_t i = 0; i < len; i++)
+		nlines += text[i] == '\n';
+	cap = nlines + 1;
+	p->maps = calloc(cap, sizeof(*p->maps));
+	p->strings = strs = malloc(len + 1);
+	if (!p->maps || !strs)
+		return DWUNW_ERR_NOMEM;
+	p->nmaps = 0;
+	while (s < end) {
+		const char *eol = memchr(s, '\n', (size_t)(end - s));
+		const char *path;
+		size_t plen;
+		struct dw_map *m = &p->maps[p->nmaps];
+
+		if (!eol)
+			eol = end;
+		if (eol > s && parse_line(s, eol, m, &path, &plen) == 0) {
+			static const char del[] = " (deleted)";
+			if (plen >= sizeof(del) - 1 && !memcmp(path + plen - (sizeof(del) - 1), del, sizeof(del) - 1)) {
+				m->deleted = 1;
+				plen -= sizeof(del) - 1;
+			}
+			if (!plen) {
+				m->kind = DW_MAP_ANON;
+			} else {
+				memcpy(strs, path, plen);
+				strs[plen] = 0;
+				m->path = strs;
+				strs += plen + 1;
+				if (path[0] != '[')
+					m->kind = DW_MAP_FILE;
+				else if (!strcmp(m->path, "[vdso]"))
+					m->kind = DW_MAP_VDSO;
+				else if (!strcmp(m->path, "[uprobes]"))
+					m->kind = DW_MAP_UPROBES;
+				else
+					m->kind = DW_MAP_SPECIAL;
+			}
+			/* anonymous memory: no file, whatever the inode says */
+			if (m->kind == DW_MAP_FILE && m->inode == 0 && !m->deleted && m->path[0] != '/')
+				m->kind = DW_MAP_SPECIAL;
+			p->nmaps++;
+		}
+		s = eol + 1;
+	}
+	for (uint32_t i = 1; i < p->nmaps; i++)
+		if (p->maps[i - 1].start > p->maps[i].start) {
+			qsort(p->maps, p->nmaps, sizeof(*p->maps), cmp_map);
+			break;
+		}
+	return p->nmaps ? DWUNW_OK : DWUNW_ERR_CORRUPT;
+}
+
+static void proc_free(struct dw_proc *p)
+{
+	if (!p)
+		return;
+	free(p->maps);
+	free(p->strings);
+	free(p);
+}
+
+static int read_maps(int32_t pid, char **out, size_t *len)
+{
+	char path[64];
+	size_t cap = 1 << 16, n = 0;
+	char *buf = malloc(cap);
+	int fd;
+
+	if (!buf)
+		return DWUNW_ERR_NOMEM;
+	snprintf(path, sizeof(path), "/proc/%d/maps", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		int e = errno;
+		free(buf);
+		return e == ENOENT ? DWUNW_ERR_NO_PROCESS : dw_errno_to_err(e);
+	}
+	for (;;) {
+		ssize_t r;
+		if (n == cap) {
+			char *nb = realloc(buf, cap * 2);
+			if (!nb) {
+				free(buf);
+				close(fd);
+				return DWUNW_ERR_NOMEM;
+			}
+			buf = nb;
+			cap *= 2;
+		}
+		r = read(fd, buf + n, cap - n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			int e = errno;
+			free(buf);
+			close(fd);
+			return e == ESRCH ? DWUNW_ERR_NO_PROCESS : dw_errno_to_err(e);
+		}
+		if (r == 0)
+			break;
+		n += (size_t)r;
+	}
+	close(fd);
+	if (!n) {
+		free(buf);
+		return DWUNW_ERR_NO_PROCESS; /* a zombie has no maps */
+	}
+	*out = buf;
+	*len = n;
+	return DWUNW_OK;
+}
+
+/* Insert p as the pid's current snapshot; the one it replaces dies when unreferenced. Locked. */
+static void install(struct dwunw_ctx_impl *c, struct dw_proc *p)
+{
+	struct dw_proc **pp = &c->procs;
+
+	p->loaded_seq = ++c->proc_seq;
+	while (*pp) {
+		struct dw_proc *o = *pp;
+		if (o->pid == p->pid) {
+			*pp = o->next;
+			c->nprocs--;
+			o->dead = 1;
+			if (atomic_load(&o->refcnt) == 0)
+				proc_free(o);
+			continue;
+		}
+		pp = &o->next;
+	}
+	/* Bounded: drop the oldest snapshot nobody uses. */
+	while (c->nprocs >= DW_MAX_PROCS) {
+		struct dw_proc **victim = NULL;
+		for (pp = &c->procs; *pp; pp = &(*pp)->next)
+			if (atomic_load(&(*pp)->refcnt) == 0 && (!victim || (*pp)->loaded_seq < (*victim)->loaded_seq))
+				victim = pp;
+		if (!victim)
+			break;
+		struct dw_proc *o = *victim;
+		*victim = o->next;
+		c->nprocs--;
+		proc_free(o);
+	}
+	p->next = c->procs;
+	c->procs = p;
+	c->nprocs++;
+}
+
+static int load_proc(int32_t pid, const char *text, size_t len,
+		     struct dw_proc **out)
+{
+	struct dw_proc *p = calloc(1, sizeof(*p));
+	char *own = NULL;
+	int err;
+
+	if (!p)
+		return DWUNW_ERR_NOMEM;
+	p->pid = pid;
+	if (!text) {
+		err = read_maps(pid, &own, &len);
+		if (err) {
+			free(p);
+			return err;
+		}
+		text = own;
+	} else {
+		p->offline = 1;
+	}
+	err = dw_proc_parse(p, text, len);
+	free(own);
+	if (err) {
+		proc_free(p);
+		return err;
+	}
+	*out = p;
+	return DWUNW_OK;
+}
+
+int dw_proc_get(struct dwunw_ctx_impl *c, int32_t pid, struct dw_proc **out)
+{
+	struct dw_proc *p;
+	int err;
+
+	pthread_mutex_lock(&c->lock);
+	for (p = c->procs; p; p = p->next)
+		if (p->pid == pid)
+			break;
+	if (!p) {
+		pthread_mutex_unlock(&c->lock);
+		/* read /proc without holding the lock */
+		err = load_proc(pid, NULL, 0, &p);
+		if (err)
+			return err;
+		pthread_mutex_lock(&c->lock);
+		install(c, p);
+	}
+	atomic_fetch_add(&p->refcnt, 1);
+	pthread_mutex_unlock(&c->lock);
+	*out = p;
+	return DWUNW_OK;
+}
+
+int dw_proc_refresh(struct dwunw_ctx_impl *c, struct dw_proc **pp)
+{
+	struct dw_proc *old = *pp, *p;
+	int err;
+
+	if (old->offline)
+		return DWUNW_ERR_NO_MODULE;
+	err = load_proc(old->pid, NULL, 0, &p);
+	if (err)
+		return err;
+	pthread_mutex_lock(&c->lock);
+	install(c, p);
+	atomic_fetch_add(&p->refcnt, 1);
+	pthread_mutex_unlock(&c->lock);
+	dw_proc_put(c, old);
+	*pp = p;
+	return DWUNW_OK;
+}
+
+void dw_proc_put(struct dwunw_ctx_impl *c, struct dw_proc *p)
+{
+	if (!p)
+		return;
+	pthread_mutex_lock(&c->lock);
+	if (atomic_fetch_sub(&p->refcnt, 1) == 1 && p->dead)
+		proc_free(p);
+	pthread_mutex_unlock(&c->lock);
+}
+
+void dw_procs_free(struct dwunw_ctx_impl *c)
+{
+	while (c->procs) {
+		struct dw_proc *p = c->procs;
+		c->procs = p->next;
+		proc_free(p);
+	}
+	c->nprocs = 0;
+	while (c->images) {
+		struct dw_image *i = c->images;
+		c->images = i->next;
+		free(i);
+	}
+}
+
+const struct dw_map *dw_proc_find(const struct dw_proc *p, uint64_t addr)
+{
+	uint32_t lo = 0, hi = p->nmaps;
+
+	while (lo < hi) {
+		uint32_t mid = (lo + hi) / 2;
+		if (p->maps[mid].end <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo < p->nmaps && p->maps[lo].start <= addr)
+		return &p->maps[lo];
+	return NULL;
+}
+
+/* A copy of the vDSO shared by every process showing the same bytes. Locked. */
+static int vdso_image(struct dwunw_ctx_impl *c, const struct dw_map *m,
+		      int (*read)(void *, uint64_t, void *, size_t), void *arg, struct dw_image **out)
+{
+	size_t size = (size_t)(m->end - m->start);
+	struct dw_image *img;
+	int err;
+
+	if (!read || size > DW_MAX_VDSO)
+		return DWUNW_ERR_NO_MODULE;
+	img = malloc(sizeof(*img) + size);
+	if (!img)
+		return DWUNW_ERR_NOMEM;
+	err = read(arg, m->start, img->data, size);
+	if (err) {
+		free(img);
+		return err;
+	}
+	img->size = size;
+	for (struct dw_image *i = c->images; i; i = i->next)
+		if (i->size == size && !memcmp(i->data, img->data, size)) {
+			free(img);
+			*out = i;
+			return DWUNW_OK;
+		}
+	img->next = c->images;
+	c->images = img;
+	*out = img;
+	return DWUNW_OK;
+}
+
+/* Same file as the mapping? (a file replaced at its path is opened through map_files) */
+static int path_is_mapping(const struct dw_map *m, const char *path)
+{
+	struct stat st;
+
+	if (stat(path, &st))
+		return 0;
+	return (uint64_t)st.st_ino == m->inode && major(st.st_dev) == m->dev_major &&
+	       minor(st.st_dev) == m->dev_minor;
+}
+
+int dw_map_module(struct dwunw_ctx_impl *c, struct dw_proc *p, struct dw_map *m,
+		  int (*read)(void *arg, uint64_t addr, void *buf, size_t len), void *arg,
+		  struct dwunw_module **out)
+{
+	struct dwunw_module *mod = atomic_load_explicit(&m->mod, memory_order_acquire);
+	char path[4096], alt[96];
+	const char *open_path = NULL;
+	int err;
+
+	if (mod && dw_module_get(mod, atomic_load_explicit(&m->mod_gen, memory_order_acquire)) == 0) {
+		*out = mod;
+		return DWUNW_OK;
+	}
+	if (m->mod_err)
+		return m->mod_err;
+	if (m->kind != DW_MAP_FILE && m->kind != DW_MAP_VDSO)
+		return DWUNW_ERR_NO_MODULE;
+
+	pthread_mutex_lock(&c->lock);
+	if (m->kind == DW_MAP_VDSO) {
+		struct dw_image *img = NULL;
+		err = p->offline ? DWUNW_ERR_NO_MODULE : vdso_image(c, m, read, arg, &img);
+		pthread_mutex_unlock(&c->lock);
+		if (!err)
+			err = dw_module_acquire(c, "[vdso]", NULL, img->data, img->size, &mod);
+	} else {
+		snprintf(path, sizeof(path), "%s%s", c->sysroot ? c->sysroot : "", m->path);
+		if (!p->offline && (m->deleted || !path_is_mapping(m, path))) {
+			/* deleted or replaced since it was mapped: the kernel still has the file */
+			snprintf(alt, sizeof(alt), "/proc/%d/map_files/%llx-%llx", p->pid,
+				 (unsigned long long)m->start, (unsigned long long)m->end);
+			open_path = alt;
+		}
+		pthread_mutex_unlock(&c->lock);
+		err = dw_module_acquire(c, path, open_path, NULL, 0, &mod);
+	}
+	if (!err) {
+		const struct dw_phdr *ph = dw_elf_load_for_offset(&mod->elf, m->kind == DW_MAP_VDSO ? 0 : m->offset);
+		uint64_t file_off = m->kind == DW_MAP_VDSO ? 0 : m->offset;
+		if (!ph) {
+			dw_module_put(mod);
+			err = DWUNW_ERR_NO_MODULE;
+		} else {
+			m->bias = m->start - (ph->vaddr - ph->offset + file_off);
+			atomic_store_explicit(&m->mod_gen, atomic_load(&mod->gen), memory_order_release);
+			atomic_store_explicit(&m->mod, mod, memory_order_release);
+			*out = mod;
+			return DWUNW_OK;
+		}
+	}
+	/* A file that cannot be opened will not open on the next frame either. */
+	if (err != DWUNW_ERR_CACHE_FULL && err != DWUNW_ERR_NOMEM)
+		m->mod_err = err;
+	return err;
+}
+
+DWUNW_API int dwunw_maps_set(struct dwunw_ctx *ctx, int32_t pid, const char *maps_text, size_t len)
+{
+	struct dwunw_ctx_impl *c = dw_ctx(ctx);
+	struct dw_proc *p;
+	int err;
+
+	if (!c || !maps_text || !len)
+		return DWUNW_ERR_INVALID_ARG;
+	err = load_proc(pid, maps_text, len, &p);
+	if (err)
+		return err;
+	pthread_mutex_lock(&c->lock);
+	install(c, p);
+	pthread_mutex_unlock(&c->lock);
+	return DWUNW_OK;
+}
+
+DWUNW_API void dwunw_maps_forget(struct dwunw_ctx *ctx, int32_t pid)
+{
+	struct dwunw_ctx_impl *c = dw_ctx(ctx);
+	struct dw_proc **pp;
+
+	if (!c)
+		return;
+	pthread_mutex_lock(&c->lock);
+	for (pp = &c->procs; *pp;) {
+		struct dw_proc *o = *pp;
+		if (o->pid != pid) {
+			pp = &o->next;
+			continue;
+		}
+		*pp = o->next;
+		c->nprocs--;
+		o->dead = 1;
+		if (atomic_load(&o->refcnt) == 0)
+			proc_free(o);
+	}
+	pthread_mutex_unlock(&c->lock);
+}

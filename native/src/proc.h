@@ -1,0 +1,71 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/* The memory map of a process: /proc/PID/maps parsed and cached per pid (or given offline), and
+ * each file mapping's module and load bias, resolved on first use. */
+#ifndef DWUNW_PROC_H
+#define DWUNW_PROC_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+#include "module.h"
+
+enum dw_map_kind {
+	DW_MAP_FILE,
+	DW_MAP_ANON,
+	DW_MAP_VDSO,
+	DW_MAP_UPROBES,       /* the kernel's uretprobe trampoline page */
+	DW_MAP_SPECIAL,       /* [stack], [heap], [vvar], [vsyscall], ... */
+};
+
+#define DW_PROT_R 1
+#define DW_PROT_W 2
+#define DW_PROT_X 4
+
+struct dw_map {
+	uint64_t start, end;
+	uint64_t offset;
+	uint64_t inode;
+	uint32_t dev_major, dev_minor;
+	uint8_t prot;
+	uint8_t kind;
+	uint8_t deleted;      /* "(deleted)": the file is only reachable through map_files */
+	uint8_t pad;
+	const char *path;     /* in dw_proc.strings; NULL for anonymous memory */
+	/* Resolved on first use, under the context lock. */
+	_Atomic(struct dwunw_module *) mod;
+	_Atomic uint32_t mod_gen;
+	int32_t mod_err;      /* sticky: this mapping has no usable module */
+	uint64_t bias;        /* runtime address - module address */
+};
+
+struct dw_proc {
+	int32_t pid;
+	uint8_t offline;      /* maps given by dwunw_maps_set: never re-read from /proc */
+	uint8_t dead;         /* replaced by a newer snapshot */
+	_Atomic uint32_t refcnt;
+	struct dw_map *maps;  /* sorted by start */
+	uint32_t nmaps;
+	char *strings;
+	struct dw_proc *next;
+	uint64_t loaded_seq;
+};
+
+/* The current maps of pid (read from /proc on first use); takes a reference. */
+int dw_proc_get(struct dwunw_ctx_impl *c, int32_t pid, struct dw_proc **out);
+/* Re-read /proc/PID/maps (an unknown pc was seen): *p is replaced by the new snapshot. */
+int dw_proc_refresh(struct dwunw_ctx_impl *c, struct dw_proc **p);
+void dw_proc_put(struct dwunw_ctx_impl *c, struct dw_proc *p);
+void dw_procs_free(struct dwunw_ctx_impl *c);
+
+/* The mapping containing addr, or NULL. */
+const struct dw_map *dw_proc_find(const struct dw_proc *p, uint64_t addr);
+
+/* The module of a file (or vDSO) mapping, with a reference taken; `read` reads process memory
+ * (for the vDSO image). */
+int dw_map_module(struct dwunw_ctx_impl *c, struct dw_proc *p, struct dw_map *m,
+		  int (*read)(void *arg, uint64_t addr, void *buf, size_t len), void *arg,
+		  struct dwunw_module **out);
+
+/* Parse maps text into p (exposed for tests). */
+int dw_proc_parse(struct dw_proc *p, const char *text, size_t len);
+
+#endif

@@ -1,0 +1,21 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/* Symbols of a module: .symtab and .dynsym (sorted, binary search), a separate debug file found by
+ * build-id or .gnu_debuglink, MiniDebugInfo (.gnu_debugdata), C++ demangling, and file:line from
+ * .debug_line (DWARF 2-5). Built lazily per module; knows nothing of processes. */
+#ifndef DWUNW_SYMBOLS_H
+#define DWUNW_SYMBOLS_H
+
+#include "dwunw.h"
+
+struct dw_symtab;
+struct dwunw_module;
+struct dwunw_ctx_impl;
+
+/* Build the index for module m (its ELF is m->elf; debug_dirs/sysroot/flags from the context). */
+int dw_symtab_build(const struct dwunw_ctx_impl *c, const struct dwunw_module *m, struct dw_symtab **out);
+void dw_symtab_free(struct dw_symtab *s);
+/* Symbol covering module address `addr` (thread-safe: the line table is built on first use under
+ * the symtab's own lock). DWUNW_ERR_NOT_FOUND when no symbol covers it (out->name is ""). */
+int dw_symtab_lookup(struct dw_symtab *s, uint64_t addr, struct dwunw_symbol *out);
+
+#endif

@@ -1,0 +1,479 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * dwunw_capture: the walk. Per frame: find the mapping (binary search), the module (held once
+ * per capture), the table row (block index + binary search), then one step that computes the
+ * CFA and the caller's registers. Memory comes from the snapshot, then from the live process,
+ * then from read-only module data. No allocation, no lock and no system call per frame while
+ * everything needed is in the snapshot.
+ */
+#include <string.h>
+#include "expr.h"
+#include "internal.h"
+#include "proc.h"
+#include "table.h"
+#include "utils/stack_reader.h"
+
+#define DW_HELD_MAX 32
+
+/* The register state of one frame: only the arch's registers are copied between steps. */
+struct state {
+	uint64_t pc;
+	uint64_t valid;
+	uint64_t regs[DWUNW_MAX_REGS];
+};
+
+struct walk {
+	struct dwunw_ctx_impl *c;
+	const struct dwunw_arch_ops *arch;
+	const struct dwunw_regs *in;
+	const uint8_t *snap;
+	uint64_t snap_lo, snap_len;
+	struct dw_proc *proc;
+	struct dw_remote remote;
+	uint8_t remote_on;
+	uint8_t refreshed;
+	uint8_t beyond;            /* the current step read beyond the snapshot */
+	unsigned asz;
+	struct {
+		struct dwunw_module *m;
+		uint32_t frame;    /* first frame using it: it carries the reference */
+	} held[DW_HELD_MAX];
+	unsigned nheld;
+};
+
+static int read_module_data(struct walk *w, uint64_t addr, void *buf, size_t len)
+{
+	struct dw_map *m;
+	struct dwunw_module *mod;
+	int err;
+
+	if (!w->proc)
+		return DWUNW_ERR_IO;
+	m = (struct dw_map *)dw_proc_find(w->proc, addr);
+	/* Only data the process cannot have changed: read-only file mappings. */
+	if (!m || m->kind != DW_MAP_FILE || (m->prot & DW_PROT_W) || addr + len > m->end)
+		return DWUNW_ERR_IO;
+	err = dw_map_module(w->c, w->proc, m, NULL, NULL, &mod);
+	if (err)
+		return err;
+	err = dw_elf_read_vaddr(&mod->elf, addr - m->bias, buf, len);
+	dw_module_put(mod);
+	return err ? DWUNW_ERR_IO : DWUNW_OK;
+}
+
+static int wread(void *arg, uint64_t addr, void *buf, size_t len)
+{
+	struct walk *w = arg;
+	int err = DWUNW_ERR_IO;
+
+	if (addr >= w->snap_lo && addr - w->snap_lo <= w->snap_len && len <= w->snap_len - (addr - w->snap_lo)) {
+		memcpy(buf, w->snap + (addr - w->snap_lo), len);
+		return DWUNW_OK;
+	}
+	if (w->in->pid > 0 && !(w->c->cfg.flags & DWUNW_CFG_NO_REMOTE_READS) &&
+	    !(w->proc && w->proc->offline)) {
+		if (!w->remote_on) {
+			dw_remote_begin(&w->remote, w->in->pid, w->c->cfg.audit, w->c->cfg.audit_arg);
+			w->remote_on = 1;
+		}
+		err = dw_remote_read(&w->remote, addr, buf, len);
+		if (!err) {
+			w->beyond = 1;
+			return DWUNW_OK;
+		}
+	}
+	return read_module_data(w, addr, buf, len) == DWUNW_OK ? DWUNW_OK : err;
+}
+
+static inline int read_word(struct walk *w, uint64_t addr, uint64_t *v)
+{
+	if (DW_LIKELY(addr >= w->snap_lo && addr - w->snap_lo + w->asz <= w->snap_len)) {
+		const uint8_t *p = w->snap + (addr - w->snap_lo);
+		if (w->asz == 8) {
+			memcpy(v, p, 8);
+		} else {
+			uint32_t x;
+			memcpy(&x, p, 4);
+			*v = x;
+		}
+		return DWUNW_OK;
+	}
+	*v = 0;
+	return wread(w, addr, v, w->asz);
+}
+
+/* Callbacks for the expression machine and the arch ops. */
+struct expr_arg {
+	struct walk *w;
+	const struct state *s;
+};
+
+static int expr_reg(void *arg, unsigned reg, uint64_t *val)
+{
+	struct expr_arg *a = arg;
+
+	if (reg == a->w->arch->pc_reg) {
+		*val = a->s->pc;
+		return DWUNW_OK;
+	}
+	if (reg >= DWUNW_MAX_REGS || !(a->s->valid & (1ull << reg)))
+		return DWUNW_ERR_UNSUPPORTED_CFI; /* the register was not recovered */
+	*val = a->s->regs[reg];
+	return DWUNW_OK;
+}
+
+static int expr_mem(void *arg, uint64_t addr, void *buf, size_t len)
+{
+	return wread(((struct expr_arg *)arg)->w, addr, buf, len);
+}
+
+static int eval(struct walk *w, const struct state *s, const struct dw_table *t, int32_t idx,
+		int push, uint64_t initial, uint64_t *out)
+{
+	struct expr_arg a = { w, s };
+	struct dw_expr_env env = { (uint8_t)w->asz, expr_reg, expr_mem, &a };
+	const struct dw_expr_ref *e;
+
+	if (idx < 0 || (uint32_t)idx >= t->nexprs)
+		return DWUNW_ERR_CORRUPT;
+	e = &t->exprs[idx];
+	if (e->check)
+		return e->check;
+	return dw_expr_eval(&env, e->p, e->len, push, initial, out);
+}
+
+static inline uint64_t wrap(const struct walk *w, uint64_t v)
+{
+	return w->asz == 4 ? (uint32_t)v : v;
+}
+
+/*
+ * One CFI step: from the frame in `s` with rule `r`, the caller's registers into `n`.
+ * Returns 1 when the return address is undefined (the outermost frame), 0 on a step, or an error.
+ */
+static int step_cfi(struct walk *w, const struct dw_table *t, const struct dw_rule *r,
+		    const struct state *s, struct state *n, uint64_t *cfa_out)
+{
+	const struct dwunw_arch_ops *arch = w->arch;
+	uint64_t cfa, ra;
+	int err, ra_set = 0;
+
+	if (r->cfa_kind == DW_CFA_KIND_REG) {
+		if (r->cfa_reg >= DWUNW_MAX_REGS || !(s->valid & (1ull << r->cfa_reg)))
+			return DWUNW_ERR_UNSUPPORTED_CFI;
+		cfa = wrap(w, s->regs[r->cfa_reg] + (uint64_t)(int64_t)r->cfa_off);
+	} else if (r->cfa_kind == DW_CFA_KIND_EXPR) {
+		if ((err = eval(w, s, t, r->cfa_off, 0, 0, &cfa)))
+			return err;
+		cfa = wrap(w, cfa);
+	} else {
+		return DWUNW_ERR_NO_DWARF;
+	}
+	*cfa_out = cfa;
+
+	/* Callee-saved registers keep their values unless a rule says otherwise. */
+	n->valid = s->valid & arch->callee_saved;
+	memcpy(n->regs, s->regs, arch->nregs * sizeof(n->regs[0]));
+	n->regs[arch->sp_reg] = cfa;
+	n->valid |= 1ull << arch->sp_reg;
+	if (arch->lr_reg < DWUNW_MAX_REGS && (s->valid & (1ull << arch->lr_reg)))
+		n->valid |= 1ull << arch->lr_reg; /* the return address column when no rule names it */
+
+	for (uint32_t i = 0; i < r->nregs; i++) {
+		const struct dw_regrule *rr = &t->regrules[r->reg_first + i];
+		uint64_t v, addr;
+		unsigned reg = rr->reg;
+
+		if (reg >= DWUNW_MAX_REGS)
+			continue; /* not tracked (vector registers) */
+		switch (rr->kind) {
+		case DW_RULE_UNDEF:
+			n->valid &= ~(1ull << reg);
+			continue;
+		case DW_RULE_SAME:
+			if (s->valid & (1ull << reg))
+				n->valid |= 1ull << reg;
+			continue;
+		case DW_RULE_OFFSET:
+			if ((err = read_word(w, wrap(w, cfa + (uint64_t)(int64_t)rr->val), &v)))
+				return err;
+			break;
+		case DW_RULE_VAL_OFFSET:
+			v = wrap(w, cfa + (uint64_t)(int64_t)rr->val);
+			break;
+		case DW_RULE_REG:
+			if (rr->val < 0 || rr->val >= DWUNW_MAX_REGS || !(s->valid & (1ull << rr->val))) {
+				n->valid &= ~(1ull << reg);
+				continue;
+			}
+			v = s->regs[rr->val];
+			break;
+		case DW_RULE_EXPR:
+			if ((err = eval(w, s, t, rr->val, 1, cfa, &addr)) || (err = read_word(w, wrap(w, addr), &v)))
+				return err;
+			break;
+		case DW_RULE_VAL_EXPR:
+			if ((err = eval(w, s, t, rr->val, 1, cfa, &v)))
+				return err;
+			break;
+		default:
+			continue;
+		}
+		n->regs[reg] = v;
+		n->valid |= 1ull << reg;
+		if (reg == r->ra_reg)
+			ra_set = 1;
+	}
+	if (r->ra_reg >= DWUNW_MAX_REGS)
+		return DWUNW_ERR_UNSUPPORTED_CFI;
+	/* No rule for the return-address column: a real register (arm64 x30, mips $31) keeps its
+	 * value, as in a leaf; a pseudo column (x86_64) has none and the chain ends. */
+	if (!(n->valid & (1ull << r->ra_reg)))
+		return 1;
+	ra = n->regs[r->ra_reg];
+	if (!ra_set && r->ra_reg == arch->lr_reg)
+		n->valid &= ~(1ull << r->ra_reg); /* the caller's own link register is not known */
+	n->pc = arch->ra_to_pc ? arch->ra_to_pc(ra, !!(r->flags & DW_RULEF_RA_SIGNED)) : ra;
+	return 0;
+}
+
+/* The module of the mapping at addr, held once per capture. */
+static int frame_module(struct walk *w, uint64_t lookup, uint32_t fi, struct dwunw_module **mod,
+			const struct dw_map **map_out)
+{
+	struct dw_map *m;
+	int err;
+
+	*mod = NULL;
+	*map_out = NULL;
+	if (!w->proc)
+		return DWUNW_ERR_NO_MODULE;
+	m = (struct dw_map *)dw_proc_find(w->proc, lookup);
+	if (!m && !w->refreshed && !w->proc->offline) {
+		/* a library loaded after the maps were read */
+		w->refreshed = 1;
+		if (dw_proc_refresh(w->c, &w->proc) == DWUNW_OK)
+			m = (struct dw_map *)dw_proc_find(w->proc, lookup);
+	}
+	*map_out = m;
+	if (!m)
+		return DWUNW_ERR_NO_MODULE;
+	if (m->kind != DW_MAP_FILE && m->kind != DW_MAP_VDSO)
+		return DWUNW_ERR_NO_MODULE;
+	{
+		struct dwunw_module *cached = atomic_load_explicit(&m->mod, memory_order_acquire);
+		for (unsigned i = 0; cached && i < w->nheld; i++)
+			if (w->held[i].m == cached &&
+			    atomic_load_explicit(&m->mod_gen, memory_order_relaxed) == atomic_load_explicit(&cached->gen, memory_order_relaxed)) {
+				*mod = cached;
+				return DWUNW_OK;
+			}
+	}
+	if (w->nheld == DW_HELD_MAX)
+		return DWUNW_ERR_CACHE_FULL;
+	err = dw_map_module(w->c, w->proc, m, wread, w, mod);
+	if (err)
+		return err;
+	for (unsigned i = 0; i < w->nheld; i++)
+		if (w->held[i].m == *mod) {
+			dw_module_put(*mod); /* already held */
+			return DWUNW_OK;
+		}
+	w->held[w->nheld].m = *mod;
+	w->held[w->nheld].frame = fi;
+	w->nheld++;
+	return DWUNW_OK;
+}
+
+static void to_regs(const struct walk *w, const struct state *s, struct dwunw_regs *r)
+{
+	r->arch = w->in->arch;
+	r->pid = w->in->pid;
+	r->tid = w->in->tid;
+	r->pc = s->pc;
+	r->valid = s->valid;
+	memcpy(r->regs, s->regs, sizeof(r->regs));
+}
+
+static void from_regs(const struct dwunw_regs *r, struct state *s)
+{
+	s->pc = r->pc;
+	s->valid = r->valid;
+	memcpy(s->regs, r->regs, sizeof(s->regs));
+}
+
+/* Steps without CFI, through the arch: signal trampoline by its code, link register, frame pointer. */
+static int step_fallback(struct walk *w, const struct state *s, struct state *n, uint32_t fi,
+			 int have_module, uint32_t *how)
+{
+	const struct dwunw_arch_ops *arch = w->arch;
+	struct dwunw_regs in, out;
+	int r;
+
+	to_regs(w, s, &in);
+	memset(&out, 0, sizeof(out));
+	if (arch->sigframe) {
+		r = arch->sigframe(&in, &out, wread, w);
+		if (r < 0)
+			return r;
+		if (r > 0) {
+			*how = DWUNW_HOW_SIGNAL;
+			goto done;
+		}
+	}
+	if (fi == 0 && arch->lr_step && arch->lr_step(&in, &out) > 0) {
+		*how = DWUNW_HOW_LR;
+		goto done;
+	}
+	if (!(w->c->cfg.flags & DWUNW_CFG_NO_FP_FALLBACK) && arch->fp_step && arch->fp_step(&in, &out, wread, w) > 0) {
+		*how = DWUNW_HOW_FP;
+		goto done;
+	}
+	return have_module ? DWUNW_ERR_NO_DWARF : DWUNW_ERR_NO_MODULE;
+done:
+	from_regs(&out, n);
+	return DWUNW_OK;
+}
+
+DWUNW_API int dwunw_capture(struct dwunw_ctx *ctx, const struct dwunw_regs *regs,
+			    struct dwunw_frame *frames, size_t *frame_cnt)
+{
+	struct dwunw_ctx_impl *c = dw_ctx(ctx);
+	struct walk w;
+	struct state cur, next;
+	size_t cap, nf = 0;
+	uint32_t how = DWUNW_HOW_INITIAL;
+	int exact, ret = DWUNW_OK;
+
+	if (!frame_cnt)
+		return DWUNW_ERR_INVALID_ARG;
+	cap = *frame_cnt;
+	*frame_cnt = 0;
+	if (!c || !regs || !frames || !cap)
+		return DWUNW_ERR_INVALID_ARG;
+	if (c->cfg.max_frames && c->cfg.max_frames < cap)
+		cap = c->cfg.max_frames;
+
+	memset(&w, 0, offsetof(struct walk, held));
+	w.nheld = 0;
+	w.c = c;
+	w.in = regs;
+	w.arch = dwunw_arch_get((enum dwunw_arch)regs->arch);
+	if (!w.arch)
+		return DWUNW_ERR_UNSUPPORTED_ARCH;
+	w.asz = w.arch->addr_size;
+	if (regs->stack && regs->stack_size) {
+		w.snap = regs->stack;
+		w.snap_lo = regs->stack_start;
+		w.snap_len = regs->stack_size;
+	}
+	if (regs->pid > 0) {
+		int err = dw_proc_get(c, regs->pid, &w.proc);
+		if (err && err != DWUNW_ERR_NO_PROCESS)
+			return err;
+		/* A process gone since the event: its maps may still be cached; else frame 0 only. */
+	}
+
+	from_regs(regs, &cur);
+	exact = !(regs->flags & DWUNW_REGS_PC_IS_RETADDR);
+
+	for (;;) {
+		struct dwunw_frame *f = &frames[nf];
+		const struct dw_map *map;
+		struct dwunw_module *mod;
+		uint64_t lookup = exact ? cur.pc : cur.pc - 1;
+		uint64_t cfa = 0;
+		int err;
+
+		memset(f, 0, sizeof(*f));
+		f->pc = cur.pc;
+		f->sp = (cur.valid >> w.arch->sp_reg) & 1 ? cur.regs[w.arch->sp_reg] : 0;
+		f->how = how;
+		f->flags = (exact ? DWUNW_FRAME_EXACT_PC : 0) | (w.beyond ? DWUNW_FRAME_BEYOND_SNAPSHOT : 0);
+		w.beyond = 0;
+		err = frame_module(&w, lookup, (uint32_t)nf, &mod, &map);
+		if (map && map->kind == DW_MAP_UPROBES)
+			f->flags |= DWUNW_FRAME_UPROBE_TRAMP;
+		if (map && map->kind == DW_MAP_ANON && (map->prot & DW_PROT_X))
+			f->flags |= DWUNW_FRAME_JIT;
+		if (map && map->kind == DW_MAP_VDSO)
+			f->flags |= DWUNW_FRAME_VDSO;
+		if (mod) {
+			f->module = mod;
+			f->module_addr = cur.pc - map->bias;
+		}
+		nf++;
+		if (err == DWUNW_ERR_CACHE_FULL || err == DWUNW_ERR_NOMEM || (f->flags & DWUNW_FRAME_UPROBE_TRAMP)) {
+			ret = err ? err : DWUNW_ERR_NO_MODULE;
+			break;
+		}
+		if (nf >= cap) {
+			ret = DWUNW_ERR_DEPTH;
+			break;
+		}
+
+		/* The step */
+		{
+			const struct dw_table *t = NULL;
+			int64_t row = -1;
+			uint32_t nhow = DWUNW_HOW_CFI;
+			int r = 1;
+
+			if (mod && dw_module_table(mod, &t) == DWUNW_OK)
+				row = dw_table_find(t, lookup - map->bias);
+			if (row >= 0 && dw_table_rule(t, (uint32_t)row)->cfa_kind != DW_CFA_KIND_END) {
+				const struct dw_rule *rule = dw_table_rule(t, (uint32_t)row);
+				r = step_cfi(&w, t, rule, &cur, &next, &cfa);
+				if (r < 0) {
+					ret = r;
+					break;
+				}
+				if (r == 1) {
+					ret = DWUNW_OK; /* return address undefined: the outermost frame */
+					break;
+				}
+				f->cfa = cfa;
+				if (rule->flags & DW_RULEF_SIGNAL)
+					nhow = DWUNW_HOW_SIGNAL;
+			} else {
+				err = step_fallback(&w, &cur, &next, (uint32_t)nf - 1, mod != NULL, &nhow);
+				if (err) {
+					ret = err;
+					break;
+				}
+			}
+			if (next.pc == 0) {
+				ret = DWUNW_OK; /* a zero return address ends the chain */
+				break;
+			}
+			/* The stack grows down: a caller's frame is above its callee's. */
+			if (nhow != DWUNW_HOW_SIGNAL && how != DWUNW_HOW_SIGNAL) {
+				uint64_t osp = cur.regs[w.arch->sp_reg], nsp = next.regs[w.arch->sp_reg];
+				/* equal is fine for a frameless leaf, as long as the pc moves */
+				if (!((next.valid >> w.arch->sp_reg) & 1) || nsp < osp ||
+				    (nsp == osp && next.pc == cur.pc)) {
+					ret = DWUNW_ERR_NO_PROGRESS;
+					break;
+				}
+			}
+			exact = nhow == DWUNW_HOW_SIGNAL;
+			how = nhow;
+			cur.pc = next.pc;
+			cur.valid = next.valid & (w.arch->nregs >= 64 ? ~0ull : (1ull << w.arch->nregs) - 1);
+			memcpy(cur.regs, next.regs, w.arch->nregs * sizeof(cur.regs[0]));
+		}
+	}
+	/* The frames keep one reference per module; a module held for a frame that was not
+	 * returned (none today) would be dropped here. */
+	for (unsigned i = 0; i < w.nheld; i++) {
+		if (w.held[i].frame < nf)
+			frames[w.held[i].frame].flags |= DWUNW_FRAME_HOLDS_REF;
+		else
+			dw_module_put(w.held[i].m);
+	}
+	if (w.remote_on)
+		dw_remote_end(&w.remote);
+	dw_proc_put(c, w.proc);
+	*frame_cnt = nf;
+	return ret;
+}
