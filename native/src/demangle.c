@@ -55,13 +55,15 @@ int dw_demangle(const char *name, char *out, size_t outlen)
 		return 0;
 	}
 	len = strlen(name);
+	/* "name@VERSION" / "name@@VERSION" in a .symtab: shown without the version, as gdb does */
+	at = strchr(name, '@');
+	if (at && at != name)
+		len = (size_t)(at - name);
 	if (name[0] != '_' || name[1] != 'Z' || len > MAX_MANGLED || !dw_demangler_available()) {
 		copy_trunc(out, outlen, name, len);
 		return 0;
 	}
-	/* "name@VERSION" / "name@@VERSION" in a .symtab: demangle the name, keep the version. */
-	at = strchr(name, '@');
-	size_t base = at ? (size_t)(at - name) : len;
+	size_t base = len;
 	if (base + 1 > sizeof(stack)) {
 		mangled = malloc(base + 1);
 		if (!mangled) {
@@ -75,8 +77,6 @@ int dw_demangle(const char *name, char *out, size_t outlen)
 	if (plain && status == 0) {
 		size_t plen = strlen(plain);
 		copy_trunc(out, outlen, plain, plen);
-		if (at && plen < outlen - 1)
-			copy_trunc(out + plen, outlen - plen, at, len - base);
 		done = 1;
 	} else {
 		copy_trunc(out, outlen, name, len);

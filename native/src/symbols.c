@@ -259,6 +259,9 @@ static int cmp_cand(const void *x, const void *y)
 		return a->addr < b->addr ? -1 : 1;
 	if (a->is_func != b->is_func)
 		return a->is_func ? -1 : 1;
+	/* "malloc" over its versioned alias "malloc@@GLIBC_2.2.5" */
+	if ((strchr(a->name, '@') != NULL) != (strchr(b->name, '@') != NULL))
+		return strchr(a->name, '@') ? 1 : -1;
 	if (a->bind_rank != b->bind_rank)
 		return a->bind_rank > b->bind_rank ? -1 : 1;
 	if (a->src != b->src)
