@@ -468,6 +468,9 @@ static void reset(struct dw_elf *e)
 	e->fd = -1;
 }
 
+/* Files up to this size are read into memory rather than mapped. */
+#define DW_ELF_COPY_MAX (64ull << 20)
+
 int dw_elf_open_path(struct dw_elf *e, const char *path)
 {
 	uint8_t hdr[sizeof(Elf64_Ehdr)];
@@ -504,6 +507,39 @@ int dw_elf_open_path(struct dw_elf *e, const char *path)
 	rc = check_header(hdr, (size_t)n, (uint64_t)st.st_size);
 	if (rc)
 		goto fail_fd;
+
+	/*
+	 * A private copy, not a mapping: a file rewritten in place under a mapping turns later
+	 * reads into SIGBUS. Only very large files are mapped (and then must not be rewritten).
+	 */
+	if ((uint64_t)st.st_size <= DW_ELF_COPY_MAX) {
+		size_t size = (size_t)st.st_size, got = 0;
+		uint8_t *buf = malloc(size ? size : 1);
+		if (!buf) {
+			rc = DWUNW_ERR_NOMEM;
+			goto fail_fd;
+		}
+		while (got < size) {
+			n = pread(fd, buf + got, size - got, (off_t)got);
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n <= 0)
+				break;
+			got += (size_t)n;
+		}
+		close(fd);
+		if (got != size) {
+			free(buf);
+			return n < 0 ? dw_errno_to_err(errno) : DWUNW_ERR_IO;
+		}
+		rc = dw_elf_open_image(e, buf, size);
+		if (rc) {
+			free(buf);
+			return rc;
+		}
+		e->copy = buf;
+		return DWUNW_OK;
+	}
 
 	Elf *elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
 	if (!elf) {
@@ -569,6 +605,7 @@ void dw_elf_close(struct dw_elf *e)
 		if (e->fd >= 0)
 			close(e->fd);
 	}
+	free(e->copy);
 	reset(e);
 }
 

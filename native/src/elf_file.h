@@ -60,7 +60,7 @@ struct dw_elf {
 	int fd;                     /* -1 for images */
 	const uint8_t *image;       /* the whole file, mapped or caller's */
 	uint64_t size;
-	int owns_map;               /* image is our mmap */
+	void *copy;                 /* image is this private copy of the file (freed on close) */
 	uint16_t machine;
 	uint8_t elf_class;
 	uint8_t type;               /* ET_EXEC, ET_DYN, ET_CORE, ... */

@@ -24,7 +24,8 @@ int dw_module_get(struct dwunw_module *m, uint32_t gen)
 	} while (!atomic_compare_exchange_weak_explicit(&m->refcnt, &r, r + 1, memory_order_acq_rel,
 							 memory_order_acquire));
 	if (atomic_load_explicit(&m->gen, memory_order_acquire) != gen) {
-		dw_module_put(m);
+		/* Not ours after all: undo without touching its place in the FIFO. */
+		atomic_fetch_sub_explicit(&m->refcnt, 1, memory_order_acq_rel);
 		return DWUNW_ERR_NO_MODULE;
 	}
 	return DWUNW_OK;
@@ -33,7 +34,9 @@ int dw_module_get(struct dwunw_module *m, uint32_t gen)
 void dw_module_put(struct dwunw_module *m)
 {
 	if (atomic_fetch_sub_explicit(&m->refcnt, 1, memory_order_acq_rel) == 1)
-		m->warm_seq = atomic_fetch_add_explicit(&m->ctx->warm_clock, 1, memory_order_relaxed) + 1;
+		atomic_store_explicit(&m->warm_seq,
+				      atomic_fetch_add_explicit(&m->ctx->warm_clock, 1, memory_order_relaxed) + 1,
+				      memory_order_relaxed);
 }
 
 /* Empty a slot we own exclusively (refcnt == DW_REF_EVICTING). */
@@ -57,7 +60,8 @@ static void unload(struct dwunw_module *m)
 static int same_file(const struct dwunw_module *m, const struct stat *st)
 {
 	return m->dev == st->st_dev && m->ino == st->st_ino && m->size == st->st_size &&
-	       m->mtime.tv_sec == st->st_mtim.tv_sec && m->mtime.tv_nsec == st->st_mtim.tv_nsec;
+	       m->mtime.tv_sec == st->st_mtim.tv_sec && m->mtime.tv_nsec == st->st_mtim.tv_nsec &&
+	       m->ctime.tv_sec == st->st_ctim.tv_sec && m->ctime.tv_nsec == st->st_ctim.tv_nsec;
 }
 
 /* A slot to load into: a never-used one, else the warm slot released first. Locked. */
@@ -77,7 +81,7 @@ static struct dwunw_module *claim_slot(struct dwunw_ctx_impl *c)
 			continue;
 		/* A stale file goes first; then FIFO by the time it turned warm. */
 		if (!best || (m->stale && !best->stale) ||
-		    (m->stale == best->stale && m->warm_seq < best->warm_seq))
+		    (m->stale == best->stale && atomic_load(&m->warm_seq) < atomic_load(&best->warm_seq)))
 			best = m;
 	}
 	if (best) {
@@ -108,6 +112,7 @@ static int load(struct dwunw_module *m, const char *name, const char *open_path,
 		m->ino = st->st_ino;
 		m->size = st->st_size;
 		m->mtime = st->st_mtim;
+		m->ctime = st->st_ctim;
 	}
 	m->loaded = 1;
 	return DWUNW_OK;

@@ -29,7 +29,7 @@ struct dwunw_module {
 	uint32_t slot;
 	uint32_t loaded;            /* holds a module (under ctx lock) */
 	uint32_t stale;             /* its file changed on disk: never handed out again */
-	uint64_t warm_seq;          /* when refcnt last dropped to 0: FIFO order of reclaim */
+	_Atomic uint64_t warm_seq;  /* when refcnt last dropped to 0: FIFO order of reclaim */
 	struct dwunw_ctx_impl *ctx;
 
 	/* Identity */
@@ -38,6 +38,7 @@ struct dwunw_module {
 	ino_t ino;
 	off_t size;
 	struct timespec mtime;
+	struct timespec ctime;      /* any write moves it; utimensat cannot set it back */
 	int is_image;
 
 	struct dw_elf elf;

@@ -423,8 +423,9 @@ int dw_map_module(struct dwunw_ctx_impl *c, struct dw_proc *p, struct dw_map *m,
 		*out = mod;
 		return DWUNW_OK;
 	}
-	if (m->mod_err)
-		return m->mod_err;
+	err = atomic_load_explicit(&m->mod_err, memory_order_relaxed);
+	if (err)
+		return err;
 	if (m->kind != DW_MAP_FILE && m->kind != DW_MAP_VDSO)
 		return DWUNW_ERR_NO_MODULE;
 
@@ -453,7 +454,8 @@ int dw_map_module(struct dwunw_ctx_impl *c, struct dw_proc *p, struct dw_map *m,
 			dw_module_put(mod);
 			err = DWUNW_ERR_NO_MODULE;
 		} else {
-			m->bias = m->start - (ph->vaddr - ph->offset + file_off);
+			atomic_store_explicit(&m->bias, m->start - (ph->vaddr - ph->offset + file_off),
+					      memory_order_relaxed);
 			atomic_store_explicit(&m->mod_gen, atomic_load(&mod->gen), memory_order_release);
 			atomic_store_explicit(&m->mod, mod, memory_order_release);
 			*out = mod;
@@ -462,7 +464,7 @@ int dw_map_module(struct dwunw_ctx_impl *c, struct dw_proc *p, struct dw_map *m,
 	}
 	/* A file that cannot be opened will not open on the next frame either. */
 	if (err != DWUNW_ERR_CACHE_FULL && err != DWUNW_ERR_NOMEM)
-		m->mod_err = err;
+		atomic_store_explicit(&m->mod_err, err, memory_order_relaxed);
 	return err;
 }
 

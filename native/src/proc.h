@@ -33,8 +33,8 @@ struct dw_map {
 	/* Resolved on first use, under the context lock. */
 	_Atomic(struct dwunw_module *) mod;
 	_Atomic uint32_t mod_gen;
-	int32_t mod_err;      /* sticky: this mapping has no usable module */
-	uint64_t bias;        /* runtime address - module address */
+	_Atomic int32_t mod_err;  /* sticky: this mapping has no usable module */
+	_Atomic uint64_t bias;    /* runtime address - module address (set before mod is published) */
 };
 
 struct dw_proc {

@@ -56,7 +56,7 @@ static int read_module_data(struct walk *w, uint64_t addr, void *buf, size_t len
 	err = dw_map_module(w->c, w->proc, m, NULL, NULL, &mod);
 	if (err)
 		return err;
-	err = dw_elf_read_vaddr(&mod->elf, addr - m->bias, buf, len);
+	err = dw_elf_read_vaddr(&mod->elf, addr - atomic_load_explicit(&m->bias, memory_order_relaxed), buf, len);
 	dw_module_put(mod);
 	return err ? DWUNW_ERR_IO : DWUNW_OK;
 }
@@ -343,7 +343,7 @@ DWUNW_API int dwunw_capture(struct dwunw_ctx *ctx, const struct dwunw_regs *regs
 	struct state cur, next;
 	size_t cap, nf = 0;
 	uint32_t how = DWUNW_HOW_INITIAL;
-	int exact, ret = DWUNW_OK;
+	int exact, ret = DWUNW_OK, proc_err = DWUNW_OK;
 
 	if (!frame_cnt)
 		return DWUNW_ERR_INVALID_ARG;
@@ -368,10 +368,10 @@ DWUNW_API int dwunw_capture(struct dwunw_ctx *ctx, const struct dwunw_regs *regs
 		w.snap_len = regs->stack_size;
 	}
 	if (regs->pid > 0) {
-		int err = dw_proc_get(c, regs->pid, &w.proc);
-		if (err && err != DWUNW_ERR_NO_PROCESS)
-			return err;
-		/* A process gone since the event: its maps may still be cached; else frame 0 only. */
+		proc_err = dw_proc_get(c, regs->pid, &w.proc);
+		if (proc_err && proc_err != DWUNW_ERR_NO_PROCESS)
+			return proc_err;
+		/* A process gone since the event and not cached: frame 0 only, and say why. */
 	}
 
 	from_regs(regs, &cur);
@@ -382,7 +382,7 @@ DWUNW_API int dwunw_capture(struct dwunw_ctx *ctx, const struct dwunw_regs *regs
 		const struct dw_map *map;
 		struct dwunw_module *mod;
 		uint64_t lookup = exact ? cur.pc : cur.pc - 1;
-		uint64_t cfa = 0;
+		uint64_t cfa = 0, bias = 0;
 		int err;
 
 		memset(f, 0, sizeof(*f));
@@ -399,16 +399,13 @@ DWUNW_API int dwunw_capture(struct dwunw_ctx *ctx, const struct dwunw_regs *regs
 		if (map && map->kind == DW_MAP_VDSO)
 			f->flags |= DWUNW_FRAME_VDSO;
 		if (mod) {
+			bias = atomic_load_explicit(&map->bias, memory_order_relaxed);
 			f->module = mod;
-			f->module_addr = cur.pc - map->bias;
+			f->module_addr = cur.pc - bias;
 		}
 		nf++;
 		if (err == DWUNW_ERR_CACHE_FULL || err == DWUNW_ERR_NOMEM || (f->flags & DWUNW_FRAME_UPROBE_TRAMP)) {
 			ret = err ? err : DWUNW_ERR_NO_MODULE;
-			break;
-		}
-		if (nf >= cap) {
-			ret = DWUNW_ERR_DEPTH;
 			break;
 		}
 
@@ -420,7 +417,7 @@ DWUNW_API int dwunw_capture(struct dwunw_ctx *ctx, const struct dwunw_regs *regs
 			int r = 1;
 
 			if (mod && dw_module_table(mod, &t) == DWUNW_OK)
-				row = dw_table_find(t, lookup - map->bias);
+				row = dw_table_find(t, lookup - bias);
 			if (row >= 0 && dw_table_rule(t, (uint32_t)row)->cfa_kind != DW_CFA_KIND_END) {
 				const struct dw_rule *rule = dw_table_rule(t, (uint32_t)row);
 				r = step_cfi(&w, t, rule, &cur, &next, &cfa);
@@ -438,7 +435,7 @@ DWUNW_API int dwunw_capture(struct dwunw_ctx *ctx, const struct dwunw_regs *regs
 			} else {
 				err = step_fallback(&w, &cur, &next, (uint32_t)nf - 1, mod != NULL, &nhow);
 				if (err) {
-					ret = err;
+					ret = err == DWUNW_ERR_NO_MODULE && !w.proc && proc_err ? proc_err : err;
 					break;
 				}
 			}
@@ -455,6 +452,11 @@ DWUNW_API int dwunw_capture(struct dwunw_ctx *ctx, const struct dwunw_regs *regs
 					ret = DWUNW_ERR_NO_PROGRESS;
 					break;
 				}
+			}
+			/* Only now, with a caller to show, is a full buffer a truncation. */
+			if (nf >= cap) {
+				ret = DWUNW_ERR_DEPTH;
+				break;
 			}
 			exact = nhow == DWUNW_HOW_SIGNAL;
 			how = nhow;
