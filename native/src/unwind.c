@@ -29,6 +29,7 @@ struct walk {
 	const uint8_t *snap;
 	uint64_t snap_lo, snap_len;
 	struct dw_proc *proc;
+	struct dw_map *last_map;   /* in proc; reset when proc is refreshed */
 	struct dw_remote remote;
 	uint8_t remote_on;
 	uint8_t refreshed;
@@ -248,14 +249,19 @@ static int frame_module(struct walk *w, uint64_t lookup, uint32_t fi, struct dwu
 	*map_out = NULL;
 	if (!w->proc)
 		return DWUNW_ERR_NO_MODULE;
-	m = (struct dw_map *)dw_proc_find(w->proc, lookup);
+	/* Callers are mostly in the same module as their callee. */
+	m = w->last_map;
+	if (!m || lookup < m->start || lookup >= m->end)
+		m = (struct dw_map *)dw_proc_find(w->proc, lookup);
 	if (!m && !w->refreshed && !w->proc->offline) {
 		/* a library loaded after the maps were read */
 		w->refreshed = 1;
+		w->last_map = NULL;
 		if (dw_proc_refresh(w->c, &w->proc) == DWUNW_OK)
 			m = (struct dw_map *)dw_proc_find(w->proc, lookup);
 	}
 	*map_out = m;
+	w->last_map = m;
 	if (!m)
 		return DWUNW_ERR_NO_MODULE;
 	if (m->kind != DW_MAP_FILE && m->kind != DW_MAP_VDSO)
@@ -340,7 +346,7 @@ DWUNW_API int dwunw_capture(struct dwunw_ctx *ctx, const struct dwunw_regs *regs
 {
 	struct dwunw_ctx_impl *c = dw_ctx(ctx);
 	struct walk w;
-	struct state cur, next;
+	struct state sa, sb, *cur = &sa, *next = &sb, *tmp;
 	size_t cap, nf = 0;
 	uint32_t how = DWUNW_HOW_INITIAL;
 	int exact, ret = DWUNW_OK, proc_err = DWUNW_OK;
@@ -374,20 +380,20 @@ DWUNW_API int dwunw_capture(struct dwunw_ctx *ctx, const struct dwunw_regs *regs
 		/* A process gone since the event and not cached: frame 0 only, and say why. */
 	}
 
-	from_regs(regs, &cur);
+	from_regs(regs, cur);
 	exact = !(regs->flags & DWUNW_REGS_PC_IS_RETADDR);
 
 	for (;;) {
 		struct dwunw_frame *f = &frames[nf];
 		const struct dw_map *map;
 		struct dwunw_module *mod;
-		uint64_t lookup = exact ? cur.pc : cur.pc - 1;
+		uint64_t lookup = exact ? cur->pc : cur->pc - 1;
 		uint64_t cfa = 0, bias = 0;
 		int err;
 
 		memset(f, 0, sizeof(*f));
-		f->pc = cur.pc;
-		f->sp = (cur.valid >> w.arch->sp_reg) & 1 ? cur.regs[w.arch->sp_reg] : 0;
+		f->pc = cur->pc;
+		f->sp = (cur->valid >> w.arch->sp_reg) & 1 ? cur->regs[w.arch->sp_reg] : 0;
 		f->how = how;
 		f->flags = (exact ? DWUNW_FRAME_EXACT_PC : 0) | (w.beyond ? DWUNW_FRAME_BEYOND_SNAPSHOT : 0);
 		w.beyond = 0;
@@ -401,7 +407,7 @@ DWUNW_API int dwunw_capture(struct dwunw_ctx *ctx, const struct dwunw_regs *regs
 		if (mod) {
 			bias = atomic_load_explicit(&map->bias, memory_order_relaxed);
 			f->module = mod;
-			f->module_addr = cur.pc - bias;
+			f->module_addr = cur->pc - bias;
 		}
 		nf++;
 		if (err == DWUNW_ERR_CACHE_FULL || err == DWUNW_ERR_NOMEM || (f->flags & DWUNW_FRAME_UPROBE_TRAMP)) {
@@ -420,7 +426,7 @@ DWUNW_API int dwunw_capture(struct dwunw_ctx *ctx, const struct dwunw_regs *regs
 				row = dw_table_find(t, lookup - bias);
 			if (row >= 0 && dw_table_rule(t, (uint32_t)row)->cfa_kind != DW_CFA_KIND_END) {
 				const struct dw_rule *rule = dw_table_rule(t, (uint32_t)row);
-				r = step_cfi(&w, t, rule, &cur, &next, &cfa);
+				r = step_cfi(&w, t, rule, cur, next, &cfa);
 				if (r < 0) {
 					ret = r;
 					break;
@@ -433,22 +439,22 @@ DWUNW_API int dwunw_capture(struct dwunw_ctx *ctx, const struct dwunw_regs *regs
 				if (rule->flags & DW_RULEF_SIGNAL)
 					nhow = DWUNW_HOW_SIGNAL;
 			} else {
-				err = step_fallback(&w, &cur, &next, (uint32_t)nf - 1, mod != NULL, &nhow);
+				err = step_fallback(&w, cur, next, (uint32_t)nf - 1, mod != NULL, &nhow);
 				if (err) {
 					ret = err == DWUNW_ERR_NO_MODULE && !w.proc && proc_err ? proc_err : err;
 					break;
 				}
 			}
-			if (next.pc == 0) {
+			if (next->pc == 0) {
 				ret = DWUNW_OK; /* a zero return address ends the chain */
 				break;
 			}
 			/* The stack grows down: a caller's frame is above its callee's. */
 			if (nhow != DWUNW_HOW_SIGNAL && how != DWUNW_HOW_SIGNAL) {
-				uint64_t osp = cur.regs[w.arch->sp_reg], nsp = next.regs[w.arch->sp_reg];
+				uint64_t osp = cur->regs[w.arch->sp_reg], nsp = next->regs[w.arch->sp_reg];
 				/* equal is fine for a frameless leaf, as long as the pc moves */
-				if (!((next.valid >> w.arch->sp_reg) & 1) || nsp < osp ||
-				    (nsp == osp && next.pc == cur.pc)) {
+				if (!((next->valid >> w.arch->sp_reg) & 1) || nsp < osp ||
+				    (nsp == osp && next->pc == cur->pc)) {
 					ret = DWUNW_ERR_NO_PROGRESS;
 					break;
 				}
@@ -460,9 +466,10 @@ DWUNW_API int dwunw_capture(struct dwunw_ctx *ctx, const struct dwunw_regs *regs
 			}
 			exact = nhow == DWUNW_HOW_SIGNAL;
 			how = nhow;
-			cur.pc = next.pc;
-			cur.valid = next.valid & (w.arch->nregs >= 64 ? ~0ull : (1ull << w.arch->nregs) - 1);
-			memcpy(cur.regs, next.regs, w.arch->nregs * sizeof(cur.regs[0]));
+			next->valid &= w.arch->nregs >= 64 ? ~0ull : (1ull << w.arch->nregs) - 1;
+			tmp = cur;
+			cur = next;
+			next = tmp;
 		}
 	}
 	/* The frames keep one reference per module; a module held for a frame that was not
