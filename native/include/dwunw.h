@@ -72,7 +72,9 @@ enum dwunw_arch {
 struct dwunw_regs {
 	uint32_t arch;             /* enum dwunw_arch */
 	uint32_t flags;            /* DWUNW_REGS_* */
-	int32_t pid;               /* process: for maps and memory beyond the snapshot; 0 = offline only */
+	int32_t pid;               /* process whose maps locate modules (read from /proc, or given with
+	                            * dwunw_maps_set for offline use) and whose memory is read beyond
+	                            * the snapshot; 0 = no maps: only the fallbacks can step */
 	int32_t tid;
 	uint64_t pc;
 	uint64_t valid;            /* bit n set: regs[n] holds a value */
@@ -135,7 +137,7 @@ const struct dwunw_arch_ops *dwunw_arch_for_elf(unsigned machine, unsigned elf_c
 
 /* ---- Context ------------------------------------------------------------------------------ */
 
-/* Optional ELF supplied by the caller instead of a file read from a process's maps. */
+/* An ELF supplied by the caller: used for every mapping of `path` instead of the file there. */
 struct dwunw_module_source {
 	const char *path;           /* file to open, or the name shown for `image` */
 	const void *image;          /* if non-NULL: the whole ELF file in memory, kept valid until shutdown */
@@ -149,10 +151,11 @@ struct dwunw_config {
 	uint32_t max_frames;        /* stop after this many frames; 0 = the caller's buffer size */
 	const char *sysroot;        /* prefix for module paths (cross-arch and core files); NULL = "/" */
 	const char *debug_dirs;     /* ':'-separated roots for separate debug files; NULL = "/usr/lib/debug" */
-	/* Stack-reader audit log: one line per attach/detach/fallback. NULL = no log. */
+	/* Stack-reader audit log: one line per attach/detach/fallback. NULL = no log. The audit and
+	 * warn sinks may be called with internal locks held: they must not call into libdwunw. */
 	void (*audit)(void *arg, const char *line);
 	void *audit_arg;
-	/* Warnings (non-dumpable target, stale module file, ...). NULL = silent. */
+	/* Warnings (non-dumpable target, module file changed on disk). NULL = silent. */
 	void (*warn)(void *arg, const char *line);
 	void *warn_arg;
 	/* Modules to load now (dwunw_init), e.g. from a caller's buffer. */
@@ -225,7 +228,9 @@ int dwunw_capture(struct dwunw_ctx *ctx, const struct dwunw_regs *regs,
  * A slot is active while referenced (refcnt > 0) and warm once released (refcnt == 0: ELF and
  * table kept, reused by the next look-up of the same file). A new module takes a free slot, else
  * the warm slot released first (FIFO); when every slot is active, DWUNW_ERR_CACHE_FULL.
- * Modules are keyed on path and build-id: a file rebuilt in place is never served a stale table.
+ * Modules are keyed on path and file identity (device, inode, size, mtime, ctime): a file rebuilt
+ * or rewritten at its path is never served a stale table. A module given as an image (config
+ * `modules`, dwunw_module_open_image) is used for every mapping of its path.
  */
 
 /* Release the module references held by frames from dwunw_capture (each once). */
@@ -238,7 +243,8 @@ int dwunw_module_open_image(struct dwunw_ctx *ctx, const char *name, const void 
 void dwunw_module_put(struct dwunw_ctx *ctx, struct dwunw_module *mod);
 
 const char *dwunw_module_path(const struct dwunw_module *mod);
-/* Hex build-id into buf (at least 41 bytes); returns its length in bytes, 0 when there is none. */
+/* Hex build-id into buf (2 * length + 1 bytes; 129 fit any); returns its length in bytes, 0 when
+ * there is none, DWUNW_ERR_INVALID_ARG when buf is too small. */
 int dwunw_module_build_id(const struct dwunw_module *mod, char *buf, size_t buflen);
 const struct dwunw_arch_ops *dwunw_module_arch(const struct dwunw_module *mod);
 

@@ -1,11 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /* One ELF file, read through libelf: its program headers, the sections dwunw uses (decompressed
  * on first use), its build-id. Knows nothing of processes or of CFI. */
-#ifndef DWUNW_ELF_H
-#define DWUNW_ELF_H
-
-/* This file shadows the system <elf.h> under -Isrc: pull that one in too, so <elf.h> and
- * <gelf.h> work in every file. (Cleaner: build with -iquote src; then this is a no-op.) */
+#ifndef DWUNW_ELF_FILE_H
+#define DWUNW_ELF_FILE_H
 
 #include <stddef.h>
 #include <stdint.h>

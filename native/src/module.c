@@ -7,6 +7,7 @@
  * so a stale pointer can never touch freed memory: it only fails the generation check.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -137,20 +138,34 @@ int dw_module_acquire(struct dwunw_ctx_impl *c, const char *path, const char *op
 			return DWUNW_ERR_INVALID_ARG;
 	}
 	pthread_mutex_lock(&c->lock);
-	for (uint32_t i = 0; i < c->nslots; i++) {
-		m = &c->slots[i];
-		if (!m->loaded || m->stale || m->is_image != (image != NULL) || strcmp(m->path, path))
-			continue;
-		if (image ? (m->elf.image != image || m->elf.size != size) : !same_file(m, &st)) {
-			/* Rebuilt or replaced in place: never serve its old table again. */
-			m->stale = 1;
-			continue;
-		}
-		if (dw_module_get(m, atomic_load(&m->gen)) == DWUNW_OK) {
-			atomic_fetch_add(&c->hits, 1);
-			pthread_mutex_unlock(&c->lock);
-			*out = m;
-			return DWUNW_OK;
+	/* A caller's image for this path wins over the file; a file must still be the same file. */
+	for (int pass = 0; pass < 2; pass++) {
+		for (uint32_t i = 0; i < c->nslots; i++) {
+			m = &c->slots[i];
+			if (!m->loaded || m->stale || m->is_image != (pass == 0) || strcmp(m->path, path))
+				continue;
+			if (m->is_image && image && (m->elf.image != image || m->elf.size != size)) {
+				m->stale = 1; /* replaced by the new image */
+				continue;
+			}
+			if (!m->is_image && image)
+				continue;
+			if (!m->is_image && !same_file(m, &st)) {
+				/* Rebuilt or rewritten at its path: never serve its old table again. */
+				m->stale = 1;
+				if (c->cfg.warn) {
+					char line[512];
+					snprintf(line, sizeof(line), "dwunw: %s changed on disk since it was loaded; loading it again", path);
+					c->cfg.warn(c->cfg.warn_arg, line);
+				}
+				continue;
+			}
+			if (dw_module_get(m, atomic_load(&m->gen)) == DWUNW_OK) {
+				atomic_fetch_add(&c->hits, 1);
+				pthread_mutex_unlock(&c->lock);
+				*out = m;
+				return DWUNW_OK;
+			}
 		}
 	}
 	atomic_fetch_add(&c->misses, 1);

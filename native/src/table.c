@@ -311,8 +311,10 @@ static int finish(struct builder *b, struct dw_table *t)
 	t->ids16 = (void *)mem;
 #undef ALIGN8
 	memcpy(t->rules, b->rules, sz_rules);
-	memcpy(t->regrules, b->regrules, sz_regs);
-	memcpy(t->exprs, b->exprs, sz_exprs);
+	if (sz_regs)
+		memcpy(t->regrules, b->regrules, sz_regs);
+	if (sz_exprs)
+		memcpy(t->exprs, b->exprs, sz_exprs);
 	for (uint32_t i = 0; i < n; i++) {
 		t->pcs[i] = b->rows[i].pc;
 		if (t->wide_ids)

@@ -849,6 +849,34 @@ static void test_stale_link_fifo(void)
 	free(sn.stack);
 }
 
+/* A caller's image registered under a path is what a look-up of that path gets. */
+static void test_image_for_path(void)
+{
+	struct dwunw_ctx ctx;
+	struct dwunw_config cfg = { .size = sizeof(cfg), .cache_slots = 4 };
+	struct dwunw_module *img = NULL, *byp = NULL;
+	FILE *f = fopen(lib_a, "rb");
+	uint8_t *buf = malloc(size_a);
+
+	if (!f || !buf || fread(buf, 1, size_a, f) != size_a) {
+		ok(0, "image: read %s", lib_a);
+		if (f)
+			fclose(f);
+		free(buf);
+		return;
+	}
+	fclose(f);
+	if (!ok(dwunw_init(&ctx, &cfg) == DWUNW_OK, "image: init"))
+		return;
+	is_int(dwunw_module_open_image(&ctx, lib_a, buf, size_a, &img), DWUNW_OK, "image: open_image under %s", lib_a);
+	is_int(dwunw_module_open(&ctx, lib_a, &byp), DWUNW_OK, "image: open by the same path");
+	ok(img && img == byp, "image: the path look-up gets the caller's image, not the file");
+	dwunw_module_put(&ctx, byp);
+	dwunw_module_put(&ctx, img);
+	dwunw_shutdown(&ctx);
+	free(buf);
+}
+
 int main(void)
 {
 	signal(SIGALRM, on_timeout);
@@ -880,6 +908,7 @@ int main(void)
 
 	test_warm_reuse();
 	test_fifo();
+	test_image_for_path();
 	test_release_order();
 	test_cache_full();
 	test_rebuilt();
