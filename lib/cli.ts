@@ -5,6 +5,8 @@ import { join } from 'node:path';
 import yargs from 'yargs';
 import { hideBin } from 'yargs/helpers';
 import * as dumpTable from '../commands/dump-table.js';
+import * as unwindPid from '../commands/unwind-pid.js';
+import * as unwindSnapshot from '../commands/unwind-snapshot.js';
 import { Dwunw, DwunwError } from './dwunw.js';
 import { packageRoot } from './native.js';
 import { CliError, reportError } from './output.js';
@@ -54,6 +56,8 @@ export async function main(argv: string[] = hideBin(process.argv)): Promise<void
     .scriptName('dwunw')
     .usage('$0 <command> [options]\n\nDWARF call-frame unwinding for eBPF tools (libdwunw).')
     .command(dumpTable)
+    .command(unwindPid)
+    .command(unwindSnapshot)
     .demandCommand(1, 'no command given')
     .recommendCommands()
     .strict()

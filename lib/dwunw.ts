@@ -1,6 +1,10 @@
-// A small typed wrapper over the koffi binding: a context (Dwunw) that opens modules (Module).
-// Every failing call throws a DwunwError carrying the library's code, short name and text.
+// A small typed wrapper over the koffi binding: a context (Dwunw) that opens modules (Module),
+// freezes and reads threads (StackReader) and unwinds (Dwunw.unwind, Dwunw.captureThread).
+// Every failing call throws a DwunwError carrying the library's code, short name and text, except
+// where a result carries the code (attach, a walk's stop reason).
+import { readFileSync } from 'node:fs';
 import { endianness } from 'node:os';
+import { setTimeout as sleep } from 'node:timers/promises';
 import * as N from './native.js';
 
 export class DwunwError extends Error {
@@ -219,36 +223,360 @@ export interface DwunwOptions {
   cacheSlots?: number;
   /** DWUNW_CFG_* flags. */
   flags?: number;
+  /** Prefix for module paths (offline snapshots of another root); null = "/". */
+  sysroot?: string | null;
+  /** The stack reader's audit log (one line per attach, detach, fallback); none when absent. */
+  audit?: (line: string) => void;
+  /** Warnings (non-dumpable target, ...); none when absent. */
+  warn?: (line: string) => void;
+}
+
+// ---- Unwinding: registers, frames, symbols ---------------------------------------------------
+
+/** How a frame's registers were recovered (enum dwunw_how), as printed. */
+export const HOW_NAMES = ['initial', 'cfi', 'signal', 'fp', 'lr'] as const;
+export const howName = (how: number): string => HOW_NAMES[how] ?? `how-${how}`;
+
+/** DWUNW_FRAME_* bits worth showing, by name (HOLDS_REF is bookkeeping and not listed). */
+export const FRAME_FLAGS: readonly (readonly [number, string])[] = [
+  [N.DWUNW_FRAME_BEYOND_SNAPSHOT, 'beyond-snapshot'],
+  [N.DWUNW_FRAME_EXACT_PC, 'exact-pc'],
+  [N.DWUNW_FRAME_JIT, 'jit'],
+  [N.DWUNW_FRAME_VDSO, 'vdso'],
+  [N.DWUNW_FRAME_UPROBE_TRAMP, 'uprobe'],
+];
+
+export function frameFlagNames(flags: number): string[] {
+  return FRAME_FLAGS.filter(([bit]) => (flags & bit) !== 0).map(([, name]) => name);
+}
+
+/**
+ * A symbol name without its ELF version suffix ("clock_nanosleep@@GLIBC_2.17" ->
+ * "clock_nanosleep", "memcpy@GLIBC_2.2.5" -> "memcpy"): the library returns .symtab/.dynsym
+ * names as they are.
+ */
+export function stripSymbolVersion(name: string): string {
+  return name.replace(/@@?[A-Za-z_][A-Za-z0-9_.]*$/, '');
+}
+
+/** Registers by DWARF number (only those with a value), as the library or a snapshot file has them. */
+export interface Registers {
+  /** enum dwunw_arch */
+  arch: number;
+  /** DWUNW_REGS_* */
+  flags: number;
+  pc: bigint;
+  regs: Map<number, bigint>;
+}
+
+/** A copy of target memory (the stack window), taken with the registers. */
+export interface MemWindow {
+  start: bigint;
+  bytes: Buffer;
+}
+
+export interface FrameSymbol {
+  /** Without the ELF version suffix. */
+  name: string;
+  /** As the library returned it. */
+  rawName: string;
+  /** pc - symbol start (for a return address: of the call, plus one, as gdb shows it). */
+  offset: bigint;
+  file: string | null;
+  line: number | null;
+  /** DWUNW_SYM_* */
+  flags: number;
+}
+
+export interface Frame {
+  pc: bigint;
+  sp: bigint;
+  /** 0 when not computed. */
+  cfa: bigint;
+  /** Path of the module mapped at pc, null when none. */
+  module: string | null;
+  /** pc as an address of the module's ELF file; null without a module. */
+  moduleAddr: bigint | null;
+  /** enum dwunw_how */
+  how: number;
+  /** DWUNW_FRAME_* */
+  flags: number;
+  symbol: FrameSymbol | null;
+}
+
+export interface Unwind {
+  frames: Frame[];
+  /** DWUNW_OK when the walk reached the outermost frame, else why it stopped (DWUNW_ERR_*). */
+  stop: number;
+  /** "OK", "NO_DWARF", ... */
+  stopName: string;
+  /** dwunw_strerror(stop) */
+  stopText: string;
+}
+
+export interface UnwindInput {
+  /** Process whose maps (and, live, memory beyond the stack window) are used; must be > 0. */
+  pid: number;
+  tid: number;
+  regs: Registers;
+  stack: MemWindow | null;
+}
+
+export interface ThreadCapture extends Unwind {
+  tid: number;
+  /** The thread was frozen (attach succeeded). */
+  attached: boolean;
+  /** The thread exited before it could be attached, read or resumed (stop is then NO_PROCESS). */
+  exited: boolean;
+  /** errno of the reader's failed system call when attaching failed, else null. */
+  attachErrno: number | null;
+  /** Registers and stack window read while the thread was frozen; null when attach or regs failed. */
+  regs: Registers | null;
+  stack: MemWindow | null;
+  /** /proc/PID/maps read while the thread was frozen (CaptureOptions.readMaps), else null. */
+  maps: string | null;
+}
+
+export interface CaptureOptions {
+  /** Bytes of stack copied from the stack pointer up (fewer when the mapping ends sooner). */
+  stackSize?: number;
+  maxFrames?: number;
+  /** Also read /proc/PID/maps while the thread is frozen. */
+  readMaps?: boolean;
+  /**
+   * Test hook: stay attached this many milliseconds after reading, before resuming the thread.
+   * The wait is asynchronous, so signal handlers run meanwhile (and may detach: detachAll()).
+   */
+  holdMs?: number;
+}
+
+export const DEFAULT_STACK_SIZE = 64 * 1024;
+export const DEFAULT_MAX_FRAMES = 256;
+const PAGE = 4096n;
+
+// Offsets of the structs this file reads and writes by hand (from the koffi declarations,
+// which test/abi-layout.test.ts checks against the C header).
+const REGS = {
+  size: N.sizeOf(N.RegsT),
+  arch: N.offsetOf(N.RegsT, 'arch'),
+  flags: N.offsetOf(N.RegsT, 'flags'),
+  pid: N.offsetOf(N.RegsT, 'pid'),
+  tid: N.offsetOf(N.RegsT, 'tid'),
+  pc: N.offsetOf(N.RegsT, 'pc'),
+  valid: N.offsetOf(N.RegsT, 'valid'),
+  regs: N.offsetOf(N.RegsT, 'regs'),
+  stackStart: N.offsetOf(N.RegsT, 'stack_start'),
+  stack: N.offsetOf(N.RegsT, 'stack'),
+  stackSize: N.offsetOf(N.RegsT, 'stack_size'),
+};
+const FRAME_SIZE = N.sizeOf(N.FrameT);
+const SYMBOL_SIZE = N.sizeOf(N.SymbolT);
+const READER = {
+  size: N.sizeOf(N.StackReaderT),
+  flags: N.offsetOf(N.StackReaderT, 'flags'),
+  lastErrno: N.offsetOf(N.StackReaderT, 'last_errno'),
+};
+
+const u32 = (b: Buffer, o: number): number => (LE ? b.readUInt32LE(o) : b.readUInt32BE(o));
+const i32 = (b: Buffer, o: number): number => (LE ? b.readInt32LE(o) : b.readInt32BE(o));
+const u64 = (b: Buffer, o: number): bigint => (LE ? b.readBigUInt64LE(o) : b.readBigUInt64BE(o));
+function setU32(b: Buffer, o: number, v: number): void {
+  if (LE) b.writeUInt32LE(v >>> 0, o);
+  else b.writeUInt32BE(v >>> 0, o);
+}
+function setI32(b: Buffer, o: number, v: number): void {
+  if (LE) b.writeInt32LE(v | 0, o);
+  else b.writeInt32BE(v | 0, o);
+}
+function setU64(b: Buffer, o: number, v: bigint): void {
+  if (LE) b.writeBigUInt64LE(BigInt.asUintN(64, v), o);
+  else b.writeBigUInt64BE(BigInt.asUintN(64, v), o);
+}
+
+/** struct dwunw_regs (in a Buffer) -> Registers. */
+function decodeRegs(b: Buffer): Registers {
+  const valid = u64(b, REGS.valid);
+  const regs = new Map<number, bigint>();
+  for (let i = 0; i < N.DWUNW_MAX_REGS; i++) if ((valid >> BigInt(i)) & 1n) regs.set(i, u64(b, REGS.regs + 8 * i));
+  return { arch: u32(b, REGS.arch), flags: u32(b, REGS.flags), pc: u64(b, REGS.pc), regs };
+}
+
+// ---- Stack reader ------------------------------------------------------------------------------
+
+/** Readers currently holding a thread, for detachAll(). */
+const attachedReaders = new Set<StackReader>();
+
+/**
+ * Resume every thread a StackReader of this process holds. For signal and exit handlers: they
+ * run on the main thread, which is the tracer (every reader call here is synchronous, on it).
+ * Returns how many threads were held.
+ */
+export function detachAll(): number {
+  let n = 0;
+  for (const r of [...attachedReaders]) {
+    r.detach();
+    n++;
+  }
+  return n;
+}
+
+/**
+ * One thread frozen at a time (dwunw_stack_reader_*). ptrace binds a tracee to the tracing
+ * thread, so every call is synchronous on the JS main thread (never a koffi async call).
+ */
+export class StackReader {
+  private mem: N.CMem | null;
+
+  /** @internal use Dwunw.reader */
+  constructor(
+    readonly pid: number,
+    cfg: Record<string, unknown>,
+  ) {
+    this.mem = new N.CMem(READER.size);
+    const rc = N.lib().dwunw_stack_reader_init(this.mem.buf, pid, cfg);
+    if (rc !== N.DWUNW_OK) {
+      this.mem.free();
+      this.mem = null;
+      throw new DwunwError(rc);
+    }
+  }
+
+  private get b(): Buffer {
+    if (this.mem === null) throw new Error('stack reader is closed');
+    return this.mem.buf;
+  }
+
+  get attached(): boolean {
+    return this.mem !== null && (u32(this.mem.buf, READER.flags) & N.DWUNW_READER_ATTACHED) !== 0;
+  }
+
+  /** errno of the last failed system call. */
+  get lastErrno(): number {
+    return i32(this.b, READER.lastErrno);
+  }
+
+  /** Freeze thread tid; DWUNW_OK or the error (PERM, NO_PROCESS, ...). */
+  attach(tid: number): number {
+    const rc = N.lib().dwunw_stack_reader_attach(this.b, tid);
+    if (rc === N.DWUNW_OK) attachedReaders.add(this);
+    return rc;
+  }
+
+  /** Registers of the frozen thread. */
+  regs(): Registers {
+    const out = new N.CMem(REGS.size);
+    try {
+      check(N.lib().dwunw_stack_reader_regs(this.b, out.buf));
+      return decodeRegs(out.buf);
+    } finally {
+      out.free();
+    }
+  }
+
+  /** len bytes at addr into dst (C memory); DWUNW_OK or the error. */
+  private readInto(addr: bigint, dst: N.CMem, len: number): number {
+    return N.lib().dwunw_stack_reader_read(this.b, addr, dst.buf, len);
+  }
+
+  /**
+   * Up to `size` bytes from `start` up, shrunk (at page boundaries) to what is readable: a
+   * window that ends where the stack mapping ends. Returns the window, null when not even the
+   * first byte is readable, or a DwunwError code when reading failed otherwise.
+   */
+  readWindow(start: bigint, size: number): MemWindow | null | number {
+    if (size <= 0) return null;
+    const mem = new N.CMem(size);
+    try {
+      const full = this.readInto(start, mem, size);
+      let len = size;
+      if (full === N.DWUNW_ERR_INVALID_ARG) {
+        // The largest readable prefix ending at a page boundary: binary search on the page count.
+        const firstEnd = ((start + PAGE) / PAGE) * PAGE;
+        const pages = Number((start + BigInt(size) - firstEnd + PAGE - 1n) / PAGE);
+        let lo = -1; // a known-readable count (-1: none)
+        let hi = pages; // a known-unreadable count (the full size failed)
+        while (hi - lo > 1) {
+          const mid = (lo + hi) >> 1;
+          const n = Number(firstEnd + BigInt(mid) * PAGE - start);
+          const rc = this.readInto(start, mem, n);
+          if (rc === N.DWUNW_OK) lo = mid;
+          else if (rc === N.DWUNW_ERR_INVALID_ARG) hi = mid;
+          else return rc;
+        }
+        if (lo < 0) return null;
+        len = Number(firstEnd + BigInt(lo) * PAGE - start);
+        const rc = this.readInto(start, mem, len);
+        if (rc !== N.DWUNW_OK) return rc;
+      } else if (full !== N.DWUNW_OK) {
+        return full;
+      }
+      return { start, bytes: Buffer.from(mem.buf.subarray(0, len)) };
+    } finally {
+      mem.free();
+    }
+  }
+
+  /** Resume the thread (safe when not attached); DWUNW_OK, or NO_PROCESS when it has exited. */
+  detach(): number {
+    if (this.mem === null) return N.DWUNW_OK;
+    const rc = N.lib().dwunw_stack_reader_detach(this.mem.buf);
+    if (!this.attached) attachedReaders.delete(this);
+    return rc;
+  }
+
+  /** Detach and free (idempotent). */
+  close(): void {
+    if (this.mem === null) return;
+    this.detach();
+    attachedReaders.delete(this);
+    this.mem.free();
+    this.mem = null;
+  }
 }
 
 /** One library context (dwunw_init .. dwunw_shutdown). */
 export class Dwunw {
   private ctxMem: N.Pointer | null;
+  private readonly callbacks: N.Callback[] = [];
+  /** The config given to dwunw_init, reused for dwunw_stack_reader_init (its log sinks). */
+  private readonly cfg: Record<string, unknown>;
+  private readonly readers = new Set<StackReader>();
 
   constructor(opts: DwunwOptions = {}) {
     const lib = N.lib();
-    this.ctxMem = N.allocCtx();
-    const cfg = {
+    const sink = (fn?: (line: string) => void): N.Callback | null => {
+      if (!fn) return null;
+      const cb = N.registerLogFn(fn);
+      this.callbacks.push(cb);
+      return cb;
+    };
+    this.cfg = {
       size: N.sizeOf(N.ConfigT),
       flags: opts.flags ?? 0,
       cache_slots: opts.cacheSlots ?? 0,
       max_frames: 0,
-      sysroot: null,
+      sysroot: opts.sysroot ?? null,
       debug_dirs: null,
-      audit: null,
+      audit: sink(opts.audit),
       audit_arg: null,
-      warn: null,
+      warn: sink(opts.warn),
       warn_arg: null,
       modules: null,
       nmodules: 0,
       pad: 0,
     };
-    const rc = lib.dwunw_init(this.ctxMem, cfg);
+    this.ctxMem = N.allocCtx();
+    const rc = lib.dwunw_init(this.ctxMem, this.cfg);
     if (rc !== N.DWUNW_OK) {
       N.freeCtx(this.ctxMem);
       this.ctxMem = null;
+      this.unregister();
       throw new DwunwError(rc);
     }
+  }
+
+  private unregister(): void {
+    for (const cb of this.callbacks.splice(0)) N.unregisterCallback(cb);
   }
 
   /** "MAJOR.MINOR.PATCH" of the loaded library. */
@@ -288,11 +616,192 @@ export class Dwunw {
     };
   }
 
-  /** Free everything (idempotent). Modules must be closed first. */
+  /** The backend for an architecture (enum dwunw_arch), or null when this build has none. */
+  static arch(arch: number): N.ArchOps | null {
+    const p = N.lib().dwunw_arch_get(arch);
+    return p ? N.decodeArchOps(p) : null;
+  }
+
+  /** The backend named "x86_64", "arm64", "mips32", or null. */
+  static archByName(name: string): N.ArchOps | null {
+    for (let a = N.DWUNW_ARCH_X86_64; a <= N.DWUNW_ARCH_MIPS32; a++) {
+      const ops = Dwunw.arch(a);
+      if (ops && ops.name === name) return ops;
+    }
+    return null;
+  }
+
+  /** A stack reader for pid, with this context's audit and warn sinks. Closed by close(). */
+  reader(pid: number): StackReader {
+    const r = new StackReader(pid, this.cfg);
+    this.readers.add(r);
+    return r;
+  }
+
+  /** Read pid's maps now (the thread is frozen): a capture after detach keeps them if it exits. */
+  refreshMaps(pid: number): number {
+    return N.lib().dwunw_maps_refresh(this.ctx, pid);
+  }
+
+  /** Use this text (/proc/PID/maps format) as pid's maps: the pid is offline from now on. */
+  setMaps(pid: number, text: string): void {
+    const b = Buffer.from(text, 'utf8');
+    check(N.lib().dwunw_maps_set(this.ctx, pid, b, b.length));
+  }
+
+  /**
+   * Unwind from registers and a stack window (dwunw_capture), symbolize every frame
+   * (dwunw_symbolize_frame) and give the module references back (dwunw_module_cache_release).
+   * A walk that stops early is not an exception: see Unwind.stop.
+   */
+  unwind(input: UnwindInput, maxFrames = DEFAULT_MAX_FRAMES): Unwind {
+    const lib = N.lib();
+    const regs = new N.CMem(REGS.size);
+    const stack = input.stack && input.stack.bytes.length > 0 ? new N.CMem(input.stack.bytes.length) : null;
+    const frames = new N.CMem(maxFrames * FRAME_SIZE);
+    const sym = new N.CMem(SYMBOL_SIZE);
+    let n = 0;
+    try {
+      const b = regs.buf;
+      setU32(b, REGS.arch, input.regs.arch);
+      setU32(b, REGS.flags, input.regs.flags);
+      setI32(b, REGS.pid, input.pid);
+      setI32(b, REGS.tid, input.tid);
+      setU64(b, REGS.pc, input.regs.pc);
+      let valid = 0n;
+      for (const [reg, v] of input.regs.regs) {
+        if (!Number.isInteger(reg) || reg < 0 || reg >= N.DWUNW_MAX_REGS) continue;
+        valid |= 1n << BigInt(reg);
+        setU64(b, REGS.regs + 8 * reg, v);
+      }
+      setU64(b, REGS.valid, valid);
+      if (stack && input.stack) {
+        input.stack.bytes.copy(stack.buf);
+        setU64(b, REGS.stackStart, input.stack.start);
+        N.writePointer(b, REGS.stack, stack.address);
+        setU64(b, REGS.stackSize, BigInt(input.stack.bytes.length));
+      }
+
+      const cnt: [number | bigint] = [maxFrames];
+      const stop = lib.dwunw_capture(this.ctx, regs.buf, frames.buf, cnt);
+      n = Number(cnt[0]);
+      const out: Frame[] = [];
+      for (let i = 0; i < n; i++) {
+        const fb = frames.buf.subarray(i * FRAME_SIZE, (i + 1) * FRAME_SIZE);
+        const f = N.decodeAt(frames.buf, i * FRAME_SIZE, N.FrameT);
+        const mod = f.module ?? null;
+        let symbol: FrameSymbol | null = null;
+        if (mod !== null && lib.dwunw_symbolize_frame(this.ctx, fb, sym.buf) === N.DWUNW_OK) {
+          const s = N.decodeAt(sym.buf, 0, N.SymbolT) as unknown as N.RawSymbol;
+          if (s.name !== '')
+            symbol = {
+              name: stripSymbolVersion(s.name),
+              rawName: s.name,
+              offset: BigInt(s.offset),
+              file: s.file === '' ? null : s.file,
+              line: s.line === 0 ? null : s.line,
+              flags: s.flags,
+            };
+        }
+        out.push({
+          pc: BigInt(f.pc as number | bigint),
+          sp: BigInt(f.sp as number | bigint),
+          cfa: BigInt(f.cfa as number | bigint),
+          module: mod === null ? null : (lib.dwunw_module_path(mod) ?? null),
+          moduleAddr: mod === null ? null : BigInt(f.module_addr as number | bigint),
+          how: f.how as number,
+          flags: f.flags as number,
+          symbol,
+        });
+      }
+      return { frames: out, stop, stopName: lib.dwunw_errname(stop), stopText: lib.dwunw_strerror(stop) };
+    } finally {
+      if (n > 0) lib.dwunw_module_cache_release(this.ctx, frames.buf, n);
+      sym.free();
+      frames.free();
+      stack?.free();
+      regs.free();
+    }
+  }
+
+  /**
+   * Unwind one live thread: freeze it (attach), read its registers and a window of its stack
+   * (and the maps, on request), resume it (detach), and only then unwind the copy: the thread
+   * is held for the reads only. Memory the walk needs beyond the window is read from the running
+   * process, and the frames that needed it are flagged DWUNW_FRAME_BEYOND_SNAPSHOT.
+   * Never throws for the thread's own state: attach failures and exits are in the result.
+   */
+  async captureThread(pid: number, tid: number, opts: CaptureOptions = {}): Promise<ThreadCapture> {
+    const lib = N.lib();
+    const maxFrames = opts.maxFrames ?? DEFAULT_MAX_FRAMES;
+    const result = (stop: number, extra: Partial<ThreadCapture> = {}): ThreadCapture => ({
+      tid,
+      frames: [],
+      stop,
+      stopName: lib.dwunw_errname(stop),
+      stopText: lib.dwunw_strerror(stop),
+      attached: true,
+      exited: stop === N.DWUNW_ERR_NO_PROCESS,
+      attachErrno: null,
+      regs: null,
+      stack: null,
+      maps: null,
+      ...extra,
+    });
+
+    const r = this.reader(pid);
+    let regs: Registers;
+    let stack: MemWindow | null = null;
+    let maps: string | null = null;
+    let exited = false;
+    try {
+      const rc = r.attach(tid);
+      if (rc !== N.DWUNW_OK) return result(rc, { attached: false, attachErrno: r.lastErrno || null });
+      try {
+        regs = r.regs();
+      } catch (e) {
+        if (!(e instanceof DwunwError)) throw e;
+        // Killed while stopped (regs: NO_PROCESS), or registers this build cannot read.
+        const gone = r.detach() === N.DWUNW_ERR_NO_PROCESS || e.code === N.DWUNW_ERR_NO_PROCESS;
+        return result(gone ? N.DWUNW_ERR_NO_PROCESS : e.code, { exited: gone });
+      }
+      const arch = Dwunw.arch(regs.arch);
+      const sp = arch ? regs.regs.get(arch.sp_reg) : undefined;
+      if (sp !== undefined) {
+        const w = r.readWindow(sp, opts.stackSize ?? DEFAULT_STACK_SIZE);
+        if (w === N.DWUNW_ERR_NO_PROCESS) exited = true;
+        else if (typeof w === 'object') stack = w;
+      }
+      if (!exited) this.refreshMaps(pid);
+      if (opts.readMaps && !exited) {
+        try {
+          maps = readFileSync(`/proc/${pid}/maps`, 'utf8');
+        } catch {
+          maps = null;
+        }
+      }
+      if (opts.holdMs && opts.holdMs > 0) await sleep(opts.holdMs);
+      // A signal handler may have resumed it meanwhile (detachAll): then there is nothing to do.
+      if (r.attached && r.detach() === N.DWUNW_ERR_NO_PROCESS) exited = true;
+    } finally {
+      r.close();
+      this.readers.delete(r);
+    }
+
+    const u = this.unwind({ pid, tid, regs, stack }, maxFrames);
+    // Killed while held: what was copied is unwound, but a walk cut short is reported as the exit.
+    const stop = exited && u.stop !== N.DWUNW_OK ? N.DWUNW_ERR_NO_PROCESS : u.stop;
+    return { ...result(stop, { regs, stack, maps, exited }), frames: u.frames };
+  }
+
+  /** Free everything (idempotent): resumes threads still held. Modules must be closed first. */
   close(): void {
+    for (const r of this.readers) r.close();
+    this.readers.clear();
     if (this.ctxMem === null) return;
     N.lib().dwunw_shutdown(this.ctxMem);
     N.freeCtx(this.ctxMem);
     this.ctxMem = null;
+    this.unregister();
   }
 }

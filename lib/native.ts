@@ -2,6 +2,7 @@
 // layouts (checked against the C header by test/abi-layout.test.ts) and the functions the CLI uses.
 // The shared library is loaded lazily, so the types can be inspected without it.
 import { existsSync, readFileSync } from 'node:fs';
+import { endianness } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import koffi from 'koffi';
@@ -16,8 +17,50 @@ export const DWUNW_ERR_NOMEM = -3;
 export const DWUNW_ERR_CORRUPT = -4;
 export const DWUNW_ERR_IO = -5;
 export const DWUNW_ERR_INVALID_ARG = -6;
+export const DWUNW_ERR_CACHE_FULL = -7;
+export const DWUNW_ERR_PERM = -8;
+export const DWUNW_ERR_NO_MODULE = -9;
+export const DWUNW_ERR_UNSUPPORTED_CFI = -10;
 export const DWUNW_ERR_NOT_FOUND = -11;
 export const DWUNW_ERR_NOT_ELF = -12;
+export const DWUNW_ERR_NO_PROGRESS = -13;
+export const DWUNW_ERR_DEPTH = -14;
+export const DWUNW_ERR_EXPR = -15;
+export const DWUNW_ERR_NO_PROCESS = -16;
+export const DWUNW_ERR_UNSUPPORTED = -17;
+
+export const DWUNW_ARCH_UNKNOWN = 0;
+export const DWUNW_ARCH_X86_64 = 1;
+export const DWUNW_ARCH_ARM64 = 2;
+export const DWUNW_ARCH_MIPS32 = 3;
+
+export const DWUNW_MAX_REGS = 64;
+export const DWUNW_REGS_PC_IS_RETADDR = 1 << 0;
+
+export const DWUNW_CFG_NO_FP_FALLBACK = 1 << 0;
+export const DWUNW_CFG_NO_REMOTE_READS = 1 << 1;
+export const DWUNW_CFG_NO_DEBUG_FILES = 1 << 2;
+
+export const DWUNW_HOW_INITIAL = 0;
+export const DWUNW_HOW_CFI = 1;
+export const DWUNW_HOW_SIGNAL = 2;
+export const DWUNW_HOW_FP = 3;
+export const DWUNW_HOW_LR = 4;
+
+export const DWUNW_FRAME_BEYOND_SNAPSHOT = 1 << 0;
+export const DWUNW_FRAME_EXACT_PC = 1 << 1;
+export const DWUNW_FRAME_JIT = 1 << 2;
+export const DWUNW_FRAME_VDSO = 1 << 3;
+export const DWUNW_FRAME_HOLDS_REF = 1 << 4;
+export const DWUNW_FRAME_UPROBE_TRAMP = 1 << 5;
+
+export const DWUNW_SYM_FROM_DEBUG_FILE = 1 << 0;
+export const DWUNW_SYM_FROM_DEBUGDATA = 1 << 1;
+export const DWUNW_SYM_DYNSYM = 1 << 2;
+
+export const DWUNW_READER_ATTACHED = 1 << 0;
+export const DWUNW_READER_NO_VM_READV = 1 << 1;
+export const DWUNW_READER_NOT_DUMPABLE = 1 << 2;
 
 export const DWUNW_TABLE_SRC_EH_FRAME = 1 << 0;
 export const DWUNW_TABLE_SRC_DEBUG_FRAME = 1 << 1;
@@ -28,9 +71,14 @@ export const DWUNW_ROW_RA_SIGNED = 1 << 1;
 export const DWUNW_ROW_MAX_REGS = 48;
 
 // ---- Types -----------------------------------------------------------------------------------
-// Function-pointer members are declared as plain pointers: the CLI never calls them and passes NULL.
+// Function-pointer members the CLI never sets are declared as plain pointers; the log sinks of
+// dwunw_config and dwunw_stack_reader have their prototype (the CLI registers JS callbacks there).
 
 export const ModuleT = koffi.opaque('dwunw_module');
+
+/** void (*)(void *arg, const char *line): the audit and warn sinks. */
+export const LogFnT = koffi.proto('dwunw_log_fn', 'void', ['void *', 'const char *']);
+export const LogFnP = koffi.pointer(LogFnT);
 
 export const ModuleSourceT = koffi.struct('dwunw_module_source', {
   path: 'const char *',
@@ -45,9 +93,9 @@ export const ConfigT = koffi.struct('dwunw_config', {
   max_frames: 'uint32_t',
   sysroot: 'const char *',
   debug_dirs: 'const char *',
-  audit: 'void *',
+  audit: LogFnP,
   audit_arg: 'void *',
-  warn: 'void *',
+  warn: LogFnP,
   warn_arg: 'void *',
   modules: koffi.pointer(ModuleSourceT),
   nmodules: 'uint32_t',
@@ -122,6 +170,51 @@ export const RowTextT = koffi.struct('dwunw_row_text', {
   regs: koffi.array(RowRegT, DWUNW_ROW_MAX_REGS),
 });
 
+export const RegsT = koffi.struct('dwunw_regs', {
+  arch: 'uint32_t',
+  flags: 'uint32_t',
+  pid: 'int32_t',
+  tid: 'int32_t',
+  pc: 'uint64_t',
+  valid: 'uint64_t',
+  regs: koffi.array('uint64_t', DWUNW_MAX_REGS),
+  stack_start: 'uint64_t',
+  stack: 'const void *',
+  stack_size: 'uint64_t',
+});
+
+export const FrameT = koffi.struct('dwunw_frame', {
+  pc: 'uint64_t',
+  sp: 'uint64_t',
+  cfa: 'uint64_t',
+  module_addr: 'uint64_t',
+  module: koffi.pointer(ModuleT),
+  how: 'uint32_t',
+  flags: 'uint32_t',
+});
+
+export const SymbolT = koffi.struct('dwunw_symbol', {
+  name: koffi.array('char', 256, 'String'),
+  offset: 'uint64_t',
+  sym_addr: 'uint64_t',
+  file: koffi.array('char', 256, 'String'),
+  line: 'uint32_t',
+  flags: 'uint32_t',
+});
+
+export const StackReaderT = koffi.struct('dwunw_stack_reader', {
+  pid: 'int32_t',
+  tid: 'int32_t',
+  flags: 'uint32_t',
+  last_errno: 'int32_t',
+  audit: LogFnP,
+  audit_arg: 'void *',
+  warn: LogFnP,
+  warn_arg: 'void *',
+  reads: 'uint64_t',
+  fallback_reads: 'uint64_t',
+});
+
 /** Every struct of the binding, keyed by its C name (the layout test walks this). */
 export const STRUCTS = {
   dwunw_module_source: ModuleSourceT,
@@ -131,6 +224,10 @@ export const STRUCTS = {
   dwunw_cache_stats: CacheStatsT,
   dwunw_table_info: TableInfoT,
   dwunw_row_text: RowTextT,
+  dwunw_regs: RegsT,
+  dwunw_frame: FrameT,
+  dwunw_symbol: SymbolT,
+  dwunw_stack_reader: StackReaderT,
 } as const;
 
 /** Nested anonymous structs: C name of the container member, and its koffi type. */
@@ -176,8 +273,20 @@ export interface RawCacheStats {
   warm: number;
 }
 
+export interface RawSymbol {
+  name: string;
+  offset: number | bigint;
+  sym_addr: number | bigint;
+  file: string;
+  line: number;
+  flags: number;
+}
+
 /** An opaque C pointer as koffi hands it out. */
 export type Pointer = unknown;
+
+/** A registered JS callback (koffi.register), usable as a C function pointer. */
+export type Callback = unknown;
 
 export interface Lib {
   path: string;
@@ -195,6 +304,19 @@ export interface Lib {
   dwunw_table_row(ctx: Pointer, mod: Pointer, index: number | bigint, out: Buffer): number;
   dwunw_table_lookup(ctx: Pointer, mod: Pointer, addr: number | bigint): number | bigint;
   dwunw_cache_stats(ctx: Pointer, out: Record<string, unknown>): number;
+  dwunw_arch_get(arch: number): Pointer | null;
+  // The struct arguments below are Buffers over CMem (memory that does not move): see CMem.
+  dwunw_capture(ctx: Pointer, regs: Buffer, frames: Buffer, frameCnt: [number | bigint]): number;
+  dwunw_module_cache_release(ctx: Pointer, frames: Buffer, frameCnt: number): number;
+  dwunw_symbolize_frame(ctx: Pointer, frame: Buffer, out: Buffer): number;
+  dwunw_maps_set(ctx: Pointer, pid: number, text: Buffer, len: number): number;
+  dwunw_maps_refresh(ctx: Pointer, pid: number): number;
+  dwunw_maps_forget(ctx: Pointer, pid: number): void;
+  dwunw_stack_reader_init(r: Buffer, pid: number, cfg: Record<string, unknown> | null): number;
+  dwunw_stack_reader_attach(r: Buffer, tid: number): number;
+  dwunw_stack_reader_read(r: Buffer, addr: bigint, buf: Buffer, len: number): number;
+  dwunw_stack_reader_regs(r: Buffer, out: Buffer): number;
+  dwunw_stack_reader_detach(r: Buffer): number;
 }
 
 // ---- Loading -----------------------------------------------------------------------------------
@@ -257,6 +379,32 @@ export function lib(): Lib {
     dwunw_table_row: f('int', 'dwunw_table_row', [ctxP, modP, 'uint64_t', koffi.pointer(RowTextT)]),
     dwunw_table_lookup: f('int64_t', 'dwunw_table_lookup', [ctxP, modP, 'uint64_t']),
     dwunw_cache_stats: f('int', 'dwunw_cache_stats', [ctxP, koffi.out(koffi.pointer(CacheStatsT))]),
+    dwunw_arch_get: f(koffi.pointer(ArchOpsT), 'dwunw_arch_get', ['int']),
+    dwunw_capture: f('int', 'dwunw_capture', [
+      ctxP,
+      koffi.pointer(RegsT),
+      koffi.pointer(FrameT),
+      koffi.inout(koffi.pointer('size_t')),
+    ]),
+    dwunw_module_cache_release: f('int', 'dwunw_module_cache_release', [ctxP, koffi.pointer(FrameT), 'size_t']),
+    dwunw_symbolize_frame: f('int', 'dwunw_symbolize_frame', [ctxP, koffi.pointer(FrameT), koffi.pointer(SymbolT)]),
+    dwunw_maps_set: f('int', 'dwunw_maps_set', [ctxP, 'int32_t', 'const char *', 'size_t']),
+    dwunw_maps_refresh: f('int', 'dwunw_maps_refresh', [ctxP, 'int32_t']),
+    dwunw_maps_forget: f('void', 'dwunw_maps_forget', [ctxP, 'int32_t']),
+    dwunw_stack_reader_init: f('int', 'dwunw_stack_reader_init', [
+      koffi.pointer(StackReaderT),
+      'int32_t',
+      koffi.pointer(ConfigT),
+    ]),
+    dwunw_stack_reader_attach: f('int', 'dwunw_stack_reader_attach', [koffi.pointer(StackReaderT), 'int32_t']),
+    dwunw_stack_reader_read: f('int', 'dwunw_stack_reader_read', [
+      koffi.pointer(StackReaderT),
+      'uint64_t',
+      'void *',
+      'size_t',
+    ]),
+    dwunw_stack_reader_regs: f('int', 'dwunw_stack_reader_regs', [koffi.pointer(StackReaderT), koffi.pointer(RegsT)]),
+    dwunw_stack_reader_detach: f('int', 'dwunw_stack_reader_detach', [koffi.pointer(StackReaderT)]),
   };
   loaded = b as unknown as Lib;
   return loaded;
@@ -275,6 +423,60 @@ export function freeCtx(p: Pointer): void {
 
 export function decodeArchOps(p: Pointer): ArchOps {
   return koffi.decode(p, ArchOpsT) as ArchOps;
+}
+
+/**
+ * C memory that never moves (koffi.alloc), seen from JS as a Buffer over the same bytes. Structs
+ * the library writes, and buffers whose address is stored in another struct (dwunw_regs.stack),
+ * live here: a JS Buffer may be moved by the garbage collector, which can run inside a call when
+ * the library invokes a JS callback (audit, warn). Free it explicitly.
+ */
+export class CMem {
+  private ptr: Pointer | null;
+  /** The bytes, aliased (writes are seen by C and vice versa); invalid after free(). */
+  readonly buf: Buffer;
+
+  constructor(readonly size: number) {
+    this.ptr = koffi.alloc('uint8_t', Math.max(size, 1));
+    this.buf = Buffer.from(koffi.view(this.ptr, Math.max(size, 1)), 0, size);
+    this.buf.fill(0);
+  }
+
+  /** The address, for a pointer member of another struct. */
+  get address(): bigint {
+    if (this.ptr === null) throw new Error('CMem used after free');
+    return koffi.address(this.ptr);
+  }
+
+  free(): void {
+    if (this.ptr === null) return;
+    koffi.free(this.ptr);
+    this.ptr = null;
+  }
+}
+
+/** Store a pointer (an address) into a struct held in a Buffer, at the host's pointer size. */
+export function writePointer(buf: Buffer, offset: number, address: bigint): void {
+  const le = endianness() === 'LE';
+  if (koffi.sizeof('void *') === 8) {
+    if (le) buf.writeBigUInt64LE(address, offset);
+    else buf.writeBigUInt64BE(address, offset);
+  } else if (le) buf.writeUInt32LE(Number(address), offset);
+  else buf.writeUInt32BE(Number(address), offset);
+}
+
+/** Decode a struct from a Buffer at an offset (pointer members come back as koffi externals). */
+export function decodeAt(buf: Buffer, offset: number, type: koffi.TypeSpec): Record<string, unknown> {
+  return koffi.decode(buf, offset, type) as Record<string, unknown>;
+}
+
+/** Register a JS function as a C log sink (void (*)(void *arg, const char *line)). */
+export function registerLogFn(fn: (line: string) => void): Callback {
+  return koffi.register((_arg: unknown, line: string | null) => fn(line ?? ''), LogFnP);
+}
+
+export function unregisterCallback(cb: Callback): void {
+  koffi.unregister(cb as koffi.IKoffiRegisteredCallback);
 }
 
 export const sizeOf = (t: koffi.TypeSpec): number => koffi.sizeof(t);

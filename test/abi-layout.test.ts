@@ -1,13 +1,16 @@
 // The koffi declarations of lib/native.ts must match native/include/dwunw.h: every struct's size
 // and alignment, every member's offset and size (from a C program compiled now with gcc and
 // offsetof), and the member list itself (from the header's text). A header change that forgets
-// the binding fails here.
+// the binding fails here. Also: every DWUNW_* constant the binding exports has the header's value,
+// and the log sinks bound as callbacks (dwunw_config, dwunw_stack_reader: audit, warn) have the
+// prototype the binding declares.
 import { execFileSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import koffi from 'koffi';
 import t from 'tap';
+import * as N from '../lib/native.js';
 import { NESTED, STRUCTS } from '../lib/native.js';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
@@ -101,6 +104,30 @@ function headerMembers(text: string, name: string): string[] | null {
     });
 }
 
+// ---- Constants and callback prototypes -------------------------------------------------------------
+
+/** The binding's DWUNW_* numeric constants. */
+const constants = (): [string, number][] =>
+  Object.entries(N).filter((e): e is [string, number] => e[0].startsWith('DWUNW_') && typeof e[1] === 'number');
+
+/** Members bound as `void (*)(void *arg, const char *line)` (LogFnP), as struct.member. */
+const LOG_SINKS = ['dwunw_config.audit', 'dwunw_config.warn', 'dwunw_stack_reader.audit', 'dwunw_stack_reader.warn'];
+
+function constantsProgram(): string {
+  const lines = ['#include <stdio.h>', '#include "dwunw.h"', 'typedef void (*log_fn)(void *, const char *);'];
+  // A member whose type differs from the prototype fails to compile.
+  for (const sink of LOG_SINKS) {
+    const [s, m] = sink.split('.');
+    lines.push(
+      `_Static_assert(__builtin_types_compatible_p(__typeof__(((struct ${s} *)0)->${m}), log_fn), "${sink} is not void (*)(void *, const char *)");`,
+    );
+  }
+  lines.push('int main(void) {');
+  for (const [name] of constants()) lines.push(`  printf("C ${name} %lld\\n", (long long)(${name}));`);
+  lines.push('  return 0;', '}');
+  return lines.join('\n') + '\n';
+}
+
 // ---- Tests --------------------------------------------------------------------------------------
 
 t.test('koffi layouts match the C header', async (t) => {
@@ -133,5 +160,42 @@ t.test('koffi member lists match the header text', async (t) => {
     const want = headerMembers(text, name);
     t.ok(want, `struct ${name} is in dwunw.h`);
     if (want) t.same(Object.keys(members(type)), want, `struct ${name}: the same members in the same order`);
+  }
+});
+
+t.test('constants and callback prototypes match the header', async (t) => {
+  const dir = t.testdir({});
+  const src = join(dir, 'constants.c');
+  const exe = join(dir, 'constants');
+  writeFileSync(src, constantsProgram());
+  try {
+    execFileSync('gcc', ['-std=gnu11', '-Wall', '-Werror', '-I', join(root, 'native', 'include'), '-o', exe, src], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+  } catch (e) {
+    const err = e as { stderr?: Buffer; message: string };
+    t.fail(`the constants program does not build: a constant is missing from dwunw.h, or a log sink changed type\n${err.stderr?.toString() ?? err.message}`);
+    return;
+  }
+  const values = new Map<string, number>();
+  for (const line of execFileSync(exe, { encoding: 'utf8' }).trim().split('\n')) {
+    const [, name, v] = line.split(' ');
+    values.set(name!, Number(v));
+  }
+  const list = constants();
+  t.ok(list.length > 40, `the binding exports DWUNW_* constants (${list.length})`);
+  for (const [name, v] of list) t.equal(v, values.get(name), `${name}`);
+
+  // The JS side of the log sinks: a pointer to the one prototype, (void *, const char *) -> void.
+  const proto = koffi.introspect(N.LogFnT);
+  t.equal(proto.primitive, 'Prototype', 'LogFnT is a function prototype');
+  for (const sink of LOG_SINKS) {
+    const [s, m] = sink.split('.') as [keyof typeof STRUCTS, string];
+    const type = members(STRUCTS[s])[m]?.type;
+    t.ok(type, `${sink} is bound`);
+    if (!type) continue;
+    const info = koffi.introspect(type);
+    t.equal(info.primitive, 'Callback', `${sink}: a function pointer`);
+    t.equal(info.name, `${proto.name} *`, `${sink}: a pointer to ${proto.name}`);
   }
 });

@@ -126,6 +126,10 @@ struct dwunw_arch_ops {
 		       int (*read)(void *arg, uint64_t addr, void *buf, size_t len), void *arg);
 	/* Leaf without CFI: the return address is still in the link register (arm64, mips). */
 	int (*lr_step)(const struct dwunw_regs *in, struct dwunw_regs *out);
+	/* Frame 0 in a linker stub (PLT, .MIPS.stubs) without CFI: the caller's frame as the call
+	 * left it (x86_64: return address at [sp]; arm64: in x30; mips stubs: in t7). */
+	int (*stub_step)(const struct dwunw_regs *in, struct dwunw_regs *out,
+			 int (*read)(void *arg, uint64_t addr, void *buf, size_t len), void *arg);
 	/* Registers from a ptrace NT_PRSTATUS register set (also what a core file holds). */
 	int (*regs_from_prstatus)(const void *buf, size_t len, struct dwunw_regs *out);
 };
@@ -188,7 +192,7 @@ enum dwunw_how {
 	DWUNW_HOW_CFI = 1,          /* call-frame information */
 	DWUNW_HOW_SIGNAL = 2,       /* from a signal frame's saved context */
 	DWUNW_HOW_FP = 3,           /* frame-pointer fallback (no CFI) */
-	DWUNW_HOW_LR = 4,           /* return address still in the link register (leaf, no CFI) */
+	DWUNW_HOW_LR = 4,           /* no CFI, return address where the call left it: link register, or [sp] in a stub */
 };
 
 /* dwunw_frame.flags */
@@ -311,6 +315,9 @@ int64_t dwunw_table_lookup(struct dwunw_ctx *ctx, struct dwunw_module *mod, uint
  * offline snapshots and core files. The pid is then never refreshed from /proc.
  */
 int dwunw_maps_set(struct dwunw_ctx *ctx, int32_t pid, const char *maps_text, size_t len);
+/* Read /proc/PID/maps now (e.g. while the thread is frozen, so a capture after detach still has
+ * them if the process exits meanwhile). The pid stays live: refreshed on unknown pcs. */
+int dwunw_maps_refresh(struct dwunw_ctx *ctx, int32_t pid);
 /* Forget what is cached for pid (maps, vDSO image). */
 void dwunw_maps_forget(struct dwunw_ctx *ctx, int32_t pid);
 

@@ -255,6 +255,13 @@ static int load_shdrs(struct dw_elf *e, const GElf_Ehdr *eh, struct note_area *b
 		const char *name = elf_strptr(elf, shstrndx, sh.sh_name);
 		if (!name)
 			continue;
+		if ((sh.sh_flags & SHF_EXECINSTR) && sh.sh_size && e->nstubs < 6 &&
+		    (!strcmp(name, ".plt") || !strcmp(name, ".plt.sec") || !strcmp(name, ".plt.got") ||
+		     !strcmp(name, ".iplt") || !strcmp(name, ".MIPS.stubs"))) {
+			e->stubs[e->nstubs][0] = sh.sh_addr;
+			e->stubs[e->nstubs][1] = sh.sh_addr + sh.sh_size;
+			e->nstubs++;
+		}
 		if (sh.sh_type == SHT_NOTE && !bid_sec->found && strcmp(name, ".note.gnu.build-id") == 0) {
 			bid_sec->off = sh.sh_offset;
 			bid_sec->size = sh.sh_size;

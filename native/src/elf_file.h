@@ -70,6 +70,10 @@ struct dw_elf {
 	uint8_t build_id[64];
 	uint32_t build_id_len;
 	struct dw_section sec[DW_SEC_COUNT];
+	/* Linker stubs (.plt, .plt.sec, .plt.got, .iplt, .MIPS.stubs): code without CFI entered by a
+	 * call, where the return address is where the call put it. */
+	uint64_t stubs[6][2];
+	uint32_t nstubs;
 	/* Found through PT_GNU_EH_FRAME when there are no section headers. */
 	uint64_t eh_frame_hdr_vaddr;
 };

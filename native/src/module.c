@@ -188,6 +188,25 @@ int dw_module_acquire(struct dwunw_ctx_impl *c, const char *path, const char *op
 	return DWUNW_OK;
 }
 
+int dw_module_find_image(struct dwunw_ctx_impl *c, const char *name, struct dwunw_module **out)
+{
+	int err = DWUNW_ERR_NO_MODULE;
+
+	pthread_mutex_lock(&c->lock);
+	for (uint32_t i = 0; i < c->nslots && err; i++) {
+		struct dwunw_module *m = &c->slots[i];
+		if (m->loaded && !m->stale && m->is_image && !strcmp(m->path, name) &&
+		    dw_module_get(m, atomic_load(&m->gen)) == DWUNW_OK) {
+			*out = m;
+			err = DWUNW_OK;
+		}
+	}
+	pthread_mutex_unlock(&c->lock);
+	if (!err)
+		atomic_fetch_add(&c->hits, 1);
+	return err;
+}
+
 static void table_input_ranges(const struct dw_elf *e, uint64_t (*ranges)[2], uint32_t *n, uint32_t max)
 {
 	*n = 0;

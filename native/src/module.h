@@ -78,6 +78,9 @@ void dw_module_put(struct dwunw_module *m);
 int dw_module_acquire(struct dwunw_ctx_impl *c, const char *name, const char *open_path,
 		      const void *image, size_t size, struct dwunw_module **out);
 
+/* A caller's image registered under `name`, with a reference; DWUNW_ERR_NO_MODULE if none. */
+int dw_module_find_image(struct dwunw_ctx_impl *c, const char *name, struct dwunw_module **out);
+
 /* The module's table, built on first call (thread-safe). */
 int dw_module_table(struct dwunw_module *m, const struct dw_table **out);
 

@@ -432,10 +432,13 @@ int dw_map_module(struct dwunw_ctx_impl *c, struct dw_proc *p, struct dw_map *m,
 	pthread_mutex_lock(&c->lock);
 	if (m->kind == DW_MAP_VDSO) {
 		struct dw_image *img = NULL;
-		err = p->offline ? DWUNW_ERR_NO_MODULE : vdso_image(c, m, read, arg, &img);
+		/* Offline, only a vDSO image the caller registered under "[vdso]" can serve. */
+		err = p->offline ? DWUNW_OK : vdso_image(c, m, read, arg, &img);
 		pthread_mutex_unlock(&c->lock);
-		if (!err)
+		if (!err && img)
 			err = dw_module_acquire(c, "[vdso]", NULL, img->data, img->size, &mod);
+		else if (!err)
+			err = dw_module_find_image(c, "[vdso]", &mod);
 	} else {
 		snprintf(path, sizeof(path), "%s%s", c->sysroot ? c->sysroot : "", m->path);
 		if (!p->offline && (m->deleted || !path_is_mapping(m, path))) {
@@ -477,6 +480,23 @@ DWUNW_API int dwunw_maps_set(struct dwunw_ctx *ctx, int32_t pid, const char *map
 	if (!c || !maps_text || !len)
 		return DWUNW_ERR_INVALID_ARG;
 	err = load_proc(pid, maps_text, len, &p);
+	if (err)
+		return err;
+	pthread_mutex_lock(&c->lock);
+	install(c, p);
+	pthread_mutex_unlock(&c->lock);
+	return DWUNW_OK;
+}
+
+DWUNW_API int dwunw_maps_refresh(struct dwunw_ctx *ctx, int32_t pid)
+{
+	struct dwunw_ctx_impl *c = dw_ctx(ctx);
+	struct dw_proc *p;
+	int err;
+
+	if (!c || pid <= 0)
+		return DWUNW_ERR_INVALID_ARG;
+	err = load_proc(pid, NULL, 0, &p);
 	if (err)
 		return err;
 	pthread_mutex_lock(&c->lock);

@@ -86,6 +86,20 @@ static int wread(void *arg, uint64_t addr, void *buf, size_t len)
 	return read_module_data(w, addr, buf, len) == DWUNW_OK ? DWUNW_OK : err;
 }
 
+/* Reading a module image out of the process (the vDSO) is not a read beyond the snapshot. */
+static int image_read(void *arg, uint64_t addr, void *buf, size_t len)
+{
+	struct walk *w = arg;
+
+	if (w->in->pid <= 0)
+		return DWUNW_ERR_IO;
+	if (!w->remote_on) {
+		dw_remote_begin(&w->remote, w->in->pid, w->c->cfg.audit, w->c->cfg.audit_arg);
+		w->remote_on = 1;
+	}
+	return dw_remote_read(&w->remote, addr, buf, len);
+}
+
 static inline int read_word(struct walk *w, uint64_t addr, uint64_t *v)
 {
 	if (DW_LIKELY(addr >= w->snap_lo && addr - w->snap_lo + w->asz <= w->snap_len)) {
@@ -196,8 +210,17 @@ static int step_cfi(struct walk *w, const struct dw_table *t, const struct dw_ru
 				n->valid |= 1ull << reg;
 			continue;
 		case DW_RULE_OFFSET:
-			if ((err = read_word(w, wrap(w, cfa + (uint64_t)(int64_t)rr->val), &v)))
+			addr = wrap(w, cfa + (uint64_t)(int64_t)rr->val);
+			if ((err = read_word(w, addr, &v))) {
+				/* A slot below the stack pointer (an epilogue, after the pop): the register
+				 * already holds what was saved there, and a snapshot starting at sp does
+				 * not have it. */
+				if (addr < s->regs[arch->sp_reg] && (s->valid & (1ull << reg))) {
+					n->valid |= 1ull << reg;
+					continue;
+				}
 				return err;
+			}
 			break;
 		case DW_RULE_VAL_OFFSET:
 			v = wrap(w, cfa + (uint64_t)(int64_t)rr->val);
@@ -277,7 +300,7 @@ static int frame_module(struct walk *w, uint64_t lookup, uint32_t fi, struct dwu
 	}
 	if (w->nheld == DW_HELD_MAX)
 		return DWUNW_ERR_CACHE_FULL;
-	err = dw_map_module(w->c, w->proc, m, wread, w, mod);
+	err = dw_map_module(w->c, w->proc, m, image_read, w, mod);
 	if (err)
 		return err;
 	for (unsigned i = 0; i < w->nheld; i++)
@@ -308,9 +331,14 @@ static void from_regs(const struct dwunw_regs *r, struct state *s)
 	memcpy(s->regs, r->regs, sizeof(s->regs));
 }
 
-/* Steps without CFI, through the arch: signal trampoline by its code, link register, frame pointer. */
+/*
+ * Steps without CFI, through the arch: a signal trampoline recognised by its code; at an exact pc
+ * (frame 0, or after a signal) a linker stub or a leaf that still has its return address in the
+ * link register; frame pointers only where there is no CFI to trust at all (JIT code, a module
+ * without unwind tables), never inside a module whose CFI merely misses this pc.
+ */
 static int step_fallback(struct walk *w, const struct state *s, struct state *n, uint32_t fi,
-			 int have_module, uint32_t *how)
+			 int exact, const struct dwunw_module *mod, int mod_has_cfi, uint32_t *how)
 {
 	const struct dwunw_arch_ops *arch = w->arch;
 	struct dwunw_regs in, out;
@@ -327,15 +355,27 @@ static int step_fallback(struct walk *w, const struct state *s, struct state *n,
 			goto done;
 		}
 	}
-	if (fi == 0 && arch->lr_step && arch->lr_step(&in, &out) > 0) {
+	if (exact && mod && arch->stub_step) {
+		uint64_t addr = s->pc - atomic_load_explicit(&w->last_map->bias, memory_order_relaxed);
+		for (uint32_t i = 0; i < mod->elf.nstubs; i++)
+			if (addr >= mod->elf.stubs[i][0] && addr < mod->elf.stubs[i][1]) {
+				if (arch->stub_step(&in, &out, wread, w) > 0) {
+					*how = DWUNW_HOW_LR;
+					goto done;
+				}
+				break;
+			}
+	}
+	if (exact && fi == 0 && arch->lr_step && arch->lr_step(&in, &out) > 0) {
 		*how = DWUNW_HOW_LR;
 		goto done;
 	}
-	if (!(w->c->cfg.flags & DWUNW_CFG_NO_FP_FALLBACK) && arch->fp_step && arch->fp_step(&in, &out, wread, w) > 0) {
+	if (!mod_has_cfi && !(w->c->cfg.flags & DWUNW_CFG_NO_FP_FALLBACK) && arch->fp_step &&
+	    arch->fp_step(&in, &out, wread, w) > 0) {
 		*how = DWUNW_HOW_FP;
 		goto done;
 	}
-	return have_module ? DWUNW_ERR_NO_DWARF : DWUNW_ERR_NO_MODULE;
+	return mod ? DWUNW_ERR_NO_DWARF : DWUNW_ERR_NO_MODULE;
 done:
 	from_regs(&out, n);
 	return DWUNW_OK;
@@ -422,8 +462,12 @@ DWUNW_API int dwunw_capture(struct dwunw_ctx *ctx, const struct dwunw_regs *regs
 			uint32_t nhow = DWUNW_HOW_CFI;
 			int r = 1;
 
-			if (mod && dw_module_table(mod, &t) == DWUNW_OK)
+			int has_cfi = 0;
+
+			if (mod && dw_module_table(mod, &t) == DWUNW_OK) {
+				has_cfi = 1;
 				row = dw_table_find(t, lookup - bias);
+			}
 			if (row >= 0 && dw_table_rule(t, (uint32_t)row)->cfa_kind != DW_CFA_KIND_END) {
 				const struct dw_rule *rule = dw_table_rule(t, (uint32_t)row);
 				r = step_cfi(&w, t, rule, cur, next, &cfa);
@@ -439,7 +483,7 @@ DWUNW_API int dwunw_capture(struct dwunw_ctx *ctx, const struct dwunw_regs *regs
 				if (rule->flags & DW_RULEF_SIGNAL)
 					nhow = DWUNW_HOW_SIGNAL;
 			} else {
-				err = step_fallback(&w, cur, next, (uint32_t)nf - 1, mod != NULL, &nhow);
+				err = step_fallback(&w, cur, next, (uint32_t)nf - 1, exact, mod, has_cfi, &nhow);
 				if (err) {
 					ret = err == DWUNW_ERR_NO_MODULE && !w.proc && proc_err ? proc_err : err;
 					break;

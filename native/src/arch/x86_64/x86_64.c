@@ -174,6 +174,33 @@ static int x86_64_sigframe(const struct dwunw_regs *in, struct dwunw_regs *out,
  * The classic frame-pointer chain (push %rbp; mov %rsp,%rbp): [rbp] is the caller's rbp and
  * [rbp+8] the return address; the caller's rsp is rbp+16.
  */
+/* In a PLT stub nothing is pushed yet: the return address is at [rsp], the caller's rsp above it. */
+static int x86_64_stub_step(const struct dwunw_regs *in, struct dwunw_regs *out,
+			    int (*read)(void *arg, uint64_t addr, void *buf, size_t len), void *arg)
+{
+	uint8_t w[8];
+	uint64_t sp, ra, keep;
+	struct dwunw_regs tmp;
+
+	if (!in || !out || !read || !(in->valid & BIT(X_RSP)))
+		return 0;
+	sp = in->regs[X_RSP];
+	if (sp > UINT64_MAX - 8 || read(arg, sp, w, sizeof(w)) != DWUNW_OK)
+		return 0;
+	ra = le64(w);
+	if (ra == 0)
+		return 0;
+	tmp = *in;
+	keep = in->valid & CALLEE_SAVED;
+	frame_from(&tmp, out);
+	memcpy(out->regs, tmp.regs, sizeof(out->regs));
+	out->regs[X_RSP] = sp + 8;
+	out->regs[X_RIP] = ra;
+	out->pc = ra;
+	out->valid = keep | BIT(X_RSP) | BIT(X_RIP);
+	return 1;
+}
+
 static int x86_64_fp_step(const struct dwunw_regs *in, struct dwunw_regs *out,
 			  int (*read)(void *arg, uint64_t addr, void *buf, size_t len), void *arg)
 {
@@ -276,5 +303,6 @@ const struct dwunw_arch_ops dw_arch_x86_64 = {
 	.sigframe = x86_64_sigframe,
 	.fp_step = x86_64_fp_step,
 	.lr_step = NULL,
+	.stub_step = x86_64_stub_step,
 	.regs_from_prstatus = x86_64_regs_from_prstatus,
 };

@@ -1,0 +1,290 @@
+// dwunw unwind-pid PID [--tid TID] [--json] [--lines] [--max-frames N] [--stack-size BYTES] [--audit]
+// [--save FILE]: unwind the live threads of a process, one at a time: freeze the thread, copy its
+// registers and a window of its stack, resume it, then unwind the copy (lib/dwunw.ts
+// captureThread). A thread is held only while it is read, and never left stopped: SIGINT, SIGTERM
+// and SIGHUP resume a held thread before dwunw exits; if dwunw is killed (SIGKILL), the kernel
+// resumes it (a PTRACE_SEIZE tracee is detached when its tracer dies, with no SIGSTOP left behind).
+//
+// Test hook: DWUNW_TEST_HOLD_MS=N makes dwunw stay attached N ms per thread after the reads (the
+// wait is asynchronous, so the signal handlers run meanwhile). test/cli-unwind-pid.test.ts uses it
+// to signal or kill dwunw, or the target, while a thread is held.
+import { readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
+import { constants as osConstants } from 'node:os';
+import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
+import type { ArgumentsCamelCase, Argv } from 'yargs';
+import { DEFAULT_MAX_FRAMES, DEFAULT_STACK_SIZE, Dwunw, type ThreadCapture, detachAll } from '../lib/dwunw.js';
+import { DWUNW_ERR_PERM } from '../lib/native.js';
+import { ChunkedWriter, CliError, colorsFor, reportError } from '../lib/output.js';
+import { type Snapshot, type SnapshotThread, snapshotToJson } from '../lib/snapshot.js';
+import { type ProcessReport, type ThreadReport, processHeader, processJson, threadText } from '../lib/stacks.js';
+
+// Option names as given (yargs also provides them camelCased to the handler).
+interface Args {
+  pid: string;
+  tid?: number;
+  json: boolean;
+  lines: boolean;
+  'max-frames': number;
+  'stack-size': number;
+  audit: boolean;
+  save?: string;
+}
+
+export const command = 'unwind-pid <pid>';
+export const describe = 'Unwind the stacks of a live process\'s threads (gdb/eu-stack-like)';
+
+export const MAX_STACK_SIZE = 64 << 20;
+
+export function builder(y: Argv): Argv<Args> {
+  return y
+    .positional('pid', { type: 'string', demandOption: true, describe: 'Process id' })
+    .option('tid', { type: 'number', requiresArg: true, describe: 'Only this thread of the process' })
+    .option('json', {
+      type: 'boolean',
+      default: false,
+      describe: 'Print JSON: {pid, threads: [{tid, frames: [{pc, sp, module, symbol, how, flags, ...}], stop}]}',
+    })
+    .option('lines', { type: 'boolean', default: false, describe: 'Show the source file:line of each frame when known' })
+    .option('max-frames', { type: 'number', default: DEFAULT_MAX_FRAMES, requiresArg: true, describe: 'Stop after this many frames' })
+    .option('stack-size', {
+      type: 'number',
+      default: DEFAULT_STACK_SIZE,
+      requiresArg: true,
+      describe: 'Bytes of stack copied while the thread is frozen; memory beyond is read live (frames marked +mem)',
+    })
+    .option('audit', { type: 'boolean', default: false, describe: 'Log every attach, detach and read fallback on stderr' })
+    .option('save', {
+      type: 'string',
+      requiresArg: true,
+      describe: 'Also write the threads\' registers, stack windows and maps to FILE, for dwunw unwind-snapshot',
+    })
+    .example('$0 unwind-pid 1234', 'every thread of process 1234')
+    .example('$0 unwind-pid 1234 --tid 1240 --json', 'one thread, as JSON')
+    .example('$0 unwind-pid 1234 --save snap.json', 'also keep a snapshot to unwind offline');
+}
+
+export async function handler(argv: ArgumentsCamelCase<Args>): Promise<void> {
+  await unwindPid({
+    pid: argv.pid,
+    tid: argv.tid,
+    json: argv.json,
+    lines: argv.lines,
+    maxFrames: argv.maxFrames,
+    stackSize: argv.stackSize,
+    audit: argv.audit,
+    save: argv.save,
+  });
+}
+
+export interface UnwindPidOptions {
+  pid: string;
+  tid?: number;
+  json: boolean;
+  lines: boolean;
+  maxFrames: number;
+  stackSize: number;
+  audit: boolean;
+  save?: string;
+}
+
+// ---- /proc ---------------------------------------------------------------------------------------
+
+function readComm(path: string): string | null {
+  try {
+    return readFileSync(path, 'utf8').replace(/\n$/, '');
+  } catch {
+    return null;
+  }
+}
+
+/** Tgid of a task, from its status file; null when unreadable. */
+function tgidOf(pid: number): number | null {
+  try {
+    const m = /^Tgid:\s*(\d+)$/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+    return m ? Number(m[1]) : null;
+  } catch {
+    return null;
+  }
+}
+
+/** The process's threads, the main thread first; throws CliError when the process is gone. */
+function threadsOf(pid: number): number[] {
+  let names: string[];
+  try {
+    names = readdirSync(`/proc/${pid}/task`);
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT' || code === 'ESRCH') throw new CliError(`pid ${pid}`, 'no such process');
+    throw new CliError(`pid ${pid}`, `cannot list threads: ${(e as Error).message}`);
+  }
+  const tids = names.filter((n) => /^\d+$/.test(n)).map(Number);
+  if (tids.length === 0) throw new CliError(`pid ${pid}`, 'no such process');
+  return tids.sort((a, b) => (a === pid ? -1 : b === pid ? 1 : a - b));
+}
+
+/** Node's process.arch -> the library's architecture names (when no thread gave its registers). */
+const HOST_ARCH: Record<string, string> = { x64: 'x86_64', arm64: 'arm64', mipsel: 'mips32' };
+
+const errnoName = (e: number): string | undefined =>
+  Object.entries(osConstants.errno).find(([, v]) => v === e)?.[0];
+
+/** Why attach failed, as one line: the library's text, the errno, and who traces the thread. */
+function attachFailure(pid: number, c: ThreadCapture): string {
+  const detail: string[] = [];
+  const name = c.attachErrno ? errnoName(c.attachErrno) : undefined;
+  if (name) detail.push(name);
+  if (c.stop === DWUNW_ERR_PERM) {
+    try {
+      const m = /^TracerPid:\s*(\d+)$/m.exec(readFileSync(`/proc/${pid}/task/${c.tid}/status`, 'utf8'));
+      if (m && m[1] !== '0') detail.push(`already traced by pid ${m[1]}`);
+    } catch {
+      // gone meanwhile: no detail
+    }
+  }
+  return `cannot attach: ${c.stopText}${detail.length ? ` (${detail.join('; ')})` : ''}`;
+}
+
+// ---- Signals -------------------------------------------------------------------------------------
+
+const GUARDED_SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
+
+/**
+ * Until the returned function is called: on SIGINT/SIGTERM/SIGHUP resume every held thread, say
+ * so, and die of the same signal; on any exit, resume every held thread.
+ */
+function guardHeldThreads(): () => void {
+  const onSignal = (sig: NodeJS.Signals): void => {
+    const n = detachAll();
+    process.stderr.write(`dwunw: interrupted by ${sig}${n ? ` (resumed ${n} held thread${n > 1 ? 's' : ''})` : ''}\n`);
+    remove();
+    // With no listener left, the default action applies: die of the signal, as expected.
+    process.kill(process.pid, sig);
+  };
+  const onExit = (): void => {
+    detachAll();
+  };
+  const remove = (): void => {
+    for (const s of GUARDED_SIGNALS) process.removeListener(s, onSignal);
+    process.removeListener('exit', onExit);
+  };
+  for (const s of GUARDED_SIGNALS) process.on(s, onSignal);
+  process.on('exit', onExit);
+  return remove;
+}
+
+/**
+ * Let a signal that arrived during the synchronous library calls be handled now. libuv notices
+ * signals in its poll phase; one setImmediate may resolve in the current loop iteration's check
+ * phase without passing through it, two cannot.
+ */
+async function letSignalsIn(): Promise<void> {
+  await yieldToEventLoop();
+  await yieldToEventLoop();
+}
+
+// ---- The command ---------------------------------------------------------------------------------
+
+function checkOptions(o: UnwindPidOptions): { pid: number; holdMs: number } {
+  if (!/^[1-9]\d*$/.test(o.pid.trim()) || Number(o.pid) > 0x7fffffff) throw new CliError(`pid ${o.pid}`, 'not a process id');
+  const pid = Number(o.pid);
+  if (o.tid !== undefined && (!Number.isInteger(o.tid) || o.tid <= 0 || o.tid > 0x7fffffff))
+    throw new CliError('--tid', `not a thread id: ${o.tid}`);
+  if (!Number.isInteger(o.maxFrames) || o.maxFrames < 1 || o.maxFrames > 65536)
+    throw new CliError('--max-frames', `not a number of frames (1-65536): ${o.maxFrames}`);
+  if (!Number.isInteger(o.stackSize) || o.stackSize < 0 || o.stackSize > MAX_STACK_SIZE)
+    throw new CliError('--stack-size', `not a size in bytes (0-${MAX_STACK_SIZE}): ${o.stackSize}`);
+  const hold = process.env.DWUNW_TEST_HOLD_MS;
+  const holdMs = hold && /^\d+$/.test(hold) ? Number(hold) : 0;
+  return { pid, holdMs };
+}
+
+export async function unwindPid(o: UnwindPidOptions): Promise<void> {
+  const { pid, holdMs } = checkOptions(o);
+  try {
+    statSync(`/proc/${pid}`);
+  } catch {
+    throw new CliError(`pid ${pid}`, 'no such process');
+  }
+  const tgid = tgidOf(pid);
+  if (tgid !== null && tgid !== pid) throw new CliError(`pid ${pid}`, `not a process but a thread of pid ${tgid} (use --tid)`);
+  let tids = threadsOf(pid);
+  if (o.tid !== undefined) {
+    if (!tids.includes(o.tid)) throw new CliError(`pid ${pid}`, `no thread ${o.tid}`);
+    tids = [o.tid];
+  }
+
+  const c = colorsFor(process.stdout);
+  const out = new ChunkedWriter();
+  const report: ProcessReport = { pid, comm: readComm(`/proc/${pid}/comm`), threads: [] };
+  const saved: SnapshotThread[] = [];
+  let maps: string | null = null;
+  let arch: string | null = null;
+
+  const d = new Dwunw({
+    warn: (line) => process.stderr.write(`${line}\n`),
+    audit: o.audit ? (line) => process.stderr.write(`${line}\n`) : undefined,
+  });
+  const unguard = guardHeldThreads();
+  try {
+    if (!o.json) await out.write(`${processHeader(report, c)}\n`);
+    let first = true;
+    for (const tid of tids) {
+      const comm = readComm(`/proc/${pid}/task/${tid}/comm`);
+      const cap = await d.captureThread(pid, tid, {
+        stackSize: o.stackSize,
+        maxFrames: o.maxFrames,
+        readMaps: o.save !== undefined && maps === null,
+        holdMs,
+      });
+      const ops = cap.regs ? Dwunw.arch(cap.regs.arch) : null;
+      const t: ThreadReport = {
+        tid,
+        comm,
+        frames: cap.frames,
+        stop: cap.stop,
+        stopName: cap.stopName,
+        stopText: cap.stopText,
+        addrSize: ops?.addr_size ?? 8,
+      };
+      // Not read at all (attach refused, registers unreadable) is an error; an exit is not.
+      if (!cap.exited && cap.regs === null) {
+        t.error = cap.attached ? `cannot read registers: ${cap.stopText}` : attachFailure(pid, cap);
+        reportError(`pid ${pid} tid ${tid}`, t.error);
+      }
+      report.threads.push(t);
+      if (cap.maps !== null) maps = cap.maps;
+      if (cap.regs) {
+        arch ??= ops?.name ?? null;
+        saved.push({ tid, comm, regs: cap.regs, stack: cap.stack });
+      }
+      if (!o.json) {
+        await out.write(`${first ? '' : '\n'}${threadText(t, c, { lines: o.lines })}`);
+        await out.flush();
+      }
+      first = false;
+      await letSignalsIn();
+    }
+    if (o.json) await out.write(`${JSON.stringify(processJson(report), null, 1)}\n`);
+    await out.flush();
+
+    if (o.save !== undefined) {
+      const snap: Snapshot = {
+        arch: arch ?? HOST_ARCH[process.arch] ?? process.arch,
+        pid,
+        comm: report.comm,
+        threads: saved,
+        maps: maps ?? '',
+        sysroot: null,
+      };
+      try {
+        writeFileSync(o.save, snapshotToJson(snap));
+      } catch (e) {
+        const err = e as NodeJS.ErrnoException;
+        throw new CliError(o.save, err.code === 'ENOENT' ? 'no such directory' : err.code === 'EACCES' ? 'permission denied' : err.message);
+      }
+    }
+  } finally {
+    unguard();
+    d.close();
+  }
+}

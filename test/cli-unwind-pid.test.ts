@@ -1,0 +1,667 @@
+// `dwunw unwind-pid` and `dwunw unwind-snapshot` as a user runs them (node bin/dwunw), on processes
+// this test starts: the frames against gdb's (pc for pc), the text format, errors, a thread traced
+// by another tracer, signals while a thread is held (the target must keep running), a target that
+// dies while held, and --save + unwind-snapshot (offline) against the live unwind.
+//
+// Needs root (or CAP_SYS_PTRACE) and x86_64: it ptraces, and reads /proc/PID/syscall numbers.
+import { type ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
+import t, { type Test } from 'tap';
+
+const root = fileURLToPath(new URL('..', import.meta.url));
+const bin = join(root, 'bin', 'dwunw');
+
+// ---- Running dwunw ------------------------------------------------------------------------------
+
+interface Run {
+  status: number | null;
+  signal: NodeJS.Signals | null;
+  stdout: string;
+  stderr: string;
+}
+
+function cliEnv(env: Record<string, string>): NodeJS.ProcessEnv {
+  const e: NodeJS.ProcessEnv = { ...process.env, ...env };
+  if (!('FORCE_COLOR' in env)) delete e.FORCE_COLOR;
+  // tap's loaders are for the test file, not for the CLI under test.
+  delete e.NODE_OPTIONS;
+  delete e.DWUNW_TEST_HOLD_MS;
+  if (env.DWUNW_TEST_HOLD_MS) e.DWUNW_TEST_HOLD_MS = env.DWUNW_TEST_HOLD_MS;
+  return e;
+}
+
+function dwunw(args: string[], env: Record<string, string> = {}): Run {
+  const r = spawnSync(process.execPath, [bin, ...args], {
+    cwd: root,
+    env: cliEnv(env),
+    encoding: 'utf8',
+    timeout: 60_000,
+    killSignal: 'SIGKILL',
+    maxBuffer: 1 << 26,
+  });
+  return { status: r.status, signal: r.signal, stdout: r.stdout, stderr: r.stderr };
+}
+
+/** dwunw in the background: the child, and its result once it exits. */
+function dwunwAsync(t: Test, args: string[], env: Record<string, string> = {}): { child: ChildProcess; done: Promise<Run> } {
+  const child = spawn(process.execPath, [bin, ...args], { cwd: root, env: cliEnv(env), stdio: ['ignore', 'pipe', 'pipe'] });
+  t.teardown(() => kill(child));
+  let stdout = '';
+  let stderr = '';
+  child.stdout!.setEncoding('utf8').on('data', (d: string) => (stdout += d));
+  child.stderr!.setEncoding('utf8').on('data', (d: string) => (stderr += d));
+  const done = new Promise<Run>((resolve) =>
+    child.on('close', (status, signal) => resolve({ status, signal, stdout, stderr })),
+  );
+  return { child, done };
+}
+
+async function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms: ${what}`)), ms);
+  });
+  try {
+    return await Promise.race([p, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+// ---- JSON shapes ------------------------------------------------------------------------------
+
+interface JFrame {
+  pc: string;
+  sp: string;
+  module: string | null;
+  module_offset: string | null;
+  symbol: string | null;
+  offset: string | null;
+  file: string | null;
+  line: number | null;
+  how: string;
+  flags: string[];
+}
+interface JThread {
+  tid: number;
+  comm: string | null;
+  frames: JFrame[];
+  stop: string;
+  stop_text: string;
+  error?: string;
+}
+interface JProcess {
+  pid: number;
+  comm: string | null;
+  threads: JThread[];
+}
+
+function parseJson<T>(t: Test, text: string, what: string): T | null {
+  try {
+    return JSON.parse(text) as T;
+  } catch (e) {
+    t.fail(`${what}: not valid JSON: ${(e as Error).message}`, { text: text.slice(0, 2000) });
+    return null;
+  }
+}
+
+// ---- Target processes ------------------------------------------------------------------------------
+
+function kill(c: ChildProcess): void {
+  if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
+}
+
+/** Start a process that the test owns; it is killed at teardown. */
+function start(t: Test, cmd: string, args: string[]): ChildProcess {
+  const c = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'ignore'] });
+  t.teardown(() => kill(c));
+  return c;
+}
+
+/** The first line the process prints. */
+function firstLine(c: ChildProcess, ms = 10_000): Promise<string> {
+  return within(
+    new Promise<string>((resolve, reject) => {
+      let buf = '';
+      c.stdout!.setEncoding('utf8').on('data', (d: string) => {
+        buf += d;
+        const nl = buf.indexOf('\n');
+        if (nl >= 0) resolve(buf.slice(0, nl));
+      });
+      c.on('exit', () => reject(new Error('exited before printing a line')));
+    }),
+    ms,
+    'first line of output',
+  );
+}
+
+function readOr(path: string, dflt: string): string {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch {
+    return dflt;
+  }
+}
+
+/** State letter of a task (S, R, t, T, Z, ...), '' when gone. */
+function stateOf(pid: number, tid = pid): string {
+  const s = readOr(`/proc/${pid}/task/${tid}/stat`, '');
+  return s ? (s.slice(s.lastIndexOf(')') + 2).split(' ')[0] ?? '') : '';
+}
+
+function tracerOf(pid: number, tid = pid): number {
+  return Number(/^TracerPid:\s*(\d+)$/m.exec(readOr(`/proc/${pid}/task/${tid}/status`, ''))?.[1] ?? -1);
+}
+
+function tasksOf(pid: number): number[] {
+  try {
+    return readdirSync(`/proc/${pid}/task`).map(Number).sort((a, b) => a - b);
+  } catch {
+    return [];
+  }
+}
+
+async function waitFor(cond: () => boolean, ms: number, what: string): Promise<void> {
+  const end = Date.now() + ms;
+  while (!cond()) {
+    if (Date.now() > end) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
+    await sleep(20);
+  }
+}
+
+// x86_64 system calls the targets block in: pause, nanosleep, futex (pthread_join), clock_nanosleep,
+// and restart_syscall (a sleep interrupted by a ptrace stop resumes through it).
+const BLOCKING = new Set(['34', '35', '202', '230', '219']);
+
+/** Every thread of pid sleeps in one of the expected system calls: its stack no longer moves. */
+async function blocked(pid: number): Promise<void> {
+  await waitFor(
+    () => {
+      const tasks = tasksOf(pid);
+      return (
+        tasks.length > 0 &&
+        tasks.every((tid) => stateOf(pid, tid) === 'S' && BLOCKING.has(readOr(`/proc/${pid}/task/${tid}/syscall`, '').split(' ')[0]!))
+      );
+    },
+    10_000,
+    `pid ${pid} to block`,
+  );
+}
+
+/** dwunw holds the thread: it is its tracer and the thread is in a ptrace stop (after the seize). */
+async function heldBy(pid: number, tracer: number): Promise<void> {
+  await waitFor(() => tracerOf(pid) === tracer && /^[tT]$/.test(stateOf(pid)), 15_000, 'dwunw to hold the thread');
+}
+
+async function startSleep(t: Test): Promise<number> {
+  const c = start(t, 'sleep', ['30']);
+  await blocked(c.pid!);
+  return c.pid!;
+}
+
+// ---- Helper programs, compiled now -------------------------------------------------------------
+
+const work = mkdtempSync(join(tmpdir(), 'dwunw-unwind-pid-'));
+t.teardown(() => rmSync(work, { recursive: true, force: true }));
+
+// Three threads in three call chains: main in pthread_join, one in pause() under five frames of
+// recursion, one in nanosleep. Prints the two workers' tids.
+const MT_C = `#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdio.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/syscall.h>
+static pid_t tids[2];
+static pthread_barrier_t bar;
+__attribute__((noinline)) static void deep(int n)
+{
+	if (n == 0)
+		pause();
+	else
+		deep(n - 1);
+	__asm__ volatile("" ::: "memory"); /* no tail call */
+}
+static void *worker(void *arg)
+{
+	long i = (long)arg;
+	tids[i] = (pid_t)syscall(SYS_gettid);
+	pthread_barrier_wait(&bar);
+	if (i == 0) {
+		deep(4);
+	} else {
+		struct timespec ts = { 1000, 0 };
+		nanosleep(&ts, NULL);
+	}
+	return NULL;
+}
+int main(void)
+{
+	pthread_t t[2];
+	pthread_barrier_init(&bar, NULL, 3);
+	for (long i = 0; i < 2; i++)
+		pthread_create(&t[i], NULL, worker, (void *)i);
+	pthread_barrier_wait(&bar);
+	printf("%d %d\\n", tids[0], tids[1]);
+	fflush(stdout);
+	pthread_join(t[0], NULL);
+	return 0;
+}
+`;
+
+// Another tracer: PTRACE_SEIZEs the threads given (without stopping them) and waits to be killed.
+const HOLDER_C = `#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+#include <sys/ptrace.h>
+int main(int argc, char **argv)
+{
+	for (int i = 1; i < argc; i++)
+		if (ptrace(PTRACE_SEIZE, atoi(argv[i]), NULL, NULL) != 0) {
+			perror("PTRACE_SEIZE");
+			return 1;
+		}
+	printf("ready\\n");
+	fflush(stdout);
+	for (;;)
+		pause();
+}
+`;
+
+// A non-dumpable process of another user (nobody): root may trace it, and the library warns.
+const NONDUMP_C = `#include <stdio.h>
+#include <unistd.h>
+#include <sys/prctl.h>
+int main(void)
+{
+	if (setgid(65534) != 0 || setuid(65534) != 0) {
+		perror("setuid");
+		return 1;
+	}
+	prctl(PR_SET_DUMPABLE, 0);
+	printf("ready\\n");
+	fflush(stdout);
+	for (;;)
+		pause();
+}
+`;
+
+// gdb's frames, pc for pc: only real frames (NORMAL, SIGTRAMP); inline and tail-call frames are
+// gdb's reconstruction from debug info, which call-frame information cannot produce.
+const GDB_PY = `import gdb
+for t in sorted(gdb.selected_inferior().threads(), key=lambda t: t.ptid[1]):
+    t.switch()
+    f = gdb.newest_frame()
+    while f is not None:
+        if f.type() in (gdb.NORMAL_FRAME, gdb.SIGTRAMP_FRAME):
+            print("DWUNW-PC %d 0x%x" % (t.ptid[1], f.pc()))
+        f = f.older()
+`;
+
+const mtExe = join(work, 'mt');
+const holderExe = join(work, 'holder');
+const nondumpExe = join(work, 'nondump');
+writeFileSync(join(work, 'nondump.c'), NONDUMP_C);
+writeFileSync(join(work, 'mt.c'), MT_C);
+writeFileSync(join(work, 'holder.c'), HOLDER_C);
+writeFileSync(join(work, 'pcs.py'), GDB_PY);
+execFileSync('gcc', ['-O2', '-g', '-pthread', '-o', mtExe, join(work, 'mt.c')]);
+execFileSync('gcc', ['-O2', '-o', holderExe, join(work, 'holder.c')]);
+execFileSync('gcc', ['-O2', '-o', nondumpExe, join(work, 'nondump.c')]);
+
+/** Start the three-thread program: its pid and its workers' tids once all three block. */
+async function startMt(t: Test): Promise<{ pid: number; pauseTid: number; sleepTid: number }> {
+  const c = start(t, mtExe, []);
+  const [a, b] = (await firstLine(c)).split(' ').map(Number);
+  await blocked(c.pid!);
+  return { pid: c.pid!, pauseTid: a!, sleepTid: b! };
+}
+
+/** gdb's pcs per thread (run after dwunw: both see the same blocked threads). */
+function gdbPcs(t: Test, pid: number): Map<number, string[]> {
+  const r = spawnSync(
+    'timeout',
+    [
+      '60',
+      'gdb',
+      '-q',
+      '-batch',
+      '-nx',
+      '-p',
+      String(pid),
+      '-ex',
+      'set backtrace past-main on',
+      '-ex',
+      'set backtrace past-entry on',
+      '-x',
+      join(work, 'pcs.py'),
+    ],
+    { encoding: 'utf8', env: { ...process.env, DEBUGINFOD_URLS: '' }, timeout: 90_000, killSignal: 'SIGKILL' },
+  );
+  const out = new Map<number, string[]>();
+  for (const line of (r.stdout ?? '').split('\n')) {
+    const m = /^DWUNW-PC (\d+) (0x[0-9a-f]+)$/.exec(line);
+    if (!m) continue;
+    const tid = Number(m[1]);
+    if (!out.has(tid)) out.set(tid, []);
+    out.get(tid)!.push(m[2]!);
+  }
+  if (out.size === 0) t.fail('gdb printed no frames', { status: r.status, stdout: r.stdout, stderr: r.stderr });
+  return out;
+}
+
+function nonexistentPid(): number {
+  for (let p = 999_999; ; p++) if (!existsSync(`/proc/${p}`)) return p;
+}
+
+// ---- Tests ----------------------------------------------------------------------------------------
+
+t.test('the frames are gdb\'s, pc for pc', async (t) => {
+  for (const which of ['sleep', 'three threads']) {
+    const pid = which === 'sleep' ? await startSleep(t) : (await startMt(t)).pid;
+    const r = dwunw(['unwind-pid', String(pid), '--json']);
+    t.equal(r.status, 0, `${which}: exit status 0`);
+    t.equal(r.stderr, '', `${which}: nothing on stderr`);
+    const j = parseJson<JProcess>(t, r.stdout, which);
+    if (!j) continue;
+    t.equal(j.pid, pid, `${which}: pid`);
+    t.same(j.threads.map((x) => x.tid).sort((a, b) => a - b), tasksOf(pid), `${which}: every thread`);
+    const gdb = gdbPcs(t, pid);
+    for (const th of j.threads) {
+      t.equal(th.stop, 'OK', `${which}: thread ${th.tid} unwound to the end`);
+      t.same(th.frames.map((f) => f.pc), gdb.get(th.tid), `${which}: thread ${th.tid}: gdb's pcs`);
+      t.equal(th.frames[0]?.how, 'initial', `${which}: thread ${th.tid}: frame 0 is the initial frame`);
+      t.ok(th.frames.slice(1).every((f) => f.how === 'cfi'), `${which}: thread ${th.tid}: every other frame from CFI`);
+    }
+  }
+});
+
+t.test('--json shape', async (t) => {
+  const { pid, pauseTid } = await startMt(t);
+  const r = dwunw(['unwind-pid', String(pid), '--tid', String(pauseTid), '--json', '--max-frames', '3']);
+  t.equal(r.status, 0);
+  const j = parseJson<JProcess>(t, r.stdout, '--json');
+  if (!j) return;
+  t.equal(j.threads.length, 1, '--tid: one thread');
+  const th = j.threads[0]!;
+  t.equal(th.tid, pauseTid);
+  t.equal(th.comm, 'mt');
+  t.equal(th.frames.length, 3, '--max-frames 3: three frames');
+  t.equal(th.stop, 'DEPTH', '--max-frames: the stop reason');
+  t.equal(th.stop_text, 'frame limit reached');
+  const f0 = th.frames[0]!;
+  t.match(f0, {
+    pc: /^0x[0-9a-f]+$/,
+    sp: /^0x[0-9a-f]+$/,
+    module: /libc\.so\.6$/,
+    module_offset: /^0x[0-9a-f]+$/,
+    symbol: 'pause',
+    offset: /^0x[0-9a-f]+$/,
+    how: 'initial',
+  });
+  t.ok(f0.flags.includes('exact-pc'), 'frame 0: exact-pc');
+  const f1 = th.frames[1]!;
+  t.same([f1.symbol, f1.module, f1.how, f1.flags], ['deep', mtExe, 'cfi', []], 'frame 1: deep() in the program');
+  t.ok(typeof f1.file === 'string' && f1.file.endsWith('mt.c') && typeof f1.line === 'number', 'frame 1: file:line from -g');
+  t.ok(th.frames.every((f) => !f.symbol?.includes('@')), 'no symbol version suffixes');
+});
+
+t.test('text output', async (t) => {
+  const pid = await startSleep(t);
+  const r = dwunw(['unwind-pid', String(pid)]);
+  t.equal(r.status, 0, 'exit status 0');
+  t.equal(r.stderr, '');
+  t.notMatch(r.stdout, /\x1b\[/, 'no colors when piped');
+  const lines = r.stdout.trimEnd().split('\n');
+  t.equal(lines[0], `PID ${pid} (sleep)`, 'process line');
+  t.equal(lines[1], `Thread ${pid} (sleep):`, 'thread line');
+  t.equal(lines.at(-1), 'stop: end of stack', 'stop line');
+  const frames = lines.slice(2, -1);
+  t.ok(frames.length >= 3, `frames (${frames.length})`);
+  const re = /^#(\d+) +0x[0-9a-f]{16} (\?\?|[^\s?][^\s]*?(\+0x[0-9a-f]+)?) (\(\/[^)]+\) )?\[(initial|cfi|signal|fp|lr)( \+mem| jit| vdso| uprobe)*\]$/;
+  frames.forEach((l, i) => {
+    const m = re.exec(l);
+    t.ok(m, `frame line ${i}: #N  0x<16 digits> symbol (module) [how]`, { line: l });
+    if (m) t.equal(Number(m[1]), i, `frame line ${i}: numbered`);
+  });
+  t.match(frames[0], /^#0  0x[0-9a-f]{16} \S+\+0x[0-9a-f]+ \(\/\S+libc\.so\.6\) \[initial\]$/, 'frame 0 in libc, [initial]');
+  t.ok(frames.slice(1).every((l) => l.endsWith(' [cfi]')), 'the others [cfi]');
+  t.ok(frames.some((l) => / \?\? \(\/\S+\/sleep\) /.test(l)), 'unknown symbols are ?? (sleep is stripped)');
+  t.ok(frames.every((l) => !/\+0x0 /.test(l)), 'no +0x0');
+
+  const withLines = dwunw(['unwind-pid', String(pid), '--lines']);
+  t.equal(withLines.status, 0);
+  t.match(withLines.stdout, / \[initial\] at \S+\.c:\d+\n/, '--lines: frame 0 has file:line (libc6-dbg)');
+  t.notMatch(r.stdout, / at \S+:\d+/, 'no file:line without --lines');
+
+  const colored = dwunw(['unwind-pid', String(pid)], { FORCE_COLOR: '1' });
+  t.match(colored.stdout, /\x1b\[/, 'FORCE_COLOR colors the output');
+});
+
+t.test('errors are one line, exit status 1', async (t) => {
+  const none = nonexistentPid();
+  const r = dwunw(['unwind-pid', String(none)]);
+  t.equal(r.status, 1, 'nonexistent pid: exit status 1');
+  t.equal(r.stderr, `dwunw: pid ${none}: no such process\n`, 'nonexistent pid: one line');
+  t.equal(r.stdout, '', 'nonexistent pid: nothing on stdout');
+  const rj = dwunw(['unwind-pid', String(none), '--json']);
+  t.equal(rj.status, 1);
+  t.equal(rj.stderr, `dwunw: pid ${none}: no such process\n`, 'nonexistent pid, --json: one line');
+
+  const bad = dwunw(['unwind-pid', 'abc']);
+  t.equal(bad.status, 1);
+  t.equal(bad.stderr, 'dwunw: pid abc: not a process id\n');
+
+  const pid = await startSleep(t);
+  const noThread = dwunw(['unwind-pid', String(pid), '--tid', String(none)]);
+  t.equal(noThread.status, 1);
+  t.equal(noThread.stderr, `dwunw: pid ${pid}: no thread ${none}\n`);
+
+  for (const args of [['unwind-pid'], ['unwind-pid', String(pid), '--max-frames', '0'], ['unwind-pid', String(pid), '--bogus']]) {
+    const u = dwunw(args);
+    t.equal(u.status, 1, `${args.join(' ')}: exit status 1`);
+    t.match(u.stderr, /^dwunw: [^\n]+\n$/, `${args.join(' ')}: one line`);
+  }
+  const save = dwunw(['unwind-pid', String(pid), '--save', join(work, 'no-such-dir', 'x.json')]);
+  t.equal(save.status, 1, '--save into a missing directory: exit status 1');
+  t.match(save.stderr, /^dwunw: \S+x\.json: no such directory\n$/);
+});
+
+t.test('a thread traced by another tracer: PERM for it, the others unwound', async (t) => {
+  const { pid, pauseTid, sleepTid } = await startMt(t);
+  const holder = start(t, holderExe, [String(sleepTid)]);
+  t.equal(await firstLine(holder), 'ready', 'the other tracer holds the nanosleep thread');
+  t.equal(tracerOf(pid, sleepTid), holder.pid);
+
+  const r = dwunw(['unwind-pid', String(pid), '--json']);
+  t.equal(r.status, 1, 'exit status 1');
+  t.equal(
+    r.stderr,
+    `dwunw: pid ${pid} tid ${sleepTid}: cannot attach: permission denied (EPERM; already traced by pid ${holder.pid})\n`,
+    'one error line naming the thread and the tracer',
+  );
+  const j = parseJson<JProcess>(t, r.stdout, 'PERM --json');
+  if (j) {
+    const byTid = new Map(j.threads.map((x) => [x.tid, x]));
+    t.same(j.threads.map((x) => x.tid).sort((a, b) => a - b), [pid, pauseTid, sleepTid].sort((a, b) => a - b), 'all threads listed');
+    t.match(byTid.get(sleepTid), { stop: 'PERM', stop_text: 'permission denied', frames: [], error: /already traced/ }, 'PERM');
+    for (const tid of [pid, pauseTid]) {
+      t.equal(byTid.get(tid)?.stop, 'OK', `thread ${tid} unwound`);
+      t.ok((byTid.get(tid)?.frames.length ?? 0) > 3, `thread ${tid}: frames`);
+    }
+  }
+  const text = dwunw(['unwind-pid', String(pid)]);
+  t.equal(text.status, 1, 'text: exit status 1');
+  t.match(text.stdout, new RegExp(`Thread ${sleepTid} \\(mt\\):\\nstop: permission denied \\(PERM\\)\\n`), 'text: the thread\'s stop');
+  t.match(text.stdout, new RegExp(`Thread ${pauseTid} \\(mt\\):\\n#0 `), 'text: the next thread is unwound');
+  t.equal(text.stderr.split('\n').filter(Boolean).length, 1, 'text: one error line');
+  t.equal(stateOf(pid, pauseTid), 'S', 'the threads dwunw held are running again');
+});
+
+t.test('a non-dumpable target: the library\'s warning on stderr', async (t) => {
+  const c = start(t, nondumpExe, []);
+  t.equal(await firstLine(c), 'ready');
+  await blocked(c.pid!);
+  const r = dwunw(['unwind-pid', String(c.pid)]);
+  t.equal(r.status, 0, 'exit status 0: root may trace it');
+  t.equal(
+    r.stderr,
+    `dwunw: pid ${c.pid} is not dumpable (PR_SET_DUMPABLE=0 or changed credentials): attached only through CAP_SYS_PTRACE\n`,
+    'the warning, once',
+  );
+  t.match(r.stdout, /\nstop: end of stack\n$/, 'unwound');
+  const a = dwunw(['unwind-pid', String(c.pid), '--audit', '--json']);
+  t.match(a.stderr, new RegExp(`^dwunw: attach pid ${c.pid} tid ${c.pid}: ok \\(\\d+ us\\)$`, 'm'), '--audit: the attach');
+  t.match(a.stderr, new RegExp(`^dwunw: detach pid ${c.pid} tid ${c.pid}: ok \\(\\d+ us\\)$`, 'm'), '--audit: the detach');
+  t.doesNotThrow(() => JSON.parse(a.stdout), '--audit --json: stdout is still JSON');
+});
+
+t.test('signals while a thread is held: the target keeps running', async (t) => {
+  for (const sig of ['SIGINT', 'SIGTERM', 'SIGKILL'] as const) {
+    const pid = await startSleep(t);
+    const run = dwunwAsync(t, ['unwind-pid', String(pid)], { DWUNW_TEST_HOLD_MS: '30000' });
+    await heldBy(pid, run.child.pid!);
+    t.match(stateOf(pid), /^[tT]$/, `${sig}: held (ptrace stop)`);
+    run.child.kill(sig);
+    const r = await within(run.done, 15_000, `dwunw to exit on ${sig}`);
+    t.equal(r.signal, sig, `${sig}: dwunw died of it`);
+    if (sig !== 'SIGKILL')
+      t.equal(r.stderr, `dwunw: interrupted by ${sig} (resumed 1 held thread)\n`, `${sig}: says so, one line`);
+    // Resumed, the target runs (R) for a moment and goes back to sleep (S) in clock_nanosleep, or
+    // in restart_syscall (the kernel resumes an interrupted sleep through it). The kernel resumes
+    // the tracee of a dead tracer on its own: give it a moment.
+    const asleep = (): boolean =>
+      stateOf(pid) === 'S' && /^(230|219)$/.test(readOr(`/proc/${pid}/syscall`, '').split(' ')[0]!);
+    const back = await waitFor(asleep, 5_000, 'the target to sleep again').then(
+      () => true,
+      () => false,
+    );
+    t.match(stateOf(pid), /^[SR]$/, `${sig}: the target runs (state S or R, not t/T)`);
+    t.equal(tracerOf(pid), 0, `${sig}: no tracer left`);
+    t.ok(back, `${sig}: back in its sleep`, { state: stateOf(pid), syscall: readOr(`/proc/${pid}/syscall`, '') });
+  }
+});
+
+t.test('a target that dies while held: a clean stop, no hang', async (t) => {
+  const target = start(t, 'sleep', ['30']);
+  const pid = target.pid!;
+  await blocked(pid);
+  const run = dwunwAsync(t, ['unwind-pid', String(pid), '--json'], { DWUNW_TEST_HOLD_MS: '3000' });
+  await heldBy(pid, run.child.pid!);
+  target.kill('SIGKILL');
+  const r = await within(run.done, 20_000, 'dwunw to finish');
+  t.equal(r.status, 0, 'exit status 0: an exit is not an error');
+  t.equal(r.stderr, '', 'nothing on stderr');
+  const j = parseJson<JProcess>(t, r.stdout, 'died while held');
+  if (j) t.match(j.threads, [{ tid: pid, stop: 'NO_PROCESS', stop_text: 'target process or thread exited' }]);
+  const exit = await within(
+    new Promise<string | null>((resolve) => (target.exitCode !== null || target.signalCode !== null ? resolve(target.signalCode) : target.on('exit', (_c, s) => resolve(s)))),
+    5_000,
+    'the parent to see the exit',
+  );
+  t.equal(exit, 'SIGKILL', 'its parent still sees how it died');
+
+  // A thread that has exited before dwunw attaches (a zombie): reported as exited.
+  const sh = start(t, 'sh', ['-c', 'sleep 0 & echo $!; exec sleep 30']);
+  const zombie = Number(await firstLine(sh));
+  await waitFor(() => stateOf(zombie) === 'Z', 10_000, 'the zombie');
+  const z = dwunw(['unwind-pid', String(zombie)]);
+  t.equal(z.status, 0, 'zombie: exit status 0');
+  t.equal(z.stderr, '', 'zombie: nothing on stderr');
+  t.equal(z.stdout, `PID ${zombie} (sleep)\nThread ${zombie} (sleep):\nstop: target process or thread exited (NO_PROCESS)\n`);
+});
+
+t.test('--save, then unwind-snapshot: the same frames offline', async (t) => {
+  const pid = await startSleep(t);
+  const file = join(work, 'sleep.json');
+  const live = dwunw(['unwind-pid', String(pid), '--json', '--save', file]);
+  t.equal(live.status, 0, '--save: exit status 0');
+  t.equal(live.stderr, '');
+  const lj = parseJson<JProcess>(t, live.stdout, 'live');
+  const snap = parseJson<Record<string, any>>(t, readFileSync(file, 'utf8'), 'snapshot file');
+  if (!lj || !snap) return;
+
+  t.match(snap, { format: 'dwunw-snapshot-1', arch: 'x86_64', pid, comm: 'sleep', sysroot: null }, 'snapshot header');
+  t.match(snap.maps, /\/sleep\n/, 'the maps');
+  t.equal(snap.threads.length, 1);
+  const th = snap.threads[0];
+  t.equal(th.tid, pid);
+  t.equal(th.pc, lj.threads[0]!.frames[0]!.pc, 'pc: frame 0\'s');
+  t.equal(th.regs['7'], lj.threads[0]!.frames[0]!.sp, 'regs["7"] (rsp): frame 0\'s sp');
+  t.equal(th.stack_start, th.regs['7'], 'the stack window starts at the sp');
+  const bytes = Buffer.from(th.stack, 'base64');
+  t.ok(bytes.length > 0 && bytes.length <= 65536, `stack bytes (${bytes.length})`);
+  t.equal((BigInt(th.stack_start) + BigInt(bytes.length)) % 4096n, 0n, 'the window ends at the end of the stack mapping (page)');
+
+  const off = dwunw(['unwind-snapshot', file, '--json']);
+  t.equal(off.status, 0, 'unwind-snapshot: exit status 0');
+  t.equal(off.stderr, '');
+  const oj = parseJson<JProcess>(t, off.stdout, 'offline');
+  if (oj) t.same(oj, lj, 'the same process, threads, frames and stop as live');
+
+  // The text forms are the same too (the comm is in the snapshot).
+  const liveText = dwunw(['unwind-pid', String(pid), '--lines']);
+  const offText = dwunw(['unwind-snapshot', file, '--lines']);
+  t.equal(offText.status, 0);
+  t.equal(offText.stdout, liveText.stdout, 'text: identical');
+
+  // A window too small for the walk: live, the frames beyond it are read from the process and
+  // marked; offline, the walk stops where the copy ends.
+  const small = join(work, 'small.json');
+  const ls = dwunw(['unwind-pid', String(pid), '--json', '--stack-size', '64', '--save', small]);
+  t.equal(ls.status, 0);
+  const lsj = parseJson<JProcess>(t, ls.stdout, 'small live');
+  if (lsj) {
+    const fr = lsj.threads[0]!.frames;
+    t.same(fr.map((f) => f.pc), lj.threads[0]!.frames.map((f) => f.pc), 'small window, live: the same pcs');
+    t.ok(fr.some((f) => f.flags.includes('beyond-snapshot')), 'frames beyond the 64-byte window are flagged');
+    t.notOk(fr[0]!.flags.includes('beyond-snapshot'), 'frame 0 is not');
+    const txt = dwunw(['unwind-pid', String(pid), '--stack-size', '64']);
+    t.match(txt.stdout, / \[cfi \+mem\]\n/, 'text: +mem');
+  }
+  const os = dwunw(['unwind-snapshot', small, '--json']);
+  t.equal(os.status, 0);
+  const osj = parseJson<JProcess>(t, os.stdout, 'small offline');
+  if (osj && lj) {
+    const fr = osj.threads[0]!.frames;
+    t.not(osj.threads[0]!.stop, 'OK', `offline, small window: stops early (${osj.threads[0]!.stop})`);
+    t.ok(fr.length < lj.threads[0]!.frames.length, 'fewer frames');
+    t.same(fr.map((f) => f.pc), lj.threads[0]!.frames.slice(0, fr.length).map((f) => f.pc), 'the frames it has are right');
+  }
+});
+
+t.test('unwind-snapshot errors are one line', async (t) => {
+  const dir = t.testdir({
+    'notjson.json': 'hello\n',
+    'format.json': JSON.stringify({ format: 'other', arch: 'x86_64', pid: 1, threads: [], maps: '' }),
+    'arch.json': JSON.stringify({ format: 'dwunw-snapshot-1', arch: 'sparc', pid: 1, threads: [], maps: '' }),
+    'reg.json': JSON.stringify({
+      format: 'dwunw-snapshot-1',
+      arch: 'x86_64',
+      pid: 1,
+      threads: [{ tid: 1, pc: '0x1000', regs: { '7': 1234 }, stack_start: '0x0', stack: '' }],
+      maps: '00400000-00401000 r-xp 00000000 00:00 0 /bin/true\n',
+      sysroot: null,
+    }),
+  });
+  const cases: [string, RegExp][] = [
+    ['no-such.json', /: no such file or directory$/],
+    ['notjson.json', /: not a dwunw snapshot: not JSON: /],
+    ['format.json', /: not a dwunw snapshot: format: expected "dwunw-snapshot-1", found "other"$/],
+    ['arch.json', /: not a dwunw snapshot: arch: unsupported architecture: sparc$/],
+    ['reg.json', /: not a dwunw snapshot: threads\[0\]\.regs\["7"\]: not a hex string/],
+  ];
+  for (const [name, cause] of cases) {
+    const file = join(dir, name);
+    const r = dwunw(['unwind-snapshot', file]);
+    t.equal(r.status, 1, `${name}: exit status 1`);
+    const lines = r.stderr.split('\n').filter(Boolean);
+    t.equal(lines.length, 1, `${name}: one line`, { stderr: r.stderr });
+    t.ok(lines[0]?.startsWith(`dwunw: ${file}: `), `${name}: names the file`);
+    t.match(lines[0] ?? '', cause, `${name}: the cause`);
+  }
+});
