@@ -315,6 +315,13 @@ int64_t dwunw_table_lookup(struct dwunw_ctx *ctx, struct dwunw_module *mod, uint
  * offline snapshots and core files. The pid is then never refreshed from /proc.
  */
 int dwunw_maps_set(struct dwunw_ctx *ctx, int32_t pid, const char *maps_text, size_t len);
+/*
+ * Offline memory of pid (a core file's segments): read when the snapshot does not cover an
+ * address, before module files. The bytes are not copied: keep them valid until the pid is
+ * forgotten or the context shut down. Requires maps set with dwunw_maps_set first.
+ */
+int dwunw_memory_add(struct dwunw_ctx *ctx, int32_t pid, uint64_t addr, const void *data, uint64_t len);
+
 /* Read /proc/PID/maps now (e.g. while the thread is frozen, so a capture after detach still has
  * them if the process exits meanwhile). The pid stays live: refreshed on unknown pcs. */
 int dwunw_maps_refresh(struct dwunw_ctx *ctx, int32_t pid);

@@ -162,6 +162,7 @@ static void proc_free(struct dw_proc *p)
 {
 	if (!p)
 		return;
+	free(p->mem);
 	free(p->maps);
 	free(p->strings);
 	free(p);
@@ -486,6 +487,55 @@ DWUNW_API int dwunw_maps_set(struct dwunw_ctx *ctx, int32_t pid, const char *map
 	install(c, p);
 	pthread_mutex_unlock(&c->lock);
 	return DWUNW_OK;
+}
+
+int dw_proc_read_mem(const struct dw_proc *p, uint64_t addr, void *buf, size_t len)
+{
+	uint32_t lo = 0, hi = p->nmem;
+
+	while (lo < hi) {
+		uint32_t mid = (lo + hi) / 2;
+		if (p->mem[mid].addr + p->mem[mid].len <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo < p->nmem && p->mem[lo].addr <= addr && len <= p->mem[lo].len - (addr - p->mem[lo].addr)) {
+		memcpy(buf, p->mem[lo].data + (addr - p->mem[lo].addr), len);
+		return DWUNW_OK;
+	}
+	return DWUNW_ERR_IO;
+}
+
+DWUNW_API int dwunw_memory_add(struct dwunw_ctx *ctx, int32_t pid, uint64_t addr, const void *data,
+			       uint64_t len)
+{
+	struct dwunw_ctx_impl *c = dw_ctx(ctx);
+	struct dw_proc *p;
+	struct dw_mem_region *r;
+	uint32_t i;
+	int err = DWUNW_ERR_NOT_FOUND;
+
+	if (!c || !data || !len || addr + len < addr)
+		return DWUNW_ERR_INVALID_ARG;
+	pthread_mutex_lock(&c->lock);
+	for (p = c->procs; p; p = p->next)
+		if (p->pid == pid && p->offline)
+			break;
+	if (p) {
+		r = realloc(p->mem, (p->nmem + 1) * sizeof(*p->mem));
+		err = DWUNW_ERR_NOMEM;
+		if (r) {
+			p->mem = r;
+			for (i = p->nmem; i > 0 && r[i - 1].addr > addr; i--)
+				r[i] = r[i - 1];
+			r[i] = (struct dw_mem_region){ addr, len, data };
+			p->nmem++;
+			err = DWUNW_OK;
+		}
+	}
+	pthread_mutex_unlock(&c->lock);
+	return err;
 }
 
 DWUNW_API int dwunw_maps_refresh(struct dwunw_ctx *ctx, int32_t pid)

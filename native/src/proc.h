@@ -47,7 +47,16 @@ struct dw_proc {
 	char *strings;
 	struct dw_proc *next;
 	uint64_t loaded_seq;
+	/* Offline memory (core segments), sorted by addr; added before any capture uses the pid. */
+	struct dw_mem_region {
+		uint64_t addr, len;
+		const uint8_t *data;
+	} *mem;
+	uint32_t nmem;
 };
+
+/* Offline memory of p: DWUNW_OK with the bytes, or DWUNW_ERR_IO when no region covers them. */
+int dw_proc_read_mem(const struct dw_proc *p, uint64_t addr, void *buf, size_t len);
 
 /* The current maps of pid (read from /proc on first use); takes a reference. */
 int dw_proc_get(struct dwunw_ctx_impl *c, int32_t pid, struct dw_proc **out);

@@ -71,6 +71,8 @@ static int wread(void *arg, uint64_t addr, void *buf, size_t len)
 		memcpy(buf, w->snap + (addr - w->snap_lo), len);
 		return DWUNW_OK;
 	}
+	if (w->proc && w->proc->nmem && dw_proc_read_mem(w->proc, addr, buf, len) == DWUNW_OK)
+		return DWUNW_OK;
 	if (w->in->pid > 0 && !(w->c->cfg.flags & DWUNW_CFG_NO_REMOTE_READS) &&
 	    !(w->proc && w->proc->offline)) {
 		if (!w->remote_on) {

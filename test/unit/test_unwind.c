@@ -221,13 +221,17 @@ static void print_frames(struct dwunw_ctx *ctx, const struct dwunw_frame *f, siz
 }
 
 /* Frames equal in every field a capture computes (module compared by path). */
+/* Module paths of self_frames, copied while their context lived (its modules are gone since). */
+static char self_paths[128][256];
+static const struct dwunw_frame *self_frames_p;
+
 static int same_frames(const struct dwunw_frame *a, size_t na, const struct dwunw_frame *b, size_t nb, uint32_t flag_mask)
 {
 	if (na != nb)
 		return 0;
 	for (size_t i = 0; i < na; i++) {
 		const char *pa = a[i].module ? dwunw_module_path(a[i].module) : NULL;
-		const char *pb = b[i].module ? dwunw_module_path(b[i].module) : NULL;
+		const char *pb = !b[i].module ? NULL : b == self_frames_p ? self_paths[i] : dwunw_module_path(b[i].module);
 		if (a[i].pc != b[i].pc || a[i].sp != b[i].sp || a[i].cfa != b[i].cfa ||
 		    a[i].module_addr != b[i].module_addr || a[i].how != b[i].how ||
 		    (a[i].flags & flag_mask) != (b[i].flags & flag_mask) || !pa != !pb || (pa && strcmp(pa, pb)))
@@ -548,6 +552,9 @@ static void test_self(void)
 	}
 	memcpy(self_frames, f, nf * sizeof(f[0]));
 	self_nf = nf;
+	self_frames_p = self_frames;
+	for (size_t i = 0; i < nf && i < 128; i++)
+		snprintf(self_paths[i], sizeof(self_paths[i]), "%s", f[i].module ? dwunw_module_path(f[i].module) : "");
 	printf("# self chain: %zu frames\n", nf);
 	if (getenv("DWUNW_TEST_VERBOSE"))
 		print_frames(&ctx, f, nf, bt, (size_t)self.nbt, "backtrace");
@@ -582,6 +589,22 @@ static void test_offline(void)
 	if (!ok(same_frames(f, nf, self_frames, self_nf, ~0u), "offline: the same %zu frames as live", nf))
 		print_frames(&ctx, f, nf, NULL, 0, "");
 	dwunw_module_cache_release(&ctx, f, nf);
+
+	/* The same stack given as offline memory of the pid (as a core file's segments are). */
+	{
+		struct dwunw_regs r2 = regs;
+		r2.stack = NULL;
+		r2.stack_size = 0;
+		is_int(dwunw_memory_add(&ctx, FAKE_PID, regs.stack_start, regs.stack, regs.stack_size), DWUNW_OK,
+		       "offline: memory_add of the stack");
+		nf = MAXF;
+		err = dwunw_capture(&ctx, &r2, f, &nf);
+		ok(err == DWUNW_OK && same_frames(f, nf, self_frames, self_nf, ~0u),
+		   "offline: the same %zu frames from offline memory (%s)", nf, dwunw_errname(err));
+		dwunw_module_cache_release(&ctx, f, nf);
+		dwunw_maps_forget(&ctx, FAKE_PID);
+		is_int(dwunw_maps_set(&ctx, FAKE_PID, self.maps, self.maps_len), DWUNW_OK, "offline: maps set again");
+	}
 
 	/* Nothing beyond the snapshot can be read offline: a truncated copy stops with IO. */
 	regs.stack_size = 512;
