@@ -7,7 +7,7 @@
 #include "internal.h"
 #include "table.h"
 
-_Static_assert(sizeof(struct dw_rule) == 16 && offsetof(struct dw_rule, reg_first) == 12, "rule layout");
+_Static_assert(sizeof(struct dw_rule) == 32 && offsetof(struct dw_rule, reg_first) == 12, "rule layout");
 _Static_assert(sizeof(struct dw_regrule) == 8, "register rule layout");
 
 /* One FDE chosen for the table, with the range it finally covers. */
@@ -168,6 +168,23 @@ static int rule_id(struct builder *b, const struct dw_frame_state *st, uint32_t 
 	if (n > UINT8_MAX)
 		return DWUNW_ERR_UNSUPPORTED_CFI;
 	r.nregs = (uint8_t)n;
+	r.off_min = INT32_MAX;
+	r.off_max = INT32_MIN;
+	if (r.cfa_kind == DW_CFA_KIND_REG)
+		r.flags |= DW_RULEF_SIMPLE;
+	for (uint32_t i = 0; i < n; i++) {
+		const struct dw_regrule *rr = &b->tmp[i];
+		if (rr->reg == r.ra_reg)
+			r.flags |= DW_RULEF_RA_RULE;
+		if (rr->reg >= DWUNW_MAX_REGS || rr->kind != DW_RULE_OFFSET)
+			r.flags &= ~DW_RULEF_SIMPLE;
+		if (rr->kind == DW_RULE_OFFSET) {
+			r.off_min = rr->val < r.off_min ? rr->val : r.off_min;
+			r.off_max = rr->val > r.off_max ? rr->val : r.off_max;
+			if (rr->reg < 64)
+				r.set_mask |= 1ull << rr->reg;
+		}
+	}
 
 	k = hash_rule(&r, b->tmp, n);
 	for (uint32_t i = (uint32_t)k & b->hash_mask;; i = (i + 1) & b->hash_mask) {
@@ -290,7 +307,11 @@ static int finish(struct builder *b, struct dw_table *t)
 	sz_rules = (size_t)b->nrules * sizeof(struct dw_rule);
 	sz_regs = (size_t)b->nregrules * sizeof(struct dw_regrule);
 	sz_exprs = (size_t)b->nexprs * sizeof(struct dw_expr_ref);
-	sz_blocks = (size_t)nblocks * 4;
+	/* the look-up cache: about one entry per 32 rows, 256 to 512 entries */
+	t->rcache_bits = 8;
+	while (t->rcache_bits < DW_RCACHE_BITS && ((uint64_t)32 << t->rcache_bits) < n)
+		t->rcache_bits++;
+	sz_blocks = (size_t)nblocks * 4 + ((size_t)8 << t->rcache_bits);
 #define ALIGN8(x) (((x) + 7) & ~(size_t)7)
 	t->bytes = ALIGN8(sz_pcs) + ALIGN8(sz_ids) + ALIGN8(sz_rules) + ALIGN8(sz_regs) +
 		   ALIGN8(sz_exprs) + ALIGN8(sz_blocks);
@@ -304,7 +325,9 @@ static int finish(struct builder *b, struct dw_table *t)
 	mem += ALIGN8(sz_regs);
 	t->exprs = (void *)mem;
 	mem += ALIGN8(sz_exprs);
-	t->blocks = (void *)mem;
+	t->rcache = (void *)mem;
+	memset(mem, 0, (size_t)8 << t->rcache_bits);
+	t->blocks = (void *)(mem + ((size_t)8 << t->rcache_bits));
 	mem += ALIGN8(sz_blocks);
 	t->pcs = (void *)mem;
 	mem += ALIGN8(sz_pcs);

@@ -10,14 +10,20 @@
 #ifndef DWUNW_TABLE_H
 #define DWUNW_TABLE_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include "cfi.h"
 
+#define DW_RCACHE_BITS 9           /* at most 512 entries, 4 KiB per table */
+
 #define DW_RULEF_SIGNAL    0x01    /* CIE augmentation 'S': the frame is a signal frame */
 #define DW_RULEF_RA_SIGNED 0x02    /* arm64: the return address is signed */
+#define DW_RULEF_SIMPLE    0x04    /* CFA = reg + off, and only DW_RULE_OFFSET rules on tracked
+				    * registers: the step loads them in place */
+#define DW_RULEF_RA_RULE   0x08    /* some rule names the return-address column */
 
-/* What the step function needs for one row. 16 bytes. */
+/* What the step function needs for one row. 32 bytes. */
 struct dw_rule {
 	uint8_t cfa_kind;          /* enum dw_cfa_kind */
 	uint8_t flags;             /* DW_RULEF_* */
@@ -27,6 +33,10 @@ struct dw_rule {
 	uint16_t pad;
 	int32_t cfa_off;           /* CFA_KIND_REG: offset; CFA_KIND_EXPR: index into exprs */
 	uint32_t reg_first;
+	/* Derived, not part of the key: the span of DW_RULE_OFFSET slots around the CFA
+	 * (off_min > off_max when there is none), so a step checks the snapshot bounds once. */
+	int32_t off_min, off_max;
+	uint64_t set_mask;         /* registers (< 64) a DW_RULE_OFFSET rule sets */
 };
 
 /* One register's rule. 8 bytes. */
@@ -63,6 +73,10 @@ struct dw_table {
 	uint32_t shift;            /* block size is 1 << shift bytes of pc */
 	uint32_t nblocks;
 	uint32_t *blocks;          /* blocks[b] = last row starting at or before (b << shift) */
+	/* Direct-mapped cache of recent look-ups: (pc offset << 32 | row) in one word, so
+	 * concurrent readers and writers never see a torn entry. */
+	_Atomic uint64_t *rcache;
+	uint32_t rcache_bits;      /* log2 of its entries: up to DW_RCACHE_BITS, fewer for small tables */
 	/* Build facts */
 	uint64_t build_ns;
 	uint32_t nfdes;
@@ -98,6 +112,26 @@ static inline uint32_t dw_table_id(const struct dw_table *t, uint32_t row)
 
 /* Row covering module address `addr`, or -1 (before the first row / past the table). */
 int64_t dw_table_find(const struct dw_table *t, uint64_t addr);
+
+/* dw_table_find through the table's look-up cache: the same answer, cheaper when warm. */
+static inline int64_t dw_table_find_cached(const struct dw_table *t, uint64_t addr)
+{
+	uint64_t off = addr - t->base, e;
+	uint32_t slot;
+	int64_t row;
+
+	if (addr < t->base || off > UINT32_MAX - 1)
+		return dw_table_find(t, addr);
+	/* +1 keeps the empty entry (0) from matching offset 0 */
+	slot = (uint32_t)(((off + 1) * 0x9e3779b97f4a7c15ull) >> (64 - t->rcache_bits));
+	e = atomic_load_explicit(&t->rcache[slot], memory_order_relaxed);
+	if ((e >> 32) == off + 1)
+		return (uint32_t)e;
+	row = dw_table_find(t, addr);
+	if (row >= 0)
+		atomic_store_explicit(&t->rcache[slot], (off + 1) << 32 | (uint64_t)row, memory_order_relaxed);
+	return row;
+}
 
 /* The rule of a row (id 0 = END). */
 static inline const struct dw_rule *dw_table_rule(const struct dw_table *t, uint32_t row)

@@ -14,6 +14,7 @@
 #include "utils/stack_reader.h"
 
 #define DW_HELD_MAX 32
+#define DW_STEP_REGS 34  /* registers copied per step: x86_64 17, mips32 32, arm64 33 */
 
 /* The register state of one frame: only the arch's registers are copied between steps. */
 struct state {
@@ -29,12 +30,19 @@ struct walk {
 	const uint8_t *snap;
 	uint64_t snap_lo, snap_len;
 	struct dw_proc *proc;
-	struct dw_map *last_map;   /* in proc; reset when proc is refreshed */
+	struct place {
+		struct dw_map *map;
+		struct dwunw_module *mod;
+		const struct dw_table *table;
+		uint64_t bias;
+		int err;
+	} places[4];               /* recent ones (frame_place), most recent first */
 	struct dw_remote remote;
 	uint8_t remote_on;
 	uint8_t refreshed;
 	uint8_t beyond;            /* the current step read beyond the snapshot */
 	unsigned asz;
+	uint64_t lr_bit;           /* the arch's link register as a mask, 0 if none */
 	struct {
 		struct dwunw_module *m;
 		uint32_t frame;    /* first frame using it: it carries the reference */
@@ -188,9 +196,13 @@ static int step_cfi(struct walk *w, const struct dw_table *t, const struct dw_ru
 	}
 	*cfa_out = cfa;
 
-	/* Callee-saved registers keep their values unless a rule says otherwise. */
+	/* Callee-saved registers keep their values unless a rule says otherwise. A fixed-size
+	 * copy compiles to a few vector moves; it covers every backend's registers. */
 	n->valid = s->valid & arch->callee_saved;
-	memcpy(n->regs, s->regs, arch->nregs * sizeof(n->regs[0]));
+	if (DW_LIKELY(arch->nregs <= DW_STEP_REGS))
+		memcpy(n->regs, s->regs, DW_STEP_REGS * sizeof(n->regs[0]));
+	else
+		memcpy(n->regs, s->regs, arch->nregs * sizeof(n->regs[0]));
 	n->regs[arch->sp_reg] = cfa;
 	n->valid |= 1ull << arch->sp_reg;
 	if (arch->lr_reg < DWUNW_MAX_REGS && (s->valid & (1ull << arch->lr_reg)))
@@ -203,6 +215,18 @@ static int step_cfi(struct walk *w, const struct dw_table *t, const struct dw_ru
 
 		if (reg >= DWUNW_MAX_REGS)
 			continue; /* not tracked (vector registers) */
+		/* The common rule, a slot in the snapshot: one bounds check, one load. */
+		if (DW_LIKELY(rr->kind == DW_RULE_OFFSET)) {
+			addr = wrap(w, cfa + (uint64_t)(int64_t)rr->val);
+			if (DW_LIKELY(w->asz == 8 && addr >= w->snap_lo && addr - w->snap_lo <= w->snap_len - 8 &&
+				      w->snap_len >= 8)) {
+				memcpy(&v, w->snap + (addr - w->snap_lo), 8);
+				n->regs[reg] = v;
+				n->valid |= 1ull << reg;
+				ra_set |= reg == r->ra_reg;
+				continue;
+			}
+		}
 		switch (rr->kind) {
 		case DW_RULE_UNDEF:
 			n->valid &= ~(1ull << reg);
@@ -263,57 +287,119 @@ static int step_cfi(struct walk *w, const struct dw_table *t, const struct dw_ru
 	return 0;
 }
 
-/* The module of the mapping at addr, held once per capture. */
-static int frame_module(struct walk *w, uint64_t lookup, uint32_t fi, struct dwunw_module **mod,
-			const struct dw_map **map_out)
+/*
+ * The common step, in place: a simple rule (see DW_RULEF_SIMPLE) whose slots all lie in the
+ * snapshot. Returns -1 when it does not apply (the general step_cfi then runs), else as step_cfi.
+ */
+static inline int step_fast(struct walk *w, const struct dw_table *t, const struct dw_rule *r,
+			    struct state *s, uint64_t *cfa_out)
 {
-	struct dw_map *m;
+	const struct dwunw_arch_ops *arch = w->arch;
+	uint64_t cfa, valid, ra;
+	const uint8_t *base;
+
+	if (!(r->flags & DW_RULEF_SIMPLE) || w->asz != 8 || !(s->valid & (1ull << r->cfa_reg)))
+		return -1;
+	cfa = s->regs[r->cfa_reg] + (uint64_t)(int64_t)r->cfa_off;
+	if (r->off_min <= r->off_max) {
+		uint64_t lo = cfa + (uint64_t)(int64_t)r->off_min, hi = cfa + (uint64_t)(int64_t)r->off_max + 8;
+		if (lo < w->snap_lo || hi > w->snap_lo + w->snap_len || lo > hi)
+			return -1;
+	}
+	/* Only dereferenced at the offsets checked above. */
+	base = w->snap + (cfa - w->snap_lo);
+	valid = s->valid;
+	s->valid = (valid & (arch->callee_saved | w->lr_bit)) | (1ull << arch->sp_reg) | r->set_mask;
+	s->regs[arch->sp_reg] = cfa;
+	{
+		const struct dw_regrule *rr = &t->regrules[r->reg_first], *end = rr + r->nregs;
+		for (; rr < end; rr++)
+			memcpy(&s->regs[rr->reg], base + rr->val, 8);
+	}
+	*cfa_out = cfa;
+	if (!(s->valid & (1ull << r->ra_reg)))
+		return 1;
+	ra = s->regs[r->ra_reg];
+	if (!(r->flags & DW_RULEF_RA_RULE) && r->ra_reg == arch->lr_reg)
+		s->valid &= ~(1ull << r->ra_reg); /* the caller's own link register is not known */
+	s->pc = arch->ra_to_pc ? arch->ra_to_pc(ra, !!(r->flags & DW_RULEF_RA_SIGNED)) : ra;
+	return 0;
+}
+
+/* Where a pc is: its mapping, and (for files and the vDSO) its module, held once per capture,
+ * with the module's load bias and table. Consecutive frames mostly share it. */
+static const struct place *frame_place(struct walk *w, uint64_t lookup, uint32_t fi)
+{
+	struct place *pl = &w->places[0];
+	struct dw_map *m = pl->map;
+	struct dwunw_module *mod = NULL;
 	int err;
 
-	*mod = NULL;
-	*map_out = NULL;
-	if (!w->proc)
-		return DWUNW_ERR_NO_MODULE;
-	/* Callers are mostly in the same module as their callee. */
-	m = w->last_map;
-	if (!m || lookup < m->start || lookup >= m->end)
-		m = (struct dw_map *)dw_proc_find(w->proc, lookup);
+	if (DW_LIKELY(m && lookup >= m->start && lookup < m->end))
+		return pl;
+	/* Callbacks bounce between a few modules: look at the recent places before searching. */
+	for (unsigned i = 1; i < DW_ARRAY_SIZE(w->places); i++) {
+		m = w->places[i].map;
+		if (m && lookup >= m->start && lookup < m->end) {
+			struct place hit = w->places[i];
+			memmove(&w->places[1], &w->places[0], i * sizeof(w->places[0]));
+			w->places[0] = hit;
+			return pl;
+		}
+	}
+	memmove(&w->places[1], &w->places[0], (DW_ARRAY_SIZE(w->places) - 1) * sizeof(w->places[0]));
+	memset(pl, 0, sizeof(*pl));
+	if (!w->proc) {
+		pl->err = DWUNW_ERR_NO_MODULE;
+		return pl;
+	}
+	m = (struct dw_map *)dw_proc_find(w->proc, lookup);
 	if (!m && !w->refreshed && !w->proc->offline) {
 		/* a library loaded after the maps were read */
 		w->refreshed = 1;
-		w->last_map = NULL;
-		if (dw_proc_refresh(w->c, &w->proc) == DWUNW_OK)
+		if (dw_proc_refresh(w->c, &w->proc) == DWUNW_OK) {
+			/* the old maps are gone with the old snapshot */
+			memset(&w->places[1], 0, (DW_ARRAY_SIZE(w->places) - 1) * sizeof(w->places[0]));
 			m = (struct dw_map *)dw_proc_find(w->proc, lookup);
+		}
 	}
-	*map_out = m;
-	w->last_map = m;
-	if (!m)
-		return DWUNW_ERR_NO_MODULE;
-	if (m->kind != DW_MAP_FILE && m->kind != DW_MAP_VDSO)
-		return DWUNW_ERR_NO_MODULE;
+	pl->map = m;
+	if (!m || (m->kind != DW_MAP_FILE && m->kind != DW_MAP_VDSO)) {
+		pl->err = DWUNW_ERR_NO_MODULE;
+		return pl;
+	}
 	{
 		struct dwunw_module *cached = atomic_load_explicit(&m->mod, memory_order_acquire);
 		for (unsigned i = 0; cached && i < w->nheld; i++)
 			if (w->held[i].m == cached &&
 			    atomic_load_explicit(&m->mod_gen, memory_order_relaxed) == atomic_load_explicit(&cached->gen, memory_order_relaxed)) {
-				*mod = cached;
-				return DWUNW_OK;
+				mod = cached;
+				goto found;
 			}
 	}
-	if (w->nheld == DW_HELD_MAX)
-		return DWUNW_ERR_CACHE_FULL;
-	err = dw_map_module(w->c, w->proc, m, image_read, w, mod);
-	if (err)
-		return err;
+	if (w->nheld == DW_HELD_MAX) {
+		pl->err = DWUNW_ERR_CACHE_FULL;
+		return pl;
+	}
+	err = dw_map_module(w->c, w->proc, m, image_read, w, &mod);
+	if (err) {
+		pl->err = err;
+		return pl;
+	}
 	for (unsigned i = 0; i < w->nheld; i++)
-		if (w->held[i].m == *mod) {
-			dw_module_put(*mod); /* already held */
-			return DWUNW_OK;
+		if (w->held[i].m == mod) {
+			dw_module_put(mod); /* already held */
+			goto found;
 		}
-	w->held[w->nheld].m = *mod;
+	w->held[w->nheld].m = mod;
 	w->held[w->nheld].frame = fi;
 	w->nheld++;
-	return DWUNW_OK;
+found:
+	pl->mod = mod;
+	pl->bias = atomic_load_explicit(&m->bias, memory_order_relaxed);
+	if (dw_module_table(mod, &pl->table) != DWUNW_OK)
+		pl->table = NULL;
+	return pl;
 }
 
 static void to_regs(const struct walk *w, const struct state *s, struct dwunw_regs *r)
@@ -340,8 +426,9 @@ static void from_regs(const struct dwunw_regs *r, struct state *s)
  * without unwind tables), never inside a module whose CFI merely misses this pc.
  */
 static int step_fallback(struct walk *w, const struct state *s, struct state *n, uint32_t fi,
-			 int exact, const struct dwunw_module *mod, int mod_has_cfi, uint32_t *how)
+			 int exact, const struct place *pl, uint32_t *how)
 {
+	const struct dwunw_module *mod = pl->mod;
 	const struct dwunw_arch_ops *arch = w->arch;
 	struct dwunw_regs in, out;
 	int r;
@@ -358,7 +445,7 @@ static int step_fallback(struct walk *w, const struct state *s, struct state *n,
 		}
 	}
 	if (exact && mod && arch->stub_step) {
-		uint64_t addr = s->pc - atomic_load_explicit(&w->last_map->bias, memory_order_relaxed);
+		uint64_t addr = s->pc - pl->bias;
 		for (uint32_t i = 0; i < mod->elf.nstubs; i++)
 			if (addr >= mod->elf.stubs[i][0] && addr < mod->elf.stubs[i][1]) {
 				if (arch->stub_step(&in, &out, wread, w) > 0) {
@@ -372,7 +459,7 @@ static int step_fallback(struct walk *w, const struct state *s, struct state *n,
 		*how = DWUNW_HOW_LR;
 		goto done;
 	}
-	if (!mod_has_cfi && !(w->c->cfg.flags & DWUNW_CFG_NO_FP_FALLBACK) && arch->fp_step &&
+	if (!pl->table && !(w->c->cfg.flags & DWUNW_CFG_NO_FP_FALLBACK) && arch->fp_step &&
 	    arch->fp_step(&in, &out, wread, w) > 0) {
 		*how = DWUNW_HOW_FP;
 		goto done;
@@ -392,6 +479,7 @@ DWUNW_API int dwunw_capture(struct dwunw_ctx *ctx, const struct dwunw_regs *regs
 	size_t cap, nf = 0;
 	uint32_t how = DWUNW_HOW_INITIAL;
 	int exact, ret = DWUNW_OK, proc_err = DWUNW_OK;
+	uint64_t regmask;
 
 	if (!frame_cnt)
 		return DWUNW_ERR_INVALID_ARG;
@@ -410,6 +498,7 @@ DWUNW_API int dwunw_capture(struct dwunw_ctx *ctx, const struct dwunw_regs *regs
 	if (!w.arch)
 		return DWUNW_ERR_UNSUPPORTED_ARCH;
 	w.asz = w.arch->addr_size;
+	w.lr_bit = w.arch->lr_reg < DWUNW_MAX_REGS ? 1ull << w.arch->lr_reg : 0;
 	if (regs->stack && regs->stack_size) {
 		w.snap = regs->stack;
 		w.snap_lo = regs->stack_start;
@@ -422,36 +511,39 @@ DWUNW_API int dwunw_capture(struct dwunw_ctx *ctx, const struct dwunw_regs *regs
 		/* A process gone since the event and not cached: frame 0 only, and say why. */
 	}
 
+	regmask = w.arch->nregs >= 64 ? ~0ull : (1ull << w.arch->nregs) - 1;
 	from_regs(regs, cur);
 	exact = !(regs->flags & DWUNW_REGS_PC_IS_RETADDR);
 
 	for (;;) {
 		struct dwunw_frame *f = &frames[nf];
-		const struct dw_map *map;
-		struct dwunw_module *mod;
+		const struct place *pl;
 		uint64_t lookup = exact ? cur->pc : cur->pc - 1;
-		uint64_t cfa = 0, bias = 0;
-		int err;
+		uint64_t cfa = 0;
+		const struct dw_table *t;
+		int64_t row = -1;
+		uint32_t nhow = DWUNW_HOW_CFI;
+		int r, err;
 
-		memset(f, 0, sizeof(*f));
+		pl = frame_place(&w, lookup, (uint32_t)nf);
 		f->pc = cur->pc;
 		f->sp = (cur->valid >> w.arch->sp_reg) & 1 ? cur->regs[w.arch->sp_reg] : 0;
+		f->cfa = 0;
+		f->module = pl->mod;
+		f->module_addr = pl->mod ? cur->pc - pl->bias : 0;
 		f->how = how;
 		f->flags = (exact ? DWUNW_FRAME_EXACT_PC : 0) | (w.beyond ? DWUNW_FRAME_BEYOND_SNAPSHOT : 0);
-		w.beyond = 0;
-		err = frame_module(&w, lookup, (uint32_t)nf, &mod, &map);
-		if (map && map->kind == DW_MAP_UPROBES)
-			f->flags |= DWUNW_FRAME_UPROBE_TRAMP;
-		if (map && map->kind == DW_MAP_ANON && (map->prot & DW_PROT_X))
-			f->flags |= DWUNW_FRAME_JIT;
-		if (map && map->kind == DW_MAP_VDSO)
-			f->flags |= DWUNW_FRAME_VDSO;
-		if (mod) {
-			bias = atomic_load_explicit(&map->bias, memory_order_relaxed);
-			f->module = mod;
-			f->module_addr = cur->pc - bias;
+		if (DW_UNLIKELY(pl->map && pl->map->kind != DW_MAP_FILE)) {
+			if (pl->map->kind == DW_MAP_UPROBES)
+				f->flags |= DWUNW_FRAME_UPROBE_TRAMP;
+			if (pl->map->kind == DW_MAP_ANON && (pl->map->prot & DW_PROT_X))
+				f->flags |= DWUNW_FRAME_JIT;
+			if (pl->map->kind == DW_MAP_VDSO)
+				f->flags |= DWUNW_FRAME_VDSO;
 		}
+		w.beyond = 0;
 		nf++;
+		err = pl->err;
 		if (err == DWUNW_ERR_CACHE_FULL || err == DWUNW_ERR_NOMEM || (f->flags & DWUNW_FRAME_UPROBE_TRAMP)) {
 			ret = err ? err : DWUNW_ERR_NO_MODULE;
 			break;
@@ -459,20 +551,22 @@ DWUNW_API int dwunw_capture(struct dwunw_ctx *ctx, const struct dwunw_regs *regs
 
 		/* The step */
 		{
-			const struct dw_table *t = NULL;
-			int64_t row = -1;
-			uint32_t nhow = DWUNW_HOW_CFI;
-			int r = 1;
-
-			int has_cfi = 0;
-
-			if (mod && dw_module_table(mod, &t) == DWUNW_OK) {
-				has_cfi = 1;
-				row = dw_table_find(t, lookup - bias);
-			}
+			t = pl->table;
+			if (t)
+				row = dw_table_find_cached(t, lookup - pl->bias);
 			if (row >= 0 && dw_table_rule(t, (uint32_t)row)->cfa_kind != DW_CFA_KIND_END) {
 				const struct dw_rule *rule = dw_table_rule(t, (uint32_t)row);
-				r = step_cfi(&w, t, rule, cur, next, &cfa);
+				/* in place when it can be: next becomes a copy of what cur was */
+				next->pc = cur->pc;
+				next->regs[w.arch->sp_reg] = cur->regs[w.arch->sp_reg];
+				r = step_fast(&w, t, rule, cur, &cfa);
+				if (r >= 0) {
+					tmp = cur;
+					cur = next;
+					next = tmp;
+				} else {
+					r = step_cfi(&w, t, rule, cur, next, &cfa);
+				}
 				if (r < 0) {
 					ret = r;
 					break;
@@ -485,7 +579,7 @@ DWUNW_API int dwunw_capture(struct dwunw_ctx *ctx, const struct dwunw_regs *regs
 				if (rule->flags & DW_RULEF_SIGNAL)
 					nhow = DWUNW_HOW_SIGNAL;
 			} else {
-				err = step_fallback(&w, cur, next, (uint32_t)nf - 1, exact, mod, has_cfi, &nhow);
+				err = step_fallback(&w, cur, next, (uint32_t)nf - 1, exact, pl, &nhow);
 				if (err) {
 					ret = err == DWUNW_ERR_NO_MODULE && !w.proc && proc_err ? proc_err : err;
 					break;
@@ -512,7 +606,7 @@ DWUNW_API int dwunw_capture(struct dwunw_ctx *ctx, const struct dwunw_regs *regs
 			}
 			exact = nhow == DWUNW_HOW_SIGNAL;
 			how = nhow;
-			next->valid &= w.arch->nregs >= 64 ? ~0ull : (1ull << w.arch->nregs) - 1;
+			next->valid &= regmask;
 			tmp = cur;
 			cur = next;
 			next = tmp;

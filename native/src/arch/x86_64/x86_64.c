@@ -56,13 +56,6 @@ static const char *x86_64_reg_name(unsigned reg)
 	return reg < DW_ARRAY_SIZE(names) ? names[reg] : NULL;
 }
 
-/* No pointer authentication on x86_64: the return address is the pc. */
-static uint64_t x86_64_ra_to_pc(uint64_t ra, int ra_signed)
-{
-	(void)ra_signed;
-	return ra;
-}
-
 /* The caller's frame starts as a copy of the callee's identity (process, thread, snapshot), with
  * no register known yet. */
 static void frame_from(const struct dwunw_regs *in, struct dwunw_regs *out)
@@ -299,9 +292,9 @@ const struct dwunw_arch_ops dw_arch_x86_64 = {
 	.pc_reg = X_RIP,
 	.callee_saved = CALLEE_SAVED,
 	.reg_name = x86_64_reg_name,
-	.ra_to_pc = x86_64_ra_to_pc,
 	.sigframe = x86_64_sigframe,
 	.fp_step = x86_64_fp_step,
+	.ra_to_pc = NULL, /* identity */
 	.lr_step = NULL,
 	.stub_step = x86_64_stub_step,
 	.regs_from_prstatus = x86_64_regs_from_prstatus,
