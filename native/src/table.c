@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "bytes.h"
 #include "expr.h"
 #include "internal.h"
 #include "table.h"
@@ -79,6 +80,32 @@ static uint64_t hash_rule(const struct dw_rule *r, const struct dw_regrule *regs
 	return h ^ (h >> 32);
 }
 
+/* Recognise "DW_OP_bregN off [DW_OP_deref]" (signal frames are made of these). */
+static void expr_shape(struct dw_expr_ref *e)
+{
+	struct dw_cursor c;
+	uint8_t op;
+	int64_t off;
+
+	if (e->check || e->len < 2)
+		return;
+	cur_init(&c, e->p, e->len);
+	op = cur_u8(&c);
+	if (op < 0x70 || op > 0x8f) /* DW_OP_breg0 .. DW_OP_breg31 */
+		return;
+	off = cur_sleb(&c);
+	if (c.err)
+		return;
+	if (!cur_left(&c))
+		e->shape = DW_SHAPE_BREG;
+	else if (cur_left(&c) == 1 && *c.p == 0x06) /* DW_OP_deref */
+		e->shape = DW_SHAPE_BREG_DEREF;
+	else
+		return;
+	e->shape_reg = (uint8_t)(op - 0x70);
+	e->shape_off = off;
+}
+
 static int intern_expr(struct builder *b, const uint8_t *p, uint32_t len, int32_t *out)
 {
 	for (uint32_t i = 0; i < b->nexprs; i++)
@@ -90,7 +117,8 @@ static int intern_expr(struct builder *b, const uint8_t *p, uint32_t len, int32_
 		return DWUNW_ERR_NOMEM;
 	if (grow((void **)&b->exprs, &b->cap_exprs, b->nexprs + 1, sizeof(*b->exprs)))
 		return DWUNW_ERR_NOMEM;
-	b->exprs[b->nexprs] = (struct dw_expr_ref){ p, len, dw_expr_check(p, len, b->in->addr_size) };
+	b->exprs[b->nexprs] = (struct dw_expr_ref){ p, len, dw_expr_check(p, len, b->in->addr_size), 0, 0, 0 };
+	expr_shape(&b->exprs[b->nexprs]);
 	*out = (int32_t)b->nexprs++;
 	return DWUNW_OK;
 }

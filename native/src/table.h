@@ -47,10 +47,20 @@ struct dw_regrule {
 	int32_t val;               /* OFFSET/VAL_OFFSET: offset from CFA; REG: register; *EXPR: exprs index */
 };
 
+/* Expression shapes the step evaluates without the stack machine (same result). */
+enum dw_expr_shape {
+	DW_SHAPE_NONE = 0,
+	DW_SHAPE_BREG,             /* DW_OP_bregN off: regN + off */
+	DW_SHAPE_BREG_DEREF,       /* DW_OP_bregN off; DW_OP_deref: *(regN + off) */
+};
+
 struct dw_expr_ref {
 	const uint8_t *p;
 	uint32_t len;
 	int32_t check;             /* dw_expr_check() result: evaluating a bad expression is refused */
+	uint8_t shape;             /* enum dw_expr_shape */
+	uint8_t shape_reg;
+	int64_t shape_off;
 };
 
 struct dw_table {
@@ -116,20 +126,25 @@ int64_t dw_table_find(const struct dw_table *t, uint64_t addr);
 /* dw_table_find through the table's look-up cache: the same answer, cheaper when warm. */
 static inline int64_t dw_table_find_cached(const struct dw_table *t, uint64_t addr)
 {
-	uint64_t off = addr - t->base, e;
+	uint64_t off = addr - t->base, e, e2;
 	uint32_t slot;
 	int64_t row;
 
 	if (addr < t->base || off > UINT32_MAX - 1)
 		return dw_table_find(t, addr);
-	/* +1 keeps the empty entry (0) from matching offset 0 */
-	slot = (uint32_t)(((off + 1) * 0x9e3779b97f4a7c15ull) >> (64 - t->rcache_bits));
+	/* Two ways per set, the newest in way 0. +1 keeps the empty entry (0) from matching offset 0. */
+	slot = (uint32_t)(((off + 1) * 0x9e3779b97f4a7c15ull) >> (64 - t->rcache_bits)) & ~1u;
 	e = atomic_load_explicit(&t->rcache[slot], memory_order_relaxed);
 	if ((e >> 32) == off + 1)
 		return (uint32_t)e;
+	e2 = atomic_load_explicit(&t->rcache[slot + 1], memory_order_relaxed);
+	if ((e2 >> 32) == off + 1)
+		return (uint32_t)e2;
 	row = dw_table_find(t, addr);
-	if (row >= 0)
+	if (row >= 0) {
+		atomic_store_explicit(&t->rcache[slot + 1], e, memory_order_relaxed);
 		atomic_store_explicit(&t->rcache[slot], (off + 1) << 32 | (uint64_t)row, memory_order_relaxed);
+	}
 	return row;
 }
 

@@ -43,6 +43,7 @@ struct walk {
 	uint8_t beyond;            /* the current step read beyond the snapshot */
 	unsigned asz;
 	uint64_t lr_bit;           /* the arch's link register as a mask, 0 if none */
+	uint8_t fast_flag;         /* DW_RULEF_SIMPLE where step_fast applies (8-byte words), else 0 */
 	struct {
 		struct dwunw_module *m;
 		uint32_t frame;    /* first frame using it: it carries the reference */
@@ -110,6 +111,11 @@ static int image_read(void *arg, uint64_t addr, void *buf, size_t len)
 	return dw_remote_read(&w->remote, addr, buf, len);
 }
 
+static inline uint64_t wrap(const struct walk *w, uint64_t v)
+{
+	return w->asz == 4 ? (uint32_t)v : v;
+}
+
 static inline int read_word(struct walk *w, uint64_t addr, uint64_t *v)
 {
 	if (DW_LIKELY(addr >= w->snap_lo && addr - w->snap_lo + w->asz <= w->snap_len)) {
@@ -164,12 +170,16 @@ static int eval(struct walk *w, const struct state *s, const struct dw_table *t,
 	e = &t->exprs[idx];
 	if (e->check)
 		return e->check;
+	if (e->shape && (s->valid & (1ull << e->shape_reg)) && e->shape_reg != w->arch->pc_reg) {
+		/* the value pushed first (the CFA) lies under the result: it does not matter */
+		uint64_t a = wrap(w, s->regs[e->shape_reg] + (uint64_t)e->shape_off);
+		if (e->shape == DW_SHAPE_BREG) {
+			*out = a;
+			return DWUNW_OK;
+		}
+		return read_word(w, a, out);
+	}
 	return dw_expr_eval(&env, e->p, e->len, push, initial, out);
-}
-
-static inline uint64_t wrap(const struct walk *w, uint64_t v)
-{
-	return w->asz == 4 ? (uint32_t)v : v;
 }
 
 /*
@@ -298,16 +308,18 @@ static inline int step_fast(struct walk *w, const struct dw_table *t, const stru
 	uint64_t cfa, valid, ra;
 	const uint8_t *base;
 
-	if (!(r->flags & DW_RULEF_SIMPLE) || w->asz != 8 || !(s->valid & (1ull << r->cfa_reg)))
+	if (!(r->flags & w->fast_flag) || !(s->valid & (1ull << r->cfa_reg)))
 		return -1;
 	cfa = s->regs[r->cfa_reg] + (uint64_t)(int64_t)r->cfa_off;
-	if (r->off_min <= r->off_max) {
-		uint64_t lo = cfa + (uint64_t)(int64_t)r->off_min, hi = cfa + (uint64_t)(int64_t)r->off_max + 8;
-		if (lo < w->snap_lo || hi > w->snap_lo + w->snap_len || lo > hi)
-			return -1;
-	}
-	/* Only dereferenced at the offsets checked above. */
-	base = w->snap + (cfa - w->snap_lo);
+	/* every slot in [cfa + off_min, cfa + off_max + 8) inside the snapshot (off_min > off_max:
+	 * no slot, and the unsigned span check below is then skipped by the first test) */
+	if (r->off_min <= r->off_max &&
+	    (cfa + (uint64_t)(int64_t)r->off_min - w->snap_lo >
+	     w->snap_len - ((uint64_t)((int64_t)r->off_max - r->off_min) + 8) ||
+	     w->snap_len < (uint64_t)((int64_t)r->off_max - r->off_min) + 8))
+		return -1;
+	/* Only dereferenced at the offsets checked above (a simple rule's rules are all slots). */
+	base = r->nregs ? w->snap + (cfa - w->snap_lo) : NULL;
 	valid = s->valid;
 	s->valid = (valid & (arch->callee_saved | w->lr_bit)) | (1ull << arch->sp_reg) | r->set_mask;
 	s->regs[arch->sp_reg] = cfa;
@@ -412,6 +424,14 @@ static void to_regs(const struct walk *w, const struct state *s, struct dwunw_re
 	memcpy(r->regs, s->regs, sizeof(r->regs));
 }
 
+/* Frame 0's registers: only the arch's are looked at. */
+static void from_regs_n(const struct dwunw_regs *r, struct state *s, unsigned nregs)
+{
+	s->pc = r->pc;
+	s->valid = r->valid;
+	memcpy(s->regs, r->regs, (nregs < DWUNW_MAX_REGS ? nregs : DWUNW_MAX_REGS) * sizeof(s->regs[0]));
+}
+
 static void from_regs(const struct dwunw_regs *r, struct state *s)
 {
 	s->pc = r->pc;
@@ -480,6 +500,7 @@ DWUNW_API int dwunw_capture(struct dwunw_ctx *ctx, const struct dwunw_regs *regs
 	uint32_t how = DWUNW_HOW_INITIAL;
 	int exact, ret = DWUNW_OK, proc_err = DWUNW_OK;
 	uint64_t regmask;
+	unsigned spr;
 
 	if (!frame_cnt)
 		return DWUNW_ERR_INVALID_ARG;
@@ -499,6 +520,7 @@ DWUNW_API int dwunw_capture(struct dwunw_ctx *ctx, const struct dwunw_regs *regs
 		return DWUNW_ERR_UNSUPPORTED_ARCH;
 	w.asz = w.arch->addr_size;
 	w.lr_bit = w.arch->lr_reg < DWUNW_MAX_REGS ? 1ull << w.arch->lr_reg : 0;
+	w.fast_flag = w.asz == 8 ? DW_RULEF_SIMPLE : 0;
 	if (regs->stack && regs->stack_size) {
 		w.snap = regs->stack;
 		w.snap_lo = regs->stack_start;
@@ -512,13 +534,15 @@ DWUNW_API int dwunw_capture(struct dwunw_ctx *ctx, const struct dwunw_regs *regs
 	}
 
 	regmask = w.arch->nregs >= 64 ? ~0ull : (1ull << w.arch->nregs) - 1;
-	from_regs(regs, cur);
+	spr = w.arch->sp_reg;
+	from_regs_n(regs, cur, w.arch->nregs);
 	exact = !(regs->flags & DWUNW_REGS_PC_IS_RETADDR);
 
 	for (;;) {
 		struct dwunw_frame *f = &frames[nf];
 		const struct place *pl;
-		uint64_t lookup = exact ? cur->pc : cur->pc - 1;
+		const uint64_t lookup = exact ? cur->pc : cur->pc - 1;
+		const uint64_t osp = cur->regs[spr], opc = cur->pc;
 		uint64_t cfa = 0;
 		const struct dw_table *t;
 		int64_t row = -1;
@@ -526,11 +550,11 @@ DWUNW_API int dwunw_capture(struct dwunw_ctx *ctx, const struct dwunw_regs *regs
 		int r, err;
 
 		pl = frame_place(&w, lookup, (uint32_t)nf);
-		f->pc = cur->pc;
-		f->sp = (cur->valid >> w.arch->sp_reg) & 1 ? cur->regs[w.arch->sp_reg] : 0;
+		f->pc = opc;
+		f->sp = (cur->valid >> spr) & 1 ? osp : 0;
 		f->cfa = 0;
 		f->module = pl->mod;
-		f->module_addr = pl->mod ? cur->pc - pl->bias : 0;
+		f->module_addr = pl->mod ? opc - pl->bias : 0;
 		f->how = how;
 		f->flags = (exact ? DWUNW_FRAME_EXACT_PC : 0) | (w.beyond ? DWUNW_FRAME_BEYOND_SNAPSHOT : 0);
 		if (DW_UNLIKELY(pl->map && pl->map->kind != DW_MAP_FILE)) {
@@ -544,73 +568,74 @@ DWUNW_API int dwunw_capture(struct dwunw_ctx *ctx, const struct dwunw_regs *regs
 		w.beyond = 0;
 		nf++;
 		err = pl->err;
-		if (err == DWUNW_ERR_CACHE_FULL || err == DWUNW_ERR_NOMEM || (f->flags & DWUNW_FRAME_UPROBE_TRAMP)) {
-			ret = err ? err : DWUNW_ERR_NO_MODULE;
-			break;
+		if (DW_UNLIKELY(err)) {
+			/* A pending uretprobe's return address is the start of [uprobes]: pc-1 is outside it. */
+			if (!exact && w.proc) {
+				const struct dw_map *um = dw_proc_find(w.proc, opc);
+				if (um && um->kind == DW_MAP_UPROBES)
+					f->flags |= DWUNW_FRAME_UPROBE_TRAMP;
+			}
+			if (err == DWUNW_ERR_CACHE_FULL || err == DWUNW_ERR_NOMEM || (f->flags & DWUNW_FRAME_UPROBE_TRAMP)) {
+				ret = err;
+				break;
+			}
 		}
 
-		/* The step */
-		{
-			t = pl->table;
-			if (t)
-				row = dw_table_find_cached(t, lookup - pl->bias);
-			if (row >= 0 && dw_table_rule(t, (uint32_t)row)->cfa_kind != DW_CFA_KIND_END) {
-				const struct dw_rule *rule = dw_table_rule(t, (uint32_t)row);
-				/* in place when it can be: next becomes a copy of what cur was */
-				next->pc = cur->pc;
-				next->regs[w.arch->sp_reg] = cur->regs[w.arch->sp_reg];
-				r = step_fast(&w, t, rule, cur, &cfa);
-				if (r >= 0) {
+		/* The step: the caller's registers end up in cur. */
+		t = pl->table;
+		if (t)
+			row = dw_table_find_cached(t, lookup - pl->bias);
+		if (row >= 0 && dw_table_rule(t, (uint32_t)row)->cfa_kind != DW_CFA_KIND_END) {
+			const struct dw_rule *rule = dw_table_rule(t, (uint32_t)row);
+			r = step_fast(&w, t, rule, cur, &cfa); /* in place, when it can */
+			if (r < 0) {
+				r = step_cfi(&w, t, rule, cur, next, &cfa);
+				if (r == 0) {
 					tmp = cur;
 					cur = next;
 					next = tmp;
-				} else {
-					r = step_cfi(&w, t, rule, cur, next, &cfa);
-				}
-				if (r < 0) {
-					ret = r;
-					break;
-				}
-				if (r == 1) {
-					ret = DWUNW_OK; /* return address undefined: the outermost frame */
-					break;
-				}
-				f->cfa = cfa;
-				if (rule->flags & DW_RULEF_SIGNAL)
-					nhow = DWUNW_HOW_SIGNAL;
-			} else {
-				err = step_fallback(&w, cur, next, (uint32_t)nf - 1, exact, pl, &nhow);
-				if (err) {
-					ret = err == DWUNW_ERR_NO_MODULE && !w.proc && proc_err ? proc_err : err;
-					break;
 				}
 			}
-			if (next->pc == 0) {
-				ret = DWUNW_OK; /* a zero return address ends the chain */
+			if (r < 0) {
+				ret = r;
 				break;
 			}
-			/* The stack grows down: a caller's frame is above its callee's. */
-			if (nhow != DWUNW_HOW_SIGNAL && how != DWUNW_HOW_SIGNAL) {
-				uint64_t osp = cur->regs[w.arch->sp_reg], nsp = next->regs[w.arch->sp_reg];
-				/* equal is fine for a frameless leaf, as long as the pc moves */
-				if (!((next->valid >> w.arch->sp_reg) & 1) || nsp < osp ||
-				    (nsp == osp && next->pc == cur->pc)) {
-					ret = DWUNW_ERR_NO_PROGRESS;
-					break;
-				}
-			}
-			/* Only now, with a caller to show, is a full buffer a truncation. */
-			if (nf >= cap) {
-				ret = DWUNW_ERR_DEPTH;
+			if (r == 1) {
+				ret = DWUNW_OK; /* return address undefined: the outermost frame */
 				break;
 			}
-			exact = nhow == DWUNW_HOW_SIGNAL;
-			how = nhow;
-			next->valid &= regmask;
+			f->cfa = cfa;
+			if (rule->flags & DW_RULEF_SIGNAL)
+				nhow = DWUNW_HOW_SIGNAL;
+		} else {
+			err = step_fallback(&w, cur, next, (uint32_t)nf - 1, exact, pl, &nhow);
+			if (err) {
+				ret = err == DWUNW_ERR_NO_MODULE && !w.proc && proc_err ? proc_err : err;
+				break;
+			}
 			tmp = cur;
 			cur = next;
 			next = tmp;
 		}
+		if (cur->pc == 0) {
+			ret = DWUNW_OK; /* a zero return address ends the chain */
+			break;
+		}
+		/* The stack grows down: a caller's frame is above its callee's; equal is fine for a
+		 * frameless leaf, as long as the pc moves. */
+		if (nhow != DWUNW_HOW_SIGNAL && how != DWUNW_HOW_SIGNAL &&
+		    (!((cur->valid >> spr) & 1) || cur->regs[spr] < osp || (cur->regs[spr] == osp && cur->pc == opc))) {
+			ret = DWUNW_ERR_NO_PROGRESS;
+			break;
+		}
+		/* Only now, with a caller to show, is a full buffer a truncation. */
+		if (nf >= cap) {
+			ret = DWUNW_ERR_DEPTH;
+			break;
+		}
+		exact = nhow == DWUNW_HOW_SIGNAL;
+		how = nhow;
+		cur->valid &= regmask;
 	}
 	/* The frames keep one reference per module; a module held for a frame that was not
 	 * returned (none today) would be dropped here. */
