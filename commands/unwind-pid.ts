@@ -1,9 +1,13 @@
 // dwunw unwind-pid PID [--tid TID] [--json] [--lines] [--max-frames N] [--stack-size BYTES] [--audit]
-// [--save FILE]: unwind the live threads of a process, one at a time: freeze the thread, copy its
-// registers and a window of its stack, resume it, then unwind the copy (lib/dwunw.ts
-// captureThread). A thread is held only while it is read, and never left stopped: SIGINT, SIGTERM
-// and SIGHUP resume a held thread before dwunw exits; if dwunw is killed (SIGKILL), the kernel
-// resumes it (a PTRACE_SEIZE tracee is detached when its tracer dies, with no SIGSTOP left behind).
+// [--attach-timeout MS] [--save FILE]: unwind the live threads of a process, one at a time: freeze
+// the thread, copy its registers and a window of its stack, resume it, then unwind the copy
+// (lib/dwunw.ts captureThread). A thread is held only while it is read, and never left stopped:
+// SIGINT, SIGTERM and SIGHUP resume a held thread before dwunw exits; if dwunw is killed (SIGKILL),
+// the kernel resumes it (a PTRACE_SEIZE tracee is detached when its tracer dies, with no SIGSTOP
+// left behind). A thread that does not stop within --attach-timeout ms (a vfork parent,
+// uninterruptible I/O: state D) is not unwound: the library warns "dwunw: pid P tid T did not stop
+// within N ms (state D): not unwound", the exit status is 1, and the other threads are unwound.
+// --save also copies the [vdso] mapping, so that frames in it unwind offline.
 //
 // Test hook: DWUNW_TEST_HOLD_MS=N makes dwunw stay attached N ms per thread after the reads (the
 // wait is asynchronous, so the signal handlers run meanwhile). test/cli-unwind-pid.test.ts uses it
@@ -12,8 +16,15 @@ import { readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { constants as osConstants } from 'node:os';
 import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
 import type { ArgumentsCamelCase, Argv } from 'yargs';
-import { DEFAULT_MAX_FRAMES, DEFAULT_STACK_SIZE, Dwunw, type ThreadCapture, detachAll } from '../lib/dwunw.js';
-import { DWUNW_ERR_PERM } from '../lib/native.js';
+import {
+  DEFAULT_ATTACH_TIMEOUT_MS,
+  DEFAULT_MAX_FRAMES,
+  DEFAULT_STACK_SIZE,
+  Dwunw,
+  type ThreadCapture,
+  detachAll,
+} from '../lib/dwunw.js';
+import { DWUNW_ERR_IO, DWUNW_ERR_PERM } from '../lib/native.js';
 import { ChunkedWriter, CliError, colorsFor, reportError } from '../lib/output.js';
 import { type Snapshot, type SnapshotThread, snapshotToJson } from '../lib/snapshot.js';
 import { type ProcessReport, type ThreadReport, processHeader, processJson, threadText } from '../lib/stacks.js';
@@ -27,6 +38,7 @@ interface Args {
   'max-frames': number;
   'stack-size': number;
   audit: boolean;
+  'attach-timeout': number;
   save?: string;
 }
 
@@ -34,6 +46,7 @@ export const command = 'unwind-pid <pid>';
 export const describe = 'Unwind the stacks of a live process\'s threads (gdb/eu-stack-like)';
 
 export const MAX_STACK_SIZE = 64 << 20;
+export const MAX_ATTACH_TIMEOUT_MS = 3_600_000;
 
 export function builder(y: Argv): Argv<Args> {
   return y
@@ -53,10 +66,16 @@ export function builder(y: Argv): Argv<Args> {
       describe: 'Bytes of stack copied while the thread is frozen; memory beyond is read live (frames marked +mem)',
     })
     .option('audit', { type: 'boolean', default: false, describe: 'Log every attach, detach and read fallback on stderr' })
+    .option('attach-timeout', {
+      type: 'number',
+      default: DEFAULT_ATTACH_TIMEOUT_MS,
+      requiresArg: true,
+      describe: 'Milliseconds to wait for a thread to stop; one that does not (state D: vfork, uninterruptible I/O) is not unwound',
+    })
     .option('save', {
       type: 'string',
       requiresArg: true,
-      describe: 'Also write the threads\' registers, stack windows and maps to FILE, for dwunw unwind-snapshot',
+      describe: 'Also write the threads\' registers, stack windows, maps and vDSO to FILE, for dwunw unwind-snapshot',
     })
     .example('$0 unwind-pid 1234', 'every thread of process 1234')
     .example('$0 unwind-pid 1234 --tid 1240 --json', 'one thread, as JSON')
@@ -72,6 +91,7 @@ export async function handler(argv: ArgumentsCamelCase<Args>): Promise<void> {
     maxFrames: argv.maxFrames,
     stackSize: argv.stackSize,
     audit: argv.audit,
+    attachTimeout: argv.attachTimeout,
     save: argv.save,
   });
 }
@@ -84,6 +104,8 @@ export interface UnwindPidOptions {
   maxFrames: number;
   stackSize: number;
   audit: boolean;
+  /** ms; the library's default when absent. */
+  attachTimeout?: number;
   save?: string;
 }
 
@@ -144,6 +166,10 @@ function attachFailure(pid: number, c: ThreadCapture): string {
   return `cannot attach: ${c.stopText}${detail.length ? ` (${detail.join('; ')})` : ''}`;
 }
 
+/** Attach gave up waiting for the thread to stop (the library has warned about it). */
+const attachTimedOut = (c: ThreadCapture): boolean =>
+  !c.attached && c.stop === DWUNW_ERR_IO && c.attachErrno === osConstants.errno.ETIMEDOUT;
+
 // ---- Signals -------------------------------------------------------------------------------------
 
 const GUARDED_SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
@@ -193,6 +219,8 @@ function checkOptions(o: UnwindPidOptions): { pid: number; holdMs: number } {
     throw new CliError('--max-frames', `not a number of frames (1-65536): ${o.maxFrames}`);
   if (!Number.isInteger(o.stackSize) || o.stackSize < 0 || o.stackSize > MAX_STACK_SIZE)
     throw new CliError('--stack-size', `not a size in bytes (0-${MAX_STACK_SIZE}): ${o.stackSize}`);
+  if (o.attachTimeout !== undefined && (!Number.isInteger(o.attachTimeout) || o.attachTimeout < 1 || o.attachTimeout > MAX_ATTACH_TIMEOUT_MS))
+    throw new CliError('--attach-timeout', `not a time in ms (1-${MAX_ATTACH_TIMEOUT_MS}): ${o.attachTimeout}`);
   const hold = process.env.DWUNW_TEST_HOLD_MS;
   const holdMs = hold && /^\d+$/.test(hold) ? Number(hold) : 0;
   return { pid, holdMs };
@@ -218,11 +246,14 @@ export async function unwindPid(o: UnwindPidOptions): Promise<void> {
   const report: ProcessReport = { pid, comm: readComm(`/proc/${pid}/comm`), threads: [] };
   const saved: SnapshotThread[] = [];
   let maps: string | null = null;
+  let vdso: Buffer | null = null;
   let arch: string | null = null;
+  const attachTimeoutMs = o.attachTimeout ?? DEFAULT_ATTACH_TIMEOUT_MS;
 
   const d = new Dwunw({
     warn: (line) => process.stderr.write(`${line}\n`),
     audit: o.audit ? (line) => process.stderr.write(`${line}\n`) : undefined,
+    attachTimeoutMs,
   });
   const unguard = guardHeldThreads();
   try {
@@ -233,7 +264,9 @@ export async function unwindPid(o: UnwindPidOptions): Promise<void> {
       const cap = await d.captureThread(pid, tid, {
         stackSize: o.stackSize,
         maxFrames: o.maxFrames,
+        // --save: the maps and the vDSO, once, from the first thread that could be frozen.
         readMaps: o.save !== undefined && maps === null,
+        readVdso: o.save !== undefined && maps === null,
         holdMs,
       });
       const ops = cap.regs ? Dwunw.arch(cap.regs.arch) : null;
@@ -247,12 +280,20 @@ export async function unwindPid(o: UnwindPidOptions): Promise<void> {
         addrSize: ops?.addr_size ?? 8,
       };
       // Not read at all (attach refused, registers unreadable) is an error; an exit is not.
-      if (!cap.exited && cap.regs === null) {
+      if (attachTimedOut(cap)) {
+        // The library's warning has said so on stderr: one line is enough.
+        t.stopText = `did not stop within ${attachTimeoutMs} ms`;
+        t.error = `cannot attach: did not stop within ${attachTimeoutMs} ms (ETIMEDOUT)`;
+        process.exitCode = 1;
+      } else if (!cap.exited && cap.regs === null) {
         t.error = cap.attached ? `cannot read registers: ${cap.stopText}` : attachFailure(pid, cap);
         reportError(`pid ${pid} tid ${tid}`, t.error);
       }
       report.threads.push(t);
-      if (cap.maps !== null) maps = cap.maps;
+      if (cap.maps !== null) {
+        maps = cap.maps;
+        vdso = cap.vdso;
+      }
       if (cap.regs) {
         arch ??= ops?.name ?? null;
         saved.push({ tid, comm, regs: cap.regs, stack: cap.stack });
@@ -275,6 +316,8 @@ export async function unwindPid(o: UnwindPidOptions): Promise<void> {
         threads: saved,
         maps: maps ?? '',
         sysroot: null,
+        vdso,
+        memory: [],
       };
       try {
         writeFileSync(o.save, snapshotToJson(snap));

@@ -1,6 +1,7 @@
 // dwunw unwind-snapshot FILE [--json] [--lines] [--max-frames N] [--sysroot DIR]: unwind a
-// snapshot offline (no process is read): dwunw_maps_set(pid, maps), then dwunw_capture of each
-// thread's registers and stack bytes. Output as for unwind-pid.
+// snapshot offline (no process is read): dwunw_maps_set(pid, maps), the vDSO image (if any) with
+// dwunw_module_open_image(ctx, "[vdso]", bytes), then dwunw_capture of each thread's registers and
+// stack bytes. Output as for unwind-pid.
 //
 // The snapshot file, "dwunw-snapshot-1" (written by `dwunw unwind-pid --save FILE`; any tool, e.g.
 // a gdb script, may write it too). One JSON object:
@@ -24,16 +25,19 @@
 //       }
 //     ],
 //     "maps": "<text of /proc/PID/maps>", // read at the time of the snapshot
-//     "sysroot": null                   // or a directory prefixed to the maps' file paths
+//     "sysroot": null,                  // or a directory prefixed to the maps' file paths
+//     "vdso": "<base64>"                // optional: the bytes of the maps' [vdso] mapping (an ELF
+//                                       // image, its whole start-end range), read at the time
 //   }
 //
 // The module files named by the maps are read from this machine (under sysroot, or --sysroot),
-// so they must be the files the process had mapped. Memory outside the stack copy is not
-// available offline: a walk that needs it stops there (dwunw unwind-pid would have read it live
-// and marked the frame +mem).
+// so they must be the files the process had mapped. The vDSO is not a file: without "vdso", a
+// frame in it has no module and the walk stops there (NO_MODULE). Memory outside the stack copy
+// and the "memory" regions is not available offline: a walk that needs it stops there (dwunw
+// unwind-pid would have read it live and marked the frame +mem).
 import { readFileSync, statSync } from 'node:fs';
 import type { ArgumentsCamelCase, Argv } from 'yargs';
-import { DEFAULT_MAX_FRAMES, Dwunw, DwunwError } from '../lib/dwunw.js';
+import { DEFAULT_MAX_FRAMES, Dwunw, DwunwError, type Module, VDSO_NAME } from '../lib/dwunw.js';
 import { DWUNW_CFG_NO_REMOTE_READS } from '../lib/native.js';
 import { ChunkedWriter, CliError, colorsFor } from '../lib/output.js';
 import { type Snapshot, SnapshotError, parseSnapshot } from '../lib/snapshot.js';
@@ -103,12 +107,30 @@ export async function unwindSnapshot(
   const c = colorsFor(process.stdout);
   const out = new ChunkedWriter();
   const report: ProcessReport = { pid: snap.pid, comm: snap.comm, threads: [] };
+  // Held open until the end: an open module is never evicted from the cache.
+  let vdso: Module | null = null;
   try {
     if (snap.threads.length > 0) {
       try {
         d.setMaps(snap.pid, snap.maps);
       } catch (e) {
         if (e instanceof DwunwError) throw new CliError(file, `maps: ${e.message}`);
+        throw e;
+      }
+    }
+    for (const [i, m] of snap.memory.entries()) {
+      try {
+        d.addMemory(snap.pid, m.start, m.bytes);
+      } catch (e) {
+        if (e instanceof DwunwError) throw new CliError(file, `memory[${i}]: ${e.message}`);
+        throw e;
+      }
+    }
+    if (snap.vdso !== null && snap.threads.length > 0) {
+      try {
+        vdso = d.openImage(VDSO_NAME, snap.vdso);
+      } catch (e) {
+        if (e instanceof DwunwError) throw new CliError(file, `vdso: ${e.message}`);
         throw e;
       }
     }
@@ -124,6 +146,7 @@ export async function unwindSnapshot(
     if (o.json) await out.write(`${JSON.stringify(processJson(report), null, 1)}\n`);
     await out.flush();
   } finally {
+    vdso?.close();
     d.close();
   }
 }

@@ -4,9 +4,13 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import yargs from 'yargs';
 import { hideBin } from 'yargs/helpers';
+import * as bench from '../commands/bench.js';
 import * as dumpTable from '../commands/dump-table.js';
+import * as memleakCmd from '../commands/memleak.js';
+import * as unwindCore from '../commands/unwind-core.js';
 import * as unwindPid from '../commands/unwind-pid.js';
 import * as unwindSnapshot from '../commands/unwind-snapshot.js';
+import * as verifyCmd from '../commands/verify.js';
 import { Dwunw, DwunwError } from './dwunw.js';
 import { packageRoot } from './native.js';
 import { CliError, reportError } from './output.js';
@@ -56,8 +60,12 @@ export async function main(argv: string[] = hideBin(process.argv)): Promise<void
     .scriptName('dwunw')
     .usage('$0 <command> [options]\n\nDWARF call-frame unwinding for eBPF tools (libdwunw).')
     .command(dumpTable)
+    .command(bench)
     .command(unwindPid)
     .command(unwindSnapshot)
+    .command(verifyCmd)
+    .command(unwindCore)
+    .command(memleakCmd)
     .demandCommand(1, 'no command given')
     .recommendCommands()
     .strict()

@@ -227,8 +227,14 @@ export interface DwunwOptions {
   sysroot?: string | null;
   /** The stack reader's audit log (one line per attach, detach, fallback); none when absent. */
   audit?: (line: string) => void;
-  /** Warnings (non-dumpable target, ...); none when absent. */
+  /** Warnings (non-dumpable target, a thread that did not stop, ...); none when absent. */
   warn?: (line: string) => void;
+  /**
+   * How long a stack reader's attach waits for the thread to stop, in ms (0 = the library's
+   * 2000). A thread that cannot stop (a vfork parent, uninterruptible I/O) is then not unwound:
+   * attach fails with IO and errno ETIMEDOUT.
+   */
+  attachTimeoutMs?: number;
 }
 
 // ---- Unwinding: registers, frames, symbols ---------------------------------------------------
@@ -244,6 +250,7 @@ export const FRAME_FLAGS: readonly (readonly [number, string])[] = [
   [N.DWUNW_FRAME_JIT, 'jit'],
   [N.DWUNW_FRAME_VDSO, 'vdso'],
   [N.DWUNW_FRAME_UPROBE_TRAMP, 'uprobe'],
+  [N.DWUNW_FRAME_SIGTRAMP, 'sigtramp'],
 ];
 
 export function frameFlagNames(flags: number): string[] {
@@ -335,6 +342,8 @@ export interface ThreadCapture extends Unwind {
   stack: MemWindow | null;
   /** /proc/PID/maps read while the thread was frozen (CaptureOptions.readMaps), else null. */
   maps: string | null;
+  /** The bytes of the [vdso] mapping, read while the thread was frozen (CaptureOptions.readVdso), else null. */
+  vdso: Buffer | null;
 }
 
 export interface CaptureOptions {
@@ -343,6 +352,8 @@ export interface CaptureOptions {
   maxFrames?: number;
   /** Also read /proc/PID/maps while the thread is frozen. */
   readMaps?: boolean;
+  /** Also copy the process's [vdso] mapping (found in the maps read with readMaps). */
+  readVdso?: boolean;
   /**
    * Test hook: stay attached this many milliseconds after reading, before resuming the thread.
    * The wait is asynchronous, so signal handlers run meanwhile (and may detach: detachAll()).
@@ -350,7 +361,53 @@ export interface CaptureOptions {
   holdMs?: number;
 }
 
+// ---- Core files (dwunw_core_load) ----------------------------------------------------------------
+
+export interface CoreLoadOptions {
+  /** The process's maps (/proc/PID/maps text), for a core without NT_FILE (qemu's guest cores). */
+  maps?: string;
+  /** File for the main executable's mappings, instead of the path the maps give. */
+  exe?: string;
+  /** Offline pid to register the process under; 0 or absent = the core's. */
+  pid?: number;
+}
+
+export interface CoreThread {
+  tid: number;
+  /** pr_cursig of the thread's NT_PRSTATUS (a kernel core repeats the fatal one in every thread). */
+  signo: number;
+  regs: Registers;
+}
+
+export interface CoreLoad {
+  /** DWUNW_OK, or DWUNW_ERR_CORRUPT: part of the core could not be read (the rest is loaded). */
+  status: number;
+  /** enum dwunw_arch */
+  arch: number;
+  /** The offline pid the process is registered under (0: no maps at all); use it for unwind(). */
+  pid: number;
+  /** The process id the core records. */
+  corePid: number;
+  comm: string | null;
+  /** The main executable's path as the maps name it, null when unknown. */
+  exe: string | null;
+  /** DWUNW_CORE_* */
+  flags: number;
+  nmaps: number;
+  nsegments: number;
+  /** Threads with readable registers in the core. */
+  nthreads: number;
+  /** In the core's order (the thread that took the fatal signal first). */
+  threads: CoreThread[];
+}
+
 export const DEFAULT_STACK_SIZE = 64 * 1024;
+/** The library's default attach timeout (struct dwunw_config.attach_timeout_ms 0). */
+export const DEFAULT_ATTACH_TIMEOUT_MS = 2000;
+/** A [vdso] mapping larger than this is not copied (the library does not believe it either). */
+export const MAX_VDSO_SIZE = 1 << 20;
+/** The name under which a vDSO image serves the [vdso] mappings of offline maps. */
+export const VDSO_NAME = '[vdso]';
 export const DEFAULT_MAX_FRAMES = 256;
 const PAGE = 4096n;
 
@@ -370,12 +427,27 @@ const REGS = {
   stackSize: N.offsetOf(N.RegsT, 'stack_size'),
 };
 const FRAME_SIZE = N.sizeOf(N.FrameT);
+const CORE_THREAD = {
+  size: N.sizeOf(N.CoreThreadT),
+  tid: N.offsetOf(N.CoreThreadT, 'tid'),
+  signo: N.offsetOf(N.CoreThreadT, 'signo'),
+  regs: N.offsetOf(N.CoreThreadT, 'regs'),
+};
 const SYMBOL_SIZE = N.sizeOf(N.SymbolT);
 const READER = {
   size: N.sizeOf(N.StackReaderT),
   flags: N.offsetOf(N.StackReaderT, 'flags'),
   lastErrno: N.offsetOf(N.StackReaderT, 'last_errno'),
 };
+
+/** [start, end) of the [vdso] mapping in a /proc/PID/maps text, or null. */
+export function vdsoRange(maps: string): [bigint, bigint] | null {
+  const m = /^([0-9a-f]+)-([0-9a-f]+) \S+ \S+ \S+ \S+ +\[vdso\]$/im.exec(maps);
+  if (!m) return null;
+  const start = BigInt(`0x${m[1]}`);
+  const end = BigInt(`0x${m[2]}`);
+  return end > start ? [start, end] : null;
+}
 
 const u32 = (b: Buffer, o: number): number => (LE ? b.readUInt32LE(o) : b.readUInt32BE(o));
 const i32 = (b: Buffer, o: number): number => (LE ? b.readInt32LE(o) : b.readInt32BE(o));
@@ -473,6 +545,18 @@ export class StackReader {
     }
   }
 
+  /** Exactly len bytes at addr, or the error code (DWUNW_ERR_*). */
+  read(addr: bigint, len: number): Buffer | number {
+    if (len <= 0) return Buffer.alloc(0);
+    const mem = new N.CMem(len);
+    try {
+      const rc = this.readInto(addr, mem, len);
+      return rc === N.DWUNW_OK ? Buffer.from(mem.buf) : rc;
+    } finally {
+      mem.free();
+    }
+  }
+
   /** len bytes at addr into dst (C memory); DWUNW_OK or the error. */
   private readInto(addr: bigint, dst: N.CMem, len: number): number {
     return N.lib().dwunw_stack_reader_read(this.b, addr, dst.buf, len);
@@ -541,6 +625,8 @@ export class Dwunw {
   /** The config given to dwunw_init, reused for dwunw_stack_reader_init (its log sinks). */
   private readonly cfg: Record<string, unknown>;
   private readonly readers = new Set<StackReader>();
+  /** Images given to dwunw_module_open_image: the library uses them in place until shutdown. */
+  private readonly images: N.CMem[] = [];
 
   constructor(opts: DwunwOptions = {}) {
     const lib = N.lib();
@@ -564,6 +650,8 @@ export class Dwunw {
       modules: null,
       nmodules: 0,
       pad: 0,
+      attach_timeout_ms: opts.attachTimeoutMs ?? 0,
+      pad2: 0,
     };
     this.ctxMem = N.allocCtx();
     const rc = lib.dwunw_init(this.ctxMem, this.cfg);
@@ -594,6 +682,43 @@ export class Dwunw {
   open(path: string): Module {
     const out: N.Pointer[] = [null];
     check(N.lib().dwunw_module_open(this.ctx, path, out));
+    try {
+      return new Module(this, out[0]);
+    } catch (e) {
+      N.lib().dwunw_module_put(this.ctx, out[0]);
+      throw e;
+    }
+  }
+
+  /**
+   * Open an ELF image held in memory (a copy is kept until close()) under `name`; it then serves
+   * every mapping of that path, e.g. VDSO_NAME for the [vdso] mappings of offline maps. Keep the
+   * Module open while it is needed: an open module is never evicted from the cache.
+   */
+  /** Offline memory of pid (dwunw_memory_add): copied, and kept until close(). */
+  addMemory(pid: number, addr: bigint, bytes: Buffer): void {
+    if (bytes.length === 0) return;
+    const mem = new N.CMem(bytes.length);
+    bytes.copy(mem.buf);
+    const rc = N.lib().dwunw_memory_add(this.ctx, pid, addr, mem.buf, bytes.length);
+    if (rc !== N.DWUNW_OK) {
+      mem.free();
+      throw new DwunwError(rc);
+    }
+    this.images.push(mem);
+  }
+
+  openImage(name: string, image: Buffer): Module {
+    if (image.length === 0) throw new DwunwError(N.DWUNW_ERR_INVALID_ARG);
+    const mem = new N.CMem(image.length);
+    image.copy(mem.buf);
+    const out: N.Pointer[] = [null];
+    const rc = N.lib().dwunw_module_open_image(this.ctx, name, mem.buf, image.length, out);
+    if (rc !== N.DWUNW_OK) {
+      mem.free();
+      throw new DwunwError(rc);
+    }
+    this.images.push(mem);
     try {
       return new Module(this, out[0]);
     } catch (e) {
@@ -647,6 +772,69 @@ export class Dwunw {
   setMaps(pid: number, text: string): void {
     const b = Buffer.from(text, 'utf8');
     check(N.lib().dwunw_maps_set(this.ctx, pid, b, b.length));
+  }
+
+  /**
+   * Load a core file (dwunw_core_load): its process becomes an offline pid of this context (maps
+   * from NT_FILE or `maps`, memory from the core) and its threads' registers are returned, for
+   * unwind() with no stack window. Throws DwunwError unless the core was read, wholly (status
+   * OK) or in part (status DWUNW_ERR_CORRUPT: malformed or truncated, what was read is loaded).
+   */
+  loadCore(path: string, opts: CoreLoadOptions = {}): CoreLoad {
+    const lib = N.lib();
+    const o = {
+      size: N.sizeOf(N.CoreOptionsT),
+      flags: 0,
+      maps_text: opts.maps ?? null,
+      maps_len: opts.maps !== undefined ? Buffer.byteLength(opts.maps, 'utf8') : 0,
+      exe: opts.exe ?? null,
+      pid: opts.pid ?? 0,
+      pad: 0,
+    };
+    const info = new N.CMem(N.sizeOf(N.CoreInfoT));
+    let cap = 64;
+    try {
+      for (;;) {
+        const threads = new N.CMem(cap * CORE_THREAD.size);
+        try {
+          const cnt: [number | bigint] = [cap];
+          const status = lib.dwunw_core_load(this.ctx, path, o, threads.buf, cnt, info.buf);
+          if (status !== N.DWUNW_OK && status !== N.DWUNW_ERR_CORRUPT) throw new DwunwError(status);
+          const inf = N.decodeAt(info.buf, 0, N.CoreInfoT) as unknown as N.RawCoreInfo;
+          // More threads than fit: load it again with room for all (the pid is replaced).
+          if (inf.nthreads > cap && cap < 1 << 16) {
+            cap = Math.min(inf.nthreads, 1 << 16);
+            continue;
+          }
+          const out: CoreThread[] = [];
+          for (let i = 0; i < Number(cnt[0]); i++) {
+            const at = i * CORE_THREAD.size;
+            out.push({
+              tid: i32(threads.buf, at + CORE_THREAD.tid),
+              signo: i32(threads.buf, at + CORE_THREAD.signo),
+              regs: decodeRegs(threads.buf.subarray(at + CORE_THREAD.regs, at + CORE_THREAD.regs + REGS.size)),
+            });
+          }
+          return {
+            status,
+            arch: inf.arch,
+            pid: inf.pid,
+            corePid: inf.core_pid,
+            comm: inf.comm === '' ? null : inf.comm,
+            exe: inf.exe === '' ? null : inf.exe,
+            flags: inf.flags,
+            nmaps: inf.nmaps,
+            nsegments: inf.nsegments,
+            nthreads: inf.nthreads,
+            threads: out,
+          };
+        } finally {
+          threads.free();
+        }
+      }
+    } finally {
+      info.free();
+    }
   }
 
   /**
@@ -746,6 +934,7 @@ export class Dwunw {
       regs: null,
       stack: null,
       maps: null,
+      vdso: null,
       ...extra,
     });
 
@@ -753,6 +942,7 @@ export class Dwunw {
     let regs: Registers;
     let stack: MemWindow | null = null;
     let maps: string | null = null;
+    let vdso: Buffer | null = null;
     let exited = false;
     try {
       const rc = r.attach(tid);
@@ -780,6 +970,12 @@ export class Dwunw {
           maps = null;
         }
       }
+      const vr = opts.readVdso && maps !== null ? vdsoRange(maps) : null;
+      if (vr && vr[1] - vr[0] <= BigInt(MAX_VDSO_SIZE)) {
+        // process_vm_readv, or /proc/PID/mem when that is refused (the reader falls back itself).
+        const b = r.read(vr[0], Number(vr[1] - vr[0]));
+        if (typeof b === 'object') vdso = b;
+      }
       if (opts.holdMs && opts.holdMs > 0) await sleep(opts.holdMs);
       // A signal handler may have resumed it meanwhile (detachAll): then there is nothing to do.
       if (r.attached && r.detach() === N.DWUNW_ERR_NO_PROCESS) exited = true;
@@ -791,7 +987,7 @@ export class Dwunw {
     const u = this.unwind({ pid, tid, regs, stack }, maxFrames);
     // Killed while held: what was copied is unwound, but a walk cut short is reported as the exit.
     const stop = exited && u.stop !== N.DWUNW_OK ? N.DWUNW_ERR_NO_PROCESS : u.stop;
-    return { ...result(stop, { regs, stack, maps, exited }), frames: u.frames };
+    return { ...result(stop, { regs, stack, maps, vdso, exited }), frames: u.frames };
   }
 
   /** Free everything (idempotent): resumes threads still held. Modules must be closed first. */
@@ -802,6 +998,7 @@ export class Dwunw {
     N.lib().dwunw_shutdown(this.ctxMem);
     N.freeCtx(this.ctxMem);
     this.ctxMem = null;
+    for (const m of this.images.splice(0)) m.free();
     this.unregister();
   }
 }

@@ -53,6 +53,7 @@ export const DWUNW_FRAME_JIT = 1 << 2;
 export const DWUNW_FRAME_VDSO = 1 << 3;
 export const DWUNW_FRAME_HOLDS_REF = 1 << 4;
 export const DWUNW_FRAME_UPROBE_TRAMP = 1 << 5;
+export const DWUNW_FRAME_SIGTRAMP = 1 << 6;
 
 export const DWUNW_SYM_FROM_DEBUG_FILE = 1 << 0;
 export const DWUNW_SYM_FROM_DEBUGDATA = 1 << 1;
@@ -69,6 +70,11 @@ export const DWUNW_ROW_SIGNAL = 1 << 0;
 export const DWUNW_ROW_RA_SIGNED = 1 << 1;
 
 export const DWUNW_ROW_MAX_REGS = 48;
+
+export const DWUNW_CORE_NT_FILE = 1 << 0;
+export const DWUNW_CORE_TRUNCATED = 1 << 1;
+export const DWUNW_CORE_VDSO = 1 << 2;
+export const DWUNW_CORE_EXE = 1 << 3;
 
 // ---- Types -----------------------------------------------------------------------------------
 // Function-pointer members the CLI never sets are declared as plain pointers; the log sinks of
@@ -100,6 +106,8 @@ export const ConfigT = koffi.struct('dwunw_config', {
   modules: koffi.pointer(ModuleSourceT),
   nmodules: 'uint32_t',
   pad: 'uint32_t',
+  attach_timeout_ms: 'uint32_t',
+  pad2: 'uint32_t',
 });
 
 export const CtxT = koffi.struct('dwunw_ctx', {
@@ -126,6 +134,7 @@ export const ArchOpsT = koffi.struct('dwunw_arch_ops', {
   sigframe: 'void *',
   fp_step: 'void *',
   lr_step: 'void *',
+  stub_step: 'void *',
   regs_from_prstatus: 'void *',
 });
 
@@ -213,6 +222,39 @@ export const StackReaderT = koffi.struct('dwunw_stack_reader', {
   warn_arg: 'void *',
   reads: 'uint64_t',
   fallback_reads: 'uint64_t',
+  attach_timeout_ms: 'uint32_t',
+  pad: 'uint32_t',
+});
+
+// Core files (dwunw_core_load). The thread and info structs are written by the library into
+// CMem buffers and decoded with decodeAt.
+export const CoreOptionsT = koffi.struct('dwunw_core_options', {
+  size: 'uint32_t',
+  flags: 'uint32_t',
+  maps_text: 'const char *',
+  maps_len: 'uint64_t',
+  exe: 'const char *',
+  pid: 'int32_t',
+  pad: 'uint32_t',
+});
+
+export const CoreThreadT = koffi.struct('dwunw_core_thread', {
+  tid: 'int32_t',
+  signo: 'int32_t',
+  regs: RegsT,
+});
+
+export const CoreInfoT = koffi.struct('dwunw_core_info', {
+  arch: 'uint32_t',
+  pid: 'int32_t',
+  core_pid: 'int32_t',
+  nthreads: 'uint32_t',
+  flags: 'uint32_t',
+  nmaps: 'uint32_t',
+  nsegments: 'uint32_t',
+  pad: 'uint32_t',
+  comm: koffi.array('char', 32, 'String'),
+  exe: koffi.array('char', 4096, 'String'),
 });
 
 /** Every struct of the binding, keyed by its C name (the layout test walks this). */
@@ -228,6 +270,9 @@ export const STRUCTS = {
   dwunw_frame: FrameT,
   dwunw_symbol: SymbolT,
   dwunw_stack_reader: StackReaderT,
+  dwunw_core_options: CoreOptionsT,
+  dwunw_core_thread: CoreThreadT,
+  dwunw_core_info: CoreInfoT,
 } as const;
 
 /** Nested anonymous structs: C name of the container member, and its koffi type. */
@@ -282,6 +327,18 @@ export interface RawSymbol {
   flags: number;
 }
 
+export interface RawCoreInfo {
+  arch: number;
+  pid: number;
+  core_pid: number;
+  nthreads: number;
+  flags: number;
+  nmaps: number;
+  nsegments: number;
+  comm: string;
+  exe: string;
+}
+
 /** An opaque C pointer as koffi hands it out. */
 export type Pointer = unknown;
 
@@ -296,6 +353,9 @@ export interface Lib {
   dwunw_init(ctx: Pointer, cfg: Record<string, unknown>): number;
   dwunw_shutdown(ctx: Pointer): void;
   dwunw_module_open(ctx: Pointer, path: string, out: Pointer[]): number;
+  /** `image` must stay valid (and unmoved: CMem) until dwunw_shutdown. */
+  dwunw_module_open_image(ctx: Pointer, name: string, image: Buffer, size: number, out: Pointer[]): number;
+  dwunw_memory_add(ctx: Pointer, pid: number, addr: bigint, data: Buffer, len: number): number;
   dwunw_module_put(ctx: Pointer, mod: Pointer): void;
   dwunw_module_path(mod: Pointer): string | null;
   dwunw_module_build_id(mod: Pointer, buf: Buffer, buflen: number): number;
@@ -312,6 +372,15 @@ export interface Lib {
   dwunw_maps_set(ctx: Pointer, pid: number, text: Buffer, len: number): number;
   dwunw_maps_refresh(ctx: Pointer, pid: number): number;
   dwunw_maps_forget(ctx: Pointer, pid: number): void;
+  /** threads and info: Buffers over CMem (dwunw_core_thread[n], dwunw_core_info). */
+  dwunw_core_load(
+    ctx: Pointer,
+    path: string,
+    opts: Record<string, unknown> | null,
+    threads: Buffer | null,
+    nthreads: [number | bigint],
+    info: Buffer,
+  ): number;
   dwunw_stack_reader_init(r: Buffer, pid: number, cfg: Record<string, unknown> | null): number;
   dwunw_stack_reader_attach(r: Buffer, tid: number): number;
   dwunw_stack_reader_read(r: Buffer, addr: bigint, buf: Buffer, len: number): number;
@@ -370,6 +439,14 @@ export function lib(): Lib {
     dwunw_init: f('int', 'dwunw_init', [ctxP, koffi.pointer(ConfigT)]),
     dwunw_shutdown: f('void', 'dwunw_shutdown', [ctxP]),
     dwunw_module_open: f('int', 'dwunw_module_open', [ctxP, 'const char *', koffi.out(koffi.pointer(modP))]),
+    dwunw_memory_add: f('int', 'dwunw_memory_add', [ctxP, 'int32_t', 'uint64_t', 'const void *', 'uint64_t']),
+    dwunw_module_open_image: f('int', 'dwunw_module_open_image', [
+      ctxP,
+      'const char *',
+      'const void *',
+      'size_t',
+      koffi.out(koffi.pointer(modP)),
+    ]),
     dwunw_module_put: f('void', 'dwunw_module_put', [ctxP, modP]),
     dwunw_module_path: f('const char *', 'dwunw_module_path', [modP]),
     dwunw_module_build_id: f('int', 'dwunw_module_build_id', [modP, 'char *', 'size_t']),
@@ -391,6 +468,14 @@ export function lib(): Lib {
     dwunw_maps_set: f('int', 'dwunw_maps_set', [ctxP, 'int32_t', 'const char *', 'size_t']),
     dwunw_maps_refresh: f('int', 'dwunw_maps_refresh', [ctxP, 'int32_t']),
     dwunw_maps_forget: f('void', 'dwunw_maps_forget', [ctxP, 'int32_t']),
+    dwunw_core_load: f('int', 'dwunw_core_load', [
+      ctxP,
+      'const char *',
+      koffi.pointer(CoreOptionsT),
+      koffi.pointer(CoreThreadT),
+      koffi.inout(koffi.pointer('size_t')),
+      koffi.pointer(CoreInfoT),
+    ]),
     dwunw_stack_reader_init: f('int', 'dwunw_stack_reader_init', [
       koffi.pointer(StackReaderT),
       'int32_t',

@@ -1,5 +1,5 @@
 // The snapshot file ("dwunw-snapshot-1"): registers and stack windows of a process's threads plus
-// its maps, written by `dwunw unwind-pid --save` (or by any tool, e.g. a gdb script) and unwound
+// its maps (and optionally its vDSO's bytes), written by `dwunw unwind-pid --save` (or by any tool, e.g. a gdb script) and unwound
 // offline by `dwunw unwind-snapshot`. The format is documented in commands/unwind-snapshot.ts and
 // README.md. This module only converts between the file and lib/dwunw.ts's types.
 import type { MemWindow, Registers } from './dwunw.js';
@@ -22,6 +22,10 @@ export interface Snapshot {
   threads: SnapshotThread[];
   maps: string;
   sysroot: string | null;
+  /** A copy of the [vdso] mapping (an ELF image), so that frames in it unwind offline; null: none. */
+  vdso: Buffer | null;
+  /** Other memory of the process (e.g. qemu's signal trampoline page), read after the stacks. */
+  memory: MemWindow[];
 }
 
 /** The file's JSON text. */
@@ -45,6 +49,8 @@ export function snapshotToJson(s: Snapshot): string {
     }),
     maps: s.maps,
     sysroot: s.sysroot,
+    ...(s.vdso !== null && s.vdso.length > 0 ? { vdso: s.vdso.toString('base64') } : {}),
+    ...(s.memory.length > 0 ? { memory: s.memory.map((m) => ({ start: `0x${m.start.toString(16)}`, bytes: m.bytes.toString('base64') })) } : {}),
   };
   return JSON.stringify(doc, null, 1) + '\n';
 }
@@ -73,6 +79,8 @@ function intField(v: Json, where: string, min: number): number {
     throw new SnapshotError(where, `not an integer >= ${min}`);
   return v;
 }
+
+const isBase64 = (v: string): boolean => /^[A-Za-z0-9+/]*={0,2}$/.test(v) && v.length % 4 === 0;
 
 function optString(v: Json, where: string): string | null {
   if (v === undefined || v === null) return null;
@@ -117,12 +125,27 @@ export function parseSnapshot(text: string, archOf: (name: string) => number | n
     }
     let stack: MemWindow | null = null;
     if (t.stack !== undefined && t.stack !== null && t.stack !== '') {
-      if (typeof t.stack !== 'string' || !/^[A-Za-z0-9+/]*={0,2}$/.test(t.stack) || t.stack.length % 4 !== 0)
+      if (typeof t.stack !== 'string' || !isBase64(t.stack))
         throw new SnapshotError(`${at}.stack`, 'not base64');
       stack = { start: hexField(t.stack_start, `${at}.stack_start`), bytes: Buffer.from(t.stack, 'base64') };
     }
     return { tid, comm: optString(t.comm, `${at}.comm`), regs: { arch, flags: 0, pc, regs }, stack };
   });
   if (threads.length > 0 && doc.maps.trim() === '') throw new SnapshotError('maps', 'empty');
-  return { arch: doc.arch, pid, comm: optString(doc.comm, 'comm'), threads, maps: doc.maps, sysroot };
+  let vdso: Buffer | null = null;
+  if (doc.vdso !== undefined && doc.vdso !== null && doc.vdso !== '') {
+    if (typeof doc.vdso !== 'string' || !isBase64(doc.vdso)) throw new SnapshotError('vdso', 'not base64 (the bytes of the [vdso] mapping)');
+    vdso = Buffer.from(doc.vdso, 'base64');
+  }
+  const memory: MemWindow[] = [];
+  if (doc.memory !== undefined && doc.memory !== null) {
+    if (!Array.isArray(doc.memory)) throw new SnapshotError('memory', 'not an array of {start, bytes}');
+    doc.memory.forEach((m: unknown, i: number) => {
+      const r = m as { start?: unknown; bytes?: unknown };
+      if (typeof r !== 'object' || r === null || typeof r.bytes !== 'string' || !isBase64(r.bytes))
+        throw new SnapshotError(`memory[${i}]`, 'not {"start": "0x…", "bytes": "<base64>"}');
+      memory.push({ start: hexField(r.start, `memory[${i}].start`), bytes: Buffer.from(r.bytes, 'base64') });
+    });
+  }
+  return { arch: doc.arch, pid, comm: optString(doc.comm, 'comm'), threads, maps: doc.maps, sysroot, vdso, memory };
 }

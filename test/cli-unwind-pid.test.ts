@@ -1,7 +1,8 @@
 // `dwunw unwind-pid` and `dwunw unwind-snapshot` as a user runs them (node bin/dwunw), on processes
 // this test starts: the frames against gdb's (pc for pc), the text format, errors, a thread traced
 // by another tracer, signals while a thread is held (the target must keep running), a target that
-// dies while held, and --save + unwind-snapshot (offline) against the live unwind.
+// dies while held, a thread that cannot stop (--attach-timeout), and --save + unwind-snapshot
+// (offline) against the live unwind.
 //
 // Needs root (or CAP_SYS_PTRACE) and x86_64: it ptraces, and reads /proc/PID/syscall numbers.
 import { type ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_process';
@@ -302,16 +303,41 @@ for t in sorted(gdb.selected_inferior().threads(), key=lambda t: t.ptid[1]):
         f = f.older()
 `;
 
+// A thread that cannot stop: prints "ready", then waits in vfork (state D) for a child that sleeps
+// 30 s before it exits.
+const VFORK_C = `#include <stdio.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/wait.h>
+int main(void)
+{
+	pid_t g;
+	printf("ready\\n");
+	fflush(stdout);
+	g = vfork();
+	if (g == 0) {
+		struct timespec ts = { 30, 0 };
+		nanosleep(&ts, NULL);
+		_exit(0);
+	}
+	waitpid(g, NULL, 0);
+	return 0;
+}
+`;
+
 const mtExe = join(work, 'mt');
+const vforkExe = join(work, 'vfork');
 const holderExe = join(work, 'holder');
 const nondumpExe = join(work, 'nondump');
 writeFileSync(join(work, 'nondump.c'), NONDUMP_C);
 writeFileSync(join(work, 'mt.c'), MT_C);
 writeFileSync(join(work, 'holder.c'), HOLDER_C);
+writeFileSync(join(work, 'vfork.c'), VFORK_C);
 writeFileSync(join(work, 'pcs.py'), GDB_PY);
 execFileSync('gcc', ['-O2', '-g', '-pthread', '-o', mtExe, join(work, 'mt.c')]);
 execFileSync('gcc', ['-O2', '-o', holderExe, join(work, 'holder.c')]);
 execFileSync('gcc', ['-O2', '-o', nondumpExe, join(work, 'nondump.c')]);
+execFileSync('gcc', ['-O2', '-o', vforkExe, join(work, 'vfork.c')]);
 
 /** Start the three-thread program: its pid and its workers' tids once all three block. */
 async function startMt(t: Test): Promise<{ pid: number; pauseTid: number; sleepTid: number }> {
@@ -550,14 +576,30 @@ t.test('a target that dies while held: a clean stop, no hang', async (t) => {
   const target = start(t, 'sleep', ['30']);
   const pid = target.pid!;
   await blocked(pid);
-  const run = dwunwAsync(t, ['unwind-pid', String(pid), '--json'], { DWUNW_TEST_HOLD_MS: '3000' });
+  // --save: the registers read while it was frozen (the snapshot's pc is frame 0's).
+  const saved = join(work, 'died.json');
+  const run = dwunwAsync(t, ['unwind-pid', String(pid), '--json', '--save', saved], { DWUNW_TEST_HOLD_MS: '3000' });
   await heldBy(pid, run.child.pid!);
   target.kill('SIGKILL');
   const r = await within(run.done, 20_000, 'dwunw to finish');
   t.equal(r.status, 0, 'exit status 0: an exit is not an error');
   t.equal(r.stderr, '', 'nothing on stderr');
   const j = parseJson<JProcess>(t, r.stdout, 'died while held');
-  if (j) t.match(j.threads, [{ tid: pid, stop: 'NO_PROCESS', stop_text: 'target process or thread exited' }]);
+  if (j) {
+    // The maps were read while the thread was frozen (dwunw_maps_refresh), so the copied stack
+    // window still unwinds completely; a walk cut short by the exit is reported as NO_PROCESS.
+    t.equal(j.threads.length, 1, 'one thread');
+    const th = j.threads[0]!;
+    t.equal(th.tid, pid, 'the thread');
+    if (th.stop === 'OK') {
+      const snap = parseJson<Record<string, any>>(t, readOr(saved, ''), 'the saved snapshot');
+      t.ok(th.frames.length > 0, `a complete unwind (${th.frames.length} frames)`);
+      t.equal(th.frames[0]?.how, 'initial', 'frame 0: the initial frame');
+      t.equal(th.frames[0]?.pc, snap?.threads?.[0]?.pc, 'frame 0: the pc of the registers read while frozen');
+    } else {
+      t.match(th, { stop: 'NO_PROCESS', stop_text: 'target process or thread exited' }, 'or the exit, as NO_PROCESS');
+    }
+  }
   const exit = await within(
     new Promise<string | null>((resolve) => (target.exitCode !== null || target.signalCode !== null ? resolve(target.signalCode) : target.on('exit', (_c, s) => resolve(s)))),
     5_000,
@@ -596,6 +638,13 @@ t.test('--save, then unwind-snapshot: the same frames offline', async (t) => {
   const bytes = Buffer.from(th.stack, 'base64');
   t.ok(bytes.length > 0 && bytes.length <= 65536, `stack bytes (${bytes.length})`);
   t.equal((BigInt(th.stack_start) + BigInt(bytes.length)) % 4096n, 0n, 'the window ends at the end of the stack mapping (page)');
+  const vm = /^([0-9a-f]+)-([0-9a-f]+) .* \[vdso\]$/m.exec(snap.maps);
+  t.ok(vm, 'the maps have a [vdso]');
+  if (vm) {
+    const vdso = Buffer.from(snap.vdso ?? '', 'base64');
+    t.equal(BigInt(vdso.length), BigInt(`0x${vm[2]}`) - BigInt(`0x${vm[1]}`), 'vdso: the whole [vdso] mapping');
+    t.equal(vdso.subarray(0, 4).toString('latin1'), '\x7fELF', 'vdso: an ELF image');
+  }
 
   const off = dwunw(['unwind-snapshot', file, '--json']);
   t.equal(off.status, 0, 'unwind-snapshot: exit status 0');
@@ -635,7 +684,12 @@ t.test('--save, then unwind-snapshot: the same frames offline', async (t) => {
 });
 
 t.test('unwind-snapshot errors are one line', async (t) => {
-  const dir = t.testdir({
+  // Not t.testdir(): its directory (.tap/fixtures/<file>-<test name>) is the same for every run
+  // of this file in this checkout, and a concurrent run (another `tap` in the same tree) removes
+  // it when it starts or ends: the files were then missing ("no such file or directory"). The
+  // work directory is this process's own (mkdtemp).
+  const dir = mkdtempSync(join(work, 'errors-'));
+  const files: Record<string, string> = {
     'notjson.json': 'hello\n',
     'format.json': JSON.stringify({ format: 'other', arch: 'x86_64', pid: 1, threads: [], maps: '' }),
     'arch.json': JSON.stringify({ format: 'dwunw-snapshot-1', arch: 'sparc', pid: 1, threads: [], maps: '' }),
@@ -647,13 +701,24 @@ t.test('unwind-snapshot errors are one line', async (t) => {
       maps: '00400000-00401000 r-xp 00000000 00:00 0 /bin/true\n',
       sysroot: null,
     }),
-  });
+    'vdso.json': JSON.stringify({
+      format: 'dwunw-snapshot-1',
+      arch: 'x86_64',
+      pid: 1,
+      threads: [],
+      maps: '',
+      sysroot: null,
+      vdso: 'not base64!',
+    }),
+  };
+  for (const [name, text] of Object.entries(files)) writeFileSync(join(dir, name), text);
   const cases: [string, RegExp][] = [
     ['no-such.json', /: no such file or directory$/],
     ['notjson.json', /: not a dwunw snapshot: not JSON: /],
     ['format.json', /: not a dwunw snapshot: format: expected "dwunw-snapshot-1", found "other"$/],
     ['arch.json', /: not a dwunw snapshot: arch: unsupported architecture: sparc$/],
     ['reg.json', /: not a dwunw snapshot: threads\[0\]\.regs\["7"\]: not a hex string/],
+    ['vdso.json', /: not a dwunw snapshot: vdso: not base64/],
   ];
   for (const [name, cause] of cases) {
     const file = join(dir, name);
@@ -663,5 +728,49 @@ t.test('unwind-snapshot errors are one line', async (t) => {
     t.equal(lines.length, 1, `${name}: one line`, { stderr: r.stderr });
     t.ok(lines[0]?.startsWith(`dwunw: ${file}: `), `${name}: names the file`);
     t.match(lines[0] ?? '', cause, `${name}: the cause`);
+  }
+});
+
+t.test('--attach-timeout: a thread that cannot stop (vfork parent, state D) is not unwound', async (t) => {
+  const c = start(t, vforkExe, []);
+  const pid = c.pid!;
+  t.equal(await firstLine(c), 'ready');
+  await waitFor(() => stateOf(pid) === 'D', 10_000, 'the vfork parent to wait for its child (state D)');
+  // The child sleeps 30 s: kill it at the end too.
+  const kids = readOr(`/proc/${pid}/task/${pid}/children`, '').trim().split(/\s+/).filter(Boolean).map(Number);
+  t.teardown(() => {
+    for (const k of kids) {
+      try {
+        process.kill(k, 'SIGKILL');
+      } catch {
+        // gone
+      }
+    }
+  });
+  const warning = `dwunw: pid ${pid} tid ${pid} did not stop within 300 ms (state D): not unwound\n`;
+
+  const t0 = Date.now();
+  const r = dwunw(['unwind-pid', String(pid), '--json', '--attach-timeout', '300']);
+  const ms = Date.now() - t0;
+  t.equal(r.status, 1, 'exit status 1: a thread was not unwound');
+  t.equal(r.stderr, warning, 'one line: the library\'s warning');
+  t.ok(ms < 10_000, `it gave up in time (${ms} ms, node start included)`);
+  const j = parseJson<JProcess>(t, r.stdout, 'timeout --json');
+  if (j)
+    t.match(j.threads, [
+      { tid: pid, frames: [], stop: 'IO', stop_text: 'did not stop within 300 ms', error: 'cannot attach: did not stop within 300 ms (ETIMEDOUT)' },
+    ]);
+  t.equal(tracerOf(pid), 0, 'not left traced');
+  t.equal(stateOf(pid), 'D', 'still waiting for its child: not stopped (t/T)');
+
+  const text = dwunw(['unwind-pid', String(pid), '--attach-timeout', '300']);
+  t.equal(text.status, 1);
+  t.equal(text.stderr, warning, 'text: the same one line');
+  t.equal(text.stdout, `PID ${pid} (vfork)\nThread ${pid} (vfork):\nstop: did not stop within 300 ms (IO)\n`, 'text: the stop line');
+
+  for (const bad of ['0', '-5', 'abc']) {
+    const u = dwunw(['unwind-pid', String(pid), '--attach-timeout', bad]);
+    t.equal(u.status, 1, `--attach-timeout ${bad}: exit status 1`);
+    t.match(u.stderr, /^dwunw: --attach-timeout: [^\n]+\n$/, `--attach-timeout ${bad}: one line`);
   }
 });

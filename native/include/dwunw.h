@@ -112,7 +112,8 @@ struct dwunw_arch_ops {
 	uint64_t callee_saved;
 	/* readelf's name for a DWARF register ("rbx", "x29", ...), or NULL when readelf prints rN. */
 	const char *(*reg_name)(unsigned reg);
-	/* The CFI's raw return address -> the caller's pc (strips arm64 pointer authentication). */
+	/* The CFI's raw return address -> the caller's pc (strips arm64 pointer authentication);
+	 * NULL = identity. */
 	uint64_t (*ra_to_pc)(uint64_t ra, int ra_signed);
 	/*
 	 * A signal trampoline at pc (recognised by its code, read through `read`)? If so, fill
@@ -166,6 +167,10 @@ struct dwunw_config {
 	const struct dwunw_module_source *modules;
 	uint32_t nmodules;
 	uint32_t pad;
+	/* Stack reader: how long dwunw_stack_reader_attach waits for the thread to stop (a vfork
+	 * parent or a thread in uninterruptible I/O cannot stop); then DWUNW_ERR_IO, ETIMEDOUT. */
+	uint32_t attach_timeout_ms; /* 0 = 2000 */
+	uint32_t pad2;              /* 0 */
 };
 
 #define DWUNW_CFG_NO_FP_FALLBACK   (1u << 0) /* never use frame pointers where CFI is missing */
@@ -202,6 +207,8 @@ enum dwunw_how {
 #define DWUNW_FRAME_VDSO            (1u << 3)
 #define DWUNW_FRAME_HOLDS_REF       (1u << 4) /* this frame holds the module reference for its module */
 #define DWUNW_FRAME_UPROBE_TRAMP    (1u << 5) /* pc is the kernel's uretprobe trampoline */
+#define DWUNW_FRAME_SIGTRAMP        (1u << 6) /* pc is a signal trampoline: nothing called it, so it
+						    * is symbolized as is, not as pc-1 */
 
 struct dwunw_module;
 
@@ -220,7 +227,8 @@ struct dwunw_frame {
  * of frames written (always at least frame 0 when regs are valid), also when an error is returned.
  * Returns DWUNW_OK when the walk reached the outermost frame, otherwise the reason it stopped
  * (DWUNW_ERR_NO_DWARF, _IO, _NO_PROGRESS, _DEPTH, _NO_MODULE, ...). Memory is read from the
- * snapshot, then from the live process (regs->pid) through the stack reader, then from module files.
+ * snapshot, then from the pid's offline memory (dwunw_memory_add), then from the live process
+ * (regs->pid) through the stack reader, then from read-only module data.
  * Frames with a module hold a reference on it: give them back with dwunw_module_cache_release().
  */
 int dwunw_capture(struct dwunw_ctx *ctx, const struct dwunw_regs *regs,
@@ -318,7 +326,8 @@ int dwunw_maps_set(struct dwunw_ctx *ctx, int32_t pid, const char *maps_text, si
 /*
  * Offline memory of pid (a core file's segments): read when the snapshot does not cover an
  * address, before module files. The bytes are not copied: keep them valid until the pid is
- * forgotten or the context shut down. Requires maps set with dwunw_maps_set first.
+ * forgotten or the context shut down. Requires maps set with dwunw_maps_set first (setting
+ * them again drops the regions). Not to be called while captures of that pid run.
  */
 int dwunw_memory_add(struct dwunw_ctx *ctx, int32_t pid, uint64_t addr, const void *data, uint64_t len);
 
@@ -327,6 +336,64 @@ int dwunw_memory_add(struct dwunw_ctx *ctx, int32_t pid, uint64_t addr, const vo
 int dwunw_maps_refresh(struct dwunw_ctx *ctx, int32_t pid);
 /* Forget what is cached for pid (maps, vDSO image). */
 void dwunw_maps_forget(struct dwunw_ctx *ctx, int32_t pid);
+
+/*
+ * Core files (ELF ET_CORE: a kernel core, gdb's gcore, qemu-user's guest cores), unwound offline.
+ * dwunw_core_load registers the core's process under an offline pid: its maps (built from the
+ * NT_FILE note, or the caller's maps text: qemu's guest cores have no NT_FILE), its memory (every
+ * PT_LOAD's file bytes, read in place: the core stays open, copied or mapped, until the pid is
+ * forgotten or the context shut down), and the vDSO image the core holds (AT_SYSINFO_EHDR); and
+ * returns each thread's registers from NT_PRSTATUS, ready for dwunw_capture (no stack copy: the
+ * walk reads the core's memory, then the module files, opened under the config's sysroot).
+ * Threads come in the core's order: the kernel and gdb put the thread that took the fatal signal
+ * first. Loading another core under the same pid replaces the first.
+ */
+struct dwunw_core_options {
+	uint32_t size;              /* sizeof(struct dwunw_core_options) */
+	uint32_t flags;             /* 0 */
+	const char *maps_text;      /* the process's maps (/proc/PID/maps format), e.g. saved beside
+	                             * the core; NULL = build them from the core's NT_FILE */
+	uint64_t maps_len;
+	const char *exe;            /* file to use for the main executable's mappings instead of the
+	                             * path the maps give it (a core from another machine); NULL = none */
+	int32_t pid;                /* offline pid to register; 0 = the core's own (NT_PRPSINFO) */
+	uint32_t pad;               /* 0 */
+};
+
+struct dwunw_core_thread {
+	int32_t tid;
+	int32_t signo;              /* pr_cursig (a kernel core repeats the fatal signal in every
+	                             * thread's note: the first thread is the one that took it) */
+	struct dwunw_regs regs;     /* pid: the registered pid; no stack copy */
+};
+
+struct dwunw_core_info {
+	uint32_t arch;              /* enum dwunw_arch */
+	int32_t pid;                /* pid registered; 0 when no maps could be built (regs.pid is 0) */
+	int32_t core_pid;           /* process id the core records */
+	uint32_t nthreads;          /* threads with readable registers (may exceed the buffer) */
+	uint32_t flags;             /* DWUNW_CORE_* */
+	uint32_t nmaps;             /* lines of the maps registered */
+	uint32_t nsegments;         /* memory regions registered */
+	uint32_t pad;
+	char comm[32];              /* NT_PRPSINFO pr_fname, "" when absent */
+	char exe[4096];             /* the main executable as the maps name it (before opts->exe), "" if unknown */
+};
+#define DWUNW_CORE_NT_FILE   (1u << 0) /* maps built from NT_FILE */
+#define DWUNW_CORE_TRUNCATED (1u << 1) /* notes or segments extend past the end of the file */
+#define DWUNW_CORE_VDSO      (1u << 2) /* the core's vDSO image serves "[vdso]" */
+#define DWUNW_CORE_EXE       (1u << 3) /* opts->exe replaced the main executable's mappings */
+
+/*
+ * Load core_path (opts may be NULL). On entry *nthreads is the capacity of `threads` (may be 0);
+ * on return the number written. Returns DWUNW_OK; DWUNW_ERR_CORRUPT when part of the core is
+ * malformed or truncated: what could be read is registered and returned all the same (threads,
+ * info); or, with nothing registered: DWUNW_ERR_NOT_FOUND/_PERM/_IO (opening or reading the file
+ * or opts->exe), _NOT_ELF, _INVALID_ARG (not an ET_CORE file), _UNSUPPORTED_ARCH (machine, class
+ * or byte order this build cannot unwind), _NOMEM.
+ */
+int dwunw_core_load(struct dwunw_ctx *ctx, const char *core_path, const struct dwunw_core_options *opts,
+		    struct dwunw_core_thread *threads, size_t *nthreads, struct dwunw_core_info *info);
 
 /* ---- Symbols ------------------------------------------------------------------------------ */
 
@@ -359,10 +426,20 @@ int dwunw_symbolize_frame(struct dwunw_ctx *ctx, const struct dwunw_frame *frame
  * Fields are private to the library (flags bits 8 and up hold reader state).
  *
  * ptrace binds a traced thread to the tracing thread: call attach, regs and detach from one
- * thread. Attach blocks until the thread stops; do not reap children with waitpid(-1) meanwhile.
- * A signal that arrives while the thread is held is delivered at detach, never dropped. If the
- * target exits during attach, its exit is collected here (a parent's later waitpid gets ECHILD).
- * A tracer that dies leaves its tracee running: the kernel detaches it.
+ * thread. Attach waits until the thread stops, at most attach_timeout_ms (config; 0 = 2000 ms);
+ * do not reap children with waitpid(-1) meanwhile. A signal that arrives while the thread is held
+ * is delivered at detach, never dropped. If the target exits during attach, its exit is collected
+ * here (a parent's later waitpid gets ECHILD). A tracer that dies leaves its tracee running: the
+ * kernel detaches it.
+ *
+ * A thread that cannot stop (a vfork parent, uninterruptible I/O: state D) is not unwound: attach
+ * returns DWUNW_ERR_IO with last_errno ETIMEDOUT, and warns "dwunw: pid P tid T did not stop within
+ * N ms (state D): not unwound". A thread already in state D is waited for before it is seized, so
+ * usually nothing is left behind. If it entered D after the interrupt was sent, it stays seized
+ * with the stop pending: detach waits a little for that stop and resumes the thread; if it still
+ * has not stopped, the reader keeps it (a later detach or attach on this reader finishes the job)
+ * and the kernel releases it, running, when the tracing thread exits (a seized thread has no
+ * SIGSTOP pending). Until then, once it leaves state D it waits in that stop: call detach again.
  */
 struct dwunw_stack_reader {
 	int32_t pid;
@@ -375,6 +452,8 @@ struct dwunw_stack_reader {
 	void *warn_arg;
 	uint64_t reads;             /* process_vm_readv calls */
 	uint64_t fallback_reads;    /* /proc/PID/mem reads */
+	uint32_t attach_timeout_ms; /* from the config (0 there: 2000) */
+	uint32_t pad;
 };
 #define DWUNW_READER_ATTACHED     (1u << 0)
 #define DWUNW_READER_NO_VM_READV  (1u << 1) /* process_vm_readv unavailable: use /proc/PID/mem */
@@ -382,13 +461,16 @@ struct dwunw_stack_reader {
 
 /* Prepare a reader for pid; audit/warn sinks come from cfg (may be NULL). No system call is made. */
 int dwunw_stack_reader_init(struct dwunw_stack_reader *r, int32_t pid, const struct dwunw_config *cfg);
-/* Freeze thread tid of the reader's process; returns when it is stopped. */
+/* Freeze thread tid of the reader's process; returns when it is stopped, or DWUNW_ERR_IO
+ * (last_errno ETIMEDOUT) when it did not stop within attach_timeout_ms. */
 int dwunw_stack_reader_attach(struct dwunw_stack_reader *r, int32_t tid);
 /* Read len bytes at addr of the process: DWUNW_OK, or the error of the last path tried. */
 int dwunw_stack_reader_read(struct dwunw_stack_reader *r, uint64_t addr, void *buf, size_t len);
 /* Registers of the attached thread. */
 int dwunw_stack_reader_regs(struct dwunw_stack_reader *r, struct dwunw_regs *out);
-/* Resume the attached thread (safe to call when not attached). */
+/* Resume the attached thread (safe to call when not attached). After an attach that timed out:
+ * DWUNW_OK once the late stop was seen and the thread resumed, DWUNW_ERR_IO (ETIMEDOUT) while it
+ * still has not stopped (see above). */
 int dwunw_stack_reader_detach(struct dwunw_stack_reader *r);
 
 #ifdef __cplusplus

@@ -69,6 +69,20 @@ static inline int col_restore(struct dw_frame_state *st, const struct dw_frame_s
 	return DWUNW_OK;
 }
 
+/* A factored operand times its alignment factor. A product beyond 64 bits (undefined in C) is
+ * corrupt CFI, as an overrun is (the cursor stops); so is -2^63, which callers may negate. */
+static inline int64_t factored(struct dw_cursor *c, int64_t v, int64_t factor)
+{
+	int64_t r;
+
+	if (__builtin_mul_overflow(v, factor, &r) || r == INT64_MIN) {
+		c->err = DWUNW_ERR_CORRUPT;
+		c->p = c->end;
+		return 0;
+	}
+	return r;
+}
+
 static int read_block(struct dw_cursor *c, const uint8_t **p, uint32_t *len)
 {
 	uint64_t n = cur_uleb(c);
@@ -124,7 +138,7 @@ int dw_cfi_exec(const struct dw_cfi_section *s, const struct dw_cie *cie,
 			delta = (op & 0x3f) * caf;
 			goto advance;
 		case CFA_offset:
-			off = (int64_t)cur_uleb(&c) * daf;
+			off = factored(&c, (int64_t)cur_uleb(&c), daf);
 			err = col_set(st, op & 0x3f, DW_RULE_OFFSET, off);
 			continue;
 		case CFA_restore:
@@ -162,27 +176,27 @@ int dw_cfi_exec(const struct dw_cfi_section *s, const struct dw_cie *cie,
 			goto advance;
 		case CFA_offset_extended:
 			reg = cur_uleb(&c);
-			off = (int64_t)cur_uleb(&c) * daf;
+			off = factored(&c, (int64_t)cur_uleb(&c), daf);
 			err = col_set(st, reg, DW_RULE_OFFSET, off);
 			break;
 		case CFA_offset_extended_sf:
 			reg = cur_uleb(&c);
-			off = cur_sleb(&c) * daf;
+			off = factored(&c, cur_sleb(&c), daf);
 			err = col_set(st, reg, DW_RULE_OFFSET, off);
 			break;
 		case CFA_GNU_negative_offset_extended:
 			reg = cur_uleb(&c);
-			off = -((int64_t)cur_uleb(&c) * daf);
+			off = -factored(&c, (int64_t)cur_uleb(&c), daf);
 			err = col_set(st, reg, DW_RULE_OFFSET, off);
 			break;
 		case CFA_val_offset:
 			reg = cur_uleb(&c);
-			off = (int64_t)cur_uleb(&c) * daf;
+			off = factored(&c, (int64_t)cur_uleb(&c), daf);
 			err = col_set(st, reg, DW_RULE_VAL_OFFSET, off);
 			break;
 		case CFA_val_offset_sf:
 			reg = cur_uleb(&c);
-			off = cur_sleb(&c) * daf;
+			off = factored(&c, cur_sleb(&c), daf);
 			err = col_set(st, reg, DW_RULE_VAL_OFFSET, off);
 			break;
 		case CFA_restore_extended:
@@ -240,7 +254,7 @@ int dw_cfi_exec(const struct dw_cfi_section *s, const struct dw_cie *cie,
 			break;
 		case CFA_def_cfa_sf:
 			st->cfa_reg = (uint32_t)cur_uleb(&c);
-			st->cfa_off = cur_sleb(&c) * daf;
+			st->cfa_off = factored(&c, cur_sleb(&c), daf);
 			st->cfa_kind = DW_CFA_KIND_REG;
 			break;
 		case CFA_def_cfa_register:
@@ -254,7 +268,7 @@ int dw_cfi_exec(const struct dw_cfi_section *s, const struct dw_cie *cie,
 				st->cfa_kind = DW_CFA_KIND_REG;
 			break;
 		case CFA_def_cfa_offset_sf:
-			st->cfa_off = cur_sleb(&c) * daf;
+			st->cfa_off = factored(&c, cur_sleb(&c), daf);
 			if (st->cfa_kind == DW_CFA_KIND_NONE)
 				st->cfa_kind = DW_CFA_KIND_REG;
 			break;

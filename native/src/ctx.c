@@ -85,6 +85,7 @@ DWUNW_API void dwunw_shutdown(struct dwunw_ctx *ctx)
 	if (!c)
 		return;
 	dw_procs_free(c);
+	dw_core_forget_all(c);
 	for (uint32_t i = 0; i < c->nslots; i++) {
 		struct dwunw_module *m = &c->slots[i];
 		if (m->loaded) {

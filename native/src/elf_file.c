@@ -140,6 +140,21 @@ static int check_header(const uint8_t *h, size_t avail, uint64_t fsize)
 	/* e_shnum 0 with a table: the count is in section 0, which must then be readable. */
 	if (shoff && (shent != shdr_size(cls) || !table_ok(shoff, shnum ? shnum : 1, shent, fsize)))
 		return DWUNW_ERR_CORRUPT;
+	/* The extended count in section 0's sh_size must fit too (libelf would say "no sections"). */
+	if (shoff && !shnum && avail >= shoff + shent) {
+		uint64_t count;
+		if (cls == ELFCLASS64) {
+			Elf64_Shdr s0;
+			memcpy(&s0, h + shoff, sizeof(s0));
+			count = s0.sh_size;
+		} else {
+			Elf32_Shdr s0;
+			memcpy(&s0, h + shoff, sizeof(s0));
+			count = s0.sh_size;
+		}
+		if (count && !table_ok(shoff, count, shent, fsize))
+			return DWUNW_ERR_CORRUPT;
+	}
 	return DWUNW_OK;
 }
 
@@ -457,6 +472,9 @@ static int open_common(struct dw_elf *e)
 	e->elf_class = eh.e_ident[EI_CLASS];
 	e->type = (uint8_t)eh.e_type;
 	e->arch = dwunw_arch_for_elf(e->machine, e->elf_class);
+	/* MIPS n32 is ELFCLASS32 too, but not the o32 ABI the mips32 backend implements. */
+	if (e->machine == EM_MIPS && (eh.e_flags & 0x20 /* EF_MIPS_ABI2 */))
+		e->arch = NULL;
 
 	rc = load_phdrs(e, &eh);
 	if (!rc)

@@ -16,6 +16,10 @@ extern const struct dwunw_arch_ops dw_arch_x86_64;
 extern const struct dwunw_arch_ops dw_arch_arm64;
 extern const struct dwunw_arch_ops dw_arch_mips32;
 
+/* A backend's step starts the caller's frame as a copy of the callee's identity (process, thread,
+ * snapshot) with no register known yet (arch.c). */
+void dw_arch_frame_from(const struct dwunw_regs *in, struct dwunw_regs *out, uint32_t arch);
+
 /* errno -> DWUNW_ERR_* */
 int dw_errno_to_err(int err);
 

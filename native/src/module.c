@@ -131,6 +131,9 @@ int dw_module_acquire(struct dwunw_ctx_impl *c, const char *path, const char *op
 		return DWUNW_ERR_INVALID_ARG;
 	if (!open_path)
 		open_path = path;
+	/* A caller's image registered under this path serves it even when no such file exists. */
+	if (!image && dw_module_find_image(c, path, out) == DWUNW_OK)
+		return DWUNW_OK;
 	if (!image) {
 		if (stat(open_path, &st))
 			return dw_errno_to_err(errno);

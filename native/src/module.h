@@ -78,6 +78,10 @@ void dw_module_put(struct dwunw_module *m);
 int dw_module_acquire(struct dwunw_ctx_impl *c, const char *name, const char *open_path,
 		      const void *image, size_t size, struct dwunw_module **out);
 
+/* Core files loaded into the context (core.c): freed with their pid, or all at shutdown. */
+void dw_core_forget(struct dwunw_ctx_impl *c, int32_t pid);
+void dw_core_forget_all(struct dwunw_ctx_impl *c);
+
 /* A caller's image registered under `name`, with a reference; DWUNW_ERR_NO_MODULE if none. */
 int dw_module_find_image(struct dwunw_ctx_impl *c, const char *name, struct dwunw_module **out);
 

@@ -14,7 +14,7 @@
 #define DW_MAX_PROCS 64          /* cached pids; the oldest unused one goes first */
 #define DW_MAX_VDSO (1u << 20)   /* a vDSO larger than this is not believed */
 
-static int hexval(const char **s, const char *end, uint64_t *out)
+int dw_parse_hex(const char **s, const char *end, uint64_t *out)
 {
 	uint64_t v = 0;
 	const char *p = *s;
@@ -73,14 +73,14 @@ static int parse_line(const char *s, const char *end, struct dw_map *m, const ch
 	uint64_t maj, min;
 
 	memset(m, 0, sizeof(*m));
-	if (hexval(&s, end, &m->start) || expect(&s, end, '-') || hexval(&s, end, &m->end) ||
+	if (dw_parse_hex(&s, end, &m->start) || expect(&s, end, '-') || dw_parse_hex(&s, end, &m->end) ||
 	    expect(&s, end, ' ') || end - s < 5)
 		return -1;
 	m->prot = (s[0] == 'r' ? DW_PROT_R : 0) | (s[1] == 'w' ? DW_PROT_W : 0) |
 		  (s[2] == 'x' ? DW_PROT_X : 0);
 	s += 4;
-	if (expect(&s, end, ' ') || hexval(&s, end, &m->offset) || expect(&s, end, ' ') ||
-	    hexval(&s, end, &maj) || expect(&s, end, ':') || hexval(&s, end, &min) ||
+	if (expect(&s, end, ' ') || dw_parse_hex(&s, end, &m->offset) || expect(&s, end, ' ') ||
+	    dw_parse_hex(&s, end, &maj) || expect(&s, end, ':') || dw_parse_hex(&s, end, &min) ||
 	    expect(&s, end, ' ') || decval(&s, end, &m->inode))
 		return -1;
 	if (m->end <= m->start)
@@ -576,4 +576,5 @@ DWUNW_API void dwunw_maps_forget(struct dwunw_ctx *ctx, int32_t pid)
 			proc_free(o);
 	}
 	pthread_mutex_unlock(&c->lock);
+	dw_core_forget(c, pid);
 }

@@ -55,6 +55,10 @@ struct dw_proc {
 	uint32_t nmem;
 };
 
+/* A hexadecimal number at *s (before end), *s moved past it: 0, or -1 when there is none or it
+ * overflows 64 bits (maps lines, NT_FILE-less sidecars). */
+int dw_parse_hex(const char **s, const char *end, uint64_t *out);
+
 /* Offline memory of p: DWUNW_OK with the bytes, or DWUNW_ERR_IO when no region covers them. */
 int dw_proc_read_mem(const struct dw_proc *p, uint64_t addr, void *buf, size_t len);
 

@@ -641,7 +641,7 @@ DWUNW_API int dwunw_symbolize_frame(struct dwunw_ctx *ctx, const struct dwunw_fr
 	if (!frame->module)
 		return DWUNW_ERR_NO_MODULE;
 	/* A return address points after the call: look up the call itself, as gdb does. */
-	exact = (frame->flags & DWUNW_FRAME_EXACT_PC) || frame->module_addr == 0;
+	exact = (frame->flags & (DWUNW_FRAME_EXACT_PC | DWUNW_FRAME_SIGTRAMP)) || frame->module_addr == 0;
 	err = dwunw_symbolize(ctx, frame->module, exact ? frame->module_addr : frame->module_addr - 1, out);
 	if (err == DWUNW_OK && !exact)
 		out->offset += 1;

@@ -61,7 +61,7 @@ static int grow(void **p, uint32_t *cap, uint32_t need, size_t elem)
 	return DWUNW_OK;
 }
 
-/* Rules are 16 bytes and register rules 8: hash them a word at a time. */
+/* A rule's key is its first 12 bytes and register rules are 8: hash them a word at a time. */
 static uint64_t hash_rule(const struct dw_rule *r, const struct dw_regrule *regs, uint32_t n)
 {
 	uint64_t w[2], h = 0x9e3779b97f4a7c15ull;
@@ -221,7 +221,7 @@ static int rule_id(struct builder *b, const struct dw_frame_state *st, uint32_t 
 			break;
 		const struct dw_rule *o = &b->rules[id - 1];
 		if (memcmp(o, &r, offsetof(struct dw_rule, reg_first)) == 0 &&
-		    memcmp(&b->regrules[o->reg_first], b->tmp, n * sizeof(struct dw_regrule)) == 0) {
+		    (!n || memcmp(&b->regrules[o->reg_first], b->tmp, n * sizeof(struct dw_regrule)) == 0)) {
 			*out = id - 1;
 			return DWUNW_OK;
 		}
@@ -230,7 +230,8 @@ static int rule_id(struct builder *b, const struct dw_frame_state *st, uint32_t 
 	    grow((void **)&b->regrules, &b->cap_regrules, b->nregrules + n, sizeof(*b->regrules)))
 		return DWUNW_ERR_NOMEM;
 	r.reg_first = b->nregrules;
-	memcpy(&b->regrules[b->nregrules], b->tmp, n * sizeof(struct dw_regrule));
+	if (n)
+		memcpy(&b->regrules[b->nregrules], b->tmp, n * sizeof(struct dw_regrule));
 	b->nregrules += n;
 	b->rules[b->nrules] = r;
 	*out = b->nrules++;
@@ -335,9 +336,10 @@ static int finish(struct builder *b, struct dw_table *t)
 	sz_rules = (size_t)b->nrules * sizeof(struct dw_rule);
 	sz_regs = (size_t)b->nregrules * sizeof(struct dw_regrule);
 	sz_exprs = (size_t)b->nexprs * sizeof(struct dw_expr_ref);
-	/* the look-up cache: about one entry per 32 rows, 256 to 512 entries */
-	t->rcache_bits = 8;
-	while (t->rcache_bits < DW_RCACHE_BITS && ((uint64_t)32 << t->rcache_bits) < n)
+	/* the look-up cache: about one entry per 4 rows, 64 to 512 entries (a stack touches a few
+	 * dozen rows of a module; small tables need fewer entries than rows) */
+	t->rcache_bits = 6;
+	while (t->rcache_bits < DW_RCACHE_BITS && ((uint64_t)4 << t->rcache_bits) < n)
 		t->rcache_bits++;
 	sz_blocks = (size_t)nblocks * 4 + ((size_t)8 << t->rcache_bits);
 #define ALIGN8(x) (((x) + 7) & ~(size_t)7)
@@ -492,6 +494,11 @@ drop:
 		ferr = cc->err;
 		if (!ferr && cie->ra_reg > UINT8_MAX)
 			ferr = DWUNW_ERR_UNSUPPORTED_CFI;
+		/* Rows are only kept from an FDE whose program ran to its end: a program that fails
+		 * part-way is not trusted for any of its range. add_row may replace the last row
+		 * before it, so that one is saved too. */
+		uint32_t rows_before = b->nrows;
+		struct brow last_before = rows_before ? b->rows[rows_before - 1] : (struct brow){ 0, 0 };
 		if (!ferr)
 			ferr = dw_cfi_run_fde(sec, cie, &cc->st, &f, on_row, b);
 		if (ferr == DWUNW_ERR_NOMEM) {
@@ -501,6 +508,11 @@ drop:
 		if (ferr) {
 			note_err(t, ferr, f.offset, src_flag);
 			t->fdes_dropped++;
+			b->nrows = rows_before;
+			if (rows_before)
+				b->rows[rows_before - 1] = last_before;
+			if ((err = add_row(b, r->begin, 0)))
+				goto out;
 		}
 		t->sources |= src_flag;
 		if (i + 1 == kept || refs[i + 1].begin != r->end) {

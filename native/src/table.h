@@ -83,7 +83,7 @@ struct dw_table {
 	uint32_t shift;            /* block size is 1 << shift bytes of pc */
 	uint32_t nblocks;
 	uint32_t *blocks;          /* blocks[b] = last row starting at or before (b << shift) */
-	/* Direct-mapped cache of recent look-ups: (pc offset << 32 | row) in one word, so
+	/* 2-way set-associative cache of recent look-ups: (pc offset << 32 | row) in one word, so
 	 * concurrent readers and writers never see a torn entry. */
 	_Atomic uint64_t *rcache;
 	uint32_t rcache_bits;      /* log2 of its entries: up to DW_RCACHE_BITS, fewer for small tables */

@@ -14,7 +14,7 @@
 #include "utils/stack_reader.h"
 
 #define DW_HELD_MAX 32
-#define DW_STEP_REGS 34  /* registers copied per step: x86_64 17, mips32 32, arm64 33 */
+#define DW_STEP_REGS 34  /* registers copied per step: at least every backend's nregs (x86_64 17, arm64 and mips32 32) */
 
 /* The register state of one frame: only the arch's registers are copied between steps. */
 struct state {
@@ -118,7 +118,7 @@ static inline uint64_t wrap(const struct walk *w, uint64_t v)
 
 static inline int read_word(struct walk *w, uint64_t addr, uint64_t *v)
 {
-	if (DW_LIKELY(addr >= w->snap_lo && addr - w->snap_lo + w->asz <= w->snap_len)) {
+	if (DW_LIKELY(addr >= w->snap_lo && w->snap_len >= w->asz && addr - w->snap_lo <= w->snap_len - w->asz)) {
 		const uint8_t *p = w->snap + (addr - w->snap_lo);
 		if (w->asz == 8) {
 			memcpy(v, p, 8);
@@ -440,10 +440,25 @@ static void from_regs(const struct dwunw_regs *r, struct state *s)
 }
 
 /*
+ * A signal frame whose trampoline the arch recognises by its code: its saved context is the
+ * truth, whatever the FDE says (the arm64 vDSO's FDE describes only a frame record). The step
+ * itself then goes through step_fallback, which asks the arch first.
+ */
+static int is_sigtramp(struct walk *w, const struct state *s)
+{
+	struct dwunw_regs in, out;
+
+	if (!w->arch->sigframe)
+		return 0;
+	to_regs(w, s, &in);
+	return w->arch->sigframe(&in, &out, wread, w) > 0;
+}
+
+/*
  * Steps without CFI, through the arch: a signal trampoline recognised by its code; at an exact pc
- * (frame 0, or after a signal) a linker stub or a leaf that still has its return address in the
- * link register; frame pointers only where there is no CFI to trust at all (JIT code, a module
- * without unwind tables), never inside a module whose CFI merely misses this pc.
+ * (frame 0, or after a signal) a linker stub; at frame 0 a leaf that still has its return address
+ * in the link register; frame pointers only where there is no CFI to trust at all (JIT code, a
+ * module without unwind tables), never inside a module whose CFI merely misses this pc.
  */
 static int step_fallback(struct walk *w, const struct state *s, struct state *n, uint32_t fi,
 			 int exact, const struct place *pl, uint32_t *how)
@@ -541,7 +556,7 @@ DWUNW_API int dwunw_capture(struct dwunw_ctx *ctx, const struct dwunw_regs *regs
 	for (;;) {
 		struct dwunw_frame *f = &frames[nf];
 		const struct place *pl;
-		const uint64_t lookup = exact ? cur->pc : cur->pc - 1;
+		uint64_t lookup = exact ? cur->pc : cur->pc - 1;
 		const uint64_t osp = cur->regs[spr], opc = cur->pc;
 		uint64_t cfa = 0;
 		const struct dw_table *t;
@@ -550,6 +565,15 @@ DWUNW_API int dwunw_capture(struct dwunw_ctx *ctx, const struct dwunw_regs *regs
 		int r, err;
 
 		pl = frame_place(&w, lookup, (uint32_t)nf);
+		if (DW_UNLIKELY(!exact && (!pl->map || opc >= pl->map->end))) {
+			/* A return address at the very start of a mapping: no call precedes it there, so
+			 * it is a trampoline's (qemu's signal page); it belongs to pc's own mapping. */
+			const struct dw_map *own = w.proc ? dw_proc_find(w.proc, opc) : NULL;
+			if (own && own != pl->map) {
+				lookup = opc;
+				pl = frame_place(&w, lookup, (uint32_t)nf);
+			}
+		}
 		f->pc = opc;
 		f->sp = (cur->valid >> spr) & 1 ? osp : 0;
 		f->cfa = 0;
@@ -585,7 +609,8 @@ DWUNW_API int dwunw_capture(struct dwunw_ctx *ctx, const struct dwunw_regs *regs
 		t = pl->table;
 		if (t)
 			row = dw_table_find_cached(t, lookup - pl->bias);
-		if (row >= 0 && dw_table_rule(t, (uint32_t)row)->cfa_kind != DW_CFA_KIND_END) {
+		if (row >= 0 && dw_table_rule(t, (uint32_t)row)->cfa_kind != DW_CFA_KIND_END &&
+		    !((dw_table_rule(t, (uint32_t)row)->flags & DW_RULEF_SIGNAL) && is_sigtramp(&w, cur))) {
 			const struct dw_rule *rule = dw_table_rule(t, (uint32_t)row);
 			r = step_fast(&w, t, rule, cur, &cfa); /* in place, when it can */
 			if (r < 0) {
@@ -605,14 +630,18 @@ DWUNW_API int dwunw_capture(struct dwunw_ctx *ctx, const struct dwunw_regs *regs
 				break;
 			}
 			f->cfa = cfa;
-			if (rule->flags & DW_RULEF_SIGNAL)
+			if (rule->flags & DW_RULEF_SIGNAL) {
 				nhow = DWUNW_HOW_SIGNAL;
+				f->flags |= DWUNW_FRAME_SIGTRAMP;
+			}
 		} else {
 			err = step_fallback(&w, cur, next, (uint32_t)nf - 1, exact, pl, &nhow);
 			if (err) {
 				ret = err == DWUNW_ERR_NO_MODULE && !w.proc && proc_err ? proc_err : err;
 				break;
 			}
+			if (nhow == DWUNW_HOW_SIGNAL)
+				f->flags |= DWUNW_FRAME_SIGTRAMP;
 			tmp = cur;
 			cur = next;
 			next = tmp;

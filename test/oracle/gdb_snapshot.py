@@ -20,8 +20,23 @@ config.json:
                function stays the same, at most N; each step is one "thread" of
                OUT/NAME.snapshot.json (tid = step number from 1), the frames likewise
   maps_file    read the maps text from this file instead of /proc/PID/maps (qemu-user)
+  at_expr      instead of spec/module_addr: an expression evaluated when the breakpoint is set
+               (with `after`: at the stop that armed it), whose value is the address, e.g.
+               "$x30" / "$ra" / "*(void **)$sp" at a handler's entry: its signal trampoline
+  signal       instead of a breakpoint: stop when the program receives this signal ("SIGSEGV",
+               "SIGABRT"), before its handler runs; the snapshot is that of the faulting or
+               signalled instruction
+Remote mode (qemu-user's gdbstub; gdb-multiarch): the config also has
+  remote       "HOST:PORT" of `qemu-ARCH -g PORT PROG ARGS` started by the caller (the program
+               and args above are then only used for the symbols and the load bias)
+  sysroot      the guest's root for shared libraries (/usr/aarch64-linux-gnu, ...)
+and maps_file is the file the program writes its own /proc/self/maps to. The load bias then
+comes from the auxiliary vector (AT_ENTRY), and gdb connects instead of running the program.
 The program runs from its first instruction; at each wanted stop the script writes
   OUT/NAME.snapshot.json  the selected thread's registers and stack, in dwunw-snapshot-1 format
+                          (with "vdso": the bytes of the [vdso] mapping, when the maps have one,
+                          and "memory": [{"start", "bytes"}] of anonymous executable mappings,
+                          such as qemu-user's signal trampoline page)
   OUT/NAME.frames.json    gdb's frames of that thread ({"pid", "threads": {tid: frames}}, as
                           gdb_frames.py prints them)
 and continues; when every breakpoint is done (or the program exits) it kills the program and
@@ -44,6 +59,7 @@ import gdb_frames  # noqa: E402  (settings, frame walker)
 
 FORMAT = "dwunw-snapshot-1"
 STACK_CAP = 256 * 1024
+VDSO_CAP = 1 << 20  # dwunw does not believe a larger vDSO
 
 
 def _seq(names, first):
@@ -104,6 +120,50 @@ def mapping_end(maps_text, addr):
         if lo <= addr < hi:
             return hi
     return None
+
+
+def vdso_range(maps_text):
+    """(start, end) of the [vdso] mapping, or None."""
+    for line in maps_text.splitlines():
+        f = line.split()
+        if len(f) >= 6 and f[5] == "[vdso]" and "-" in f[0]:
+            lo, hi = (int(x, 16) for x in f[0].split("-"))
+            return lo, hi
+    return None
+
+
+def read_vdso(inferior, maps_text):
+    """The bytes of the [vdso] mapping (inferior memory), or None when there is none or it is unreadable."""
+    rng = vdso_range(maps_text)
+    if rng is None or not 0 < rng[1] - rng[0] <= VDSO_CAP:
+        return None
+    try:
+        return bytes(inferior.read_memory(rng[0], rng[1] - rng[0]))
+    except gdb.MemoryError:
+        return None
+
+
+MEMORY_CAP = 64 * 1024  # per anonymous executable mapping
+
+
+def read_anon_code(inferior, maps_text):
+    """[{"start", "bytes"}] of the anonymous executable mappings (qemu-user's signal trampoline
+    page, JIT code): code that exists in no file, which an offline unwinder must see to recognise
+    a trampoline by its instructions."""
+    out = []
+    for line in maps_text.splitlines():
+        f = line.split()
+        if len(f) < 5 or "-" not in f[0] or "x" not in f[1] or len(f) > 5:
+            continue
+        lo, hi = (int(x, 16) for x in f[0].split("-"))
+        if not 0 < hi - lo <= MEMORY_CAP:
+            continue
+        try:
+            data = bytes(inferior.read_memory(lo, hi - lo))
+        except gdb.MemoryError:
+            continue
+        out.append({"start": hex(lo), "bytes": base64.b64encode(data).decode("ascii")})
+    return out
 
 
 def read_stack(inferior, sp, end):
@@ -168,6 +228,12 @@ def snapshot(maps_file=None):
         "maps": maps,
         "sysroot": None,
     }
+    vdso = read_vdso(inferior, maps)
+    if vdso:
+        snap["vdso"] = base64.b64encode(vdso).decode("ascii")
+    memory = read_anon_code(inferior, maps)
+    if memory:
+        snap["memory"] = memory
     frames, error = gdb_frames.frames_of_thread(thread)
     oracle = {"pid": inferior.pid, "threads": {str(tid): frames}, "errors": {str(tid): error} if error else {}}
     return snap, oracle
@@ -261,6 +327,39 @@ def load_bias(pid, program):
     raise gdb.GdbError("dwunw-snapshot: %s is not mapped" % real)
 
 
+def load_bias_auxv(program):
+    """Load bias of the program from the inferior's AT_ENTRY (remote targets: no /proc)."""
+    with open(program, "rb") as f:
+        head = f.read(64)
+    little = head[5] == 1
+    order = "little" if little else "big"
+    if int.from_bytes(head[16:18], order) == 2:  # ET_EXEC
+        return 0
+    e_entry = int.from_bytes(head[24:32] if head[4] == 2 else head[24:28], order)
+    for line in gdb.execute("info auxv", to_string=True).splitlines():
+        f = line.split()
+        if len(f) >= 2 and f[1] == "AT_ENTRY":
+            return int(f[-1], 16) - e_entry
+    raise gdb.GdbError("dwunw-snapshot: no AT_ENTRY in the auxiliary vector")
+
+
+class SignalStop:
+    """A wanted stop at a signal: quacks like WantedBreakpoint for drive()."""
+
+    def __init__(self, signal, name):
+        self.signal = signal
+        self.dwunw_name = name
+        self.dwunw_steps = None
+        self.enabled = True
+        gdb.execute("handle %s stop print" % signal, to_string=True)
+
+    def is_valid(self):
+        return True
+
+    def delete(self):
+        gdb.execute("handle %s nostop noprint" % self.signal, to_string=True)
+
+
 def drive(config_path):
     with open(config_path) as f:
         cfg = json.load(f)
@@ -277,24 +376,33 @@ def drive(config_path):
     gdb.execute("set breakpoint pending on")
     # The fixtures signal themselves: let every signal through without stopping.
     gdb.execute("handle all nostop noprint pass", to_string=True)
+    if cfg.get("sysroot"):
+        gdb.execute("set sysroot " + cfg["sysroot"], to_string=True)
     gdb.execute("file " + cfg["program"], to_string=True)
-    gdb.execute("set args " + " ".join(cfg.get("args", [])))
-    gdb.execute("starti", to_string=True)
-    pid = gdb.selected_inferior().pid
-    bias = load_bias(pid, cfg["program"])
+    if cfg.get("remote"):
+        gdb.execute("target remote " + cfg["remote"], to_string=True)
+        bias = load_bias_auxv(cfg["program"])
+    else:
+        gdb.execute("set args " + " ".join(cfg.get("args", [])))
+        gdb.execute("starti", to_string=True)
+        bias = load_bias(gdb.selected_inferior().pid, cfg["program"])
     pending = {}
     waiting = [bp for bp in cfg["breakpoints"] if bp.get("after")]
 
     def arm(bp):
-        if "module_addr" in bp:
-            spec = "*0x%x" % (bias + int(bp["module_addr"], 16))
-        else:
-            spec = bp["spec"]
+        spec = bp.get("spec")
         try:
+            if "signal" in bp:
+                pending[bp["name"]] = SignalStop(bp["signal"], bp["name"])
+                return
+            if "module_addr" in bp:
+                spec = "*0x%x" % (bias + int(bp["module_addr"], 16))
+            elif "at_expr" in bp:
+                spec = "*0x%x" % (int(gdb.parse_and_eval(bp["at_expr"])) & _mask())
             pending[bp["name"]] = WantedBreakpoint(spec, bp["name"], int(bp.get("hit", 1)))
             pending[bp["name"]].dwunw_steps = bp.get("steps")
         except gdb.error as e:
-            index["errors"].append("%s: break %s: %s" % (bp["name"], spec, e))
+            index["errors"].append("%s: break %s: %s" % (bp["name"], spec or bp.get("at_expr") or bp.get("signal"), e))
 
     for bp in cfg["breakpoints"]:
         if not bp.get("after"):
@@ -315,6 +423,14 @@ def drive(config_path):
             for b in ev.breakpoints
             if isinstance(b, WantedBreakpoint) and b.dwunw_name in pending
         ]
+        if not hit:
+            hit = [
+                b
+                for ev in stops
+                if isinstance(ev, gdb.SignalEvent)
+                for b in pending.values()
+                if isinstance(b, SignalStop) and b.signal == ev.stop_signal
+            ][:1]
         if not hit:
             if stops and isinstance(stops[-1], gdb.SignalEvent):
                 continue

@@ -291,8 +291,11 @@ export function checkThread(label: string, dw: DwThread, gdb: GdbFrame[], gdbErr
   for (let i = 0; i < first; i++) {
     const f = dw.frames[i]!;
     const afterTramp = i > 0 && gdb[i - 1]!.type === 'sigtramp';
+    // A linker stub (gdb names it "…@plt") may have CFI (a PIE's .plt) or none (a static binary's
+    // IRELATIVE stubs): then its caller comes from where the call left the return address, "lr".
+    const afterStub = i === 1 && f.how === 'lr' && (gdb[0]!.name === null || /@plt$/.test(gdb[0]!.name));
     hows.push(`#${i} ${f.how}${f.flags.includes('exact-pc') ? ' exact-pc' : ''}`);
-    wantHows.push(`#${i} ${i === 0 ? 'initial' : afterTramp ? 'signal' : 'cfi'}${i === 0 || afterTramp ? ' exact-pc' : ''}`);
+    wantHows.push(`#${i} ${i === 0 ? 'initial' : afterTramp ? 'signal' : afterStub ? 'lr' : 'cfi'}${i === 0 || afterTramp ? ' exact-pc' : ''}`);
   }
   return { frames: dpcs.length, equal, mismatch, hows, wantHows, stopOk: equal && !gdbError ? dw.stop === 'OK' : null };
 }

@@ -640,7 +640,7 @@ static uint64_t mapping_end(uint64_t addr)
 }
 
 /* Registers of this function at one instruction, and the stack from rsp to the mapping's end. */
-__attribute__((noinline)) static int take_snapshot(struct snap *s)
+__attribute__((noinline, no_sanitize_address)) static int take_snapshot(struct snap *s)
 {
 	static uint64_t r[8];
 	uint64_t end;
@@ -672,7 +672,13 @@ __attribute__((noinline)) static int take_snapshot(struct snap *s)
 	s->stack = malloc(end - r[1]);
 	if (!s->stack)
 		return -1;
-	memcpy(s->stack, (const void *)(uintptr_t)r[1], end - r[1]);
+	{
+		/* The live stack holds ASan's redzones: copied byte by byte, uninstrumented. */
+		const volatile uint8_t *src = (const volatile uint8_t *)(uintptr_t)r[1];
+		uint8_t *dst = (uint8_t *)s->stack;
+		for (uint64_t i = 0; i < end - r[1]; i++)
+			dst[i] = src[i];
+	}
 	s->regs.stack = s->stack;
 	s->regs.stack_start = r[1];
 	s->regs.stack_size = end - r[1];

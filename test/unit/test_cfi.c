@@ -19,7 +19,7 @@ struct buf {
 static void put8(struct buf *b, uint8_t v) { b->b[b->n++] = v; }
 static void put32(struct buf *b, uint32_t v) { memcpy(b->b + b->n, &v, 4); b->n += 4; }
 static void put64(struct buf *b, uint64_t v) { memcpy(b->b + b->n, &v, 8); b->n += 8; }
-static void putbytes(struct buf *b, const void *p, size_t n) { memcpy(b->b + b->n, p, n); b->n += n; }
+static void putbytes(struct buf *b, const void *p, size_t n) { if (n) memcpy(b->b + b->n, p, n); b->n += n; }
 static void uleb(struct buf *b, uint64_t v)
 {
 	do {
@@ -667,7 +667,7 @@ static void test_table_merge(void)
 	dw_table_free(&t);
 	in.nranges = 0;
 
-	/* an FDE with a bad opcode keeps its rows so far, reports the error, and the table builds */
+	/* an FDE with a bad opcode: its rows are dropped (END over its range), the error is kept, the table builds */
 	memset(&b, 0, sizeof(b));
 	cie = eh_cie(&b, "zR", x86_cie, sizeof(x86_cie));
 	static const uint8_t bad[] = { 0x41, 0x0e, 16, 0x41, 0x3e };

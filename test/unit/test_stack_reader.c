@@ -38,6 +38,9 @@
  */
 static volatile int inject_sig;
 static int injected;
+/* With inject_vfork_fd >= 0, PTRACE_INTERRUPT is preceded by a 'v' written there: the vforker
+ * (seized, still running) vforks and waits in state D when the interrupt arrives. */
+static volatile int inject_vfork_fd = -1;
 
 static char task_state(pid_t pid, pid_t tid);
 
@@ -57,6 +60,14 @@ long ptrace(enum __ptrace_request req, ...)
 		kill(pid, inject_sig);
 		for (int i = 0; i < 2000 && task_state(pid, pid) != 't'; i++)
 			nanosleep(&ms, NULL);
+		injected++;
+	}
+	if (req == PTRACE_INTERRUPT && inject_vfork_fd >= 0) {
+		struct timespec ms = { 0, 1000000 };
+		char c = 'v';
+		if (write(inject_vfork_fd, &c, 1) == 1)
+			for (int i = 0; i < 2000 && task_state(pid, pid) != 'D'; i++)
+				nanosleep(&ms, NULL);
 		injected++;
 	}
 	return syscall(SYS_ptrace, req, pid, addr, data);
@@ -1217,6 +1228,241 @@ static void test_dumpable(void)
 	stop_target(&t);
 }
 
+/* ---- attach timeout: a thread that cannot stop (vfork parent, state D) ---------------------- */
+
+#define VFORK_SLEEP_MS 3000
+
+/* A child that vforks on request: on 'v' from the test, a grandchild that sleeps VFORK_SLEEP_MS and
+ * _exits (the vfork parent waits in state D meanwhile), then 'r' back. 'h' once it is running. */
+struct vforker {
+	pid_t pid;
+	int cmd;            /* 'v': vfork */
+	int ack;            /* 'h', then 'r' after each vfork returned */
+};
+
+__attribute__((noreturn))
+static void vforker_main(int in, int out)
+{
+	char c = 'h';
+
+	if (write(out, &c, 1) != 1)
+		_exit(6);
+	for (;;) {
+		ssize_t n = read(in, &c, 1);
+		pid_t g;
+
+		if (n == 0)
+			_exit(0);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			_exit(5);
+		}
+		if (c != 'v')
+			continue;
+		g = vfork();
+		if (g == 0) {
+			struct timespec ts = { VFORK_SLEEP_MS / 1000, (VFORK_SLEEP_MS % 1000) * 1000000L };
+			nanosleep(&ts, NULL);
+			_exit(0);
+		}
+		if (g > 0)
+			while (waitpid(g, NULL, 0) < 0 && errno == EINTR)
+				;
+		c = 'r';
+		if (write(out, &c, 1) != 1)
+			_exit(4);
+	}
+}
+
+static int start_vforker(struct vforker *v)
+{
+	int cmd[2], ack[2];
+	struct pollfd p;
+	char c = 0;
+
+	memset(v, 0, sizeof(*v));
+	if (pipe2(cmd, O_CLOEXEC) || pipe2(ack, O_CLOEXEC))
+		return -1;
+	v->pid = fork_kid();
+	if (v->pid < 0)
+		return -1;
+	if (v->pid == 0) {
+		close(cmd[1]);
+		close(ack[0]);
+		vforker_main(cmd[0], ack[1]);
+	}
+	close(cmd[0]);
+	close(ack[1]);
+	v->cmd = cmd[1];
+	v->ack = ack[0];
+	p = (struct pollfd){ .fd = v->ack, .events = POLLIN };
+	if (poll(&p, 1, 5000) != 1 || read(v->ack, &c, 1) != 1 || c != 'h')
+		return -1;
+	return 0;
+}
+
+/* The vforker wrote 'r' (its vfork returned and it ran on) within ms. */
+static int vforker_ran(struct vforker *v, unsigned ms)
+{
+	struct pollfd p = { .fd = v->ack, .events = POLLIN };
+	char c = 0;
+
+	return poll(&p, 1, (int)ms) == 1 && read(v->ack, &c, 1) == 1 && c == 'r';
+}
+
+static void stop_vforker(struct vforker *v)
+{
+	if (v->pid > 0) {
+		kill(v->pid, SIGKILL);
+		reap(v->pid, NULL, 5000);
+	}
+	close(v->cmd);
+	close(v->ack);
+	v->pid = 0;
+}
+
+static long tracer_of(pid_t pid)
+{
+	char path[64], buf[2048], *p;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = 0;
+	p = strstr(buf, "TracerPid:");
+	return p ? strtol(p + 10, NULL, 10) : -1;
+}
+
+static unsigned ms_since(const struct timespec *t0)
+{
+	struct timespec t1;
+
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	return (unsigned)((t1.tv_sec - t0->tv_sec) * 1000 + (t1.tv_nsec - t0->tv_nsec) / 1000000);
+}
+
+/* In a child process (the tracer): attach with the stop pending, detach gives up, exit. */
+static int pending_tracer(struct vforker *v)
+{
+	struct dwunw_stack_reader r;
+	struct dwunw_config cfg = { .size = sizeof(cfg), .attach_timeout_ms = 300 };
+
+	dwunw_stack_reader_init(&r, v->pid, &cfg);
+	inject_vfork_fd = v->cmd;
+	if (dwunw_stack_reader_attach(&r, v->pid) != DWUNW_ERR_IO || r.last_errno != ETIMEDOUT)
+		return 11;
+	inject_vfork_fd = -1;
+	if (tracer_of(v->pid) != getpid())
+		return 12;
+	if (dwunw_stack_reader_detach(&r) != DWUNW_ERR_IO || r.last_errno != ETIMEDOUT)
+		return 13;
+	return 0; /* exits: the kernel detaches the seized thread */
+}
+
+static void test_attach_timeout(void)
+{
+	struct vforker v;
+	struct dwunw_stack_reader r;
+	struct log audit, warn;
+	struct dwunw_config cfg = { .size = sizeof(cfg), .audit = log_line, .audit_arg = &audit,
+				    .warn = log_line, .warn_arg = &warn, .attach_timeout_ms = 300 };
+	struct dwunw_config old = cfg;
+	struct timespec t0;
+	char want[160];
+	unsigned ms;
+	int err, st = 0;
+	pid_t helper;
+
+	/* the default, and a config from before the field */
+	dwunw_stack_reader_init(&r, getpid(), NULL);
+	is_int(r.attach_timeout_ms, 2000, "timeout: 2000 ms without a config");
+	old.size = offsetof(struct dwunw_config, attach_timeout_ms);
+	dwunw_stack_reader_init(&r, getpid(), &old);
+	is_int(r.attach_timeout_ms, 2000, "timeout: 2000 ms from a config without the field");
+	dwunw_stack_reader_init(&r, getpid(), &cfg);
+	is_int(r.attach_timeout_ms, 300, "timeout: from the config");
+
+	/* 1. already in state D: not seized at all */
+	if (!ok(start_vforker(&v) == 0, "timeout: vforker started"))
+		return;
+	log_reset(&audit);
+	log_reset(&warn);
+	if (write(v.cmd, "v", 1) != 1 || !ok(wait_state(v.pid, v.pid, "D", 2000) == 'D', "timeout: vfork parent in state D")) {
+		stop_vforker(&v);
+		return;
+	}
+	dwunw_stack_reader_init(&r, v.pid, &cfg);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	err = dwunw_stack_reader_attach(&r, v.pid);
+	ms = ms_since(&t0);
+	is_int(err, DWUNW_ERR_IO, "timeout: attach to a thread in D -> IO");
+	is_int(r.last_errno, ETIMEDOUT, "timeout: last_errno ETIMEDOUT");
+	ok(ms >= 290 && ms < 1000, "timeout: returned after the 300 ms timeout (%u ms)", ms);
+	ok(!(r.flags & DWUNW_READER_ATTACHED), "timeout: not attached");
+	snprintf(want, sizeof(want), "dwunw: pid %d tid %d did not stop within 300 ms (state D): not unwound", v.pid, v.pid);
+	ok(warn.n == 1 && strcmp(warn.lines[0], want) == 0, "timeout: warning '%s'", warn.n ? warn.lines[0] : "");
+	ok(log_find(&audit, want) != NULL, "timeout: audit line");
+	is_int(tracer_of(v.pid), 0, "timeout: a thread in D is not seized");
+	is_int(dwunw_stack_reader_detach(&r), DWUNW_OK, "timeout: detach is a no-op");
+	ok(vforker_ran(&v, VFORK_SLEEP_MS + 3000), "timeout: the vfork parent runs on once the child exits");
+	ok(strchr("SR", wait_state(v.pid, v.pid, "S", 1000)), "timeout: not left stopped (state %c)", task_state(v.pid, v.pid));
+
+	/* 2. enters D after it was seized: the stop is pending; detach waits for it, in vain, then
+	 * (after the grandchild exits and the thread stopped) resumes it */
+	log_reset(&audit);
+	log_reset(&warn);
+	dwunw_stack_reader_init(&r, v.pid, &cfg);
+	inject_vfork_fd = v.cmd;
+	injected = 0;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	err = dwunw_stack_reader_attach(&r, v.pid);
+	ms = ms_since(&t0);
+	inject_vfork_fd = -1;
+	is_int(injected, 1, "pending: the vfork began between PTRACE_SEIZE and PTRACE_INTERRUPT");
+	is_int(err, DWUNW_ERR_IO, "pending: attach -> IO");
+	is_int(r.last_errno, ETIMEDOUT, "pending: last_errno ETIMEDOUT");
+	ok(ms < 1000, "pending: attach returned within 1 s (%u ms)", ms);
+	ok(warn.n == 1 && strcmp(warn.lines[0], want) == 0, "pending: warning '%s'", warn.n ? warn.lines[0] : "");
+	ok(log_find(&audit, "stop is pending") != NULL, "pending: audit says the stop is pending");
+	is_int(tracer_of(v.pid), getpid(), "pending: seized");
+	ok(!(r.flags & DWUNW_READER_ATTACHED), "pending: not attached");
+	is_int(dwunw_stack_reader_attach(&r, v.pid + 100000), DWUNW_ERR_INVALID_ARG, "pending: attach to another thread refused");
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	err = dwunw_stack_reader_detach(&r);
+	ms = ms_since(&t0);
+	is_int(err, DWUNW_ERR_IO, "pending: detach while still in D -> IO");
+	ok(ms >= 250 && ms < 1000, "pending: detach waited a bounded time (%u ms)", ms);
+	snprintf(want, sizeof(want), "dwunw: detach pid %d tid %d: still not stopped", v.pid, v.pid);
+	ok(log_find(&audit, want) != NULL, "pending: audit says it is left to the kernel");
+	ok(wait_state(v.pid, v.pid, "t", VFORK_SLEEP_MS + 3000) == 't', "pending: the stop came once the vfork child exited");
+	is_int(dwunw_stack_reader_detach(&r), DWUNW_OK, "pending: detach after the late stop");
+	snprintf(want, sizeof(want), "dwunw: detach pid %d tid %d: ok, after its pending stop", v.pid, v.pid);
+	ok(log_find(&audit, want) != NULL, "pending: audit of the late detach");
+	ok(vforker_ran(&v, 3000), "pending: the vfork parent runs on");
+	ok(strchr("SR", wait_state(v.pid, v.pid, "S", 1000)), "pending: not left stopped (state %c)", task_state(v.pid, v.pid));
+	is_int(tracer_of(v.pid), 0, "pending: no tracer left");
+	is_int(dwunw_stack_reader_detach(&r), DWUNW_OK, "pending: detach again is a no-op");
+
+	/* 3. the tracer exits while the stop is pending: the kernel lets the thread run */
+	helper = fork_kid();
+	if (helper == 0)
+		_exit(pending_tracer(&v));
+	ok(reap(helper, &st, 5000) == helper && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+	   "kernel: the tracer timed out, detach gave up, it exited (status %d)", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+	is_int(tracer_of(v.pid), 0, "kernel: no tracer left");
+	ok(vforker_ran(&v, VFORK_SLEEP_MS + 3000), "kernel: the vfork parent runs on once the child exits");
+	ok(strchr("SR", wait_state(v.pid, v.pid, "S", 1000)), "kernel: not left stopped (state %c)", task_state(v.pid, v.pid));
+	stop_vforker(&v);
+}
+
 /* ---- resources ------------------------------------------------------------------------------ */
 
 static void test_no_leak(void)
@@ -1286,6 +1532,7 @@ int main(void)
 	test_exit_race();
 	test_traced();
 	test_dumpable();
+	test_attach_timeout();
 	test_no_leak();
 	return done_testing();
 }

@@ -43,6 +43,10 @@
 #define READER_SIG_MASK      (0xffu << READER_SIG_SHIFT) /* signal to re-deliver at detach */
 #define READER_DUMP_CHECKED  (1u << 16) /* the non-dumpable heuristic ran for this reader */
 #define READER_DUMP_WARNED   (1u << 17) /* the non-dumpable warning was given */
+#define READER_STOP_PENDING  (1u << 18) /* r->tid is seized and interrupted but has not stopped yet */
+
+#define ATTACH_TIMEOUT_MS    2000u /* attach_timeout_ms 0 */
+#define DETACH_WAIT_MAX_MS   500u  /* detach waits at most this long for a pending stop */
 
 /* Task flags as shown in field 9 of /proc/PID/stat (include/linux/sched.h). */
 #define TASK_PF_EXITING 0x00000004ul
@@ -61,6 +65,22 @@ static uint64_t now_ns(void)
 static unsigned long long us_since(uint64_t t0)
 {
 	return (unsigned long long)((now_ns() - t0) / 1000u);
+}
+
+/* Sleep before the next poll: 50 us first, doubling up to 10 ms, never past the deadline. */
+static void poll_pause(uint64_t *pause_ns, uint64_t deadline)
+{
+	uint64_t now = now_ns(), ns = *pause_ns;
+	struct timespec ts;
+
+	if (now >= deadline)
+		return;
+	if (ns > deadline - now)
+		ns = deadline - now;
+	ts.tv_sec = (time_t)(ns / 1000000000u);
+	ts.tv_nsec = (long)(ns % 1000000000u);
+	nanosleep(&ts, NULL); /* EINTR: poll again sooner, harmless */
+	*pause_ns = *pause_ns * 2 > 10000000u ? 10000000u : *pause_ns * 2;
 }
 
 /* strerror without the static buffer of strerror(). */
@@ -479,7 +499,12 @@ DWUNW_API int dwunw_stack_reader_init(struct dwunw_stack_reader *r, int32_t pid,
 		r->audit_arg = cfg->audit_arg;
 		r->warn = cfg->warn;
 		r->warn_arg = cfg->warn_arg;
+		/* A config from before the field (a smaller size): the default. */
+		if (cfg->size >= offsetof(struct dwunw_config, attach_timeout_ms) + sizeof(cfg->attach_timeout_ms))
+			r->attach_timeout_ms = cfg->attach_timeout_ms;
 	}
+	if (!r->attach_timeout_ms)
+		r->attach_timeout_ms = ATTACH_TIMEOUT_MS;
 	r->pid = pid;
 	return DWUNW_OK;
 }
@@ -541,17 +566,115 @@ static int attach_fail(struct dwunw_stack_reader *r, int32_t tid, uint64_t t0, i
 	return err;
 }
 
+/* The reader's attach timeout in ms (a reader not set up by init has 0: the default). */
+static uint32_t attach_timeout(const struct dwunw_stack_reader *r)
+{
+	return r->attach_timeout_ms ? r->attach_timeout_ms : ATTACH_TIMEOUT_MS;
+}
+
+/* The thread's state letter now, '?' when unknown. */
+static char state_now(int32_t pid, int32_t tid)
+{
+	char state;
+	unsigned long pf;
+
+	return task_stat(pid, tid, &state, &pf) == 0 ? state : '?';
+}
+
+static void forget_pending(struct dwunw_stack_reader *r)
+{
+	r->flags &= ~(READER_STOP_PENDING | READER_SIG_MASK);
+	r->tid = 0;
+}
+
+/*
+ * The thread did not stop before the deadline. `seized`: it was seized and interrupted, and the
+ * stop is still to come: the reader keeps it (READER_STOP_PENDING) for detach to resume it.
+ */
+static int attach_timed_out(struct dwunw_stack_reader *r, int32_t tid, uint64_t t0, int seized)
+{
+	char state = state_now(r->pid, tid);
+
+	r->last_errno = ETIMEDOUT;
+	if (seized) {
+		r->tid = tid;
+		r->flags |= READER_STOP_PENDING;
+	}
+	emit(r->warn, r->warn_arg, "dwunw: pid %d tid %d did not stop within %u ms (state %c): not unwound",
+	     (int)r->pid, (int)tid, attach_timeout(r), state);
+	emit(r->audit, r->audit_arg,
+	     "dwunw: pid %d tid %d did not stop within %u ms (state %c): not unwound (%s; %llu us)",
+	     (int)r->pid, (int)tid, attach_timeout(r), state,
+	     seized ? "seized, its stop is pending: detach resumes it" : "not seized", us_since(t0));
+	return DWUNW_ERR_IO;
+}
+
+/*
+ * Wait until the seized and interrupted thread reports its first ptrace-stop, polling (waitpid
+ * WNOHANG) until `deadline`. Any stop will do for reading registers and memory, and the thread is
+ * never resumed before detach:
+ *  - PTRACE_EVENT_STOP: the interrupt (SIGTRAP), or a group-stop (SIGSTOP, ...) that was in
+ *    effect or began meanwhile; detach leaves a group-stop in place.
+ *  - a signal-delivery-stop: a signal was being delivered when the thread was seized. It has
+ *    been dequeued, so it is remembered and handed back at detach, never swallowed; the
+ *    interrupt still pending is dropped by detach.
+ * Returns DWUNW_OK with *sig set, or the error (the thread is then no longer traced, or, on a
+ * timeout, pending).
+ */
+static int wait_first_stop(struct dwunw_stack_reader *r, int32_t tid, uint64_t t0, uint64_t deadline, int *sig)
+{
+	uint64_t pause = 50000;
+	int st, e;
+
+	for (;;) {
+		pid_t w = waitpid((pid_t)tid, &st, __WALL | WNOHANG);
+
+		if (w < 0) {
+			e = errno;
+			if (e == EINTR)
+				continue;
+			forget_pending(r);
+			/* ECHILD: no longer our tracee, i.e. it has exited and been collected. */
+			return attach_fail(r, tid, t0, e, e == ECHILD ? DWUNW_ERR_NO_PROCESS : dw_errno_to_err(e),
+					   "waitpid");
+		}
+		if (w == 0) {
+			if (now_ns() >= deadline)
+				return attach_timed_out(r, tid, t0, 1);
+			poll_pause(&pause, deadline);
+			continue;
+		}
+		if (WIFEXITED(st) || WIFSIGNALED(st)) {
+			/* Reporting the exit ended the tracing: nothing is left attached. */
+			forget_pending(r);
+			return attach_fail(r, tid, t0, 0, DWUNW_ERR_NO_PROCESS, "thread exited before it stopped");
+		}
+		if (!WIFSTOPPED(st))
+			continue;
+		*sig = (st >> 16) == 0 ? WSTOPSIG(st) : 0;
+		return DWUNW_OK;
+	}
+}
+
 DWUNW_API int dwunw_stack_reader_attach(struct dwunw_stack_reader *r, int32_t tid)
 {
-	uint64_t t0 = now_ns();
+	uint64_t t0 = now_ns(), deadline;
 	char state, what[96], path[48];
 	unsigned long pf;
-	int e, st, sig = 0;
+	int e, err, st, sig = 0;
 
 	if (!r || r->pid <= 0 || tid <= 0)
 		return DWUNW_ERR_INVALID_ARG;
 	if (r->flags & DWUNW_READER_ATTACHED)
 		return r->tid == tid ? DWUNW_OK : DWUNW_ERR_INVALID_ARG;
+	deadline = t0 + (uint64_t)attach_timeout(r) * 1000000u;
+	if (r->flags & READER_STOP_PENDING) {
+		/* An earlier attach timed out with the stop pending: wait for it once more. Another
+		 * thread must wait until detach has finished with this one. */
+		if (r->tid != tid)
+			return DWUNW_ERR_INVALID_ARG;
+		goto wait;
+	}
 
 	/* The thread must belong to the process whose memory is read, and still run. */
 	e = task_stat(r->pid, tid, &state, &pf);
@@ -567,6 +690,22 @@ DWUNW_API int dwunw_stack_reader_attach(struct dwunw_stack_reader *r, int32_t ti
 			return attach_fail(r, tid, t0, 0, DWUNW_ERR_INVALID_ARG, what);
 		}
 		return attach_fail(r, tid, t0, -e, DWUNW_ERR_NO_PROCESS, "no such thread");
+	}
+	/*
+	 * Uninterruptible (D: a vfork parent waiting for its child, I/O): the interrupt would not stop
+	 * it before it leaves that state. Wait for that, up to the deadline, before seizing it: a
+	 * thread that never leaves it is not seized at all, so nothing is left behind.
+	 */
+	if (state == 'D') {
+		uint64_t pause = 50000;
+
+		while (state == 'D' && now_ns() < deadline) {
+			poll_pause(&pause, deadline);
+			if (task_stat(r->pid, tid, &state, &pf) != 0)
+				return attach_fail(r, tid, t0, 0, DWUNW_ERR_NO_PROCESS, "thread exited");
+		}
+		if (state == 'D')
+			return attach_timed_out(r, tid, t0, 0);
 	}
 	if (state == 'Z' || state == 'X' || (pf & TASK_PF_EXITING))
 		return attach_fail(r, tid, t0, 0, DWUNW_ERR_NO_PROCESS, "thread exited");
@@ -611,38 +750,13 @@ DWUNW_API int dwunw_stack_reader_attach(struct dwunw_stack_reader *r, int32_t ti
 				   "ptrace(PTRACE_INTERRUPT)");
 	}
 
-	/*
-	 * Wait for the thread's first ptrace-stop. Any stop will do for reading registers and memory,
-	 * and the thread is never resumed before detach:
-	 *  - PTRACE_EVENT_STOP: the interrupt (SIGTRAP), or a group-stop (SIGSTOP, ...) that was in
-	 *    effect or began meanwhile; detach leaves a group-stop in place.
-	 *  - a signal-delivery-stop: a signal was being delivered when the thread was seized. It has
-	 *    been dequeued, so it is remembered and handed back at detach, never swallowed; the
-	 *    interrupt still pending is dropped by detach.
-	 */
-	for (;;) {
-		pid_t w = waitpid((pid_t)tid, &st, __WALL);
-
-		if (w < 0) {
-			e = errno;
-			if (e == EINTR)
-				continue;
-			/* ECHILD: no longer our tracee, i.e. it has exited and been collected. */
-			return attach_fail(r, tid, t0, e, e == ECHILD ? DWUNW_ERR_NO_PROCESS : dw_errno_to_err(e),
-					   "waitpid");
-		}
-		if (WIFEXITED(st) || WIFSIGNALED(st))
-			/* Reporting the exit ended the tracing: nothing is left attached. */
-			return attach_fail(r, tid, t0, 0, DWUNW_ERR_NO_PROCESS, "thread exited before it stopped");
-		if (!WIFSTOPPED(st))
-			continue;
-		if ((st >> 16) == 0)
-			sig = WSTOPSIG(st);
-		break;
-	}
+wait:
+	err = wait_first_stop(r, tid, t0, deadline, &sig);
+	if (err)
+		return err;
 
 	r->tid = tid;
-	r->flags = (r->flags & ~READER_SIG_MASK) | DWUNW_READER_ATTACHED |
+	r->flags = (r->flags & ~(READER_SIG_MASK | READER_STOP_PENDING)) | DWUNW_READER_ATTACHED |
 		   (((unsigned)sig << READER_SIG_SHIFT) & READER_SIG_MASK);
 	if (sig)
 		emit(r->audit, r->audit_arg,
@@ -682,15 +796,102 @@ DWUNW_API int dwunw_stack_reader_regs(struct dwunw_stack_reader *r, struct dwunw
 	return err;
 }
 
+/* Called from another thread of this process than the tracer: say so (audit) and return 1. */
+static int refuse_other_thread(struct dwunw_stack_reader *r, int32_t tid, uint64_t t0)
+{
+	char path[48];
+	long tracer;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/status", (int)r->pid, (int)tid);
+	tracer = task_status(path, "TracerPid:", 0);
+	if (tracer <= 0 || tracer == (long)my_tid())
+		return 0;
+	snprintf(path, sizeof(path), "/proc/self/task/%ld", tracer);
+	if (access(path, F_OK) != 0)
+		return 0;
+	emit(r->audit, r->audit_arg,
+	     "dwunw: detach pid %d tid %d: refused: thread %ld of this process is the tracer, "
+	     "detach from it (%llu us)", (int)r->pid, (int)tid, tracer, us_since(t0));
+	return 1;
+}
+
+/*
+ * Detach after an attach that timed out with the thread seized: its stop is still to come, and
+ * PTRACE_DETACH is refused until it is in a ptrace-stop. Poll for the stop a little (at most
+ * DETACH_WAIT_MAX_MS, or the attach timeout if shorter), then detach. If it still has not stopped,
+ * it stays with the reader (a later detach or attach tries again) and the kernel releases it when
+ * the tracing thread exits: the pending interrupt is then dropped and the thread runs on (a seized
+ * thread has no SIGSTOP pending). It is never resumed with a lost signal.
+ */
+static int detach_pending(struct dwunw_stack_reader *r, uint64_t t0)
+{
+	uint32_t ms = attach_timeout(r) < DETACH_WAIT_MAX_MS ? attach_timeout(r) : DETACH_WAIT_MAX_MS;
+	uint64_t deadline = t0 + (uint64_t)ms * 1000000u, pause = 50000;
+	int32_t tid = r->tid;
+	char eb[96];
+	int st, e;
+
+	/* Only the tracer thread may detach; another thread's waitpid would take its stop report. */
+	if (refuse_other_thread(r, tid, t0))
+		return DWUNW_ERR_INVALID_ARG;
+	for (;;) {
+		pid_t w = waitpid((pid_t)tid, &st, __WALL | WNOHANG);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0 || (w == tid && (WIFEXITED(st) || WIFSIGNALED(st)))) {
+			/* Exited (and collected now, or by someone else: ECHILD). */
+			r->last_errno = w < 0 ? errno : 0;
+			forget_pending(r);
+			emit(r->audit, r->audit_arg,
+			     "dwunw: detach pid %d tid %d: the thread exited before its pending stop (%llu us)",
+			     (int)r->pid, (int)tid, us_since(t0));
+			return DWUNW_ERR_NO_PROCESS;
+		}
+		if (w == tid && WIFSTOPPED(st)) {
+			int sig = (st >> 16) == 0 ? WSTOPSIG(st) : 0;
+
+			if (ptrace(PTRACE_DETACH, (pid_t)tid, NULL, (void *)(uintptr_t)sig) == 0) {
+				forget_pending(r);
+				emit(r->audit, r->audit_arg,
+				     "dwunw: detach pid %d tid %d: ok, after its pending stop%s (%llu us)",
+				     (int)r->pid, (int)tid, sig ? ", re-delivering its signal" : "", us_since(t0));
+				return DWUNW_OK;
+			}
+			e = errno;
+			if (e != ESRCH) {
+				r->last_errno = e;
+				forget_pending(r);
+				emit(r->audit, r->audit_arg, "dwunw: detach pid %d tid %d: failed: %s (%llu us)",
+				     (int)r->pid, (int)tid, errtext(e, eb, sizeof(eb)), us_since(t0));
+				return dw_errno_to_err(e);
+			}
+			/* ESRCH: killed while stopped; its exit is collected next. */
+		}
+		if (now_ns() >= deadline)
+			break;
+		if (w == 0)
+			poll_pause(&pause, deadline);
+	}
+	r->last_errno = ETIMEDOUT;
+	emit(r->audit, r->audit_arg,
+	     "dwunw: detach pid %d tid %d: still not stopped after %u ms (state %c): left seized to the kernel, "
+	     "which lets it run when this tracer exits; a later detach resumes it (%llu us)",
+	     (int)r->pid, (int)tid, ms, state_now(r->pid, tid), us_since(t0));
+	return DWUNW_ERR_IO;
+}
+
 DWUNW_API int dwunw_stack_reader_detach(struct dwunw_stack_reader *r)
 {
 	uint64_t t0 = now_ns();
-	char path[48], eb[96];
+	char eb[96];
 	int32_t tid;
 	int sig, e, err, st;
 
 	if (!r)
 		return DWUNW_ERR_INVALID_ARG;
+	if (r->flags & READER_STOP_PENDING)
+		return detach_pending(r, t0);
 	if (!(r->flags & DWUNW_READER_ATTACHED))
 		return DWUNW_OK;
 	tid = r->tid;
@@ -713,21 +914,8 @@ DWUNW_API int dwunw_stack_reader_detach(struct dwunw_stack_reader *r)
 	if (e == ESRCH) {
 		/* Called from another thread than the tracer? Then the thread is still stopped: say
 		 * so and stay attached, the tracer thread must detach. */
-		long tracer;
-
-		snprintf(path, sizeof(path), "/proc/%d/task/%d/status", (int)r->pid, (int)tid);
-		tracer = task_status(path, "TracerPid:", 0);
-		if (tracer > 0 && tracer != (long)my_tid()) {
-			char tpath[48];
-
-			snprintf(tpath, sizeof(tpath), "/proc/self/task/%ld", tracer);
-			if (access(tpath, F_OK) == 0) {
-				emit(r->audit, r->audit_arg,
-				     "dwunw: detach pid %d tid %d: refused: thread %ld of this process is the tracer, "
-				     "detach from it (%llu us)", (int)r->pid, (int)tid, tracer, us_since(t0));
-				return DWUNW_ERR_INVALID_ARG;
-			}
-		}
+		if (refuse_other_thread(r, tid, t0))
+			return DWUNW_ERR_INVALID_ARG;
 		/*
 		 * Not in its ptrace-stop any more: SIGKILL wakes a traced thread, which is now exiting.
 		 * Collect the exit (briefly; a dying thread becomes a zombie at once) so that its

@@ -56,18 +56,9 @@ static const char *x86_64_reg_name(unsigned reg)
 	return reg < DW_ARRAY_SIZE(names) ? names[reg] : NULL;
 }
 
-/* The caller's frame starts as a copy of the callee's identity (process, thread, snapshot), with
- * no register known yet. */
 static void frame_from(const struct dwunw_regs *in, struct dwunw_regs *out)
 {
-	if (out != in)
-		memcpy(out, in, offsetof(struct dwunw_regs, regs));
-	out->arch = DWUNW_ARCH_X86_64;
-	out->flags = in->flags & ~DWUNW_REGS_PC_IS_RETADDR;
-	out->valid = 0;
-	out->stack_start = in->stack_start;
-	out->stack = in->stack;
-	out->stack_size = in->stack_size;
+	dw_arch_frame_from(in, out, DWUNW_ARCH_X86_64);
 }
 
 /*
@@ -163,10 +154,6 @@ static int x86_64_sigframe(const struct dwunw_regs *in, struct dwunw_regs *out,
 	return 1;
 }
 
-/*
- * The classic frame-pointer chain (push %rbp; mov %rsp,%rbp): [rbp] is the caller's rbp and
- * [rbp+8] the return address; the caller's rsp is rbp+16.
- */
 /* In a PLT stub nothing is pushed yet: the return address is at [rsp], the caller's rsp above it. */
 static int x86_64_stub_step(const struct dwunw_regs *in, struct dwunw_regs *out,
 			    int (*read)(void *arg, uint64_t addr, void *buf, size_t len), void *arg)
@@ -194,6 +181,10 @@ static int x86_64_stub_step(const struct dwunw_regs *in, struct dwunw_regs *out,
 	return 1;
 }
 
+/*
+ * The classic frame-pointer chain (push %rbp; mov %rsp,%rbp): [rbp] is the caller's rbp and
+ * [rbp+8] the return address; the caller's rsp is rbp+16.
+ */
 static int x86_64_fp_step(const struct dwunw_regs *in, struct dwunw_regs *out,
 			  int (*read)(void *arg, uint64_t addr, void *buf, size_t len), void *arg)
 {

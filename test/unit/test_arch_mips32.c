@@ -1,0 +1,321 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * Unit tests of the mips32 (o32, little-endian) backend: the registry entry and its constants,
+ * readelf's register names (none), NT_PRSTATUS (the o32 elf_gregset_t), the sigreturn and
+ * rt_sigreturn frames built by hand around the real trampoline code, .MIPS.stubs entries (the
+ * caller's return address in ra, then in t7), leaf frames; then an offline capture through
+ * dwunw_capture of each trampoline in anonymous memory (qemu-user's page).
+ */
+#include <elf.h>
+#include <stdint.h>
+#include <string.h>
+#include "tap.h"
+#include "dwunw.h"
+
+#define BIT(n) (1ull << (n))
+#define T7 15
+#define GP 28
+#define SP 29
+#define FP 30
+#define RA 31
+#define GPRS (BIT(32) - 1)
+#define CALLEE ((BIT(24) - BIT(16)) | BIT(GP) | BIT(SP) | BIT(FP))
+
+static const struct dwunw_arch_ops *ops;
+
+struct region {
+	uint64_t addr;
+	void *buf;
+	size_t size;
+};
+
+struct fake_mem {
+	struct region r[4];
+	unsigned n;
+};
+
+static int fake_read(void *arg, uint64_t addr, void *buf, size_t len)
+{
+	struct fake_mem *m = arg;
+
+	for (unsigned i = 0; i < m->n; i++) {
+		const struct region *r = &m->r[i];
+		if (addr >= r->addr && len <= r->size && addr - r->addr <= r->size - len) {
+			memcpy(buf, (const uint8_t *)r->buf + (addr - r->addr), len);
+			return DWUNW_OK;
+		}
+	}
+	return DWUNW_ERR_IO;
+}
+
+static void put32(void *base, size_t off, uint32_t v)
+{
+	uint8_t *p = (uint8_t *)base + off;
+	for (int i = 0; i < 4; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static void regs_init(struct dwunw_regs *r, uint64_t pc)
+{
+	memset(r, 0, sizeof(*r));
+	r->arch = DWUNW_ARCH_MIPS32;
+	r->pid = 42;
+	r->tid = 43;
+	r->pc = pc;
+	r->valid = GPRS;
+	for (unsigned i = 1; i < 32; i++)
+		r->regs[i] = 0x10000000u + 0x100 * i;
+}
+
+static void test_registry(void)
+{
+	ok(ops != NULL, "registry: mips32 backend");
+	if (!ops)
+		return;
+	is_str(ops->name, "mips32", "registry: name");
+	is_int(ops->elf_machine, EM_MIPS, "registry: EM_MIPS");
+	is_int(ops->elf_class, ELFCLASS32, "registry: ELFCLASS32");
+	is_int(ops->addr_size, 4, "registry: 4-byte addresses");
+	is_int(ops->nregs, 32, "registry: $0-$31 tracked");
+	is_int(ops->sp_reg, 29, "registry: sp $29");
+	is_int(ops->fp_reg, 30, "registry: fp $30");
+	is_int(ops->ra_reg, 31, "registry: RA column $31");
+	is_int(ops->lr_reg, 31, "registry: link register $31");
+	is_int(ops->pc_reg, 0xffff, "registry: no DWARF number for the pc");
+	is_hex(ops->callee_saved, CALLEE, "registry: callee-saved s0-s7, gp, sp, fp");
+	ok(dwunw_arch_for_elf(EM_MIPS, ELFCLASS32) == ops, "registry: for_elf(EM_MIPS, 32)");
+	ok(dwunw_arch_for_elf(EM_MIPS, ELFCLASS64) == NULL, "registry: mips64 refused");
+	ok(ops->fp_step == NULL, "registry: no frame-pointer convention, no fp_step");
+	ok(ops->sigframe && ops->lr_step && ops->stub_step && ops->regs_from_prstatus && ops->ra_to_pc &&
+	   ops->reg_name, "registry: the other ops provided");
+}
+
+static void test_names(void)
+{
+	int bad = 0;
+
+	for (unsigned r = 0; r < 200; r++)
+		bad += ops->reg_name(r) != NULL;
+	ok(!bad, "names: none (readelf prints rN for MIPS)");
+	is_hex(ops->ra_to_pc(0x400010e8u, 0), 0x400010e8u, "ra_to_pc: unchanged");
+	is_hex(ops->ra_to_pc(0xffffffff800010e8ull, 0), 0x800010e8u, "ra_to_pc: 32 bits (a sign-extended value)");
+}
+
+static void test_prstatus(void)
+{
+	uint8_t buf[45 * 4 + 1];
+	struct dwunw_regs out;
+	int bad = 0;
+
+	for (unsigned i = 0; i < 45; i++)
+		put32(buf + 1, 4 * i, 0x11000000u + i);
+	memset(&out, 0xaa, sizeof(out));
+	is_int(ops->regs_from_prstatus(buf + 1, 45 * 4, &out), DWUNW_OK, "prstatus: ok (180 bytes, unaligned)");
+	is_int(out.arch, DWUNW_ARCH_MIPS32, "prstatus: arch");
+	is_hex(out.valid, GPRS, "prstatus: $0-$31 valid");
+	is_hex(out.regs[0], 0, "prstatus: $zero is 0 whatever the set says");
+	for (unsigned i = 1; i < 32; i++)
+		bad += out.regs[i] != 0x11000000u + 6 + i;
+	ok(!bad, "prstatus: $1-$31 from words 7-37 (six unused words first)");
+	is_hex(out.regs[SP], 0x11000000u + 35, "prstatus: sp = word 35 (MIPS32_EF_R29)");
+	is_hex(out.regs[RA], 0x11000000u + 37, "prstatus: ra = word 37 (MIPS32_EF_R31)");
+	is_hex(out.pc, 0x11000000u + 40, "prstatus: pc = cp0 epc, word 40");
+	bad = 0;
+	for (unsigned i = 32; i < DWUNW_MAX_REGS; i++)
+		bad += out.regs[i] != 0;
+	ok(!bad, "prstatus: lo, hi, status, ... not taken");
+	is_int(ops->regs_from_prstatus(buf, 45 * 4 - 1, &out), DWUNW_ERR_INVALID_ARG, "prstatus: short buffer");
+	is_int(ops->regs_from_prstatus(buf, 0, &out), DWUNW_ERR_INVALID_ARG, "prstatus: empty");
+	{
+		static uint8_t wide[45 * 8];
+		is_int(ops->regs_from_prstatus(wide, sizeof(wide), &out), DWUNW_ERR_UNSUPPORTED_ARCH,
+		       "prstatus: a 64-bit set (n32/n64) refused");
+	}
+}
+
+#define TRAMP 0x3f7bd000u
+#define STK   0x3ffe0000u
+
+static void put_trampolines(uint8_t *code)
+{
+	put32(code, 0, 0x24021017);  /* li v0, 4119 (sigreturn) */
+	put32(code, 4, 0x0000000c);  /* syscall */
+	put32(code, 8, 0x24021061);  /* li v0, 4193 (rt_sigreturn) */
+	put32(code, 12, 0x0000000c); /* syscall */
+}
+
+/* A struct sigcontext at `ctx`: sc_pc, then sc_regs[] in 64-bit slots (sign-extended values, as
+ * a 64-bit kernel stores them: the high words must be ignored). */
+static void put_sigcontext(uint8_t *stack, size_t ctx, uint32_t base, uint32_t pc)
+{
+	put32(stack, ctx + 8, pc);
+	put32(stack, ctx + 12, (pc & 0x80000000u) ? 0xffffffffu : 0);
+	for (unsigned i = 0; i < 32; i++) {
+		uint32_t v = i ? base + i : 0xdead; /* $zero garbage: must come out 0 */
+		put32(stack, ctx + 16 + 8 * i, v);
+		put32(stack, ctx + 16 + 8 * i + 4, 0xffffffffu);
+	}
+}
+
+static void test_sigframe(void)
+{
+	static uint8_t code[0x1000], stack[0x1000];
+	struct fake_mem m = { .r = { { TRAMP, code, sizeof(code) }, { STK, stack, sizeof(stack) } }, .n = 2 };
+	struct dwunw_regs in, out;
+	int bad = 0;
+
+	put_trampolines(code);
+	/* sigframe at STK+0x100: sigcontext at +24 (pc +32, regs +40) */
+	put_sigcontext(stack, 0x100 + 24, 0x7700000, 0x40000f58);
+	/* rt_sigframe at STK+0x400: sigcontext at +176 (pc +184, regs +192) */
+	put_sigcontext(stack, 0x400 + 176, 0x6600000, 0x400012dc);
+
+	regs_init(&in, TRAMP);
+	in.regs[SP] = STK + 0x100;
+	is_int(ops->sigframe(&in, &out, fake_read, &m), 1, "sigframe: sigreturn trampoline");
+	is_hex(out.pc, 0x40000f58, "sigframe: pc = sc_pc (sp+32)");
+	for (unsigned i = 1; i < 32; i++)
+		bad += out.regs[i] != 0x7700000u + i;
+	ok(!bad, "sigframe: $1-$31 = low words of sc_regs (sp+40+8i)");
+	is_hex(out.regs[0], 0, "sigframe: $zero is 0");
+	is_hex(out.valid, GPRS, "sigframe: every GPR valid");
+	ok(out.pid == 42 && out.arch == DWUNW_ARCH_MIPS32, "sigframe: identity carried over");
+
+	in.pc = TRAMP + 8;
+	in.regs[SP] = STK + 0x400;
+	is_int(ops->sigframe(&in, &out, fake_read, &m), 1, "rt_sigframe: rt_sigreturn trampoline");
+	is_hex(out.pc, 0x400012dc, "rt_sigframe: pc = uc_mcontext.sc_pc (sp+184)");
+	bad = 0;
+	for (unsigned i = 1; i < 32; i++)
+		bad += out.regs[i] != 0x6600000u + i;
+	ok(!bad, "rt_sigframe: $1-$31 from sp+192+8i");
+
+	in.pc = TRAMP + 4;
+	is_int(ops->sigframe(&in, &out, fake_read, &m), 0, "sigframe: the syscall instruction alone is not one");
+	put32(code, 0x20, 0x24021018);
+	put32(code, 0x24, 0x0000000c);
+	in.pc = TRAMP + 0x20;
+	is_int(ops->sigframe(&in, &out, fake_read, &m), 0, "sigframe: another syscall number is not one");
+	in.pc = TRAMP + 2;
+	is_int(ops->sigframe(&in, &out, fake_read, &m), 0, "sigframe: misaligned pc");
+	in.pc = 0x1000;
+	is_int(ops->sigframe(&in, &out, fake_read, &m), 0, "sigframe: unreadable code");
+	in.pc = TRAMP;
+	in.regs[SP] = STK + 0xf80;
+	ok(ops->sigframe(&in, &out, fake_read, &m) < 0, "sigframe: frame beyond readable memory -> error");
+	in.valid &= ~BIT(SP);
+	is_int(ops->sigframe(&in, &out, fake_read, &m), DWUNW_ERR_INVALID_ARG, "sigframe: no sp -> INVALID_ARG");
+}
+
+#define STUBS 0x400017c0u
+
+static void test_stub_lr(void)
+{
+	static uint8_t stubs[0x40];
+	static const uint32_t entry[] = { 0x8f998010, 0x03e07825, 0x0320f809, 0x2418000d };
+	static const uint32_t big[] = { 0x8f998010, 0x03e07825, 0x3c180001, 0x0320f809, 0x37180002 };
+	struct fake_mem m = { .r = { { STUBS, stubs, sizeof(stubs) } }, .n = 1 };
+	struct dwunw_regs in, out;
+	static const struct { unsigned off; unsigned reg; const char *what; } at[] = {
+		{ 0, RA, "lw t9 (entry): ra" },
+		{ 4, RA, "move t7, ra (not run yet): ra" },
+		{ 8, T7, "jalr t9: t7" },
+		{ 12, T7, "li t8 (delay slot): t7" },
+		{ 16 + 8, T7, "lui t8 (large index): t7" },
+		{ 16 + 12, T7, "jalr t9 (large index): t7" },
+	};
+
+	for (unsigned i = 0; i < 4; i++)
+		put32(stubs, 4 * i, entry[i]);
+	for (unsigned i = 0; i < 5; i++)
+		put32(stubs, 16 + 4 * i, big[i]);
+	for (unsigned i = 0; i < sizeof(at) / sizeof(at[0]); i++) {
+		regs_init(&in, STUBS + at[i].off);
+		in.regs[RA] = 0x4000114c;
+		in.regs[T7] = 0x4000123c;
+		if (at[i].reg == T7)
+			in.regs[RA] = STUBS + 16; /* what jalr left */
+		ok(ops->stub_step(&in, &out, fake_read, &m) == 1 && out.pc == in.regs[at[i].reg] &&
+		   out.regs[SP] == in.regs[SP] && out.valid == CALLEE, "stub +%u, %s", at[i].off, at[i].what);
+	}
+	put32(stubs, 4, 0x03e07821); /* addu t7, ra, zero (older binutils) */
+	regs_init(&in, STUBS + 4);
+	in.regs[RA] = 0x4000114c;
+	ok(ops->stub_step(&in, &out, fake_read, &m) == 1 && out.pc == 0x4000114c, "stub: addu t7, ra, zero: ra");
+	regs_init(&in, STUBS + 8);
+	in.valid &= ~BIT(T7);
+	is_int(ops->stub_step(&in, &out, fake_read, &m), 0, "stub: t7 unknown after the move: refused");
+	regs_init(&in, 0x1000);
+	is_int(ops->stub_step(&in, &out, fake_read, &m), 0, "stub: unreadable code refused");
+
+	regs_init(&in, 0x40001098);
+	in.regs[RA] = 0x400010e8;
+	is_int(ops->lr_step(&in, &out), 1, "lr: leaf");
+	is_hex(out.pc, 0x400010e8, "lr: pc = $ra");
+	is_hex(out.regs[SP], in.regs[SP], "lr: sp unchanged");
+	is_hex(out.valid, CALLEE, "lr: ra and caller-saved registers unknown in the caller");
+	ok(out.regs[16] == in.regs[16] && out.regs[GP] == in.regs[GP], "lr: s0, gp kept");
+	in.regs[RA] = 0;
+	is_int(ops->lr_step(&in, &out), 0, "lr: $ra = 0 refused");
+	in.regs[RA] = 0x400010ea;
+	is_int(ops->lr_step(&in, &out), 0, "lr: misaligned $ra refused");
+}
+
+#define OFFLINE_PID 990002
+
+static void test_capture(void)
+{
+	static uint8_t page[0x1000], stack[0x1000];
+	static const char maps[] =
+		"3f7bd000-3f7be000 r-xp 00000000 00:00 0 \n"
+		"3ffe0000-3ffe1000 rwxp 00000000 00:00 0                                  [stack]\n"
+		"40000000-40002000 r-xp 00000000 00:00 0 \n";
+	struct dwunw_config cfg = { .size = sizeof(cfg), .flags = DWUNW_CFG_NO_REMOTE_READS };
+	struct dwunw_ctx ctx;
+	struct dwunw_regs r;
+	struct dwunw_frame f[8];
+	size_t nf;
+	int err;
+
+	if (dwunw_init(&ctx, &cfg) != DWUNW_OK) {
+		ok(0, "capture: dwunw_init");
+		return;
+	}
+	put_trampolines(page);
+	put_sigcontext(stack, 0x100 + 24, 0x7700000, 0x40000f58);
+	put_sigcontext(stack, 0x400 + 176, 0x6600000, 0x400012dc);
+	is_int(dwunw_maps_set(&ctx, OFFLINE_PID, maps, sizeof(maps) - 1), DWUNW_OK, "capture: maps");
+	is_int(dwunw_memory_add(&ctx, OFFLINE_PID, TRAMP, page, sizeof(page)), DWUNW_OK, "capture: trampoline page");
+	for (int rt = 0; rt < 2; rt++) {
+		regs_init(&r, TRAMP + (rt ? 8 : 0));
+		r.pid = OFFLINE_PID;
+		r.regs[SP] = STK + (rt ? 0x400 : 0x100);
+		r.stack_start = STK;
+		r.stack = stack;
+		r.stack_size = sizeof(stack);
+		nf = 8;
+		err = dwunw_capture(&ctx, &r, f, &nf);
+		ok(nf >= 2, "capture %s: %zu frames (%s)", rt ? "rt_sigreturn" : "sigreturn", nf, dwunw_errname(err));
+		if (nf >= 2) {
+			is_int(f[1].how, DWUNW_HOW_SIGNAL, "capture %s: frame 1 from the signal frame", rt ? "rt" : "non-rt");
+			is_hex(f[1].pc, rt ? 0x400012dc : 0x40000f58, "capture %s: frame 1 pc", rt ? "rt" : "non-rt");
+			is_hex(f[1].sp, (rt ? 0x6600000u : 0x7700000u) + SP, "capture %s: frame 1 sp", rt ? "rt" : "non-rt");
+		}
+		dwunw_module_cache_release(&ctx, f, nf);
+	}
+	dwunw_shutdown(&ctx);
+}
+
+int main(void)
+{
+	ops = dwunw_arch_get(DWUNW_ARCH_MIPS32);
+	test_registry();
+	if (ops) {
+		test_names();
+		test_prstatus();
+		test_sigframe();
+		test_stub_lr();
+		test_capture();
+	}
+	return done_testing();
+}
