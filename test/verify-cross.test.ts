@@ -1,0 +1,75 @@
+// Cross builds of libdwunw (native/Makefile, CROSS=aarch64-linux-gnu- and CROSS=mipsel-linux-gnu-):
+//   - libdwunw.a builds with the cross compiler (-Werror), its objects are of the target's ELF
+//     machine and class;
+//   - the unit tests that need no libelf (test_cfi, test_expr, test_bytes) link statically for
+//     the target and pass under qemu-user (`make cross-check`): the CFI parser, the CFA program
+//     interpreter, the table and the expression machine on a 64-bit and a 32-bit target;
+//   - every header the cross build reads comes from the cross compiler, the cross C library, the
+//     source tree, or is one of the Multi-Arch: same libelf/zlib/zstd/lzma headers the Makefile
+//     lets through (nothing else from the host's /usr/include).
+import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import t from 'tap';
+import { ElfFile } from '../lib/verify-elf.js';
+
+const root = fileURLToPath(new URL('..', import.meta.url));
+const targets = [
+  { cross: 'aarch64-linux-gnu-', machine: 183, is64: true },
+  { cross: 'mipsel-linux-gnu-', machine: 8, is64: false },
+];
+const allowed = /^\/usr\/include\/(libelf\.h|gelf\.h|nlist\.h|elfutils\/[^/]+|zlib\.h|zconf\.h|zstd\.h|lzma\.h|lzma\/[^/]+)$/;
+
+function run(cmd: string, args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((res) => {
+    const child = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'], cwd: root });
+    const out: Buffer[] = [];
+    const err: Buffer[] = [];
+    child.stdout.on('data', (b: Buffer) => out.push(b));
+    child.stderr.on('data', (b: Buffer) => err.push(b));
+    child.on('error', (e) => res({ code: -1, stdout: '', stderr: String(e) }));
+    child.on('close', (code) => res({ code, stdout: Buffer.concat(out).toString(), stderr: Buffer.concat(err).toString() }));
+  });
+}
+
+for (const x of targets) {
+  const triplet = x.cross.slice(0, -1);
+  t.test(`CROSS=${x.cross}`, async (t) => {
+    if (!existsSync(`/usr/bin/${x.cross}gcc`)) {
+      t.fail(`no ${x.cross}gcc (scripts/ensure-deps installs it)`);
+      return;
+    }
+    const b = await run('make', ['-s', '-j2', '-C', 'native', `CROSS=${x.cross}`, 'lib', 'cross-check']);
+    t.equal(b.code, 0, `make -C native CROSS=${x.cross} lib cross-check${b.code ? `: ${b.stderr.slice(-1500)}` : ''}`);
+    const lines = b.stdout.split('\n').filter((l) => /: exit \d+, \d+ ok, \d+ not ok$/.test(l));
+    t.equal(lines.length, 3, `three unit tests ran under qemu (${lines.length})`);
+    for (const l of lines) t.match(l, /: exit 0, [1-9]\d* ok, 0 not ok$/, l);
+
+    const obj = join(root, 'build', triplet, 'obj', 'unwind.o');
+    t.ok(existsSync(join(root, 'build', triplet, 'libdwunw.a')), `build/${triplet}/libdwunw.a`);
+    if (existsSync(obj)) {
+      const e = new ElfFile(obj);
+      t.equal(e.machine, x.machine, `${triplet} objects: e_machine ${x.machine}`);
+      t.equal(e.is64, x.is64, `${triplet} objects: ELFCLASS${x.is64 ? 64 : 32}`);
+    } else {
+      t.fail(`no ${obj}`);
+    }
+
+    const h = await run('make', ['-s', '-C', 'native', `CROSS=${x.cross}`, 'cross-headers']);
+    t.equal(h.code, 0, 'make cross-headers');
+    const headers = h.stdout.split('\n').filter((l) => l !== '');
+    const foreign = headers.filter(
+      (p) =>
+        !p.startsWith(`/usr/lib/gcc-cross/${triplet}/`) &&
+        !p.startsWith(`/usr/${triplet}/include/`) &&
+        !/^\/usr\/lib\/gcc-cross\/[^/]+\/\d+\/\.\.\/\.\.\/\.\.\/\.\.\//.test(p) &&
+        !p.startsWith('include/') &&
+        !p.startsWith('src/') &&
+        !allowed.test(p),
+    );
+    t.ok(headers.length > 50, `${headers.length} headers read`);
+    t.same(foreign, [], 'no other host header');
+    t.ok(headers.some((p) => p === '/usr/include/libelf.h'), "libelf.h: the host's (Multi-Arch: same) copy");
+  });
+}
