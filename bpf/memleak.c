@@ -1,0 +1,1830 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * memleak: outstanding allocations of a process grouped by stack, compatible in flags and output
+ * with libbpf-tools memleak (bcc v0.32.0), with exact stacks on code without frame pointers.
+ *
+ * --unwind=dwarf (default with HAVE_DWUNW): each recorded allocation's entry probe sends a
+ * snapshot of the registers and of the stack window (capture.bpf.h); this program unwinds it
+ * with libdwunw when it arrives, interns the stack (hash of its pcs and stop reason), symbolizes
+ * each new stack once, and remembers event id -> stack until the allocation is gone.
+ * --unwind=fp: bpf_get_stackid() at the return probe, as upstream.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <linux/capability.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#ifdef HAVE_DWUNW
+#include "dwunw.h"
+#endif
+#include "capture_user.h"
+#include "memleak.h"
+#include "memleak.skel.h"
+#include "syms.h"
+
+#define MAX_FRAMES 128
+
+/* ---- Options ---------------------------------------------------------------------------- */
+
+static struct env {
+	pid_t pid;
+	const char *command;
+	bool trace;
+	bool show_allocs;
+	bool combined;
+	uint64_t older_ms;
+	uint32_t sample_rate;
+	size_t top;
+	uint64_t min_size, max_size;
+	const char *obj;
+	const char *sym_prefix;
+	bool verbose;
+	int interval;
+	long count;            /* reports, -1 = forever */
+	int unwind;            /* enum ml_unwind */
+	uint32_t stack_size;
+	bool folded, json;
+	bool nested;
+	bool perfbuf;
+	size_t buffer_size;    /* 0 = default */
+	size_t max_stacks;
+	bool fp_ids;
+} env = {
+	.older_ms = 500,
+	.sample_rate = 1,
+	.top = 10,
+	.max_size = UINT64_MAX,
+	.obj = "libc.so.6",
+	.sym_prefix = "",
+	.interval = 5,
+	.count = -1,
+#ifdef HAVE_DWUNW
+	.unwind = ML_UNWIND_DWARF,
+#else
+	.unwind = ML_UNWIND_FP,
+#endif
+	.stack_size = CAP_DEF_STACK,
+	.max_stacks = 65536,
+	.fp_ids = true,
+};
+
+enum {
+	OPT_UNWIND = 256,
+	OPT_STACK_SIZE,
+	OPT_FOLDED,
+	OPT_JSON,
+	OPT_NESTED,
+	OPT_PERFBUF,
+	OPT_BUFFER_SIZE,
+	OPT_MAX_STACKS,
+	OPT_NO_FP_FALLBACK,
+};
+
+static const struct option long_opts[] = {
+	{ "pid", required_argument, NULL, 'p' },
+	{ "trace", no_argument, NULL, 't' },
+	{ "show-allocs", no_argument, NULL, 'a' },
+	{ "older", required_argument, NULL, 'o' },
+	{ "command", required_argument, NULL, 'c' },
+	{ "combined-only", no_argument, NULL, 'C' },
+	{ "wa-missing-free", no_argument, NULL, 'F' },
+	{ "sample-rate", required_argument, NULL, 's' },
+	{ "top", required_argument, NULL, 'T' },
+	{ "min-size", required_argument, NULL, 'z' },
+	{ "max-size", required_argument, NULL, 'Z' },
+	{ "obj", required_argument, NULL, 'O' },
+	{ "percpu", no_argument, NULL, 'P' },
+	{ "symbols-prefix", required_argument, NULL, 'S' },
+	{ "verbose", no_argument, NULL, 'v' },
+	{ "help", no_argument, NULL, 'h' },
+	{ "unwind", required_argument, NULL, OPT_UNWIND },
+	{ "stack-size", required_argument, NULL, OPT_STACK_SIZE },
+	{ "folded", no_argument, NULL, OPT_FOLDED },
+	{ "json", no_argument, NULL, OPT_JSON },
+	{ "nested", no_argument, NULL, OPT_NESTED },
+	{ "perf-buffer", no_argument, NULL, OPT_PERFBUF },
+	{ "buffer-size", required_argument, NULL, OPT_BUFFER_SIZE },
+	{ "max-stacks", required_argument, NULL, OPT_MAX_STACKS },
+	{ "no-fp-fallback", no_argument, NULL, OPT_NO_FP_FALLBACK },
+	{},
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+"Usage: memleak [OPTION...] [INTERVAL [COUNT]]\n"
+"Trace outstanding memory allocations of a process, grouped by stack.\n"
+"\n"
+"  -p, --pid=PID             process to trace\n"
+"  -c, --command=COMMAND     run COMMAND (through /bin/sh -c) and trace it\n"
+"  -t, --trace               print every allocation and free\n"
+"  -a, --show-allocs         list the outstanding allocations of each stack\n"
+"  -o, --older=AGE_MS        only allocations older than AGE_MS milliseconds (500)\n"
+"  -C, --combined-only       per-stack totals only (no age filter)\n"
+"  -s, --sample-rate=N       record 1 allocation out of N\n"
+"  -T, --top=N               top N stacks by outstanding bytes (10)\n"
+"  -z, --min-size=SIZE       ignore allocations smaller than SIZE\n"
+"  -Z, --max-size=SIZE       ignore allocations larger than SIZE\n"
+"  -O, --obj=OBJ             allocator object (libc.so.6)\n"
+"  -S, --symbols-prefix=PFX  allocator symbol prefix (e.g. je_)\n"
+"  -F, -P                    kernel-mode options: not supported in user-space mode\n"
+"  -v, --verbose             libbpf and unwinder diagnostics\n"
+"      --unwind=dwarf|fp     stack source (default %s)\n"
+"      --stack-size=BYTES    stack window copied per allocation (16384, max 65536)\n"
+"      --folded              folded stacks for flamegraph.pl (root;...;leaf bytes)\n"
+"      --json                one JSON document per report (NDJSON)\n"
+"      --nested              also record allocator calls made inside another one\n"
+"                            (glibc's mmap inside a large malloc)\n"
+"      --perf-buffer         use the perf buffer instead of the ring buffer\n"
+"      --buffer-size=BYTES   ring buffer size (64 MiB), or perf buffer per CPU (8 MiB)\n"
+"      --max-stacks=N        distinct stacks kept in user space (65536)\n"
+"      --no-fp-fallback      dwarf mode: skip the per-event frame-pointer stack id\n"
+"  -h, --help                this help\n"
+"\n"
+"INTERVAL: seconds between reports (5); COUNT: reports before exiting (forever).\n",
+#ifdef HAVE_DWUNW
+		"dwarf"
+#else
+		"fp; dwarf needs a build with libdwunw"
+#endif
+	);
+}
+
+static void die(const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "memleak: ");
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	exit(1);
+}
+
+static uint64_t parse_u64(const char *s, const char *what)
+{
+	char *end;
+	unsigned long long v;
+
+	errno = 0;
+	v = strtoull(s, &end, 0);
+	if (errno || end == s || *s == '-')
+		die("invalid %s: %s", what, s);
+	if (*end == 'k' || *end == 'K')
+		v *= 1024, end++;
+	else if (*end == 'm' || *end == 'M')
+		v *= 1024 * 1024, end++;
+	if (*end)
+		die("invalid %s: %s", what, s);
+	return v;
+}
+
+static void parse_args(int argc, char **argv)
+{
+	int c, pos = 0;
+
+	while ((c = getopt_long(argc, argv, "p:tao:c:CFs:T:z:Z:O:PS:vh", long_opts, NULL)) != -1) {
+		switch (c) {
+		case 'p': {
+			uint64_t v = parse_u64(optarg, "pid");
+
+			if (v == 0 || v > INT_MAX)
+				die("pid %s: no such process", optarg);
+			env.pid = (pid_t)v;
+			break;
+		}
+		case 't': env.trace = true; break;
+		case 'a': env.show_allocs = true; break;
+		case 'o': env.older_ms = parse_u64(optarg, "age"); break;
+		case 'c': env.command = optarg; break;
+		case 'C': env.combined = true; break;
+		case 'F':
+		case 'P':
+			fprintf(stderr, "memleak: -%c: not supported in user-space mode, ignored\n", c);
+			break;
+		case 's':
+			env.sample_rate = (uint32_t)parse_u64(optarg, "sample rate");
+			if (!env.sample_rate)
+				die("invalid sample rate: %s", optarg);
+			break;
+		case 'T':
+			env.top = parse_u64(optarg, "top");
+			break;
+		case 'z': env.min_size = parse_u64(optarg, "min size"); break;
+		case 'Z': env.max_size = parse_u64(optarg, "max size"); break;
+		case 'O': env.obj = optarg; break;
+		case 'S': env.sym_prefix = optarg; break;
+		case 'v': env.verbose = true; break;
+		case 'h': usage(stdout); exit(0);
+		case OPT_UNWIND:
+			if (!strcmp(optarg, "dwarf")) {
+#ifndef HAVE_DWUNW
+				die("--unwind=dwarf needs a build with libdwunw (HAVE_DWUNW); this build unwinds with frame pointers only");
+#endif
+				env.unwind = ML_UNWIND_DWARF;
+			} else if (!strcmp(optarg, "fp")) {
+				env.unwind = ML_UNWIND_FP;
+			} else {
+				die("--unwind: expected dwarf or fp, got %s", optarg);
+			}
+			break;
+		case OPT_STACK_SIZE: {
+			uint64_t v = parse_u64(optarg, "stack size");
+
+			if (v < 64 || v > CAP_MAX_STACK)
+				die("--stack-size: %s out of range (64 .. %d)", optarg, CAP_MAX_STACK);
+			env.stack_size = (uint32_t)(v & ~7ull);
+			break;
+		}
+		case OPT_FOLDED: env.folded = true; break;
+		case OPT_JSON: env.json = true; break;
+		case OPT_NESTED: env.nested = true; break;
+		case OPT_PERFBUF: env.perfbuf = true; break;
+		case OPT_BUFFER_SIZE: env.buffer_size = parse_u64(optarg, "buffer size"); break;
+		case OPT_MAX_STACKS:
+			env.max_stacks = parse_u64(optarg, "max stacks");
+			if (env.max_stacks < 16 || env.max_stacks > (1u << 24))
+				die("--max-stacks: %s out of range (16 .. 16777216)", optarg);
+			break;
+		case OPT_NO_FP_FALLBACK: env.fp_ids = false; break;
+		default:
+			usage(stderr);
+			exit(2);
+		}
+	}
+	for (int i = optind; i < argc; i++, pos++) {
+		uint64_t v = parse_u64(argv[i], pos == 0 ? "interval" : "count");
+
+		if (pos == 0) {
+			if (!v || v > INT_MAX)
+				die("invalid interval: %s", argv[i]);
+			env.interval = (int)v;
+		} else if (pos == 1) {
+			if (!v)
+				die("invalid count: %s", argv[i]);
+			env.count = (long)v;
+		} else {
+			die("unexpected argument: %s", argv[i]);
+		}
+	}
+	if (env.folded && env.json)
+		die("--folded and --json exclude each other");
+	if (env.pid && env.command)
+		die("-p and -c exclude each other");
+	if (env.min_size > env.max_size)
+		die("min size (%" PRIu64 ") is larger than max size (%" PRIu64 ")", env.min_size,
+		    env.max_size);
+}
+
+/* ---- Small helpers ---------------------------------------------------------------------------- */
+
+static volatile sig_atomic_t exiting;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	exiting = 1;
+}
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list args)
+{
+	if (level == LIBBPF_DEBUG && !env.verbose)
+		return 0;
+	if (!env.verbose && level == LIBBPF_INFO)
+		return 0;
+	return vfprintf(stderr, fmt, args);
+}
+
+static void *xcalloc(size_t n, size_t sz)
+{
+	void *p = calloc(n ? n : 1, sz);
+
+	if (!p)
+		die("out of memory");
+	return p;
+}
+
+static void *xrealloc(void *p, size_t sz)
+{
+	p = realloc(p, sz ? sz : 1);
+	if (!p)
+		die("out of memory");
+	return p;
+}
+
+static uint64_t hash64(uint64_t h, uint64_t v)
+{
+	h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+	h *= 0xff51afd7ed558ccdull;
+	return h ^ (h >> 33);
+}
+
+/* Interned strings (symbol names, module paths): stored once, compared by pointer. */
+static struct {
+	char **tab;
+	size_t cap, n;
+} strs;
+
+static uint64_t hash_str(const char *s)
+{
+	uint64_t h = 1469598103934665603ull;
+
+	while (*s)
+		h = (h ^ (unsigned char)*s++) * 1099511628211ull;
+	return h;
+}
+
+static const char *intern(const char *s)
+{
+	size_t i;
+
+	if (!s)
+		return NULL;
+	if (strs.n * 2 >= strs.cap) {
+		size_t ncap = strs.cap ? strs.cap * 2 : 1024;
+		char **nt = xcalloc(ncap, sizeof(*nt));
+
+		for (i = 0; i < strs.cap; i++) {
+			if (!strs.tab[i])
+				continue;
+			size_t j = hash_str(strs.tab[i]) & (ncap - 1);
+			while (nt[j])
+				j = (j + 1) & (ncap - 1);
+			nt[j] = strs.tab[i];
+		}
+		free(strs.tab);
+		strs.tab = nt;
+		strs.cap = ncap;
+	}
+	for (i = hash_str(s) & (strs.cap - 1); strs.tab[i]; i = (i + 1) & (strs.cap - 1))
+		if (!strcmp(strs.tab[i], s))
+			return strs.tab[i];
+	strs.tab[i] = strdup(s);
+	if (!strs.tab[i])
+		die("out of memory");
+	strs.n++;
+	return strs.tab[i];
+}
+
+/* ---- Stacks ------------------------------------------------------------------------------------ */
+
+struct uframe {
+	uint64_t pc;
+	const char *name;      /* NULL: no symbol */
+	uint64_t offset;
+	const char *module;    /* NULL: not in a file mapping */
+};
+
+enum stack_kind {
+	SK_DWARF = 1,          /* unwound by libdwunw */
+	SK_FP,                 /* frame-pointer stack (fp mode, or the dwarf fallback) */
+	SK_PSEUDO,             /* no frames: a reason (lost record, ...) */
+};
+
+struct ustack {
+	uint64_t hash;
+	uint32_t kind;
+	int32_t stop;          /* SK_DWARF: DWUNW_OK or why the walk stopped */
+	const char *label;     /* SK_PSEUDO: what it stands for; SK_DWARF stopped: the reason */
+	const char *stop_name; /* machine-readable reason (JSON, summary) */
+	uint32_t nframes;
+	struct uframe *frames;
+	bool beyond;           /* SK_DWARF: some unwind read live memory beyond the stack window */
+	/* per report */
+	uint64_t bytes, count;
+	int64_t first_alloc;   /* -a: index into the report's allocations */
+	uint32_t seen;         /* report generation that last counted it */
+};
+
+static struct {
+	struct ustack *v;
+	size_t n, cap;
+	uint32_t *index;       /* open addressing: stack index + 1 */
+	size_t index_cap;
+	uint64_t full;         /* stacks refused: table full */
+} st;
+
+static bool stack_same(const struct ustack *s, uint32_t kind, int32_t stop, const char *label,
+		       const uint64_t *pcs, uint32_t n)
+{
+	if (s->kind != kind || s->stop != stop || s->nframes != n || s->label != label)
+		return false;
+	for (uint32_t i = 0; i < n; i++)
+		if (s->frames[i].pc != pcs[i])
+			return false;
+	return true;
+}
+
+static void index_put(uint64_t hash, uint32_t idx)
+{
+	size_t i = hash & (st.index_cap - 1);
+
+	while (st.index[i])
+		i = (i + 1) & (st.index_cap - 1);
+	st.index[i] = idx + 1;
+}
+
+static void index_grow(void)
+{
+	size_t ncap = st.index_cap ? st.index_cap * 2 : 1024;
+
+	free(st.index);
+	st.index = xcalloc(ncap, sizeof(*st.index));
+	st.index_cap = ncap;
+	for (size_t k = 0; k < st.n; k++)
+		index_put(st.v[k].hash, (uint32_t)k);
+}
+
+/* The stack's index; a new one is added (frames filled by fill()) when absent. */
+typedef void (*fill_fn)(void *arg, struct uframe *frames, uint32_t n);
+
+static int64_t stack_get(uint32_t kind, int32_t stop, const char *label, const char *stop_name,
+			 const uint64_t *pcs, uint32_t n, fill_fn fill, void *arg);
+
+static int64_t pseudo_stack(const char *label)
+{
+	return stack_get(SK_PSEUDO, 0, intern(label), NULL, NULL, 0, NULL, NULL);
+}
+
+static int64_t stack_get(uint32_t kind, int32_t stop, const char *label, const char *stop_name,
+			 const uint64_t *pcs, uint32_t n, fill_fn fill, void *arg)
+{
+	uint64_t h = hash64(hash64(kind, (uint64_t)(uint32_t)stop), (uint64_t)(uintptr_t)label);
+	struct ustack *s;
+	size_t i;
+
+	for (uint32_t k = 0; k < n; k++)
+		h = hash64(h, pcs[k]);
+	if (st.index_cap)
+		for (i = h & (st.index_cap - 1); st.index[i]; i = (i + 1) & (st.index_cap - 1)) {
+			s = &st.v[st.index[i] - 1];
+			if (s->hash == h && stack_same(s, kind, stop, label, pcs, n))
+				return st.index[i] - 1;
+		}
+	/* pseudo stacks always fit: the table keeps room for them */
+	if (kind != SK_PSEUDO && st.n >= env.max_stacks) {
+		st.full++;
+		return pseudo_stack("[stack table full]");
+	}
+	if (st.n == st.cap) {
+		st.cap = st.cap ? st.cap * 2 : 256;
+		st.v = xrealloc(st.v, st.cap * sizeof(*st.v));
+	}
+	if ((st.n + 1) * 2 > st.index_cap)
+		index_grow();
+	s = &st.v[st.n];
+	memset(s, 0, sizeof(*s));
+	s->hash = h;
+	s->kind = kind;
+	s->stop = stop;
+	s->label = label;
+	s->stop_name = stop_name;
+	s->nframes = n;
+	s->first_alloc = -1;
+	s->frames = xcalloc(n, sizeof(*s->frames));
+	for (uint32_t k = 0; k < n; k++)
+		s->frames[k].pc = pcs[k];
+	if (fill && n)
+		fill(arg, s->frames, n);
+	index_put(h, (uint32_t)st.n);
+	return (int64_t)st.n++;
+}
+
+/*
+ * Event id (dwarf mode) -> stack. The BPF side hands out event ids in order, so recent events
+ * live in a dense window (an array indexed by evid - base: one sequential write per record).
+ * At each report the window is cut where the previous report ended it: the events before the
+ * cut that are still outstanding move to a hash table, the others are forgotten (freed, or
+ * failed). Memory: about one interval of events plus the outstanding allocations. Keeping one
+ * interval covers allocations whose return probe had not run when the map was read.
+ */
+struct evslot {
+	uint64_t evid;         /* 0 = empty */
+	uint32_t stack;
+	uint32_t gen;
+};
+
+static struct {
+	uint32_t *win;         /* stack index + 1; 0: no record for that event */
+	uint64_t base;         /* event id of win[0] */
+	size_t len, wcap;
+	uint64_t mark;         /* window end at the previous report */
+	struct evslot *tab;    /* events before base that are still outstanding */
+	size_t cap, n;
+	uint32_t gen;          /* interval number */
+} ev = { .base = 1, .mark = 1 };
+
+static void ev_insert(struct evslot *tab, size_t cap, uint64_t evid, uint32_t stack, uint32_t gen)
+{
+	size_t i = hash64(0, evid) & (cap - 1);
+
+	while (tab[i].evid && tab[i].evid != evid)
+		i = (i + 1) & (cap - 1);
+	tab[i].evid = evid;
+	tab[i].stack = stack;
+	tab[i].gen = gen;
+}
+
+static void ev_rebuild(size_t ncap, bool prune)
+{
+	struct evslot *nt = xcalloc(ncap, sizeof(*nt));
+	size_t n = 0;
+
+	for (size_t i = 0; i < ev.cap; i++) {
+		if (!ev.tab[i].evid || (prune && ev.tab[i].gen != ev.gen))
+			continue;
+		ev_insert(nt, ncap, ev.tab[i].evid, ev.tab[i].stack, ev.tab[i].gen);
+		n++;
+	}
+	free(ev.tab);
+	ev.tab = nt;
+	ev.cap = ncap;
+	ev.n = n;
+}
+
+static void ev_hash_put(uint64_t evid, uint32_t stack)
+{
+	if ((ev.n + 1) * 2 > ev.cap)
+		ev_rebuild(ev.cap ? ev.cap * 2 : 1024, false);
+	size_t i = hash64(0, evid) & (ev.cap - 1);
+
+	while (ev.tab[i].evid && ev.tab[i].evid != evid)
+		i = (i + 1) & (ev.cap - 1);
+	if (!ev.tab[i].evid)
+		ev.n++;
+	ev.tab[i].evid = evid;
+	ev.tab[i].stack = stack;
+	ev.tab[i].gen = ev.gen;
+}
+
+static __attribute__((unused)) void ev_put(uint64_t evid, uint32_t stack)
+{
+	if (!evid)
+		return;
+	if (evid < ev.base) { /* late (perf buffers are per CPU) */
+		ev_hash_put(evid, stack);
+		return;
+	}
+	uint64_t idx = evid - ev.base;
+	if (idx >= (1ull << 28)) { /* far ahead of the window: keep it aside */
+		ev_hash_put(evid, stack);
+		return;
+	}
+	if (idx >= ev.wcap) {
+		size_t ncap = ev.wcap ? ev.wcap : 65536;
+
+		while (ncap <= idx)
+			ncap *= 2;
+		ev.win = xrealloc(ev.win, ncap * sizeof(*ev.win));
+		memset(ev.win + ev.wcap, 0, (ncap - ev.wcap) * sizeof(*ev.win));
+		ev.wcap = ncap;
+	}
+	ev.win[idx] = stack + 1;
+	if (idx >= ev.len)
+		ev.len = idx + 1;
+}
+
+/* The stack of an outstanding allocation's event (-1: no record), kept past the next cut. */
+static int64_t ev_lookup_live(uint64_t evid)
+{
+	if (evid >= ev.base && evid - ev.base < ev.len) {
+		uint32_t v = ev.win[evid - ev.base];
+
+		if (!v)
+			return -1;
+		if (evid < ev.mark)
+			ev_hash_put(evid, v - 1); /* before the cut: move it aside */
+		return v - 1;
+	}
+	if (!ev.cap)
+		return -1;
+	for (size_t i = hash64(0, evid) & (ev.cap - 1); ev.tab[i].evid; i = (i + 1) & (ev.cap - 1))
+		if (ev.tab[i].evid == evid) {
+			ev.tab[i].gen = ev.gen;
+			return ev.tab[i].stack;
+		}
+	return -1;
+}
+
+/* At the end of a report: cut the window at the mark, forget what was not seen outstanding. */
+static void ev_prune(void)
+{
+	uint64_t cut = ev.mark > ev.base ? ev.mark - ev.base : 0;
+	size_t ncap = 1024;
+
+	if (cut > ev.len)
+		cut = ev.len;
+	memmove(ev.win, ev.win + cut, (ev.len - cut) * sizeof(*ev.win));
+	memset(ev.win + (ev.len - cut), 0, cut * sizeof(*ev.win));
+	ev.len -= cut;
+	ev.base += cut;
+	ev.mark = ev.base + ev.len;
+	while (ncap < ev.n * 2)
+		ncap *= 2;
+	ev_rebuild(ncap, true);
+	ev.gen++;
+	/* give back a window that grew for a burst */
+	if (ev.wcap > 65536 && ev.len < ev.wcap / 4) {
+		size_t ncap2 = ev.wcap / 2;
+
+		ev.win = xrealloc(ev.win, ncap2 * sizeof(*ev.win));
+		ev.wcap = ncap2;
+	}
+}
+
+/* ---- Symbolization --------------------------------------------------------------------------- */
+
+static struct memleak_bpf *skel;
+static pid_t target_pid;
+#ifndef HAVE_DWUNW
+static struct syms_proc *syms;
+#else
+static struct dwunw_ctx dctx;
+static bool dctx_ok;
+#endif
+
+static void fill_from_symbol(struct uframe *f, const char *name, uint64_t off, const char *module)
+{
+	f->module = module ? intern(module) : NULL;
+	if (name && *name) {
+		f->name = intern(name);
+		f->offset = off;
+	}
+}
+
+/* Frames of a frame-pointer stack: every pc is a return address. */
+static void fill_fp(void *arg, struct uframe *frames, uint32_t n)
+{
+	(void)arg;
+	for (uint32_t i = 0; i < n; i++) {
+#ifdef HAVE_DWUNW
+		struct dwunw_regs r = {
+			.arch = DWUNW_ARCH_X86_64,
+			.flags = DWUNW_REGS_PC_IS_RETADDR,
+			.pid = target_pid,
+			.tid = target_pid,
+			.pc = frames[i].pc,
+		};
+		struct dwunw_frame f;
+		struct dwunw_symbol sym;
+		size_t nf = 1;
+
+#if defined(__aarch64__)
+		r.arch = DWUNW_ARCH_ARM64;
+#endif
+		dwunw_capture(&dctx, &r, &f, &nf);
+		if (nf < 1)
+			continue;
+		if (f.module && dwunw_symbolize_frame(&dctx, &f, &sym) == DWUNW_OK)
+			fill_from_symbol(&frames[i], sym.name, sym.offset, dwunw_module_path(f.module));
+		else if (f.module)
+			fill_from_symbol(&frames[i], NULL, 0, dwunw_module_path(f.module));
+		dwunw_module_cache_release(&dctx, &f, nf);
+#else
+		struct syms_result res;
+
+		syms_resolve(syms, frames[i].pc, 1, &res);
+		fill_from_symbol(&frames[i], res.name, res.offset, res.module);
+#endif
+	}
+}
+
+static const char *fperr_label(uint64_t err)
+{
+	static char buf[96];
+
+	switch (err) {
+	case EEXIST:
+		return "[stack lost: frame-pointer stack map full (EEXIST)]";
+	case EFAULT:
+		return "[stack lost: frame-pointer walk failed (EFAULT)]";
+	case ENOMEM:
+		return "[stack lost: frame-pointer stack map out of memory]";
+	default:
+		snprintf(buf, sizeof(buf), "[stack lost: bpf_get_stackid error %" PRIu64 "]", err);
+		return buf;
+	}
+}
+
+static uint32_t fp_map_n;
+static int32_t *fp_map;        /* stack id -> stack index + 1 */
+
+/* The stack of a bpf_get_stackid() id (optionally with a first frame put in front). */
+static int64_t fp_stack(int64_t id, uint64_t first_pc, bool replace_first)
+{
+	uint64_t pcs[ML_MAX_STACK_DEPTH + 1];
+	uint64_t raw[ML_MAX_STACK_DEPTH];
+	uint32_t n = 0;
+
+	if (id < 0)
+		return pseudo_stack(fperr_label((uint64_t)-id));
+	if (!replace_first && (uint64_t)id < fp_map_n && fp_map[id])
+		return fp_map[id] - 1;
+	memset(raw, 0, sizeof(raw));
+	if (bpf_map_lookup_elem(bpf_map__fd(skel->maps.stack_traces), &id, raw))
+		return pseudo_stack("[stack lost: frame-pointer stack id not found]");
+	if (replace_first)
+		pcs[n++] = first_pc;
+	for (uint32_t i = replace_first ? 1 : 0; i < ML_MAX_STACK_DEPTH && raw[i]; i++)
+		pcs[n++] = raw[i];
+	int64_t idx = stack_get(SK_FP, 0, NULL, NULL, pcs, n, fill_fp, NULL);
+	if (!replace_first && (uint64_t)id < fp_map_n && st.v[idx].kind == SK_FP)
+		fp_map[id] = (int32_t)idx + 1;
+	return idx;
+}
+
+/* ---- Records ----------------------------------------------------------------------------------- */
+
+static struct {
+	uint64_t records;      /* snapshots received */
+	uint64_t bad;          /* malformed */
+	uint64_t patched;      /* snapshots with a pending return address written back */
+	uint64_t unwind_ns;    /* over the timed ones */
+	uint64_t timed;
+	uint64_t fallback;     /* DWUNW_ERR_UNSUPPORTED_ARCH: fp stack used */
+	uint64_t trace;
+} stats;
+
+static uint64_t next_report_ns;
+static bool draining;
+
+static const char *fn_names[ML_FN_NR] = {
+	"malloc", "calloc", "realloc", "reallocarray", "aligned_alloc", "posix_memalign",
+	"memalign", "valloc", "pvalloc", "mmap", "free", "munmap",
+};
+
+static void on_trace(const struct ml_trace_rec *r)
+{
+	const char *fn = r->fn < ML_FN_NR ? fn_names[r->fn] : "?";
+
+	if (env.json || env.folded)
+		return;
+	if (r->fn == ML_FN_FREE || r->fn == ML_FN_MUNMAP)
+		printf("[%u] %s: free entered, address = %#llx, size = %llu\n", r->tid, fn,
+		       (unsigned long long)r->addr, (unsigned long long)r->size);
+	else
+		printf("[%u] %s: alloc exited, size = %llu, result = %#llx\n", r->tid, fn,
+		       (unsigned long long)r->size, (unsigned long long)r->addr);
+}
+
+#ifdef HAVE_DWUNW
+static struct dwunw_frame frames[MAX_FRAMES + 1];
+static void *patch_buf;
+static size_t patch_buf_size;
+
+struct dwarf_fill {
+	const struct dwunw_frame *f; /* frames[1..]: frame 0 (the allocator) is not shown */
+};
+
+static void fill_dwarf(void *arg, struct uframe *out, uint32_t n)
+{
+	struct dwarf_fill *d = arg;
+
+	for (uint32_t i = 0; i < n; i++) {
+		const struct dwunw_frame *f = &d->f[i];
+		struct dwunw_symbol sym;
+
+		if (!f->module)
+			continue;
+		if (dwunw_symbolize_frame(&dctx, f, &sym) == DWUNW_OK)
+			fill_from_symbol(&out[i], sym.name, sym.offset, dwunw_module_path(f->module));
+		else
+			fill_from_symbol(&out[i], NULL, 0, dwunw_module_path(f->module));
+	}
+}
+
+static void on_snapshot(const void *data, size_t size)
+{
+	const struct cap_record *rec;
+	struct dwunw_regs regs;
+	uint64_t pcs[MAX_FRAMES];
+	size_t nf = MAX_FRAMES + 1;
+	int patched = 0, rc;
+	uint64_t t0;
+	int64_t idx;
+
+	rec = dwunw_cap_prepare(data, size, &patch_buf, &patch_buf_size, &patched);
+	if (!rec) {
+		stats.bad++;
+		return;
+	}
+	stats.records++;
+	if (patched)
+		stats.patched++;
+	dwunw_cap_to_regs(rec, &regs);
+	/* time one unwind in 64 (clock reads cost as much as a short unwind) */
+	bool timed = (stats.records & 63) == 1;
+	t0 = timed ? mono_ns() : 0;
+	rc = dwunw_capture(&dctx, &regs, frames, &nf);
+	if (timed) {
+		stats.unwind_ns += mono_ns() - t0;
+		stats.timed++;
+	}
+	if (rc == DWUNW_ERR_UNSUPPORTED_ARCH) {
+		uint64_t ra = 0;
+
+		stats.fallback++;
+		if (rec->stack_size >= sizeof(ra))
+			memcpy(&ra, rec->stack, sizeof(ra));
+		idx = fp_stack(rec->aux, ra, true);
+	} else if (nf == 0) {
+		char label[128];
+
+		snprintf(label, sizeof(label), "[unwind failed: %s]", dwunw_strerror(rc));
+		idx = pseudo_stack(label);
+	} else {
+		const char *label = NULL, *stop_name = NULL;
+		uint32_t n = (uint32_t)nf - 1;
+
+		for (uint32_t i = 0; i < n; i++)
+			pcs[i] = frames[i + 1].pc;
+		if (rc != DWUNW_OK) {
+			char buf[128];
+
+			if (frames[nf - 1].flags & DWUNW_FRAME_UPROBE_TRAMP) {
+				label = intern("[unwind stopped: uretprobe trampoline]");
+				stop_name = intern("UPROBE_TRAMPOLINE");
+			} else {
+				snprintf(buf, sizeof(buf), "[unwind stopped: %s]", dwunw_strerror(rc));
+				label = intern(buf);
+				stop_name = intern(dwunw_errname(rc));
+			}
+		}
+		struct dwarf_fill fd = { .f = &frames[1] };
+		idx = stack_get(SK_DWARF, rc, label, stop_name, pcs, n, fill_dwarf, &fd);
+		for (size_t i = 1; i < nf; i++)
+			if (frames[i].flags & DWUNW_FRAME_BEYOND_SNAPSHOT)
+				st.v[idx].beyond = true;
+	}
+	dwunw_module_cache_release(&dctx, frames, nf);
+	ev_put(rec->cookie, (uint32_t)idx);
+}
+#endif
+
+static int on_record(void *ctx, const void *data, size_t size)
+{
+	const struct cap_rec_hdr *h = data;
+
+	(void)ctx;
+	if (size < sizeof(*h))
+		return 0;
+	if (h->kind == CAP_KIND_SNAPSHOT) {
+#ifdef HAVE_DWUNW
+		on_snapshot(data, size);
+#endif
+	} else if (h->kind == ML_REC_TRACE && size >= sizeof(struct ml_trace_rec)) {
+		struct ml_trace_rec r;
+
+		memcpy(&r, data, sizeof(r));
+		stats.trace++;
+		on_trace(&r);
+	}
+	/* let the report run on time under a steady stream of records (not while it drains) */
+	static uint32_t calls;
+	if (!draining && (++calls & 255) == 0 && mono_ns() >= next_report_ns)
+		return -EINTR;
+	return 0;
+}
+
+/* ---- Report ---------------------------------------------------------------------------------- */
+
+struct alloc_ent {
+	uint64_t addr;
+	struct ml_alloc_info info;
+	int64_t next;          /* next allocation of the same stack (-a) */
+};
+
+static struct alloc_ent *allocs_v;
+static size_t allocs_n, allocs_cap;
+
+static void allocs_push(uint64_t addr, const struct ml_alloc_info *info)
+{
+	if (allocs_n == allocs_cap) {
+		allocs_cap = allocs_cap ? allocs_cap * 2 : 4096;
+		allocs_v = xrealloc(allocs_v, allocs_cap * sizeof(*allocs_v));
+	}
+	allocs_v[allocs_n].addr = addr;
+	allocs_v[allocs_n].info = *info;
+	allocs_v[allocs_n].next = -1;
+	allocs_n++;
+}
+
+/* Read the allocs map: batched when the kernel can, else key by key. */
+static void read_allocs(void)
+{
+	int fd = bpf_map__fd(skel->maps.allocs);
+	const uint32_t chunk = 8192;
+	uint64_t *keys = xcalloc(chunk, sizeof(*keys));
+	struct ml_alloc_info *vals = xcalloc(chunk, sizeof(*vals));
+	uint64_t in = 0, out = 0;
+	bool first = true, batch_ok = true;
+
+	allocs_n = 0;
+	for (;;) {
+		LIBBPF_OPTS(bpf_map_batch_opts, o);
+		uint32_t cnt = chunk;
+		int err = bpf_map_lookup_batch(fd, first ? NULL : &in, &out, keys, vals, &cnt, &o);
+
+		if (err && errno != ENOENT && errno != ENOSPC) {
+			batch_ok = false;
+			break;
+		}
+		for (uint32_t i = 0; i < cnt; i++)
+			allocs_push(keys[i], &vals[i]);
+		if (err && errno == ENOENT)
+			break;
+		if (err && errno == ENOSPC) {
+			batch_ok = false; /* a bucket larger than the chunk: do it key by key */
+			break;
+		}
+		in = out;
+		first = false;
+	}
+	if (!batch_ok) {
+		uint64_t key, next;
+		void *prev = NULL;
+
+		allocs_n = 0;
+		while (bpf_map_get_next_key(fd, prev, &next) == 0) {
+			struct ml_alloc_info v;
+
+			key = next;
+			prev = &key;
+			if (bpf_map_lookup_elem(fd, &key, &v) == 0)
+				allocs_push(key, &v);
+		}
+	}
+	free(keys);
+	free(vals);
+}
+
+static uint64_t counter_sum(struct bpf_map *m, uint32_t idx)
+{
+	int ncpu = libbpf_num_possible_cpus();
+	uint64_t *v = xcalloc(ncpu, sizeof(*v)), sum = 0;
+
+	if (bpf_map_lookup_elem(bpf_map__fd(m), &idx, v) == 0)
+		for (int c = 0; c < ncpu; c++)
+			sum += v[c];
+	free(v);
+	return sum;
+}
+
+static struct dwunw_cap_reader *reader;
+
+/* Process every record already in the buffers. */
+static void drain(void)
+{
+	draining = true;
+	dwunw_cap_reader_consume(reader); /* reads until it catches up with the producers */
+	draining = false;
+}
+
+static int64_t key_stack(uint64_t key)
+{
+	if (key & ML_KEY_LOST)
+		return pseudo_stack(env.perfbuf ? "[stack lost: perf buffer full]"
+						: "[stack lost: ring buffer full]");
+	if (key & ML_KEY_DWARF) {
+		int64_t idx = ev_lookup_live(ML_KEY_VALUE(key));
+
+		if (idx < 0)
+			return pseudo_stack("[stack unknown: record not received]");
+		return idx;
+	}
+	if (key & ML_KEY_FPERR)
+		return pseudo_stack(fperr_label(ML_KEY_VALUE(key)));
+	return fp_stack((int64_t)key, 0, false);
+}
+
+static int cmp_stack_bytes(const void *a, const void *b)
+{
+	const struct ustack *x = &st.v[*(const uint32_t *)a], *y = &st.v[*(const uint32_t *)b];
+
+	if (x->bytes != y->bytes)
+		return x->bytes < y->bytes ? 1 : -1;
+	if (x->count != y->count)
+		return x->count < y->count ? 1 : -1;
+	return *(const uint32_t *)a < *(const uint32_t *)b ? -1 : 1;
+}
+
+static void json_str(const char *s)
+{
+	putchar('"');
+	for (; s && *s; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if (c == '"' || c == '\\')
+			printf("\\%c", c);
+		else if (c < 0x20)
+			printf("\\u%04x", c);
+		else
+			putchar(c);
+	}
+	putchar('"');
+}
+
+static const char *base_name(const char *p)
+{
+	const char *s = p ? strrchr(p, '/') : NULL;
+
+	return s ? s + 1 : p;
+}
+
+static void print_frame_text(size_t i, const struct uframe *f)
+{
+	if (!f->module)
+		printf("\t%zu [<%016" PRIx64 ">] <null sym>\n", i, f->pc);
+	else if (!f->name)
+		printf("\t%zu [<%016" PRIx64 ">] [%s]\n", i, f->pc, f->module);
+	else
+		printf("\t%zu [<%016" PRIx64 ">] %s+0x%" PRIx64 " [%s]\n", i, f->pc, f->name, f->offset,
+		       f->module);
+}
+
+static void print_stack_text(const struct ustack *s)
+{
+	size_t i;
+
+	printf("%" PRIu64 " bytes in %" PRIu64 " allocations from stack\n", s->bytes, s->count);
+	if (env.show_allocs && !env.combined)
+		for (int64_t a = s->first_alloc; a >= 0; a = allocs_v[a].next)
+			printf("\taddr = %#" PRIx64 " size = %" PRIu64 "\n", allocs_v[a].addr,
+			       (uint64_t)allocs_v[a].info.size);
+	for (i = 0; i < s->nframes; i++)
+		print_frame_text(i, &s->frames[i]);
+	if (s->label)
+		printf("\t%zu [<%016x>] %s\n", i, 0, s->label);
+}
+
+static void print_stack_folded(const struct ustack *s)
+{
+	bool sep = false;
+
+	if (s->label) {
+		fputs(s->label, stdout);
+		sep = true;
+	}
+	for (size_t i = s->nframes; i-- > 0;) {
+		const struct uframe *f = &s->frames[i];
+
+		if (sep)
+			putchar(';');
+		sep = true;
+		if (f->name)
+			fputs(f->name, stdout);
+		else if (f->module)
+			printf("[%s]", base_name(f->module));
+		else
+			fputs("[unknown]", stdout);
+	}
+	printf(" %" PRIu64 "\n", s->bytes);
+}
+
+static void print_stack_json(const struct ustack *s)
+{
+	printf("{\"bytes\":%" PRIu64 ",\"allocations\":%" PRIu64 ",\"frames\":[", s->bytes, s->count);
+	for (uint32_t i = 0; i < s->nframes; i++) {
+		const struct uframe *f = &s->frames[i];
+
+		printf("%s{\"pc\":\"0x%" PRIx64 "\",\"symbol\":", i ? "," : "", f->pc);
+		if (f->name)
+			json_str(f->name);
+		else
+			printf("null");
+		printf(",\"offset\":%" PRIu64 ",\"module\":", f->name ? f->offset : 0);
+		if (f->module)
+			json_str(f->module);
+		else
+			printf("null");
+		putchar('}');
+	}
+	printf("],\"kind\":\"%s\",", s->kind == SK_DWARF ? "dwarf" : s->kind == SK_FP ? "fp" : "none");
+	if (s->kind == SK_DWARF)
+		printf("\"complete\":%s,\"stop\":", s->stop == 0 ? "true" : "false");
+	else
+		printf("\"complete\":null,\"stop\":");
+	if (s->kind == SK_DWARF)
+		json_str(s->stop ? s->stop_name : "OK");
+	else if (s->kind == SK_FP)
+		json_str("FP");
+	else
+		json_str("NONE");
+	if (s->kind == SK_DWARF)
+		printf(",\"beyond_window\":%s", s->beyond ? "true" : "false");
+	if (s->label) {
+		printf(",\"reason\":");
+		json_str(s->label);
+	}
+	if (env.show_allocs && !env.combined) {
+		printf(",\"allocs\":[");
+		bool c = false;
+		for (int64_t a = s->first_alloc; a >= 0; a = allocs_v[a].next, c = true)
+			printf("%s{\"addr\":\"%#" PRIx64 "\",\"size\":%" PRIu64 "}", c ? "," : "",
+			       allocs_v[a].addr, (uint64_t)allocs_v[a].info.size);
+		putchar(']');
+	}
+	putchar('}');
+}
+
+static void report(void)
+{
+	uint64_t now = mono_ns(), older_ns = env.older_ms * 1000000ull;
+	uint64_t exec_cut = skel->bss->exec_ns;
+	uint32_t *order = NULL, nord = 0;
+	uint64_t capc[CAP_CNT_MAX], lost;
+	struct tm tm;
+	time_t t;
+
+	for (size_t k = 0; k < st.n; k++) {
+		st.v[k].bytes = st.v[k].count = 0;
+		st.v[k].first_alloc = -1;
+	}
+
+	if (env.combined && env.unwind == ML_UNWIND_FP) {
+		/* the per-stack aggregate kept in BPF, iterated from the first key */
+		int fd = bpf_map__fd(skel->maps.combined_allocs);
+		uint64_t key, next;
+		void *prev = NULL;
+
+		drain();
+		allocs_n = 0;
+		while (bpf_map_get_next_key(fd, prev, &next) == 0) {
+			struct ml_combined c;
+
+			key = next;
+			prev = &key;
+			if (bpf_map_lookup_elem(fd, &key, &c) || !c.count)
+				continue; /* fully freed: not shown */
+			int64_t idx = key_stack(key);
+			st.v[idx].bytes += c.total_size;
+			st.v[idx].count += c.count;
+		}
+	} else {
+		/* snapshot the map first, then drain: every listed allocation's record is in */
+		read_allocs();
+		drain();
+		for (size_t i = 0; i < allocs_n; i++) {
+			struct alloc_ent *a = &allocs_v[i];
+
+			if (a->info.ts < exec_cut) {
+				/* allocated by the image the target replaced with exec */
+				bpf_map_delete_elem(bpf_map__fd(skel->maps.allocs), &a->addr);
+				continue;
+			}
+			int64_t idx = key_stack(a->info.key);
+			if (!env.combined && now > a->info.ts && now - a->info.ts < older_ns)
+				continue;
+			if (a->info.ts > now)
+				continue;
+			struct ustack *s = &st.v[idx];
+			s->bytes += a->info.size;
+			s->count++;
+			a->next = s->first_alloc;
+			s->first_alloc = (int64_t)i;
+		}
+	}
+
+	/* stacks with outstanding allocations, by bytes */
+	order = xcalloc(st.n, sizeof(*order));
+	for (size_t k = 0; k < st.n; k++)
+		if (st.v[k].count)
+			order[nord++] = (uint32_t)k;
+	qsort(order, nord, sizeof(*order), cmp_stack_bytes);
+	/* -a lists allocations in the order the map gave them */
+	for (uint32_t k = 0; k < nord; k++) {
+		struct ustack *s = &st.v[order[k]];
+		int64_t prev = -1, cur = s->first_alloc;
+
+		while (cur >= 0) {
+			int64_t nx = allocs_v[cur].next;
+
+			allocs_v[cur].next = prev;
+			prev = cur;
+			cur = nx;
+		}
+		s->first_alloc = prev;
+	}
+	size_t shown = nord < env.top ? nord : env.top;
+
+	dwunw_cap_counters(skel->obj, capc);
+	lost = capc[CAP_CNT_OUTPUT_FAILED];
+	if (dwunw_cap_reader_lost(reader) > lost)
+		lost = dwunw_cap_reader_lost(reader);
+	uint64_t allocs_full = counter_sum(skel->maps.ml_counters, ML_CNT_ALLOCS_FULL);
+	uint64_t no_pending = counter_sum(skel->maps.ml_counters, ML_CNT_NO_PENDING);
+	uint64_t combined_full = counter_sum(skel->maps.ml_counters, ML_CNT_COMBINED_FULL);
+
+	/* unwind summary over the stacks shown in this report's aggregate */
+	size_t n_dwarf = 0, n_complete = 0, n_stopped = 0, n_fp = 0, n_pseudo = 0, n_beyond = 0;
+	char reasons[512] = "";
+	{
+		const char *rname[32];
+		size_t rcount[32], nr = 0;
+
+		for (uint32_t k = 0; k < nord; k++) {
+			const struct ustack *s = &st.v[order[k]];
+
+			if (s->kind == SK_FP) {
+				n_fp++;
+			} else if (s->kind == SK_PSEUDO) {
+				n_pseudo++;
+			} else {
+				n_dwarf++;
+				n_beyond += s->beyond;
+				if (!s->stop) {
+					n_complete++;
+					continue;
+				}
+				n_stopped++;
+				size_t r;
+				for (r = 0; r < nr; r++)
+					if (rname[r] == s->stop_name)
+						break;
+				if (r == nr && nr < 32) {
+					rname[nr] = s->stop_name;
+					rcount[nr++] = 0;
+				}
+				if (r < 32)
+					rcount[r]++;
+			}
+		}
+		size_t off = 0;
+		for (size_t r = 0; r < nr && off < sizeof(reasons) - 64; r++)
+			off += (size_t)snprintf(reasons + off, sizeof(reasons) - off, "%s%s %zu",
+						r ? ", " : "", rname[r], rcount[r]);
+	}
+
+	t = time(NULL);
+	localtime_r(&t, &tm);
+	if (env.json) {
+		printf("{\"time\":\"%d:%d:%d\",\"timestamp\":%lld,\"pid\":%d,\"unwind_mode\":\"%s\",\"stacks\":[",
+		       tm.tm_hour, tm.tm_min, tm.tm_sec, (long long)t, target_pid,
+		       env.unwind == ML_UNWIND_DWARF ? "dwarf" : "fp");
+		for (size_t k = 0; k < shown; k++) {
+			if (k)
+				putchar(',');
+			print_stack_json(&st.v[order[k]]);
+		}
+		printf("],\"lost\":%" PRIu64 ",\"untracked\":{\"allocs_full\":%" PRIu64
+		       ",\"no_pending\":%" PRIu64 ",\"combined_full\":%" PRIu64 ",\"stack_table_full\":%" PRIu64 "}",
+		       lost, allocs_full, no_pending, combined_full, st.full);
+		printf(",\"unwind\":{\"stacks\":%zu,\"complete\":%zu,\"stopped\":%zu,\"fp\":%zu,\"pseudo\":%zu,"
+		       "\"beyond_window\":%zu,\"records\":%" PRIu64 ",\"patched\":%" PRIu64 ",\"fallback\":%" PRIu64
+		       ",\"unwind_ns_avg\":%" PRIu64 ",\"reasons\":{",
+		       n_dwarf, n_complete, n_stopped, n_fp, n_pseudo, n_beyond, stats.records, stats.patched,
+		       stats.fallback, stats.timed ? stats.unwind_ns / stats.timed : 0);
+		{
+			bool c = false;
+			for (uint32_t k = 0; k < nord; k++) {
+				const struct ustack *s = &st.v[order[k]];
+				bool dup = false;
+
+				if (s->kind != SK_DWARF || !s->stop)
+					continue;
+				for (uint32_t j = 0; j < k; j++)
+					if (st.v[order[j]].kind == SK_DWARF && st.v[order[j]].stop &&
+					    st.v[order[j]].stop_name == s->stop_name)
+						dup = true;
+				if (dup)
+					continue;
+				size_t cnt = 0;
+				for (uint32_t j = 0; j < nord; j++)
+					if (st.v[order[j]].kind == SK_DWARF && st.v[order[j]].stop &&
+					    st.v[order[j]].stop_name == s->stop_name)
+						cnt++;
+				printf("%s", c ? "," : "");
+				json_str(s->stop_name);
+				printf(":%zu", cnt);
+				c = true;
+			}
+		}
+		printf("}}}\n");
+	} else if (env.folded) {
+		for (size_t k = 0; k < shown; k++)
+			print_stack_folded(&st.v[order[k]]);
+		putchar('\n');
+	} else {
+		printf("[%d:%d:%d] Top %zu stacks with outstanding allocations:\n", tm.tm_hour, tm.tm_min,
+		       tm.tm_sec, shown);
+		for (size_t k = 0; k < shown; k++)
+			print_stack_text(&st.v[order[k]]);
+		if (env.unwind == ML_UNWIND_DWARF)
+			printf("dwarf: %zu stacks, %zu complete, %zu stopped early%s%s%s, %zu read beyond "
+			       "the window; %" PRIu64 " records, %.1f us/unwind, %" PRIu64 " patched\n",
+			       n_dwarf, n_complete, n_stopped, *reasons ? " (" : "", reasons,
+			       *reasons ? ")" : "", n_beyond, stats.records,
+			       stats.timed ? stats.unwind_ns / 1000.0 / (double)stats.timed : 0.0,
+			       stats.patched);
+		if (lost)
+			printf("lost %" PRIu64 " records (%s buffer full)\n", lost,
+			       env.perfbuf ? "perf" : "ring");
+		if (allocs_full)
+			printf("%" PRIu64 " allocations not tracked (allocation table full)\n", allocs_full);
+		if (no_pending)
+			printf("%" PRIu64 " allocations not tracked (too many nested calls on a thread)\n",
+			       no_pending);
+		if (combined_full)
+			printf("%" PRIu64 " allocations not aggregated (-C table full)\n", combined_full);
+		if (st.full)
+			printf("%" PRIu64 " stacks not stored (stack table full)\n", st.full);
+	}
+	fflush(stdout);
+	free(order);
+	if (env.unwind == ML_UNWIND_DWARF)
+		ev_prune();
+}
+
+/* ---- Setup ------------------------------------------------------------------------------------ */
+
+static bool have_privileges(void)
+{
+	struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3 };
+	struct __user_cap_data_struct d[2];
+
+	if (geteuid() == 0)
+		return true;
+	memset(d, 0, sizeof(d));
+	if (syscall(SYS_capget, &h, d))
+		return false;
+#define HAS(c) ((d[(c) / 32].effective >> ((c) % 32)) & 1)
+	bool bpf = (HAS(39) && HAS(38)) || HAS(CAP_SYS_ADMIN); /* CAP_BPF, CAP_PERFMON */
+	return bpf && HAS(CAP_SYS_PTRACE);
+#undef HAS
+}
+
+/* The allocator object's path: from the target's maps (-p), else our own maps, else ldconfig. */
+static char *resolve_obj(pid_t pid)
+{
+	const char *name = base_name(env.obj);
+	char fn[64], line[4096];
+	FILE *f;
+
+	if (strchr(env.obj, '/')) {
+		if (access(env.obj, R_OK))
+			die("%s: %s", env.obj, strerror(errno));
+		return strdup(env.obj);
+	}
+	for (int pass = 0; pass < 2; pass++) {
+		if (pass == 0 && !pid)
+			continue;
+		if (pass == 1 && pid)
+			break; /* -p: only what the target maps */
+		if (pass == 0)
+			snprintf(fn, sizeof(fn), "/proc/%d/maps", pid);
+		else
+			snprintf(fn, sizeof(fn), "/proc/self/maps");
+		f = fopen(fn, "re");
+		if (!f)
+			continue;
+		while (fgets(line, sizeof(line), f)) {
+			char *p = strchr(line, '/');
+
+			if (!p)
+				continue;
+			p[strcspn(p, "\n")] = 0;
+			if (strcmp(base_name(p), name))
+				continue;
+			fclose(f);
+			if (pass == 0) {
+				/*
+				 * A process in another mount namespace maps another file under
+				 * this path: then go through its root (uprobes follow the inode).
+				 */
+				struct stat here, there;
+				char *r;
+
+				if (asprintf(&r, "/proc/%d/root%s", pid, p) < 0)
+					die("out of memory");
+				if (stat(r, &there) == 0 &&
+				    (stat(p, &here) || here.st_dev != there.st_dev ||
+				     here.st_ino != there.st_ino))
+					return r;
+				free(r);
+			}
+			return strdup(p);
+		}
+		fclose(f);
+	}
+	if (pid)
+		die("pid %d does not map %s (not a user process, or another allocator: see -O)", pid,
+		    env.obj);
+	static const char *dirs[] = { "/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu",
+				      "/lib/aarch64-linux-gnu", "/usr/lib/aarch64-linux-gnu",
+				      "/lib64", "/usr/lib64", "/lib", "/usr/lib" };
+	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+		char *p;
+
+		if (asprintf(&p, "%s/%s", dirs[i], name) < 0)
+			die("out of memory");
+		if (access(p, R_OK) == 0)
+			return p;
+		free(p);
+	}
+	die("%s: not found", env.obj);
+	return NULL;
+}
+
+struct probe {
+	const char *fn;
+	struct bpf_program *entry;
+	bool ret;
+	bool optional;
+};
+
+static struct bpf_link **links;
+static size_t nlinks;
+
+static int attach_one(struct bpf_program *prog, const char *path, const char *fn, bool ret, pid_t pid)
+{
+	LIBBPF_OPTS(bpf_uprobe_opts, uo, .func_name = fn, .retprobe = ret);
+	struct bpf_link *l = bpf_program__attach_uprobe_opts(prog, pid, path, 0, &uo);
+
+	if (!l)
+		return -errno ? -errno : -EINVAL;
+	links = xrealloc(links, (nlinks + 1) * sizeof(*links));
+	links[nlinks++] = l;
+	return 0;
+}
+
+static void attach_all(const char *path, pid_t pid)
+{
+	struct probe probes[] = {
+		{ "malloc", skel->progs.malloc_enter, true, false },
+		{ "calloc", skel->progs.calloc_enter, true, false },
+		{ "realloc", skel->progs.realloc_enter, true, false },
+		{ "reallocarray", skel->progs.reallocarray_enter, true, true },
+		{ "aligned_alloc", skel->progs.aligned_alloc_enter, true, true },
+		{ "posix_memalign", skel->progs.posix_memalign_enter, true, false },
+		{ "memalign", skel->progs.memalign_enter, true, true },
+		{ "valloc", skel->progs.valloc_enter, true, true },
+		{ "pvalloc", skel->progs.pvalloc_enter, true, true },
+		{ "mmap", skel->progs.mmap_enter, true, false },
+		{ "free", skel->progs.free_enter, false, false },
+		{ "munmap", skel->progs.munmap_enter, false, false },
+	};
+	char name[256];
+
+	for (size_t i = 0; i < sizeof(probes) / sizeof(probes[0]); i++) {
+		int err;
+
+		/* return probe first: a call whose entry is seen then always has its return */
+		snprintf(name, sizeof(name), "%s%s", env.sym_prefix, probes[i].fn);
+		err = probes[i].ret ? attach_one(skel->progs.alloc_return, path, name, true, pid) : 0;
+		if (!err)
+			err = attach_one(probes[i].entry, path, name, false, pid);
+		if (err) {
+			if (probes[i].optional) {
+				if (env.verbose)
+					fprintf(stderr, "memleak: %s not probed in %s: %s\n", name, path,
+						strerror(-err));
+				continue;
+			}
+			die("cannot probe %s in %s: %s", name, path, strerror(-err));
+		}
+	}
+	struct bpf_link *l = bpf_program__attach(skel->progs.ml_exec);
+	if (!l)
+		die("cannot attach sched_process_exec: %s", strerror(errno));
+	links = xrealloc(links, (nlinks + 2) * sizeof(*links));
+	links[nlinks++] = l;
+	l = bpf_program__attach(skel->progs.ml_thread_exit);
+	if (!l)
+		die("cannot attach sched_process_exit: %s", strerror(errno));
+	links[nlinks++] = l;
+}
+
+/*
+ * -c: the child waits until the probes are attached, then runs the command through /bin/sh.
+ * The probes follow one process: a simple command is run as "exec COMMAND", so the shell
+ * becomes the command; a compound one (pipes, lists, subshells, leading assignments) runs
+ * under the shell, which then is the only process traced (said on stderr).
+ */
+static int child_go = -1;
+static pid_t child_pid;
+
+static bool simple_command(const char *cmd)
+{
+	const char *p = cmd;
+
+	if (strpbrk(cmd, ";|&\n()`") || strstr(cmd, "$("))
+		return false;
+	while (*p == ' ' || *p == '\t')
+		p++;
+	/* NAME=value as the first word: an assignment, which exec does not take */
+	if (*p == '_' || (*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z')) {
+		const char *q = p;
+
+		while (*q == '_' || (*q >= 'A' && *q <= 'Z') || (*q >= 'a' && *q <= 'z') ||
+		       (*q >= '0' && *q <= '9'))
+			q++;
+		if (*q == '=')
+			return false;
+	}
+	return *p != 0;
+}
+
+static pid_t start_command(const char *cmd)
+{
+	bool simple = simple_command(cmd);
+	char *script = NULL;
+	int p[2];
+	pid_t pid;
+
+	if (simple && asprintf(&script, "exec %s", cmd) < 0)
+		die("out of memory");
+	if (!simple)
+		fprintf(stderr, "memleak: -c: not a simple command, only the shell process is traced\n");
+	if (pipe2(p, O_CLOEXEC))
+		die("pipe: %s", strerror(errno));
+	fflush(NULL);
+	pid = fork();
+	if (pid < 0)
+		die("fork: %s", strerror(errno));
+	if (pid == 0) {
+		char c;
+
+		close(p[1]);
+		if (read(p[0], &c, 1) != 1)
+			_exit(127); /* memleak gave up */
+		execl("/bin/sh", "sh", "-c", simple ? script : cmd, (char *)NULL);
+		fprintf(stderr, "memleak: /bin/sh: %s\n", strerror(errno));
+		_exit(127);
+	}
+	free(script);
+	close(p[0]);
+	child_go = p[1];
+	return pid;
+}
+
+static void stop_child(void)
+{
+	if (child_pid > 0) {
+		if (child_go >= 0)
+			close(child_go);
+		child_go = -1;
+		if (waitpid(child_pid, NULL, WNOHANG) == 0) {
+			kill(child_pid, SIGTERM);
+			waitpid(child_pid, NULL, 0);
+		}
+		child_pid = 0;
+	}
+}
+
+static void cleanup_exit(void)
+{
+	stop_child();
+}
+
+#ifdef HAVE_DWUNW
+static void dw_warn(void *arg, const char *line)
+{
+	(void)arg;
+	if (env.verbose)
+		fprintf(stderr, "memleak: libdwunw: %s\n", line);
+}
+#endif
+
+/*
+ * fp mode symbolizes at report time, possibly after the target exited: keep a copy of its maps
+ * that outlives it (refreshed every second while it runs). dwarf mode symbolizes each stack
+ * when its record arrives, with libdwunw's own maps cache (refreshed on unknown pcs).
+ */
+static void keep_maps(void)
+{
+	if (env.unwind != ML_UNWIND_FP)
+		return;
+#ifdef HAVE_DWUNW
+	char fn[64], *text = NULL;
+	size_t len = 0, cap = 0;
+	ssize_t r;
+	int fd;
+
+	snprintf(fn, sizeof(fn), "/proc/%d/maps", target_pid);
+	fd = open(fn, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	for (;;) {
+		if (cap - len < 4096)
+			text = xrealloc(text, cap = cap ? cap * 2 : 65536);
+		r = read(fd, text + len, cap - len);
+		if (r <= 0)
+			break;
+		len += (size_t)r;
+	}
+	close(fd);
+	if (len)
+		dwunw_maps_set(&dctx, target_pid, text, len);
+	free(text);
+#else
+	syms_proc_refresh(syms);
+#endif
+}
+
+static bool target_gone(int pidfd)
+{
+	if (child_pid > 0) {
+		int status;
+
+		if (waitpid(child_pid, &status, WNOHANG) == child_pid) {
+			child_pid = 0;
+			return true;
+		}
+		return false;
+	}
+	if (pidfd >= 0) {
+		struct pollfd p = { .fd = pidfd, .events = POLLIN };
+
+		return poll(&p, 1, 0) == 1;
+	}
+	return kill(target_pid, 0) && errno == ESRCH;
+}
+
+int main(int argc, char **argv)
+{
+	size_t ring_bytes, perf_bytes;
+	char *obj_path;
+	int pidfd = -1, err, reports = 0;
+
+	parse_args(argc, argv);
+	if (!env.pid && !env.command)
+		die("kernel allocations are not traced by this memleak: use -p PID or -c COMMAND");
+	if (!have_privileges())
+		die("need root (CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE)");
+	if (env.pid && kill(env.pid, 0) && errno == ESRCH)
+		die("pid %d: no such process", env.pid);
+	if (env.pid) {
+		char fn[64];
+
+		snprintf(fn, sizeof(fn), "/proc/%d/maps", env.pid);
+		if (access(fn, R_OK))
+			die("pid %d: no such process", env.pid);
+	}
+	obj_path = resolve_obj(env.pid);
+	libbpf_set_print(libbpf_print);
+
+	skel = memleak_bpf__open();
+	if (!skel)
+		die("cannot open the BPF object: %s", strerror(errno));
+	skel->rodata->unwind_mode = (uint32_t)env.unwind;
+	skel->rodata->min_size = env.min_size;
+	skel->rodata->max_size = env.max_size;
+	skel->rodata->sample_rate = env.sample_rate;
+	skel->rodata->trace_all = env.trace;
+	skel->rodata->record_nested = env.nested;
+	skel->rodata->keep_combined = env.combined && env.unwind == ML_UNWIND_FP;
+	skel->rodata->dwarf_fp_ids = env.fp_ids;
+	skel->rodata->cap_use_perfbuf = env.perfbuf;
+	skel->rodata->cap_stack_bytes = env.stack_size;
+	skel->rodata->cap_scratch_slots = dwunw_cap_scratch_slots(env.perfbuf);
+	ring_bytes = env.buffer_size && !env.perfbuf ? env.buffer_size : 64u << 20;
+	skel->rodata->cap_wakeup_bytes = ring_bytes / 8;
+	perf_bytes = env.buffer_size && env.perfbuf ? env.buffer_size : 8u << 20;
+	if (env.unwind == ML_UNWIND_FP && !env.trace)
+		ring_bytes = 1u << 16; /* no snapshots */
+	err = dwunw_cap_size_maps(skel->obj, env.perfbuf, ring_bytes);
+	if (!err && !(env.combined && env.unwind == ML_UNWIND_FP))
+		err = bpf_map__set_max_entries(skel->maps.combined_allocs, 1);
+	if (err)
+		die("cannot size the maps: %s", strerror(-err));
+
+	if (env.command) {
+		child_pid = start_command(env.command);
+		atexit(cleanup_exit);
+		target_pid = child_pid;
+	} else {
+		target_pid = env.pid;
+	}
+	skel->rodata->target_tgid = (uint32_t)target_pid;
+
+	err = memleak_bpf__load(skel);
+	if (err)
+		die("cannot load the BPF programs: %s (run with -v for the verifier log)", strerror(-err));
+	attach_all(obj_path, target_pid);
+
+	reader = dwunw_cap_reader_new(skel->obj, env.perfbuf, perf_bytes, on_record, NULL);
+	if (!reader)
+		die("cannot open the %s buffer: %s", env.perfbuf ? "perf" : "ring", strerror(errno));
+
+#ifdef HAVE_DWUNW
+	{
+		struct dwunw_config cfg = {
+			.size = sizeof(cfg),
+			.cache_slots = 64,
+			.warn = dw_warn,
+		};
+
+		err = dwunw_init(&dctx, &cfg);
+		if (err)
+			die("libdwunw: %s", dwunw_strerror(err));
+		dctx_ok = true;
+	}
+#else
+	syms = syms_proc_new(target_pid);
+#endif
+	fp_map_n = 1u << 15;
+	fp_map = xcalloc(fp_map_n, sizeof(*fp_map));
+
+	signal(SIGINT, on_signal);
+	signal(SIGTERM, on_signal);
+	signal(SIGPIPE, SIG_IGN);
+
+	pidfd = (int)syscall(SYS_pidfd_open, target_pid, 0);
+	fprintf(env.json || env.folded ? stderr : stdout, "Attaching to pid %d, Ctrl+C to quit.\n",
+		target_pid);
+	fflush(stdout);
+	if (child_go >= 0) {
+		if (write(child_go, "g", 1) != 1)
+			die("cannot start the command: %s", strerror(errno));
+		close(child_go);
+		child_go = -1;
+	}
+
+	uint64_t interval_ns = (uint64_t)env.interval * 1000000000ull;
+	uint64_t last_check = 0, last_maps = 0;
+	bool gone = false;
+
+	next_report_ns = mono_ns() + interval_ns;
+	while (!exiting) {
+		uint64_t now = mono_ns();
+
+		if (now >= next_report_ns) {
+			keep_maps();
+			report();
+			reports++;
+			if (env.count > 0 && reports >= env.count)
+				break;
+			next_report_ns += interval_ns;
+			if (next_report_ns < mono_ns())
+				next_report_ns = mono_ns() + interval_ns;
+			continue;
+		}
+		/* short: records only wake us when the buffer fills up (cap_wakeup_bytes) */
+		int timeout = (int)((next_report_ns - now) / 1000000ull) + 1;
+		if (timeout > 10)
+			timeout = 10;
+		err = dwunw_cap_reader_poll(reader, timeout);
+		if (err < 0 && err != -EINTR) {
+			fprintf(stderr, "memleak: polling the %s buffer: %s\n",
+				env.perfbuf ? "perf" : "ring", strerror(-err));
+			break;
+		}
+		now = mono_ns();
+		if (now - last_check >= 50000000ull) {
+			last_check = now;
+			if (target_gone(pidfd)) {
+				gone = true;
+				break;
+			}
+		}
+		if (now - last_maps >= 1000000000ull) {
+			last_maps = now;
+			keep_maps();
+		}
+	}
+	if (gone || exiting) {
+		report();
+		if (gone)
+			fprintf(stderr, "memleak: target pid %d exited\n", target_pid);
+	}
+
+	for (size_t i = 0; i < nlinks; i++)
+		bpf_link__destroy(links[i]);
+	dwunw_cap_reader_free(reader);
+	memleak_bpf__destroy(skel);
+	stop_child();
+#ifdef HAVE_DWUNW
+	if (dctx_ok)
+		dwunw_shutdown(&dctx);
+#else
+	syms_proc_free(syms);
+#endif
+	if (pidfd >= 0)
+		close(pidfd);
+	free(obj_path);
+	return 0;
+}
