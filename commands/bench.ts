@@ -1,0 +1,541 @@
+// dwunw bench [--json] [--quick] [--iterations N] [--batches N] [--snapshot FILE]... [--callgrind]:
+// libdwunw against libunwind (remote API, UNW_CACHE_GLOBAL) and libdwfl (warm Dwfl) on reference
+// snapshots, in one process, through one memory reader. The loops run in C: this command runs
+// build/bench/dwunw-bench (bench/dwunw-bench.c), which prints JSON, then adds what needs no
+// timing (gdb's frames as an oracle for snapshot files, the targets, callgrind's instruction
+// counts) and prints it as tables, or as JSON with --json. doc/bench.md explains the figures.
+//
+// Snapshots: three of the harness's own process (x86_64: ~30 frames through glibc's qsort,
+// bsearch and dl_iterate_phdr callbacks; ~200 frames of recursion; inside a signal handler), the
+// reference snapshots of the arm64/mips32 verify fixtures taken at build time
+// (build/bench/snapshots/*.snapshot.json), and any dwunw-snapshot-1 file given with --snapshot.
+//
+// Exit status 1 when the unwinders (or gdb, for a file with a NAME.frames.json beside it) do not
+// all return the same frames; a missed target is reported, not an error.
+import { type SpawnOptions, spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { ChalkInstance } from 'chalk';
+import Table from 'cli-table3';
+import type { ArgumentsCamelCase, Argv } from 'yargs';
+import { packageRoot } from '../lib/native.js';
+import { ChunkedWriter, CliError, colorsFor, reportError } from '../lib/output.js';
+
+interface Args {
+  json: boolean;
+  quick: boolean;
+  iterations?: number;
+  batches?: number;
+  snapshot?: string[];
+  callgrind: boolean;
+}
+
+export const command = 'bench';
+export const describe = 'Time libdwunw against libunwind and libdwfl on reference snapshots';
+
+export function builder(y: Argv): Argv<Args> {
+  return y
+    .option('json', { type: 'boolean', default: false, describe: 'Print the results as JSON (doc/bench.md)' })
+    .option('quick', { type: 'boolean', default: false, describe: 'Few iterations: checks that it runs and the frames agree (seconds)' })
+    .option('iterations', { type: 'number', requiresArg: true, describe: 'Unwinds per timed batch (default 100; --quick 10)' })
+    .option('batches', { type: 'number', requiresArg: true, describe: 'Timed batches per unwinder (default 200; --quick 10)' })
+    .option('snapshot', {
+      type: 'string',
+      array: true,
+      requiresArg: true,
+      describe: 'Also unwind this dwunw-snapshot-1 file (FILE or FILE@TID; repeatable)',
+    })
+    .option('callgrind', {
+      type: 'boolean',
+      default: false,
+      describe: 'Also count instructions per unwind with valgrind --tool=callgrind (slow)',
+    })
+    .example('$0 bench', 'the full run (about 10 s)')
+    .example('$0 bench --quick --json', 'a short run, as JSON')
+    .example('$0 bench --snapshot snap.json', 'also unwind a saved snapshot');
+}
+
+export async function handler(argv: ArgumentsCamelCase<Args>): Promise<void> {
+  await bench({
+    json: argv.json,
+    quick: argv.quick,
+    iterations: argv.iterations,
+    batches: argv.batches,
+    snapshots: argv.snapshot ?? [],
+    callgrind: argv.callgrind,
+  });
+}
+
+// ---- the harness's JSON ----------------------------------------------------------------------
+
+export const UNWINDERS = ['dwunw', 'libunwind', 'libdwfl'] as const;
+export type UnwinderName = (typeof UNWINDERS)[number];
+
+interface DiffEntry {
+  index: number;
+  dwunw: string | null;
+  dwunw_symbol?: string;
+  peer: string | null;
+  peer_symbol?: string;
+}
+
+export interface UnwinderResult {
+  status: 'ok' | 'n/a' | 'error';
+  reason?: string;
+  stop?: string;
+  complete?: boolean;
+  frames: number | null;
+  agrees: boolean | null;
+  median_ns: number | null;
+  p90_ns: number | null;
+  min_ns?: number;
+  ns_per_frame?: number;
+  cold_ns?: number;
+  ratio_to_dwunw?: number;
+  unstable?: number;
+  pcs?: string[];
+  differs?: DiffEntry[];
+  /** libdwunw only: how many times faster than each peer that applies (peer median / libdwunw's) */
+  speedup?: Partial<Record<UnwinderName, number>>;
+  /** --callgrind */
+  ir_per_unwind?: number;
+  callgrind_top?: { function: string; ir_per_unwind: number; percent: number }[];
+}
+
+export interface SnapshotResult {
+  name: string;
+  arch: string;
+  source: string;
+  stack_bytes: number;
+  frames: number;
+  unwinders: Record<UnwinderName, UnwinderResult>;
+  /** gdb's frames for a snapshot file, when a NAME.frames.json is beside it. */
+  oracle?: { source: string; file: string; frames: number; agrees: Partial<Record<UnwinderName, boolean>> };
+}
+
+export interface TableResult {
+  name: string;
+  file: string;
+  error?: string;
+  build_ms?: number;
+  open_build_ms?: number;
+  rows?: number;
+  rules?: number;
+  bytes?: number;
+  bytes_per_row?: number;
+  fdes?: number;
+  fdes_dropped?: number;
+  runs?: number;
+}
+
+interface Target {
+  name: string;
+  value: number | null;
+  limit: number;
+  unit: string;
+  /** value <= limit ("max") or value >= limit ("min") */
+  kind: 'max' | 'min';
+  met: boolean | null;
+}
+
+export interface BenchReport {
+  bench: string;
+  versions: Record<UnwinderName, string>;
+  config: { quick: boolean; iterations: number; batches: number; cold_runs: number; table_runs: number };
+  snapshots: SnapshotResult[];
+  tables: TableResult[];
+  cache: { contexts: number; hits: number; misses: number; evictions: number; slots: number; active: number; warm: number };
+  reference?: string;
+  targets?: Target[];
+  callgrind?: { iterations: number };
+}
+
+// ---- running programs ---------------------------------------------------------------------------
+
+interface Ran {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  stdout: string;
+  stderr: string;
+}
+
+function run(cmd: string, args: string[], opts: SpawnOptions = {}): Promise<Ran> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(cmd, args, { ...opts, stdio: ['ignore', 'pipe', 'pipe'] });
+    const out: Buffer[] = [];
+    const err: Buffer[] = [];
+    child.stdout!.on('data', (b: Buffer) => out.push(b));
+    child.stderr!.on('data', (b: Buffer) => err.push(b));
+    child.on('error', reject);
+    child.on('close', (code, signal) =>
+      resolve({ code, signal, stdout: Buffer.concat(out).toString(), stderr: Buffer.concat(err).toString() }),
+    );
+  });
+}
+
+const lastLine = (s: string): string => s.trim().split('\n').pop() ?? '';
+
+function harnessPath(): string {
+  const p = process.env.DWUNW_BENCH ?? join(packageRoot(), 'build', 'bench', 'dwunw-bench');
+  if (!existsSync(p)) throw new CliError('bench', `${p} is not built (run make)`);
+  return p;
+}
+
+/** The reference snapshots taken at build time (bench/Makefile), sorted. */
+function builtSnapshots(): string[] {
+  const dir = join(packageRoot(), 'build', 'bench', 'snapshots');
+  if (!existsSync(dir)) return [];
+  return readdirSync(dir)
+    .filter((f) => f.endsWith('.snapshot.json'))
+    .sort()
+    .map((f) => join(dir, f));
+}
+
+/** Fixture binaries whose tables are measured besides the system libraries. */
+function fixtureTables(): string[] {
+  const b = join(packageRoot(), 'fixtures', 'x86_64', 'build');
+  return ['verify_zoo-pie', 'unwind_zoo-pie', 'unwind_zoo-static', 'cfi_zoo-static-g'].map((f) => join(b, f)).filter((f) => existsSync(f));
+}
+
+function checkSnapshotArg(arg: string): void {
+  const file = arg.replace(/@\d+$/, '');
+  if (!existsSync(file)) throw new CliError(file, 'no such file or directory');
+}
+
+// ---- additions to the harness's report ----------------------------------------------------------
+
+/** gdb's frames beside a snapshot file (NAME.frames.json, as test/oracle/gdb_snapshot.py writes). */
+function addOracle(s: SnapshotResult): void {
+  if (s.source === 'self') return;
+  const file = s.source.replace(/@\d+$/, '').replace(/(\.snapshot)?\.json$/, '.frames.json');
+  if (file === s.source || !existsSync(file)) return;
+  let pcs: bigint[];
+  try {
+    const doc = JSON.parse(readFileSync(file, 'utf8')) as { threads?: Record<string, { pc: string }[]> };
+    const tid = /@(\d+)$/.exec(s.source)?.[1];
+    const threads = doc.threads ?? {};
+    const frames = (tid !== undefined ? threads[tid] : Object.values(threads)[0]) ?? [];
+    pcs = frames.map((f) => BigInt(f.pc));
+  } catch {
+    return; // not gdb's frames: no oracle
+  }
+  const agrees: Partial<Record<UnwinderName, boolean>> = {};
+  for (const u of UNWINDERS) {
+    const r = s.unwinders[u];
+    if (r.status !== 'ok' || !r.pcs) continue;
+    agrees[u] = r.pcs.length === pcs.length && r.pcs.every((p, i) => BigInt(p) === pcs[i]);
+  }
+  s.oracle = { source: 'gdb', file, frames: pcs.length, agrees };
+}
+
+/** What the issue asks of libdwunw, measured in this run on the reference snapshot. */
+function targets(r: BenchReport): Target[] {
+  const ref = r.snapshots.find((s) => s.name === 'callbacks');
+  const libc = r.tables.find((t) => t.name === 'libc');
+  const t = (name: string, value: number | null | undefined, limit: number, unit: string, kind: 'max' | 'min'): Target => {
+    const v = value ?? null;
+    return { name, value: v, limit, unit, kind, met: v === null ? null : kind === 'max' ? v <= limit : v >= limit };
+  };
+  const speedup = (u: UnwinderName) => {
+    const x = ref?.unwinders[u];
+    return x?.status === 'ok' && x.ratio_to_dwunw !== undefined ? x.ratio_to_dwunw : null;
+  };
+  return [
+    t('warm unwind', ref?.unwinders.dwunw.median_ns, 500, 'ns', 'max'),
+    t('faster than libunwind', speedup('libunwind'), 20, '×', 'min'),
+    t('faster than libdwfl', speedup('libdwfl'), 30, '×', 'min'),
+    t('libc table build', libc?.build_ms, 3, 'ms', 'max'),
+    t('libc table size', libc?.bytes_per_row, 8, 'B/row', 'max'),
+  ];
+}
+
+/** Instruction counts of warm unwinds under callgrind: one valgrind run per snapshot and unwinder. */
+async function addCallgrind(r: BenchReport, harness: string, fileArgs: string[], iterations: number): Promise<void> {
+  for (const tool of ['valgrind', 'callgrind_annotate']) {
+    const probe = await run('sh', ['-c', `command -v ${tool}`]).catch(() => null);
+    if (!probe || probe.code !== 0) throw new CliError('--callgrind', `${tool} is not installed (Debian package valgrind)`);
+  }
+  const dir = mkdtempSync(join(tmpdir(), 'dwunw-callgrind-'));
+  try {
+    for (const s of r.snapshots) {
+      for (const u of UNWINDERS) {
+        const res = s.unwinders[u];
+        if (res.status !== 'ok') continue;
+        const out = join(dir, `${u}.out`);
+        const args = [
+          '--tool=callgrind',
+          `--callgrind-out-file=${out}`,
+          '--toggle-collect=profile_loop',
+          harness,
+          '--profile',
+          s.name,
+          '--unwinder',
+          u,
+          '--iterations',
+          String(iterations),
+          ...fileArgs,
+        ];
+        const vg = await run('valgrind', args);
+        if (vg.code !== 0) throw new CliError('--callgrind', `valgrind on ${s.name} (${u}): ${lastLine(vg.stderr)}`);
+        const ann = await run('callgrind_annotate', ['--inclusive=no', '--threshold=100', out]);
+        if (ann.code !== 0) throw new CliError('--callgrind', `callgrind_annotate: ${lastLine(ann.stderr)}`);
+        const { total, functions } = parseAnnotate(ann.stdout);
+        res.ir_per_unwind = Math.round(total / iterations);
+        if (u === 'dwunw')
+          res.callgrind_top = functions.slice(0, 12).map((f) => ({
+            function: f.name,
+            ir_per_unwind: Math.round(f.ir / iterations),
+            percent: total ? Math.round((f.ir / total) * 1000) / 10 : 0,
+          }));
+        rmSync(out, { force: true });
+      }
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+  r.callgrind = { iterations };
+}
+
+/** callgrind_annotate's totals and per-function self counts ("1,005,000 (10.83%)  file:fn [obj]"). */
+export function parseAnnotate(text: string): { total: number; functions: { name: string; ir: number }[] } {
+  let total = 0;
+  const functions: { name: string; ir: number }[] = [];
+  for (const line of text.split('\n')) {
+    const m = /^\s*([\d,]+)\s+(?:\([\d.]+%\)\s+)?(.*)$/.exec(line);
+    if (!m) continue;
+    const ir = Number(m[1]!.replace(/,/g, ''));
+    const what = m[2]!.trim();
+    if (what.startsWith('PROGRAM TOTALS')) total = ir;
+    else if (what.includes(':') && !what.startsWith('Ir')) {
+      // file:function [object] -> function (file), shortened
+      const mm = /^(.*?):([^\s:]+)(?:\s+\[.*\])?$/.exec(what);
+      const name = mm ? `${mm[2]} (${mm[1]!.split('/').pop()})` : what;
+      functions.push({ name, ir });
+    }
+  }
+  return { total, functions };
+}
+
+// ---- the command ----------------------------------------------------------------------------------
+
+export interface BenchOptions {
+  json: boolean;
+  quick: boolean;
+  iterations?: number;
+  batches?: number;
+  snapshots: string[];
+  callgrind: boolean;
+}
+
+function checkCount(name: string, v: number | undefined, max: number): void {
+  if (v !== undefined && (!Number.isInteger(v) || v < 1 || v > max))
+    throw new CliError(name, `not a number from 1 to ${max}: ${v}`);
+}
+
+export async function bench(o: BenchOptions): Promise<void> {
+  checkCount('--iterations', o.iterations, 10_000_000);
+  checkCount('--batches', o.batches, 100_000);
+  o.snapshots.forEach(checkSnapshotArg);
+  const harness = harnessPath();
+
+  const files = [...builtSnapshots(), ...o.snapshots];
+  const fileArgs = files.flatMap((f) => ['--snapshot', f]);
+  const args = [
+    ...(o.quick ? ['--quick'] : []),
+    ...(o.iterations !== undefined ? ['--iterations', String(o.iterations)] : []),
+    ...(o.batches !== undefined ? ['--batches', String(o.batches)] : []),
+    ...fileArgs,
+    ...fixtureTables().flatMap((f) => ['--table', f]),
+  ];
+  const ran = await run(harness, args);
+  if (ran.code !== 0 || ran.signal) {
+    const why = lastLine(ran.stderr).replace(/^dwunw-bench:\s*/, '') || (ran.signal ? `killed by ${ran.signal}` : `exit status ${ran.code}`);
+    throw new CliError('bench', why);
+  }
+  let report: BenchReport;
+  try {
+    report = JSON.parse(ran.stdout) as BenchReport;
+  } catch (e) {
+    throw new CliError('bench', `the harness printed no valid JSON: ${(e as Error).message}`);
+  }
+  report.snapshots.forEach(addOracle);
+  for (const s of report.snapshots) {
+    const d = s.unwinders.dwunw;
+    if (d.status !== 'ok') continue;
+    d.speedup = {};
+    for (const u of UNWINDERS) {
+      const x = s.unwinders[u];
+      if (u !== 'dwunw' && x.status === 'ok' && x.ratio_to_dwunw !== undefined) d.speedup[u] = x.ratio_to_dwunw;
+    }
+  }
+  report.reference = 'callbacks';
+  report.targets = targets(report);
+  if (o.callgrind) await addCallgrind(report, harness, fileArgs, o.iterations ?? (o.quick ? 20 : 200));
+
+  const out = new ChunkedWriter();
+  if (o.json) await out.write(`${JSON.stringify(report, null, 1)}\n`);
+  else await out.write(text(report, colorsFor(process.stdout), process.stdout.isTTY === true));
+  await out.flush();
+
+  const bad = disagreements(report);
+  if (bad.length) reportError('bench', `the unwinders do not return the same frames: ${bad.join(', ')}`);
+}
+
+/** "snapshot (unwinder)" for each unwinder that differs from libdwunw or from gdb. */
+export function disagreements(r: BenchReport): string[] {
+  const bad: string[] = [];
+  for (const s of r.snapshots) {
+    for (const u of UNWINDERS) if (s.unwinders[u].agrees === false && u !== 'dwunw') bad.push(`${s.name} (${u})`);
+    for (const [u, ok] of Object.entries(s.oracle?.agrees ?? {})) if (!ok) bad.push(`${s.name} (${u} vs gdb)`);
+  }
+  return bad;
+}
+
+// ---- text output ----------------------------------------------------------------------------------
+
+const ns = (v: number | null | undefined): string => {
+  if (v === null || v === undefined) return '-';
+  if (v < 1000) return `${v.toFixed(0)} ns`;
+  if (v < 1e6) return `${(v / 1e3).toFixed(v < 1e4 ? 2 : 1)} µs`;
+  return `${(v / 1e6).toFixed(2)} ms`;
+};
+const num = (v: number | undefined, digits = 0): string => (v === undefined ? '-' : v.toFixed(digits));
+
+type Align = 'left' | 'right';
+
+/** A table: cli-table3 with borders on a terminal, aligned plain columns otherwise. */
+function table(head: string[], rows: string[][], align: Align[], c: ChalkInstance, tty: boolean): string {
+  if (tty) {
+    const t = new Table({
+      head: head.map((h) => c.bold(h)),
+      colAligns: align,
+      style: { head: [], border: [] },
+      // no rule between rows: a rule under the head only
+      chars: { mid: '', 'left-mid': '', 'mid-mid': '', 'right-mid': '' },
+    });
+    for (const r of rows) t.push(r);
+    return `${t.toString()}\n`;
+  }
+  // eslint-disable-next-line no-control-regex
+  const width = (s: string) => s.replace(/\x1b\[[0-9;]*m/g, '').length;
+  const w = head.map((h, i) => Math.max(width(h), ...rows.map((r) => width(r[i] ?? ''))));
+  const line = (r: string[]) =>
+    r
+      .map((cell, i) => {
+        const pad = ' '.repeat(w[i]! - width(cell));
+        return align[i] === 'right' ? pad + cell : cell + pad;
+      })
+      .join('  ')
+      .trimEnd();
+  return `${[c.bold(line(head)), ...rows.map(line)].join('\n')}\n`;
+}
+
+function framesCell(s: SnapshotResult, u: UnwinderName, c: ChalkInstance): string {
+  const r = s.unwinders[u];
+  const parts: string[] = [String(r.frames)];
+  if (u === 'dwunw') {
+    if (r.agrees === true) parts.push(c.green('= peers'));
+    if (r.agrees === false) parts.push(c.red('≠ peers'));
+  } else if (r.agrees === true) parts.push(c.green('same'));
+  else if (r.agrees === false) {
+    const first = r.differs?.[0]?.index;
+    parts.push(c.red(first === undefined ? 'differ' : `differ from #${first}`));
+  }
+  const g = s.oracle?.agrees[u];
+  if (g !== undefined) parts.push(g ? c.green('= gdb') : c.red('≠ gdb'));
+  return parts.join(' ');
+}
+
+export function text(r: BenchReport, c: ChalkInstance, tty: boolean): string {
+  let o = '';
+  o +=
+    `${c.bold('dwunw bench')}: libdwunw ${r.versions.dwunw}, libunwind ${r.versions.libunwind} (remote API, UNW_CACHE_GLOBAL), ` +
+    `libdwfl ${r.versions.libdwfl} (warm Dwfl)\n` +
+    `warm: median and p90 per unwind over ${r.config.batches} batches of ${r.config.iterations}; ` +
+    `cold: the first unwind in a fresh context, tables built (median of ${r.config.cold_runs})` +
+    `${r.config.quick ? c.yellow(' [--quick: figures are rough]') : ''}\n\n`;
+
+  const cg = r.callgrind !== undefined;
+  const head = ['snapshot', 'arch', 'unwinder', 'median', 'p90', 'ns/frame', 'cold', 'vs dwunw', ...(cg ? ['Ir/unwind'] : []), 'frames', 'stop'];
+  const align: Align[] = ['left', 'left', 'left', 'right', 'right', 'right', 'right', 'right', ...(cg ? ['right' as Align] : []), 'left', 'left'];
+  const rows: string[][] = [];
+  for (const s of r.snapshots) {
+    UNWINDERS.forEach((u, i) => {
+      const x = s.unwinders[u];
+      const first = i === 0 ? [s.name, s.arch] : ['', ''];
+      if (x.status !== 'ok') {
+        const why = `${x.status}${x.reason ? `: ${x.reason}` : ''}`;
+        rows.push([...first, u, '-', '-', '-', '-', '-', ...(cg ? ['-'] : []), '-', c.dim(why.length > 60 ? `${why.slice(0, 57)}...` : why)]);
+        return;
+      }
+      const ratio = u === 'dwunw' ? '1×' : x.ratio_to_dwunw === undefined ? '-' : `${x.ratio_to_dwunw.toFixed(1)}×`;
+      const stop = x.stop === 'OK' ? 'end' : x.stop ?? '';
+      rows.push([
+        ...first,
+        u === 'dwunw' ? c.bold(u) : u,
+        u === 'dwunw' ? c.cyan(ns(x.median_ns)) : ns(x.median_ns),
+        ns(x.p90_ns),
+        num(x.ns_per_frame, 1),
+        ns(x.cold_ns),
+        ratio,
+        ...(cg ? [x.ir_per_unwind === undefined ? '-' : x.ir_per_unwind.toLocaleString('en-US')] : []),
+        framesCell(s, u, c),
+        stop.length > 40 ? `${stop.slice(0, 37)}...` : stop,
+      ]);
+    });
+  }
+  o += table(head, rows, align, c, tty);
+
+  // Where frames differ
+  const diffs: string[] = [];
+  for (const s of r.snapshots)
+    for (const u of UNWINDERS) {
+      for (const d of s.unwinders[u].differs ?? [])
+        diffs.push(
+          `  ${s.name}, ${u} #${d.index}: dwunw ${d.dwunw ?? '(none)'}${d.dwunw_symbol ? ` ${d.dwunw_symbol}` : ''}, ` +
+            `${u} ${d.peer ?? '(none)'}${d.peer_symbol ? ` ${d.peer_symbol}` : ''}`,
+        );
+      if (s.oracle?.agrees[u] === false) diffs.push(`  ${s.name}, ${u}: not gdb's ${s.oracle.frames} frames (${s.oracle.file})`);
+    }
+  if (diffs.length) o += `\n${c.red.bold('Frames that differ')}:\n${diffs.join('\n')}\n`;
+
+  // Tables
+  const trows = r.tables.map((t) =>
+    t.error
+      ? [t.name, c.red(t.error), '', '', '', '', t.file]
+      : [t.name, num(t.build_ms, 3), num(t.open_build_ms, 3), String(t.rows), num(t.bytes_per_row, 2), `${t.fdes}${t.fdes_dropped ? ` (${t.fdes_dropped} dropped)` : ''}`, t.file],
+  );
+  o += `\n${c.bold('Unwind tables')} (libdwunw; median of ${r.config.table_runs} builds in fresh contexts)\n`;
+  o += table(['table', 'build ms', 'open+build ms', 'rows', 'B/row', 'FDEs', 'file'], trows, ['left', 'right', 'right', 'right', 'right', 'right', 'left'], c, tty);
+  const k = r.cache;
+  o += `\nModule cache (${k.contexts} context${k.contexts === 1 ? '' : 's'}, ${k.slots} slots): ${k.hits} hits, ${k.misses} misses, ${k.evictions} evictions; ${k.warm} warm, ${k.active} active\n`;
+
+  if (r.targets) {
+    o += `\n${c.bold('Targets')} (the ${r.reference} snapshot and libc, this run)\n`;
+    const fmt = (t: Target, v: number) => (t.unit === 'ns' ? ns(v) : t.unit === '×' ? `${v.toFixed(1)}×` : `${v.toFixed(2)} ${t.unit}`);
+    const trows2 = r.targets.map((t) => [
+      t.name,
+      `${t.kind === 'max' ? '≤' : '≥'} ${fmt(t, t.limit)}`,
+      t.value === null ? '-' : fmt(t, t.value),
+      t.met === null ? c.dim('n/a') : t.met ? c.green('met') : c.red('missed'),
+    ]);
+    o += table(['target', 'goal', 'measured', ''], trows2, ['left', 'right', 'right', 'left'], c, tty);
+  }
+
+  if (cg) {
+    const ref = r.snapshots.find((s) => s.name === r.reference) ?? r.snapshots[0];
+    const top = ref?.unwinders.dwunw.callgrind_top;
+    if (ref && top?.length) {
+      o += `\n${c.bold('libdwunw, warm')} ${ref.name}: ${ref.unwinders.dwunw.ir_per_unwind?.toLocaleString('en-US')} instructions per unwind (callgrind, self counts)\n`;
+      o += table(
+        ['function', 'Ir/unwind', '%'],
+        top.map((f) => [f.function, f.ir_per_unwind.toLocaleString('en-US'), f.percent.toFixed(1)]),
+        ['left', 'right', 'right'],
+        c,
+        tty,
+      );
+    }
+  }
+  return o;
+}

@@ -1,0 +1,144 @@
+// `dwunw bench --quick` as a user runs it, so the bench never rots: it runs, every reference
+// snapshot is there, and every unwinder that applies returns the same frames as libdwunw:
+// libunwind and libdwfl are the oracles for the x86_64 snapshots, gdb (its frames beside the
+// cross-arch snapshot files) for arm64 and mips32. No timing is asserted: the figures are for
+// people (doc/bench.md).
+import { spawnSync } from 'node:child_process';
+import { existsSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import t from 'tap';
+
+const root = fileURLToPath(new URL('..', import.meta.url));
+const bin = join(root, 'bin', 'dwunw');
+const snapDir = join(root, 'build', 'bench', 'snapshots');
+
+interface Unwinder {
+  status: string;
+  reason?: string;
+  stop?: string;
+  frames: number | null;
+  agrees: boolean | null;
+  median_ns: number | null;
+  p90_ns: number | null;
+  cold_ns?: number;
+  pcs?: string[];
+  differs?: unknown[];
+}
+interface Snapshot {
+  name: string;
+  arch: string;
+  source: string;
+  frames: number;
+  unwinders: Record<string, Unwinder>;
+  oracle?: { source: string; frames: number; agrees: Record<string, boolean> };
+}
+interface Report {
+  snapshots: Snapshot[];
+  tables: { name: string; file: string; build_ms?: number; rows?: number; bytes_per_row?: number; error?: string }[];
+  cache: { hits: number; misses: number; evictions: number };
+  targets: { name: string; met: boolean | null }[];
+}
+
+function dwunw(args: string[]) {
+  const env: NodeJS.ProcessEnv = { ...process.env };
+  delete env.NODE_OPTIONS; // tap's loaders are for the test file, not for the CLI
+  delete env.FORCE_COLOR;
+  const r = spawnSync(process.execPath, [bin, ...args], { cwd: root, env, encoding: 'utf8', maxBuffer: 1 << 28, timeout: 120_000 });
+  return { status: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+const onPath = (cmd: string): boolean => spawnSync('sh', ['-c', `command -v ${cmd}`]).status === 0;
+
+t.test('bench --quick --json: every snapshot, every applicable unwinder agrees', async (t) => {
+  const r = dwunw(['bench', '--quick', '--json']);
+  t.equal(r.status, 0, `exit status 0 (stderr: ${r.stderr.trim()})`);
+  let rep: Report;
+  try {
+    rep = JSON.parse(r.stdout) as Report;
+  } catch (e) {
+    t.fail(`JSON on stdout: ${(e as Error).message}`);
+    return;
+  }
+  const byName = new Map(rep.snapshots.map((s) => [s.name, s]));
+
+  // The harness's own x86_64 stacks: their depth is known from the code (bench/snapshot.c).
+  const self: [string, number, number][] = [
+    ['callbacks', 25, 45],
+    ['deep', 180, 230],
+    ['signal', 12, 30],
+  ];
+  for (const [name, lo, hi] of self) {
+    const s = byName.get(name);
+    if (!t.ok(s, `snapshot ${name} present`) || !s) continue;
+    t.equal(s.arch, 'x86_64', `${name}: x86_64`);
+    t.ok(s.frames >= lo && s.frames <= hi, `${name}: ${s.frames} frames, between ${lo} and ${hi}`);
+    for (const u of ['dwunw', 'libunwind', 'libdwfl']) {
+      const x = s.unwinders[u]!;
+      t.equal(x.status, 'ok', `${name}: ${u} applies on x86_64 (${x.reason ?? ''})`);
+      t.equal(x.stop, 'OK', `${name}: ${u} reached the end of the stack`);
+    }
+    t.equal(s.unwinders.libunwind!.agrees, true, `${name}: libunwind returns libdwunw's frames`);
+    t.equal(s.unwinders.libdwfl!.agrees, true, `${name}: libdwfl returns libdwunw's frames`);
+    t.equal(s.unwinders.dwunw!.agrees, true, `${name}: libdwunw agrees with both peers`);
+  }
+
+  // The cross-arch reference snapshots taken at build time (bench/Makefile), each with gdb's frames.
+  const files = existsSync(snapDir) ? readdirSync(snapDir).filter((f) => f.endsWith('.snapshot.json')) : [];
+  for (const arch of ['arm64', 'mips32']) {
+    const fixture = join(root, 'fixtures', arch, 'build');
+    if (!existsSync(fixture) || !onPath(arch === 'arm64' ? 'qemu-aarch64' : 'qemu-mipsel') || !onPath('gdb-multiarch')) {
+      t.comment(`${arch}: no fixture build or no qemu/gdb-multiarch: no reference snapshot to check`);
+      continue;
+    }
+    t.ok(files.some((f) => f.startsWith(`${arch}-`)), `${arch}: reference snapshots were taken (build/bench/snapshots)`);
+  }
+  for (const f of files) {
+    const name = `${f.split('-')[0]}/${f.slice(f.indexOf('-') + 1).replace(/\.snapshot\.json$/, '')}`;
+    const s = byName.get(name);
+    if (!t.ok(s, `snapshot ${name} present`) || !s) continue;
+    t.equal(s.unwinders.dwunw!.status, 'ok', `${name}: libdwunw unwinds ${s.arch}`);
+    t.ok(s.oracle, `${name}: gdb's frames beside the file`);
+    t.equal(s.oracle?.agrees.dwunw, true, `${name}: libdwunw's ${s.frames} frames are gdb's ${s.oracle?.frames}`);
+    t.equal(s.unwinders.libunwind!.status, 'n/a', `${name}: libunwind does not apply (x86_64 only)`);
+    t.ok(s.unwinders.libunwind!.median_ns === null, `${name}: no figure for an unwinder that does not apply`);
+    if (s.arch === 'arm64') t.equal(s.unwinders.libdwfl!.agrees, true, `${name}: libdwfl returns libdwunw's frames`);
+    if (s.arch === 'mips32') t.equal(s.unwinders.libdwfl!.status, 'n/a', `${name}: libdwfl cannot unwind mips`);
+  }
+
+  // Whatever applies agrees, everywhere.
+  for (const s of rep.snapshots)
+    for (const [u, x] of Object.entries(s.unwinders)) {
+      if (x.status !== 'ok') continue;
+      t.not(x.agrees, false, `${s.name}: ${u} does not disagree`);
+      t.ok(typeof x.median_ns === 'number' && typeof x.p90_ns === 'number', `${s.name}: ${u} has median and p90`);
+    }
+
+  const libc = rep.tables.find((x) => x.name === 'libc');
+  t.ok(libc && !libc.error && (libc.rows ?? 0) > 1000, `libc's table built (${libc?.rows} rows)`);
+  for (const name of ['ld.so', 'libstdc++', 'libgcc_s'])
+    t.ok(rep.tables.some((x) => x.name === name && !x.error), `table of ${name} built`);
+  t.ok(rep.cache.misses > 0, 'module-cache counters reported');
+  t.equal(rep.targets.length, 5, 'the five targets reported');
+});
+
+t.test('bench --quick, piped: plain aligned text', async (t) => {
+  const r = dwunw(['bench', '--quick']);
+  t.equal(r.status, 0, `exit status 0 (stderr: ${r.stderr.trim()})`);
+  // eslint-disable-next-line no-control-regex
+  t.notMatch(r.stdout, /\x1b\[/, 'no color codes when piped');
+  for (const s of ['callbacks', 'deep', 'signal', 'libunwind', 'libdwfl', 'Unwind tables', 'Targets', 'Module cache'])
+    t.match(r.stdout, s, `mentions ${s}`);
+});
+
+t.test('bench: argument errors are one line, exit 1', async (t) => {
+  for (const [args, what] of [
+    [['bench', '--snapshot', '/nonexistent/x.snapshot.json'], '/nonexistent/x.snapshot.json: no such file'],
+    [['bench', '--iterations', '0'], '--iterations'],
+  ] as [string[], string][]) {
+    const r = dwunw(args);
+    t.equal(r.status, 1, `${args.join(' ')}: exit 1`);
+    t.match(r.stderr, new RegExp(`^dwunw: ${what.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}`), `${args.join(' ')}: says ${what}`);
+    t.equal(r.stderr.trim().split('\n').length, 1, `${args.join(' ')}: one line`);
+  }
+});
