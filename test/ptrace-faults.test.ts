@@ -1,0 +1,410 @@
+// ptrace faults of `dwunw unwind-pid`, as a user meets them. Already covered elsewhere, not repeated:
+//  - test/cli-unwind-pid.test.ts: dwunw killed by SIGINT, SIGTERM or SIGKILL while it holds a
+//    thread (the target keeps running, no tracer left); the target killed while held (a clean
+//    NO_PROCESS stop, its parent still sees SIGKILL); a zombie target; a thread traced by another
+//    tracer (PERM for it, the others unwound); a non-dumpable target of another user, dwunw as root
+//    (the warning "attached only through CAP_SYS_PTRACE"); a thread that cannot stop (state D).
+//  - test/unit/test_fd_leak.c (unit.test.ts, sanitizers.test.ts): no file descriptor leak over
+//    10 000 captures reading beyond the snapshot (process_vm_readv, then /proc/PID/mem with
+//    process_vm_readv refused by seccomp) and 1000 attach/read/detach cycles.
+// Here:
+//  - a target that exits, or is killed, at a random moment while dwunw runs (50 times, threads
+//    being created and exiting all the while): dwunw never hangs, exits 0 (an exit is not an
+//    error) or 1 with one-line errors (the pid already gone: "no such process"), never leaves a
+//    thread stopped or traced, and the target's parent sees the exit status it chose;
+//  - dwunw killed by SIGINT, SIGTERM or SIGKILL at a random moment, holding threads 150 ms each
+//    (30 times): the target always keeps running, untraced;
+//  - EPERM: dwunw as an unprivileged user (setpriv --reuid=65534) against a root process: exit 1,
+//    one line "cannot attach: permission denied (EPERM)", the target untouched;
+//  - a non-dumpable target of that same user, dwunw unprivileged: the library's warning that
+//    ptrace is refused, then the EPERM line.
+// Needs root (ptrace of other processes, setpriv) and x86_64 Linux. DWUNW_FAULT_SEED fixes the
+// random timings (the seed used is printed).
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { chmodSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
+import t, { type Test } from 'tap';
+
+const root = fileURLToPath(new URL('..', import.meta.url));
+const bin = join(root, 'bin', 'dwunw');
+const isRoot = process.getuid?.() === 0;
+const NOBODY = ['--reuid=65534', '--regid=65534', '--clear-groups'];
+
+// ---- Randomness that can be replayed ------------------------------------------------------------
+
+const seed = Number(process.env.DWUNW_FAULT_SEED ?? Math.floor(Math.random() * 2 ** 31));
+t.comment(`DWUNW_FAULT_SEED=${seed}`);
+let state = seed >>> 0 || 1;
+function rand(n: number): number {
+  // xorshift32
+  state ^= state << 13;
+  state >>>= 0;
+  state ^= state >>> 17;
+  state ^= state << 5;
+  state >>>= 0;
+  return state % n;
+}
+
+// ---- Processes --------------------------------------------------------------------------------------
+
+interface Run {
+  status: number | null;
+  signal: NodeJS.Signals | null;
+  stdout: string;
+  stderr: string;
+}
+
+function cliEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
+  const e: NodeJS.ProcessEnv = { ...process.env, ...extra };
+  delete e.NODE_OPTIONS; // tap's loaders are for the test file, not for the CLI
+  delete e.FORCE_COLOR;
+  if (!extra.DWUNW_TEST_HOLD_MS) delete e.DWUNW_TEST_HOLD_MS;
+  return e;
+}
+
+function startDwunw(args: string[], env: Record<string, string> = {}, asNobody = false): { child: ChildProcess; done: Promise<Run> } {
+  // tap's process-info hook puts its NODE_OPTIONS back into every child's environment (it would
+  // fail to write its report as nobody): env -u removes it after that.
+  const [cmd, argv] = asNobody
+    ? ['env', ['-u', 'NODE_OPTIONS', 'setpriv', ...NOBODY, process.execPath, bin, ...args]]
+    : [process.execPath, [bin, ...args]];
+  const child = spawn(cmd, argv, { cwd: root, env: cliEnv(env), stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout!.setEncoding('utf8').on('data', (d: string) => (stdout += d));
+  child.stderr!.setEncoding('utf8').on('data', (d: string) => (stderr += d));
+  const done = new Promise<Run>((resolve) => child.on('close', (status, signal) => resolve({ status, signal, stdout, stderr })));
+  return { child, done };
+}
+
+async function within<T>(p: Promise<T>, ms: number): Promise<T | 'timeout'> {
+  let timer: NodeJS.Timeout | undefined;
+  const r = await Promise.race([p, new Promise<'timeout'>((res) => (timer = setTimeout(() => res('timeout'), ms)))]);
+  clearTimeout(timer);
+  return r;
+}
+
+function kill(c: ChildProcess, sig: NodeJS.Signals = 'SIGKILL'): void {
+  if (c.exitCode === null && c.signalCode === null) c.kill(sig);
+}
+
+function exitOf(c: ChildProcess): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
+  return new Promise((resolve) => {
+    if (c.exitCode !== null || c.signalCode !== null) resolve({ code: c.exitCode, signal: c.signalCode });
+    else c.on('exit', (code, signal) => resolve({ code, signal }));
+  });
+}
+
+function firstLine(c: ChildProcess): Promise<string> {
+  return new Promise((resolve, reject) => {
+    let buf = '';
+    c.stdout!.setEncoding('utf8').on('data', (d: string) => {
+      buf += d;
+      const nl = buf.indexOf('\n');
+      if (nl >= 0) resolve(buf.slice(0, nl));
+    });
+    c.on('exit', () => reject(new Error('exited before printing a line')));
+  });
+}
+
+function readOr(path: string, dflt: string): string {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch {
+    return dflt;
+  }
+}
+
+/** [tid, state letter, tracer pid] of every thread still there. */
+function threads(pid: number): [number, string, number][] {
+  let tids: number[];
+  try {
+    tids = readdirSync(`/proc/${pid}/task`).map(Number);
+  } catch {
+    return [];
+  }
+  const out: [number, string, number][] = [];
+  for (const tid of tids) {
+    const stat = readOr(`/proc/${pid}/task/${tid}/stat`, '');
+    if (!stat) continue;
+    const st = stat.slice(stat.lastIndexOf(')') + 2).split(' ')[0] ?? '';
+    const tracer = Number(/^TracerPid:\s*(\d+)$/m.exec(readOr(`/proc/${pid}/task/${tid}/status`, ''))?.[1] ?? 0);
+    out.push([tid, st, tracer]);
+  }
+  return out;
+}
+
+/** Threads left stopped (t/T) or traced, after a short grace period; [] when none. */
+async function leftHeld(pid: number): Promise<string[]> {
+  let bad: string[] = [];
+  for (let i = 0; i < 50; i++) {
+    bad = threads(pid)
+      .filter(([, st, tracer]) => st !== 'Z' && st !== 'X' && (/^[tT]$/.test(st) || tracer !== 0))
+      .map(([tid, st, tracer]) => `tid ${tid} state ${st} tracer ${tracer}`);
+    if (bad.length === 0) return [];
+    await sleep(20);
+  }
+  return bad;
+}
+
+// ---- Helper programs ---------------------------------------------------------------------------
+
+// churn LIFE_MS CHURNERS SLEEPERS: CHURNERS threads each create a short-lived thread every 0.5 ms,
+// SLEEPERS threads wait in pause(); main prints "ready", then _exit(7) after LIFE_MS (-1: never).
+const CHURN_C = `#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+static void *quick(void *a) { struct timespec ts = { 0, (long)(size_t)a }; nanosleep(&ts, NULL); return NULL; }
+static void *sleeper(void *a) { (void)a; for (;;) pause(); return NULL; }
+static void *churner(void *a)
+{
+	(void)a;
+	for (unsigned i = 0;; i++) {
+		pthread_t t;
+		struct timespec ts = { 0, 500000 };
+		if (pthread_create(&t, NULL, quick, (void *)(size_t)((i % 7) * 300000)) == 0)
+			pthread_detach(t);
+		nanosleep(&ts, NULL);
+	}
+	return NULL;
+}
+int main(int argc, char **argv)
+{
+	long life = argc > 1 ? atol(argv[1]) : -1;
+	int churners = argc > 2 ? atoi(argv[2]) : 1, sleepers = argc > 3 ? atoi(argv[3]) : 0;
+	pthread_t t;
+	for (int i = 0; i < churners; i++)
+		pthread_create(&t, NULL, churner, NULL);
+	for (int i = 0; i < sleepers; i++)
+		pthread_create(&t, NULL, sleeper, NULL);
+	printf("ready\\n");
+	fflush(stdout);
+	if (life < 0)
+		for (;;)
+			pause();
+	struct timespec end, now;
+	clock_gettime(CLOCK_MONOTONIC, &end);
+	end.tv_sec += life / 1000;
+	end.tv_nsec += (life % 1000) * 1000000;
+	if (end.tv_nsec >= 1000000000) {
+		end.tv_sec++;
+		end.tv_nsec -= 1000000000;
+	}
+	do
+		clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &end, NULL);
+	while (clock_gettime(CLOCK_MONOTONIC, &now) == 0 && (now.tv_sec < end.tv_sec || (now.tv_sec == end.tv_sec && now.tv_nsec < end.tv_nsec)));
+	_exit(7);
+}
+`;
+
+// A non-dumpable process (run as nobody): prints "ready" and waits.
+const NONDUMP_C = `#include <stdio.h>
+#include <unistd.h>
+#include <sys/prctl.h>
+int main(void)
+{
+	prctl(PR_SET_DUMPABLE, 0);
+	printf("ready\\n");
+	fflush(stdout);
+	for (;;)
+		pause();
+}
+`;
+
+const work = mkdtempSync(join(tmpdir(), 'dwunw-ptrace-faults-'));
+chmodSync(work, 0o755); // nobody runs the programs too
+t.teardown(() => rmSync(work, { recursive: true, force: true }));
+const churnExe = join(work, 'churn');
+const nondumpExe = join(work, 'nondump');
+writeFileSync(join(work, 'churn.c'), CHURN_C);
+writeFileSync(join(work, 'nondump.c'), NONDUMP_C);
+execFileSync('gcc', ['-O2', '-pthread', '-o', churnExe, join(work, 'churn.c')]);
+execFileSync('gcc', ['-O2', '-o', nondumpExe, join(work, 'nondump.c')]);
+
+const procs: ChildProcess[] = [];
+t.teardown(() => procs.forEach((c) => kill(c)));
+function target(args: string[], asNobody = false): ChildProcess {
+  const c = asNobody
+    ? spawn('setpriv', [...NOBODY, ...args], { stdio: ['ignore', 'pipe', 'ignore'] })
+    : spawn(args[0]!, args.slice(1), { stdio: ['ignore', 'pipe', 'ignore'] });
+  procs.push(c);
+  return c;
+}
+
+/** Every stderr line is a one-line dwunw message (no stack trace, no blank noise). */
+function oneLineMessages(t: Test, r: Run, what: string): void {
+  const lines = r.stderr.split('\n').filter((l) => l !== '');
+  t.ok(lines.every((l) => l.startsWith('dwunw: ')), `${what}: stderr lines are dwunw's one-line messages`, { stderr: r.stderr });
+  t.notMatch(r.stderr, /^\s+at /m, `${what}: no stack trace`);
+}
+
+// ---- Tests ------------------------------------------------------------------------------------------
+
+const skip = !isRoot ? 'needs root (ptrace of other processes, setpriv)' : process.arch !== 'x64' ? 'x86_64 only' : false;
+
+t.test('the target exits or is killed at a random moment: no hang, nothing left stopped', { skip }, async (t) => {
+  const N = 50;
+  const PARALLEL = 2;
+  const outcomes = new Map<string, number>();
+  let next = 0;
+  const one = async (i: number): Promise<void> => {
+    // exits: by itself, at any moment (before dwunw looks at the pid, while it attaches and
+    // unwinds, after); killed: by us, 0-20 ms after dwunw first holds one of its threads.
+    const mode = i % 2 === 0 ? 'exits' : 'killed';
+    const when = mode === 'exits' ? rand(2000) : rand(20);
+    const hold = rand(2) * 20; // ms each thread is held (the test hook): a wider window
+    const what = `#${i} (${mode} after ${when} ms${mode === 'killed' ? ' of being held' : ''}, hold ${hold} ms)`;
+    const c = target([churnExe, mode === 'exits' ? String(when) : '-1', String(1 + rand(3)), String(rand(3))]);
+    const pid = c.pid!;
+    if ((await within(firstLine(c), 10_000)) === 'timeout') {
+      t.fail(`${what}: the target started`);
+      return;
+    }
+    const exited = exitOf(c);
+    const run = startDwunw(['unwind-pid', String(pid), '--json'], hold ? { DWUNW_TEST_HOLD_MS: String(hold) } : {});
+    let stopWatch = false;
+    if (mode === 'killed') {
+      void (async () => {
+        const t0 = Date.now();
+        while (!stopWatch && Date.now() - t0 < 20_000 && !threads(pid).some(([, , tracer]) => tracer === run.child.pid)) await sleep(2);
+        if (stopWatch) return;
+        await sleep(when);
+        kill(c);
+      })();
+    }
+    const r = await within(run.done, 30_000);
+    stopWatch = true;
+    if (r === 'timeout') {
+      kill(run.child);
+      t.fail(`${what}: dwunw hangs (30 s)`);
+      return;
+    }
+    // While the target still runs (exits mode, late), none of its threads may be held.
+    const held = await leftHeld(pid);
+    t.same(held, [], `${what}: no thread left stopped or traced`);
+    kill(c);
+    const ex = await within(exited, 10_000);
+    if (mode === 'exits')
+      t.ok(ex !== 'timeout' && ((ex.code === 7 && when < 30_000) || ex.signal === 'SIGKILL'), `${what}: its parent sees exit status 7 (or our SIGKILL)`, { exit: ex });
+    else t.ok(ex !== 'timeout' && ex.signal === 'SIGKILL', `${what}: its parent sees SIGKILL`, { exit: ex });
+
+    t.ok(r.signal === null && (r.status === 0 || r.status === 1), `${what}: dwunw exits 0 or 1 (${r.status})`, { stderr: r.stderr });
+    oneLineMessages(t, r, what);
+    let outcome: string;
+    if (r.status === 0) {
+      t.equal(r.stderr, '', `${what}: exit 0: nothing on stderr`);
+      let j: { pid: number; threads: { stop: string; frames: unknown[] }[] } | null = null;
+      try {
+        j = JSON.parse(r.stdout);
+      } catch (e) {
+        t.fail(`${what}: valid JSON (${(e as Error).message})`, { stdout: r.stdout.slice(0, 2000) });
+      }
+      const stops = new Set(j?.threads.map((x) => x.stop) ?? []);
+      t.ok([...stops].every((s) => ['OK', 'NO_PROCESS', 'NO_PROGRESS', 'NO_DWARF', 'NO_MODULE', 'DEPTH', 'IO'].includes(s)), `${what}: documented stops (${[...stops].join(' ')})`);
+      outcome = stops.has('NO_PROCESS') ? 'exit 0, some threads NO_PROCESS' : j && j.threads.length > 0 ? 'exit 0, unwound' : 'exit 0, no thread';
+    } else {
+      const lines = r.stderr.split('\n').filter(Boolean);
+      t.ok(lines.length >= 1, `${what}: exit 1 says why`);
+      t.ok(
+        lines.every((l) => / no such process$| cannot attach: | cannot read registers: | no thread /.test(l)),
+        `${what}: the process or a thread was gone, or could not be held`,
+        { stderr: r.stderr },
+      );
+      outcome = /no such process$/.test(lines[0] ?? '') ? 'exit 1, no such process' : 'exit 1, other';
+    }
+    outcomes.set(outcome, (outcomes.get(outcome) ?? 0) + 1);
+  };
+  await Promise.all(
+    Array.from({ length: PARALLEL }, async () => {
+      for (let i = next++; i < N; i = next++) await one(i);
+    }),
+  );
+  t.comment(`outcomes: ${[...outcomes].map(([k, v]) => `${k}: ${v}`).join('; ')}`);
+});
+
+t.test('dwunw killed at a random moment: the target keeps running', { skip }, async (t) => {
+  const N = 30;
+  const sigs: NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGKILL'];
+  let interrupted = 0;
+  for (let i = 0; i < N; i++) {
+    const sig = sigs[rand(3)]!;
+    const when = 200 + rand(1300);
+    const what = `#${i} (${sig} after ${when} ms)`;
+    const c = target([churnExe, '-1', '0', '3']); // main + 3 sleepers: 4 threads, 150 ms held each
+    const pid = c.pid!;
+    await within(firstLine(c), 10_000);
+    const run = startDwunw(['unwind-pid', String(pid)], { DWUNW_TEST_HOLD_MS: '150' });
+    const killer = setTimeout(() => kill(run.child, sig), when);
+    const r = await within(run.done, 30_000);
+    clearTimeout(killer);
+    if (r === 'timeout') {
+      kill(run.child);
+      t.fail(`${what}: dwunw exits`);
+      kill(c);
+      continue;
+    }
+    if (r.signal !== null) interrupted++;
+    t.ok(r.signal === sig || r.status === 0, `${what}: dwunw died of it (or had finished: ${r.status})`);
+    if (sig !== 'SIGKILL' && r.signal === sig)
+      t.match(r.stderr, /^(dwunw: interrupted by SIG(INT|TERM)( \(resumed \d+ held threads?\))?\n)?$/, `${what}: at most one line, naming the signal`, {
+        stderr: r.stderr,
+      });
+    t.same(await leftHeld(pid), [], `${what}: no thread of the target left stopped or traced`);
+    t.ok(c.exitCode === null && c.signalCode === null && threads(pid).length === 4, `${what}: the target runs on, 4 threads`);
+    kill(c);
+    t.equal((await exitOf(c)).signal, 'SIGKILL', `${what}: and dies only of our SIGKILL`);
+  }
+  t.comment(`${interrupted} of ${N} runs were interrupted, the others had finished`);
+});
+
+t.test('EPERM: dwunw as an unprivileged user against a root process', { skip: skip || (!existsSync('/usr/bin/setpriv') && !existsSync('/bin/setpriv') && 'no setpriv') }, async (t) => {
+  const c = target([churnExe, '-1', '0', '1']);
+  const pid = c.pid!;
+  await within(firstLine(c), 10_000);
+  for (const json of [false, true]) {
+    const what = json ? '--json' : 'text';
+    const run = startDwunw(['unwind-pid', String(pid), ...(json ? ['--json'] : [])], {}, true);
+    const r = await within(run.done, 30_000);
+    if (r === 'timeout') {
+      t.fail(`${what}: dwunw exits`);
+      continue;
+    }
+    t.equal(r.status, 1, `${what}: exit status 1`);
+    const lines = r.stderr.split('\n').filter(Boolean);
+    t.ok(lines.length === 2 && lines.every((l) => new RegExp(`^dwunw: pid ${pid} tid \\d+: cannot attach: permission denied \\(EPERM\\)$`).test(l)),
+      `${what}: one line per thread, "cannot attach: permission denied (EPERM)"`, { stderr: r.stderr });
+    if (json) {
+      const j = JSON.parse(r.stdout) as { threads: { stop: string; frames: unknown[]; error: string }[] };
+      t.ok(j.threads.length === 2 && j.threads.every((x) => x.stop === 'PERM' && x.frames.length === 0 && /EPERM/.test(x.error)), `${what}: every thread PERM, no frames`);
+    } else {
+      t.match(r.stdout, /stop: permission denied \(PERM\)\n/, `${what}: the stop line`);
+    }
+  }
+  t.same(await leftHeld(pid), [], 'the target untouched: not stopped, not traced');
+});
+
+t.test('a non-dumpable target, dwunw unprivileged: the warning, then EPERM', { skip }, async (t) => {
+  const c = target([nondumpExe], true);
+  t.equal(await within(firstLine(c), 10_000), 'ready');
+  const pid = c.pid!; // setpriv execs the program: the same pid
+  const run = startDwunw(['unwind-pid', String(pid)], {}, true);
+  const r = await within(run.done, 30_000);
+  if (r === 'timeout') {
+    t.fail('dwunw exits');
+    return;
+  }
+  t.equal(r.status, 1, 'exit status 1');
+  t.equal(
+    r.stderr,
+    `dwunw: pid ${pid} is not dumpable (PR_SET_DUMPABLE=0 or changed credentials): ptrace refused, its stacks cannot be read\n` +
+      `dwunw: pid ${pid} tid ${pid}: cannot attach: permission denied (EPERM)\n`,
+    'the warning line, then the error line',
+  );
+  t.same(await leftHeld(pid), [], 'not stopped, not traced');
+});
