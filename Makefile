@@ -8,8 +8,8 @@ UNIT_BINS := $(patsubst test/unit/%.c,$(BUILD)/test/%,$(wildcard test/unit/*.c))
 TOOL_BINS := $(patsubst test/tools/%.c,$(BUILD)/test/tools/%,$(wildcard test/tools/*.c))
 TS_SRCS   := $(shell find commands lib -name '*.ts' 2>/dev/null)
 
-.PHONY: all native ts unit tools fixtures clean
-all: native ts unit tools fixtures
+.PHONY: all native ts unit tools fixtures bench bpf clean
+all: native ts unit tools fixtures bench bpf
 
 native:
 	@$(MAKE) -s -C native BUILD=$(BUILD)
@@ -34,6 +34,27 @@ $(BUILD)/test/tools/%: test/tools/%.c $(BUILD)/libdwunw.a
 fixtures:
 	@if [ -f fixtures/Makefile ]; then $(MAKE) -s -C fixtures; fi
 
+# dwunw bench's harness (libunwind and libdwfl from Debian packages) and its reference snapshots
+# of the cross-arch fixtures: after the library and the fixtures.
+bench: native fixtures
+	@$(MAKE) -s -C bench BUILD=$(BUILD)
+
+# memleak and the reusable stack capture (bpf/): vmlinux.h from the running kernel's BTF, the
+# CO-RE object and its bpftool skeleton, build/bpf/memleak (libdwunw.a) and memleak-fp.
+bpf: native
+	@$(MAKE) -s -C bpf BUILD=$(BUILD)
+
 clean:
 	rm -rf build dist
 	@if [ -f fixtures/Makefile ]; then $(MAKE) -s -C fixtures clean; fi
+
+# Fuzzing (clang, libFuzzer): build/fuzz/<target> for each fuzz/fuzz_*.c, and their seed corpora
+# (fuzz/fuzz.mk). Run them with `npm run fuzz -- --seconds N`; test/fuzz.test.ts runs them briefly.
+.PHONY: fuzz asan
+fuzz:
+	@$(MAKE) -s -f fuzz/fuzz.mk BUILD=$(BUILD)
+
+# The library, the C unit tests and the test tools under ASan + UBSan: build/asan/ (fuzz/asan.mk).
+# test/sanitizers.test.ts runs them.
+asan:
+	@$(MAKE) -s -f fuzz/asan.mk BUILD=$(BUILD)
