@@ -44,6 +44,14 @@ bench: native fixtures
 bpf: native
 	@$(MAKE) -s -C bpf BUILD=$(BUILD)
 
+# Cross builds (test/verify-cross.test.ts checks them): libdwunw.a for arm64 and mips32, and
+# memleak for arm64 (build/aarch64-linux-gnu/bpf/).
+.PHONY: cross
+cross:
+	@$(MAKE) -s -C native CROSS=aarch64-linux-gnu- BUILD=$(BUILD)/aarch64-linux-gnu lib
+	@$(MAKE) -s -C native CROSS=mipsel-linux-gnu- BUILD=$(BUILD)/mipsel-linux-gnu lib
+	@$(MAKE) -s -C bpf CROSS=aarch64-linux-gnu- BUILD=$(BUILD)
+
 clean:
 	rm -rf build dist
 	@if [ -f fixtures/Makefile ]; then $(MAKE) -s -C fixtures clean; fi

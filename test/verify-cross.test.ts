@@ -73,3 +73,35 @@ for (const x of targets) {
     t.ok(headers.some((p) => p === '/usr/include/libelf.h'), "libelf.h: the host's (Multi-Arch: same) copy");
   });
 }
+
+// memleak for arm64 (bpf/Makefile CROSS=aarch64-linux-gnu-): the BPF object with arm64's register
+// frame, the user space linked against build/aarch64-linux-gnu/libdwunw.a and the arm64 libbpf;
+// an arm64 ELF that runs under qemu-user as far as a machine without BPF lets it (its usage, and
+// its refusal of a pid that maps no libc). Loading it needs an arm64 kernel: not here.
+t.test('memleak builds for arm64', async (t) => {
+  const x = 'aarch64-linux-gnu-';
+  const lib = await run('make', ['-s', '-j2', '-C', 'native', `CROSS=${x}`, 'lib']);
+  t.equal(lib.code, 0, `make -C native CROSS=${x} lib${lib.code ? `: ${lib.stderr.slice(-1500)}` : ''}`);
+  const b = await run('make', ['-s', '-C', 'bpf', `CROSS=${x}`]);
+  t.equal(b.code, 0, `make -C bpf CROSS=${x}${b.code ? `: ${b.stderr.slice(-1500)}` : ''}`);
+  const out = join(root, 'build', 'aarch64-linux-gnu', 'bpf');
+  for (const name of ['memleak', 'memleak-fp']) {
+    const f = join(out, name);
+    if (!existsSync(f)) {
+      t.fail(`no ${f}`);
+      continue;
+    }
+    const e = new ElfFile(f);
+    t.equal(e.machine, 183, `${name}: an arm64 ELF (e_machine 183)`);
+    t.ok(e.is64, `${name}: ELFCLASS64`);
+  }
+  const btf = await run('bpftool', ['btf', 'dump', 'file', join(out, 'memleak.bpf.o')]);
+  t.match(btf.stdout, /STRUCT 'user_pt_regs' size=272 vlen=4/, "the BPF object reads arm64's user_pt_regs");
+  const help = await run('qemu-aarch64', ['-L', '/usr/aarch64-linux-gnu', join(out, 'memleak'), '--help']);
+  t.equal(help.code, 0, 'qemu-aarch64 memleak --help: exit 0');
+  t.match(help.stdout, /^Usage: memleak \[OPTION\.\.\.\] \[INTERVAL \[COUNT\]\]/, 'its usage');
+  t.match(help.stdout, /--unwind=dwarf\|fp/, 'with DWARF unwinding (HAVE_DWUNW)');
+  const pid1 = await run('qemu-aarch64', ['-L', '/usr/aarch64-linux-gnu', join(out, 'memleak'), '-p', '1']);
+  t.equal(pid1.code, 1, 'qemu-aarch64 memleak -p 1: exit 1');
+  t.match(pid1.stderr, /^memleak: pid 1 does not map libc\.so\.6/m, 'one line naming the cause');
+});
