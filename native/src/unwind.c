@@ -338,23 +338,22 @@ static inline int step_fast(struct walk *w, const struct dw_table *t, const stru
 	return 0;
 }
 
-/* Where a pc is: its mapping, and (for files and the vDSO) its module, held once per capture,
- * with the module's load bias and table. Consecutive frames mostly share it. */
-static const struct place *frame_place(struct walk *w, uint64_t lookup, uint32_t fi)
+/* Where a pc is, when it is not where the previous frame was (frame_place). */
+static __attribute__((noinline)) const struct place *frame_place_slow(struct walk *w, uint64_t lookup,
+								      uint32_t fi)
 {
 	struct place *pl = &w->places[0];
-	struct dw_map *m = pl->map;
+	struct dw_map *m;
 	struct dwunw_module *mod = NULL;
 	int err;
 
-	if (DW_LIKELY(m && lookup >= m->start && lookup < m->end))
-		return pl;
-	/* Callbacks bounce between a few modules: look at the recent places before searching. */
+	/* Callbacks bounce between a few modules: look at the recent places before searching
+	 * (a hit swaps with the front: two modules in turn stay in the first two places). */
 	for (unsigned i = 1; i < DW_ARRAY_SIZE(w->places); i++) {
 		m = w->places[i].map;
 		if (m && lookup >= m->start && lookup < m->end) {
 			struct place hit = w->places[i];
-			memmove(&w->places[1], &w->places[0], i * sizeof(w->places[0]));
+			w->places[i] = w->places[0];
 			w->places[0] = hit;
 			return pl;
 		}
@@ -412,6 +411,17 @@ found:
 	if (dw_module_table(mod, &pl->table) != DWUNW_OK)
 		pl->table = NULL;
 	return pl;
+}
+
+/* Where a pc is: its mapping, and (for files and the vDSO) its module, held once per capture,
+ * with the module's load bias and table. Consecutive frames mostly share it: checked inline. */
+static inline const struct place *frame_place(struct walk *w, uint64_t lookup, uint32_t fi)
+{
+	const struct dw_map *m = w->places[0].map;
+
+	if (DW_LIKELY(m && lookup >= m->start && lookup < m->end))
+		return &w->places[0];
+	return frame_place_slow(w, lookup, fi);
 }
 
 static void to_regs(const struct walk *w, const struct state *s, struct dwunw_regs *r)
