@@ -32,6 +32,13 @@ for try in 1 2; do
       -x "$here/take-snapshots.py" >>"$log" 2>&1
   kill "$qpid" 2>/dev/null
   wait "$qpid" 2>/dev/null
+  # gdb reads the libraries under its sysroot: the guest must have loaded those very files
+  foreign=$(awk -v root="/usr/$tri/" '$6 ~ /\.so(\.[0-9.]+)?$/ && index($6, root) != 1 { print $6; exit }' "$maps" 2>/dev/null)
+  if [ -n "$foreign" ]; then
+    rm -f "$out/$arch"-*.json
+    echo "bench: $arch reference snapshots not taken: the guest loaded $foreign, outside gdb's sysroot /usr/$tri (a host-installed C library of that architecture? doc/debugging.md §5)" >&2
+    exit 1
+  fi
   [ "$(grep -c '^BENCH_SNAPSHOT' "$log")" -eq 2 ] && exit 0
   rm -f "$out/$arch"-*.json
 done

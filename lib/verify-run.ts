@@ -160,7 +160,26 @@ export async function runSession(s: SessionSpec): Promise<SessionRun> {
     const tail = `${g.stderr.slice(-1500)}${g.stdout.slice(-1500)}`.trim();
     return { index: null, failure: `gdb exit ${g.code ?? g.signal}, no index.json: ${tail}`, ms: Date.now() - t0 };
   }
+  const foreign = s.qemu && s.sysroot && existsSync(maps) ? libsOutside(readFileSync(maps, 'utf8'), s.sysroot) : [];
+  if (foreign.length > 0)
+    return {
+      index: null,
+      failure: `the guest loaded ${foreign[0]}, outside gdb's sysroot ${s.sysroot}: gdb would read another file's CFI ` +
+        '(a C library of the guest architecture installed on the host, e.g. libc6:arm64, enters ld.so.cache; doc/debugging.md §5)',
+      ms: Date.now() - t0,
+    };
   return { index: JSON.parse(readFileSync(indexFile, 'utf8')) as SnapshotIndex, failure: null, ms: Date.now() - t0 };
+}
+
+/** Shared libraries of a qemu guest's maps (host paths) that do not lie under the sysroot. */
+export function libsOutside(mapsText: string, sysroot: string): string[] {
+  const root = `${sysroot.replace(/\/+$/, '')}/`;
+  const out = new Set<string>();
+  for (const line of mapsText.split('\n')) {
+    const path = line.trim().split(/\s+/)[5];
+    if (path && /\.so(\.[\d.]+)?$/.test(path) && !path.startsWith(root)) out.add(path);
+  }
+  return [...out];
 }
 
 /** Run jobs with at most `limit` at a time; results in order. */

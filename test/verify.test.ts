@@ -14,6 +14,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import type { StackResult, VerifyReport } from '../lib/verify.js';
+import { libsOutside } from '../lib/verify-run.js';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 
@@ -127,4 +128,20 @@ t.test('dwunw verify --arch all', async (t) => {
       }
     }
   }
+});
+
+// A guest that loaded a library from outside gdb's sysroot (a host-installed libc6:arm64 in
+// ld.so.cache) would give gdb another file's CFI: the session fails with that path instead.
+t.test('libraries outside the sysroot are named', async (t) => {
+  const maps = [
+    '5500000000-5500001000 r-xp 00000000 fe:00 1 /work/fixtures/arm64/build/verify_zoo-pie',
+    '5502880000-5502a07000 r-xp 00000000 fe:00 2 /usr/aarch64-linux-gnu/lib/libc.so.6',
+    '550283c000-550285c000 r-xp 00000000 fe:00 3 /usr/aarch64-linux-gnu/lib/ld-linux-aarch64.so.1',
+    '5502900000-5502a0c000 r-xp 00000000 fe:00 4 /usr/lib/aarch64-linux-gnu/libm.so.6',
+    '5502a0c000-5502a1c000 ---p 0018c000 fe:00 4 /usr/lib/aarch64-linux-gnu/libm.so.6',
+    '7fff000000-7fff100000 rw-p 00000000 00:00 0 [stack]',
+  ].join('\n');
+  t.same(libsOutside(maps, '/usr/aarch64-linux-gnu'), ['/usr/lib/aarch64-linux-gnu/libm.so.6']);
+  t.same(libsOutside(maps, '/usr/aarch64-linux-gnu/'), ['/usr/lib/aarch64-linux-gnu/libm.so.6'], 'a trailing / on the sysroot');
+  t.same(libsOutside(maps.split('\n').filter((l) => !l.includes('libm')).join('\n'), '/usr/aarch64-linux-gnu'), []);
 });
