@@ -136,16 +136,17 @@ if (why) {
       `every block accounted for: ${found} shown + ${untracked} untracked + ${lost} lost >= ${leaked}`);
 
     // RSS: the allocation map is full after ~10 s and the report at 20 s has sized memleak's
-    // report-time arrays for it; from then on RSS may wobble, not grow with time.
+    // report-time arrays for it; from then on, while the target runs (until ~SECONDS + 2 s), RSS
+    // may wobble, not grow with time. The last report, after the target exited, is only bounded.
     const maxIn = (lo: number, hi: number): number => Math.max(0, ...samples.filter((x) => x.s > lo && x.s <= hi).map((x) => x.kib));
     const warm = maxIn(0, 2.5 * INTERVAL);
     const peak = maxIn(0, Infinity);
-    const tail = maxIn(2.5 * INTERVAL, Infinity);
-    const series = samples.filter((x, i) => i % 5 === 0).map((x) => `${Math.round(x.s)}s:${(x.kib / 1024).toFixed(0)}`).join(' ');
+    const tail = maxIn(2.5 * INTERVAL, SECONDS);
+    const series = samples.filter((x, i) => i % 5 === 0 || x.s > SECONDS).map((x) => `${Math.round(x.s)}s:${(x.kib / 1024).toFixed(0)}`).join(' ');
     t.comment(`memleak RSS (MiB): ${series}`);
     t.ok(samples.length >= SECONDS * 0.8, `${samples.length} RSS samples`);
-    t.ok(tail - warm <= 16 * 1024, `RSS after ${2.5 * INTERVAL} s grows by ${((tail - warm) / 1024).toFixed(1)} MiB (<= 16 MiB)`);
-    t.ok(peak <= 512 * 1024, `peak RSS ${(peak / 1024).toFixed(1)} MiB (<= 512 MiB)`);
+    t.ok(tail - warm <= 16 * 1024, `RSS from ${2.5 * INTERVAL} s to ${SECONDS} s grows by ${((tail - warm) / 1024).toFixed(1)} MiB (<= 16 MiB)`);
+    t.ok(peak <= 512 * 1024, `peak RSS ${(peak / 1024).toFixed(1)} MiB, the last report included (<= 512 MiB)`);
 
     const figures = {
       rate_asked: RATE, rate, seconds: SECONDS, allocations, leaked, found,
