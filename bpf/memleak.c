@@ -1949,8 +1949,7 @@ int main(int argc, char **argv)
 	fflush(stdout);
 	if (following && (err = target_go(&cmd))) {
 		/* it could not exec: one line said why */
-		for (size_t i = 0; i < nlinks; i++)
-			bpf_link__destroy(links[i]);
+		tool_links_destroy(links, nlinks);
 		exit(err);
 	}
 
@@ -2008,8 +2007,7 @@ int main(int argc, char **argv)
 			fprintf(stderr, "memleak: target pid %d exited\n", target_pid);
 	}
 
-	for (size_t i = 0; i < nlinks; i++)
-		bpf_link__destroy(links[i]);
+	tool_links_destroy(links, nlinks);
 	dwunw_cap_reader_free(reader);
 	memleak_bpf__destroy(skel);
 	target_stop(&cmd);

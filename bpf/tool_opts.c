@@ -105,13 +105,17 @@ const char *tool_missing_privileges(bool ptrace)
 	if (syscall(SYS_capget, &h, d))
 		return "need root (cannot read the capabilities)";
 #define HAS(c) ((d[(c) / 32].effective >> ((c) % 32)) & 1)
-	bool admin = HAS(CAP_SYS_ADMIN);
-	if (!admin && !HAS(39)) /* CAP_BPF */
-		return "missing CAP_BPF: run as root or grant CAP_BPF, CAP_PERFMON";
-	if (!admin && !HAS(38)) /* CAP_PERFMON */
-		return "missing CAP_PERFMON: run as root or grant CAP_BPF, CAP_PERFMON";
-	if (ptrace && !HAS(CAP_SYS_PTRACE))
-		return "missing CAP_SYS_PTRACE: run as root or grant it";
+	bool admin = HAS(CAP_SYS_ADMIN), bpf = HAS(39), perfmon = HAS(38); /* CAP_BPF, CAP_PERFMON */
+	bool pt = !ptrace || HAS(CAP_SYS_PTRACE);
+	if (!admin && !bpf && !perfmon && !pt)
+		return ptrace ? "need root (CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE)"
+			      : "need root (CAP_BPF, CAP_PERFMON)";
+	if (!admin && !bpf)
+		return "missing CAP_BPF (run as root, or grant CAP_BPF and CAP_PERFMON)";
+	if (!admin && !perfmon)
+		return "missing CAP_PERFMON (run as root, or grant CAP_BPF and CAP_PERFMON)";
+	if (!pt)
+		return "missing CAP_SYS_PTRACE (run as root, or grant it)";
 #undef HAS
 	return NULL;
 }

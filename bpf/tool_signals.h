@@ -13,6 +13,7 @@
 #define DWUNW_TOOL_SIGNALS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 /* Install the handlers and the parent-death signal. */
 void tool_signals_init(void);
@@ -28,5 +29,16 @@ bool tool_stdout_closed(void);
 
 /* fflush(stdout); false (and tool_stdout_closed() true from then on) on EPIPE. */
 bool tool_flush_stdout(void);
+
+struct bpf_link;
+
+/*
+ * Detach links without making the tool wait: detaching a uprobe waits for the kernel (~0.1 s per
+ * probe here, serialized in the kernel even from several threads), so a tool with 20 probes
+ * would take seconds to exit. A child process (stdio on /dev/null) takes over the links and
+ * closes them; the tool's own copies close at once when it exits. The probes are gone when that
+ * child is (a second or two later). Without fork, they are closed here, one after the other.
+ */
+void tool_links_destroy(struct bpf_link **links, size_t n);
 
 #endif /* DWUNW_TOOL_SIGNALS_H */
