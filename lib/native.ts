@@ -28,6 +28,7 @@ export const DWUNW_ERR_DEPTH = -14;
 export const DWUNW_ERR_EXPR = -15;
 export const DWUNW_ERR_NO_PROCESS = -16;
 export const DWUNW_ERR_UNSUPPORTED = -17;
+export const DWUNW_ERR_LIVE_END = -18;
 
 export const DWUNW_ARCH_UNKNOWN = 0;
 export const DWUNW_ARCH_X86_64 = 1;
