@@ -10,18 +10,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 #include "tool_opts.h"
-
-static const char *name = "dwunw";
-
-void tool_opts_init(const char *tool)
-{
-	name = tool;
-}
-
-const char *tool_opts_name(void)
-{
-	return name;
-}
+#include "tool_util.h"
 
 static void vline(const char *fmt, va_list ap, const char *tail)
 {
@@ -32,7 +21,7 @@ static void vline(const char *fmt, va_list ap, const char *tail)
 	for (char *p = buf; *p; p++)
 		if (*p == '\n')
 			*p = ' ';
-	fprintf(stderr, "%s: %s%s\n", name, buf, tail ? tail : "");
+	fprintf(stderr, "%s: %s%s\n", tool_name, buf, tail ? tail : "");
 }
 
 void tool_fail(int status, const char *fmt, ...)
@@ -50,7 +39,7 @@ void tool_usage_error(const char *fmt, ...)
 	char tail[96];
 	va_list ap;
 
-	snprintf(tail, sizeof(tail), " (see dwunw %s --help)", name);
+	snprintf(tail, sizeof(tail), " (see dwunw %s --help)", tool_name);
 	va_start(ap, fmt);
 	vline(fmt, ap, tail);
 	va_end(ap);
