@@ -696,6 +696,8 @@ static void fill_fp(void *arg, struct uframe *frames, uint32_t n)
 
 #if defined(__aarch64__)
 		r.arch = DWUNW_ARCH_ARM64;
+#elif defined(__mips__)
+		r.arch = DWUNW_ARCH_MIPS32;
 #endif
 		dwunw_capture(&dctx, &r, &f, &nf);
 		if (nf < 1)
