@@ -489,6 +489,28 @@ static long kw_frame_cb(__u64 i, void *arg)
 	return kw_step_cfi(w, r, rid);
 }
 
+static long kw_vma_cb(struct task_struct *task, struct vm_area_struct *vma, void *data)
+{
+	*(__u64 *)data = vma->vm_flags;
+	return 0;
+}
+
+/* Is addr in an executable VMA of the current task? (bpf_find_vma: microseconds, so rarely) */
+static __always_inline int kw_is_code(__u64 addr)
+{
+	__u64 flags = 0;
+
+	if (!bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_find_vma))
+		return 1;
+	long err = bpf_find_vma(bpf_get_current_task_btf(), addr, kw_vma_cb, &flags, 0);
+
+	if (err == -16 /* EBUSY: mmap_lock contended */)
+		return 1; /* unknown: fall back rather than end the chain */
+	if (err)
+		return 0; /* no VMA there */
+	return !!(flags & 0x4 /* VM_EXEC */);
+}
+
 /* kw_walk modes: which counters a walk adds to */
 #define KW_MODE_MAIN  0
 #define KW_MODE_PEER  1            /* binary search over full pcs (the peer) */
@@ -547,18 +569,22 @@ static __always_inline struct kw_scratch *kw_walk(struct kw_walk *w, struct pt_r
 		w->stop_pc = w->pc;
 		w->stop_frame = w->n;
 	}
+	/* Not in a loaded mapping: new code (a dlopen, JIT) falls back; no code at all ends the
+	 * chain (a garbage return address past the outermost frame). Once per walk, not per frame. */
+	if (w->status == KW_ST_NO_MAPPING && w->n > 1 && !kw_is_code(w->stop_addr))
+		w->status = KW_ST_NO_CODE;
 	if (mode == KW_MODE_BENCH) {
 		kw_count(KW_C_BENCH_SAMPLES, 1);
 		kw_count(KW_C_BENCH_FRAMES, w->n);
 	} else if (mode == KW_MODE_PEER) {
 		kw_count(KW_C_PEER_SAMPLES, 1);
 		kw_count(KW_C_PEER_FRAMES, w->n);
-		if (w->status > KW_ST_DEPTH)
+		if (!KW_ST_COMPLETE(w->status))
 			kw_count(KW_C_PEER_FALLBACK, 1);
 	} else {
 		kw_count(KW_C_SAMPLES, 1);
 		kw_count(KW_C_FRAMES, w->n);
-		if (w->status > KW_ST_DEPTH)
+		if (!KW_ST_COMPLETE(w->status))
 			kw_count(KW_C_FALLBACK, 1);
 		kw_count(KW_C_ST_BASE + (w->status < KW_ST_MAX ? w->status : 0), 1);
 	}
@@ -601,7 +627,8 @@ static __always_inline void kw_event_fill(struct kw_event *ev, struct kw_walk *w
 /*
  * Walk and emit one event on cap_ringbuf: the walker's frames alone when the walk completed,
  * with the snapshot (registers + `room` bytes of stack, a constant) when it stopped short or
- * when `always_snapshot` (the differential test). Returns 0 or a negative error (counted).
+ * when `always_snapshot` (the differential test). Evaluates to the walk's status (enum
+ * kw_status); an event that could not be output is counted (KW_C_LOST).
  */
 #define KW_EMIT(ctx, regs, always_snapshot, room)                                                  \
 	({                                                                                         \
@@ -610,7 +637,7 @@ static __always_inline void kw_event_fill(struct kw_event *ev, struct kw_walk *w
 		__u32 __pid = __pt >> 32, __tid = (__u32)__pt;                                     \
 		struct kw_scratch *__s = kw_walk(&__w, (regs), __pid, KW_MODE_MAIN);                          \
 		long __err = 0;                                                                    \
-		if (!(always_snapshot) && __w.status <= KW_ST_DEPTH) {                             \
+		if (!(always_snapshot) && KW_ST_COMPLETE(__w.status)) {                             \
 			struct kw_event *__ev = bpf_ringbuf_reserve(&cap_ringbuf,                  \
 					offsetof(struct kw_event, snap), 0);                       \
 			if (__ev) {                                                                \
@@ -639,7 +666,7 @@ static __always_inline void kw_event_fill(struct kw_event *ev, struct kw_walk *w
 		kw_walk_done(__s);                                                                 \
 		if (__err)                                                                         \
 			kw_count(KW_C_LOST, 1);                                                    \
-		__err;                                                                             \
+		__w.status;                                                                        \
 	})
 
 #endif /* DWUNW_KWALK_BPF_H */

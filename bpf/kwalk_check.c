@@ -52,6 +52,7 @@ static struct {
 	char *uprobes[KC_MAX_UPROBES];
 	int nuprobes;
 	int no_perf;
+	int stop_unknown;
 	char **cmd;
 } opt = { .freq = 997, .duration = 10, .frames = KW_MAX_FRAMES, .peer = 1, .max_diffs = 20 };
 
@@ -64,9 +65,12 @@ static const struct argp_option options[] = {
 	{ "budget", 'b', "MIB", 0, "Memory budget of the walker's maps (default 64)", 0 },
 	{ "rows", 'r', "N", 0, "Row capacity (default 2 M, within the budget)", 0 },
 	{ "no-peer", 'P', NULL, 0, "Do not run the binary-search peer", 0 },
-	{ "uprobe", 'u', "PATH:SYMBOL", 0, "Also sample at this function's entry (repeatable)", 0 },
+	{ "uprobe", 'u', "PATH:SYMBOL", 0, "Also sample at this function's entry, or at PATH:+OFFSET "
+	  "(a file offset) (repeatable)", 0 },
 	{ "no-perf", 'n', NULL, 0, "No cpu-clock sampling (uprobes only)", 0 },
 	{ "max-diffs", 'm', "N", 0, "Print at most N differences (default 20)", 0 },
+	{ "stop-unknown", 's', NULL, 0, "Stop the process at a sample whose mappings are not loaded, "
+	  "continue it once they are (short runs)", 0 },
 	{},
 };
 
@@ -82,6 +86,7 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 	case 'r': opt.rows = (uint32_t)strtoul(arg, NULL, 0); break;
 	case 'P': opt.peer = 0; break;
 	case 'n': opt.no_perf = 1; break;
+	case 's': opt.stop_unknown = 1; break;
 	case 'm': opt.max_diffs = atoi(arg); break;
 	case 'u':
 		if (opt.nuprobes >= KC_MAX_UPROBES || !strchr(arg, ':'))
@@ -119,6 +124,9 @@ static struct {
 	uint64_t events, identical, differences, fallback, snapshot_short, complete, no_lib;
 	uint64_t by_status[KW_ST_MAX];
 	uint64_t frames_walker, frames_lib;
+	uint64_t signal_frames, vdso_events, deep_events, max_frames;
+	int tids[64];
+	int ntids;
 	uint64_t last_reload_ns;
 	int printed;
 	struct site sites[64];
@@ -232,14 +240,36 @@ static int on_record(void *ctx, const void *data, size_t size)
 	if (ev->status < KW_ST_MAX)
 		S.by_status[ev->status]++;
 	S.frames_walker += n;
+	if (n > S.max_frames)
+		S.max_frames = n;
+	for (unsigned i = 0; i < n && i < KW_MAX_FRAMES; i++)
+		if (ev->how[i] == KW_HOW_SIGNAL)
+			S.signal_frames++;
+	if (n > 1 && KW_ST_COMPLETE(ev->status)) {
+		const char *m0 = kw_pc_module(S.kl, (int)ev->pid, ev->pcs[0], NULL);
+		if (m0 && !strcmp(m0, "[vdso]"))
+			S.vdso_events++;
+	}
+	if (n >= 100)
+		S.deep_events++;
+	{
+		int seen = 0;
+		for (int i = 0; i < S.ntids; i++)
+			seen |= S.tids[i] == (int)ev->tid;
+		if (!seen && S.ntids < 64)
+			S.tids[S.ntids++] = (int)ev->tid;
+	}
 	t = now_ns();
-	if (kw_wants_reload(ev->status) && t - S.last_reload_ns > 20000000ull) {
+	if (kw_wants_reload(ev->status) &&
+	    (t - S.last_reload_ns > 20000000ull || (opt.stop_unknown && ev->status != KW_ST_NO_TABLE))) {
 		S.last_reload_ns = t;
 		int e = kw_load_pid(S.kl, (int)ev->pid);
 		if (e == 0)
 			dwunw_maps_refresh(&S.ctx, (int)ev->pid);
 		if (getenv("KC_DEBUG"))
 			fprintf(stderr, "reload %u: %d (status %s)\n", ev->pid, e, kw_status_name(ev->status));
+		if (opt.stop_unknown)
+			kill((pid_t)ev->pid, SIGCONT);
 	}
 	if (!(ev->flags & KW_EV_SNAPSHOT)) {
 		S.no_lib++;
@@ -262,7 +292,7 @@ static int on_record(void *ctx, const void *data, size_t size)
 			break;
 		}
 	if (eq) {
-		if (ev->status <= KW_ST_DEPTH) {
+		if (KW_ST_COMPLETE(ev->status)) {
 			S.complete++;
 			if (n == ln || (ev->status == KW_ST_DEPTH && ln >= n)) {
 				S.identical++;
@@ -354,8 +384,10 @@ static int attach_all(struct kwalk_check_bpf *skel, int pid, struct links *L)
 		sym = strrchr(path, ':');
 		*sym++ = 0;
 		for (int p = 0; p < nprogs; p++) {
-			LIBBPF_OPTS(bpf_uprobe_opts, uo, .func_name = sym);
-			struct bpf_link *lk = bpf_program__attach_uprobe_opts(up_progs[p], pid, path, 0, &uo);
+			/* SYMBOL, or +OFFSET: a file offset (a PLT entry has no symbol) */
+			LIBBPF_OPTS(bpf_uprobe_opts, uo, .func_name = sym[0] == '+' ? NULL : sym);
+			size_t off = sym[0] == '+' ? strtoul(sym + 1, NULL, 0) : 0;
+			struct bpf_link *lk = bpf_program__attach_uprobe_opts(up_progs[p], pid, path, off, &uo);
 
 			if (!lk) {
 				fprintf(stderr, "kwalk-check: uprobe %s:%s: %s\n", path, sym, strerror(errno));
@@ -453,6 +485,7 @@ int main(int argc, char **argv)
 	}
 	skel->rodata->target_tgid = (uint32_t)pid;
 	skel->rodata->always_snapshot = 1;
+	skel->rodata->stop_unknown = (uint32_t)opt.stop_unknown;
 	skel->rodata->kw_max_frames = opt.frames;
 	skel->rodata->cap_stack_bytes = KC_WINDOW;
 	ko.budget = opt.budget;
@@ -484,7 +517,8 @@ int main(int argc, char **argv)
 	close(go[1]);
 	t0 = now_ns();
 	for (;;) {
-		dwunw_cap_reader_poll(rd, 20);
+		if (dwunw_cap_reader_poll(rd, 20) == 0 && opt.stop_unknown)
+			kill(pid, SIGCONT); /* a stop whose event was lost must not hang the run */
 		if (!exited && waitpid(pid, &status, WNOHANG) == pid)
 			exited = 1;
 		if (exited)
@@ -523,12 +557,15 @@ int main(int argc, char **argv)
 		if (opt.json) {
 			printf("{\"command\":\"%s\",\"exit\":%d,\"events\":%llu,\"identical\":%llu,\"identical_pct\":%.3f,"
 			       "\"differences\":%llu,\"fallback\":%llu,\"complete\":%llu,\"snapshot_short\":%llu,\"lost\":%llu,"
-			       "\"no_snapshot\":%llu,\"by_status\":{",
+			       "\"no_snapshot\":%llu,\"signal_frames\":%llu,\"vdso_events\":%llu,\"deep_events\":%llu,"
+			       "\"max_frames\":%llu,\"threads\":%d,\"by_status\":{",
 			       opt.cmd[0], exited == 2 ? -1 : WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status),
 			       (unsigned long long)S.events, (unsigned long long)S.identical, ident_pct,
 			       (unsigned long long)S.differences, (unsigned long long)S.fallback,
 			       (unsigned long long)S.complete, (unsigned long long)S.snapshot_short, lost,
-			       (unsigned long long)S.no_lib);
+			       (unsigned long long)S.no_lib, (unsigned long long)S.signal_frames,
+			       (unsigned long long)S.vdso_events, (unsigned long long)S.deep_events,
+			       (unsigned long long)S.max_frames, S.ntids);
 			for (int i = 0, first = 1; i < KW_ST_MAX; i++)
 				if (S.by_status[i]) {
 					printf("%s\"%s\":%llu", first ? "" : ",", kw_status_name(i),

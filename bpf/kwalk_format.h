@@ -101,10 +101,13 @@ struct kw_proc {
 	struct kw_map maps[KW_MAX_MAPS];
 };
 
-/* Why a walk stopped (struct kw_event.status). OK and DEPTH are complete walks. */
+/* Why a walk stopped (struct kw_event.status). OK, DEPTH and NO_CODE are complete walks
+ * (KW_ST_COMPLETE); the others make the event fall back to the snapshot. */
 enum kw_status {
 	KW_ST_OK = 0,              /* outermost frame reached (return address undefined or 0) */
 	KW_ST_DEPTH,               /* kw_max_frames reached */
+	KW_ST_NO_CODE,             /* pc outside every executable VMA: the chain ends in garbage
+	                            * (the snapshot path stops there too: DWUNW_ERR_NO_MODULE) */
 	KW_ST_NO_PROC,             /* the process has no mappings loaded yet */
 	KW_ST_NO_MAPPING,          /* pc outside every loaded executable mapping (JIT, new dlopen) */
 	KW_ST_NO_TABLE,            /* the module's table is not loaded (budget, evicted, no CFI) */
@@ -116,6 +119,7 @@ enum kw_status {
 	KW_ST_BUSY,                /* the per-CPU scratch was taken (nested program) */
 	KW_ST_MAX,
 };
+#define KW_ST_COMPLETE(s) ((s) <= KW_ST_NO_CODE)
 
 /* Per frame: how its registers were recovered (the library's enum dwunw_how values). */
 #define KW_HOW_INITIAL 0

@@ -70,7 +70,7 @@ static const uint8_t plt_expr11[] = { 0x77, 0x08, 0x80, 0x00, 0x3f, 0x1a, 0x3b, 
 
 const char *kw_status_name(unsigned s)
 {
-	static const char *n[] = { "ok", "depth", "no-proc", "no-mapping", "no-table", "no-dwarf",
+	static const char *n[] = { "ok", "depth", "no-code", "no-proc", "no-mapping", "no-table", "no-dwarf",
 				   "unsupported-rule", "register-unknown", "read-fault", "no-progress", "busy" };
 	return s < KW_ST_MAX ? n[s] : "?";
 }
