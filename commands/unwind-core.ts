@@ -24,6 +24,7 @@ import {
   DWUNW_ERR_UNSUPPORTED_ARCH,
 } from '../lib/native.js';
 import { ChunkedWriter, CliError, colorsFor } from '../lib/output.js';
+import { Warnings } from '../lib/warnings.js';
 import { type ProcessReport, type ThreadReport, processHeader, processJson, threadJson, threadText } from '../lib/stacks.js';
 
 // Option names as given (yargs also provides them camelCased to the handler).
@@ -168,9 +169,8 @@ export async function unwindCore(core: string, o: UnwindCoreOptions): Promise<vo
   if (o.exe !== undefined) checkPath(o.exe, o.exe, false);
   if (o.sysroot !== undefined) checkPath(o.sysroot, o.sysroot, true);
   const maps = o.maps !== undefined ? readMaps(o.maps) : undefined;
-  const warn = (line: string): void => {
-    process.stderr.write(`${line}\n`);
-  };
+  const warnings = new Warnings();
+  const warn = warnings.warn;
 
   // Offline: nothing is read from a process of this machine, whatever the core's pid.
   // An absolute sysroot: module paths (sysroot + the maps' path) read the same from anywhere.
@@ -222,6 +222,7 @@ export async function unwindCore(core: string, o: UnwindCoreOptions): Promise<vo
     }
     await out.flush();
   } finally {
+    warnings.flush(sysroot ?? undefined);
     d.close();
   }
 }

@@ -394,6 +394,23 @@ t.test('--exe and --sysroot', async (t) => {
   t.equal(both.r.code, 0, '--sysroot + --exe: exit 0');
   t.same(both.json.threads[0]?.frames.map((f) => f.pc), before.json.threads[0]?.frames.map((f) => f.pc), '--sysroot + --exe: the same stack');
   t.equal(both.json.threads[0]?.frames[0]?.symbol, 'crash_poke', '--sysroot + --exe: the executable\'s symbols');
+
+  // A sysroot that holds none of the core's files: each missing module is named, the walk stops
+  // where the first one is met, and no frame is made up from frame pointers past it.
+  const empty = join(dir, 'empty');
+  mkdirSync(empty);
+  const none = await unwindCoreJson([core, '--sysroot', empty, '--exe', moved]);
+  const libc = before.json.threads[0]?.frames.find((f) => f.module?.includes('libc.so'))?.module;
+  t.ok(libc, 'the stack goes through libc');
+  t.match(none.r.stderr, `${empty}${libc}: cannot load the module (no such file`, 'empty sysroot: the missing libc is named');
+  const nf = none.json.threads[0]?.frames ?? [];
+  const firstLibc = before.json.threads[0]?.frames.findIndex((f) => f.module === libc) ?? -1;
+  t.equal(nf.length, firstLibc + 1, 'empty sysroot: the walk stops at the first frame in a missing module');
+  t.ok(nf.every((f) => f.how !== 'fp'), 'empty sysroot: no frame-pointer frame past a missing module');
+  t.equal(none.json.threads[0]?.stop, 'NOT_FOUND', 'empty sysroot: stop NOT_FOUND, not a clean end');
+  const bare = await unwindCoreJson([core, '--sysroot', empty]);
+  t.equal(bare.json.threads[0]?.frames.length, 1, 'empty sysroot without --exe: frame 0 only, nothing guessed');
+  t.match(bare.r.stderr, 'crash: cannot load the module', 'empty sysroot without --exe: the executable is named');
 });
 
 t.test('errors and damaged cores', async (t) => {
