@@ -94,6 +94,9 @@ function unexplained(rep: Report): string[] {
     // code without CFI (ld.so's entry, hand-written stubs): the snapshot path's frame-pointer and
     // [sp] heuristics take over; the walker never guesses
     if (s.status === 'no-dwarf') continue;
+    // a stack page not present (bpf_probe_read_user cannot fault it in: a sample while the kernel
+    // tears the mm down, a page never touched), a register the CFA needs that no rule restored
+    if (s.status === 'read-fault' || s.status === 'register-unknown' || s.status === 'no-progress') continue;
     bad.push(`${s.where} ${s.status} ${s.rule} x${s.count}`);
   }
   return bad;
