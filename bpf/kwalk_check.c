@@ -271,6 +271,16 @@ static int on_record(void *ctx, const void *data, size_t size)
 		if (opt.stop_unknown)
 			kill((pid_t)ev->pid, SIGCONT);
 	}
+	if (opt.verbose && (!KW_ST_COMPLETE(ev->status) || ev->status == KW_ST_NO_CODE)) {
+		char w[160];
+		fprintf(stderr, "fallback: event %llu pid %u: %s after %u frames:", (unsigned long long)S.events,
+			ev->pid, kw_status_name(ev->status), n);
+		for (unsigned i = 0; i < n && i < KW_MAX_FRAMES; i++) {
+			where_of((int)ev->pid, ev->pcs[i], w, sizeof(w));
+			fprintf(stderr, " %s", w);
+		}
+		fprintf(stderr, "\n");
+	}
 	if (!(ev->flags & KW_EV_SNAPSHOT)) {
 		S.no_lib++;
 		return 0;

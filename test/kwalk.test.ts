@@ -153,6 +153,22 @@ if (why) {
   });
 
   const dir = mkdtempSync(join(tmpdir(), 'kwalk-'));
+
+  // A row capacity too small for both programs of one pid: perl, then exec python3. The loader
+  // evicts perl's modules (least recently used) for python's; nothing fails, nothing differs.
+  t.test('budget: eviction when the maps are full', { timeout: 90_000 }, async (tt) => {
+    const r = run(['-d', '4', '-r', '110000', '--', 'perl', '-e',
+      'my $t = time; while (time - $t < 2) {} exec "/usr/bin/python3", "-c", "import json\nfor i in range(300000): json.dumps([i] * 4)"']);
+    const rep = r.rep;
+    if (!tt.ok(rep, 'kwalk-check printed its JSON report', { stderr: r.stderr.slice(-2000) })) return;
+    tt.equal(rep!.differences, 0, 'no frame differs');
+    tt.ok(rep!.identical_pct >= 99.9, `${rep!.identical_pct.toFixed(3)} % identical`);
+    const k = rep!.kernel as Figures & { evictions: number; rows: number; map_bytes: number };
+    tt.ok(k.evictions >= 1, `${k.evictions} modules evicted`);
+    tt.ok(k.rows <= 110000, `${k.rows} rows in use within the 110000-row capacity`);
+    tt.ok((rep!.by_status.ok ?? 0) >= rep!.events / 2, `${rep!.by_status.ok ?? 0} of ${rep!.events} walks complete after the reload`);
+    tt.comment(`budget: map bytes ${k.map_bytes}, ${k.evictions} evictions, ${rep!.fallback} fallbacks of ${rep!.events}`);
+  });
   const py = join(dir, 'load.py');
   writeFileSync(py, 'import time, json, re\ns = 0\nfor i in range(150000):\n    s += len(json.dumps({"a": [time.time()] * 5, "b": str(i)}))\n    re.sub(r"[0-9]+", "x", "abc123def456")\nprint(s)\n');
   const pl = join(dir, 'load.pl');
