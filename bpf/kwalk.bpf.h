@@ -20,14 +20,14 @@
 
 #include "kwalk_format.h"
 
-#if !defined(__TARGET_ARCH_x86)
-#error "kwalk.bpf.h: x86_64 only for now"
+#if !defined(__TARGET_ARCH_x86) && !defined(__TARGET_ARCH_arm64)
+#error "kwalk.bpf.h: x86_64 or arm64"
 #endif
 
 const volatile __u32 kw_max_frames = KW_MAX_FRAMES;
 /* Not const: the verifier then sees unknown values, not constants, in the walk's state (the
  * register mask, the frame count), so iterations converge instead of being told apart. */
-__u64 kw_all_regs = 0xffff;
+__u64 kw_all_regs = KW_NREGS == 64 ? ~0ull : (1ull << KW_NREGS) - 1;
 __u32 kw_zero = 0;
 
 struct {
@@ -103,22 +103,31 @@ static __always_inline void kw_count(__u32 idx, __u64 n)
 		*v += n; /* per-CPU; a lost increment under preemption only skews a statistic */
 }
 
-/* x86_64 DWARF numbers */
-#define KW_RSP 7
-#define KW_RBP 6
-#define KW_RBX 3
+#define KW_RSP KW_SP
+#if KW_ARM64
+/* x19 .. x29 keep their values across calls (and sp); x30 only when a rule restores it */
+#define KW_CALLEE_SAVED (((1ull << 30) - 1) & ~((1ull << 19) - 1))
+#define KW_PAC_MASK 0xffff000000000000ull
+
+/* Register of each slot of struct kw_rule: x19 .. x30. */
+static __always_inline __u32 kw_slot_reg(int i)
+{
+	return 19 + i;
+}
+#else
 #define KW_CALLEE_SAVED ((1u << 3) | (1u << 6) | (1u << 12) | (1u << 13) | (1u << 14) | (1u << 15))
 
-/* Register of each callee-saved slot of struct kw_rule (rbx rbp r12 r13 r14 r15). */
+/* Register of each slot of struct kw_rule: rbx rbp r12 r13 r14 r15. */
 static __always_inline __u32 kw_slot_reg(int i)
 {
 	return i == 0 ? 3 : i == 1 ? 6 : 10 + i;
 }
+#endif
 
 /* The registers, apart: a global function given a pointer may write anything there, so the
  * verifier forgets what that memory held (pointers kept elsewhere in kw_walk stay pointers). */
 struct kw_regset {
-	__u64 regs[16];
+	__u64 regs[KW_NREGS];
 	__u64 valid;               /* bit n: regs[n] known */
 	__u64 fault;               /* kw_slots_slow: the slot it could not read */
 };
@@ -294,6 +303,40 @@ static __always_inline int kw_stop(struct kw_walk *w, __u32 status, __u64 addr, 
 	return 1;
 }
 
+#if KW_ARM64
+/* The vDSO's __kernel_rt_sigreturn (and qemu's page): mov x8, #139; svc #0. */
+static __always_inline int kw_is_restorer(__u64 pc)
+{
+	__u32 c[2] = {};
+
+	if (bpf_probe_read_user(c, sizeof(c), (void *)pc))
+		return 0;
+	return c[0] == 0xd2801168 && c[1] == 0xd4000001;
+}
+
+/*
+ * rt_sigframe at sp: siginfo (128), then ucontext whose uc_mcontext (a sigcontext) is at +176:
+ * fault_address, regs[31], sp, pc. Read straight into the register set.
+ */
+static __always_inline int kw_sigframe(struct kw_walk *w)
+{
+	__u64 sc = w->rs.regs[KW_SP] + 128 + 176 + 8, sppc[2];
+
+	if (!(w->rs.valid & (1ull << KW_SP)))
+		return kw_stop(w, KW_ST_REG_UNKNOWN, 0, ~0u);
+	if (bpf_probe_read_user(w->rs.regs, 31 * 8, (void *)sc) ||
+	    bpf_probe_read_user(sppc, sizeof(sppc), (void *)(sc + 31 * 8)))
+		return kw_stop(w, KW_ST_READ_FAULT, sc, ~0u);
+	w->rs.regs[KW_SP] = sppc[0];
+	w->pc = sppc[1];
+	w->rs.valid = kw_all_regs;
+	w->exact = 1;
+	w->how = KW_HOW_SIGNAL;
+	if (w->pc == 0)
+		return kw_stop(w, KW_ST_OK, 0, ~0u);
+	return 0;
+}
+#else
 /* glibc's and musl's __restore_rt: mov $15,%rax; syscall (or mov $15,%eax; syscall). */
 static __always_inline int kw_is_restorer(__u64 pc)
 {
@@ -344,6 +387,7 @@ static __always_inline int kw_sigframe(struct kw_walk *w)
 		return kw_stop(w, KW_ST_OK, 0, ~0u);
 	return 0;
 }
+#endif
 
 /* Saved registers slot by slot (not all in the window, or its read failed): 0, or 1 with
  * w->fault = the slot that could not be read. */
@@ -366,7 +410,7 @@ __noinline int kw_slots_slow(struct kw_regset *w, const struct kw_rule *r, __u64
 			w->fault = a;
 			return 1;
 		}
-		w->regs[sreg & 15] = v;
+		w->regs[sreg & (KW_NREGS - 1)] = v;
 		w->valid |= 1ull << sreg;
 	}
 	return 0;
@@ -377,7 +421,7 @@ static __always_inline int kw_step_cfi(struct kw_walk *w, const struct kw_rule *
 {
 	__u64 cfa, base, v, osp = w->rs.regs[KW_RSP], opc = w->pc, ra = 0;
 	__u64 win[8];
-	__u32 reg = r->cfa_reg & 15;
+	__u32 reg = r->cfa_reg & (KW_NREGS - 1);
 	int fast = 1;
 
 	ra = 0;
@@ -425,7 +469,7 @@ static __always_inline int kw_step_cfi(struct kw_walk *w, const struct kw_rule *
 			w->rs.valid |= (1ull << sreg) & mask;
 		}
 	} else {
-		if (!(r->flags & KW_RF_RA_UNDEF) &&
+		if (!KW_ARM64 && !(r->flags & KW_RF_RA_UNDEF) &&
 		    bpf_probe_read_user(&ra, 8, (void *)(cfa + 8 * (__s64)r->ra_off)))
 			return kw_stop(w, KW_ST_READ_FAULT, cfa + 8 * (__s64)r->ra_off, rid);
 		if (kw_slots_slow(&w->rs, r, cfa, osp))
@@ -434,7 +478,16 @@ static __always_inline int kw_step_cfi(struct kw_walk *w, const struct kw_rule *
 	w->rs.valid &= ~(__u64)r->undef_regs;
 	if (r->flags & KW_RF_RA_UNDEF)
 		return kw_stop(w, KW_ST_OK, 0, rid);
+#if KW_ARM64
+	/* the return address is x30: restored by the rule (slot 11), or still there (a leaf) */
+	if (!(w->rs.valid & (1ull << KW_LR)))
+		return kw_stop(w, KW_ST_OK, 0, rid);
+	ra = w->rs.regs[KW_LR] & ~KW_PAC_MASK; /* user addresses: PAC bits stripped */
+	w->rs.valid = (w->rs.valid & KW_CALLEE_SAVED) | (1ull << KW_RSP) |
+		      ((__u64)((r->saved >> 11) & 1) << KW_LR);
+#else
 	w->rs.valid = (w->rs.valid & KW_CALLEE_SAVED) | (1u << KW_RSP);
+#endif
 	w->rs.regs[KW_RSP] = cfa;
 	w->pc = ra;
 	if (ra == 0) {
@@ -531,6 +584,12 @@ static __always_inline struct kw_scratch *kw_walk(struct kw_walk *w, struct pt_r
 	w->status = KW_ST_MAX;
 	w->stop_rule = ~0u;
 	w->peer = mode == KW_MODE_PEER;
+#if KW_ARM64
+	for (int i = 0; i < 31; i++)
+		w->rs.regs[i] = regs->regs[i];
+	w->rs.regs[31] = regs->sp;
+	w->pc = regs->pc;
+#else
 	w->rs.regs[0] = regs->ax;
 	w->rs.regs[1] = regs->dx;
 	w->rs.regs[2] = regs->cx;
@@ -548,6 +607,7 @@ static __always_inline struct kw_scratch *kw_walk(struct kw_walk *w, struct pt_r
 	w->rs.regs[14] = regs->r14;
 	w->rs.regs[15] = regs->r15;
 	w->pc = regs->ip;
+#endif
 	w->rs.valid = kw_all_regs;
 	w->n = kw_zero;
 	w->exact = 1;

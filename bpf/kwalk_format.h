@@ -59,22 +59,39 @@ enum kw_why {
 #define KW_RF_SIGNAL   0x01        /* CIE 'S': a signal trampoline if its code is the restorer */
 #define KW_RF_RA_UNDEF 0x02        /* no return address: the outermost frame */
 #define KW_RF_WINDOW   0x04        /* the return address and every saved slot lie in [CFA-64, CFA) */
+#define KW_RF_RA_LR    0x08        /* arm64: no rule for x30: the return address is still in x30 */
 
-/* Callee-saved registers a rule may restore, by slot: rbx rbp r12 r13 r14 r15 (x86_64). */
-#define KW_NSAVED 6
+/*
+ * Registers a rule may restore, by slot. x86_64: the callee-saved rbx rbp r12 r13 r14 r15.
+ * arm64: x19 .. x29 and x30 (the link register, which a caller's CFA never needs but whose
+ * saved value a signal frame's caller may). The same header is read by the BPF object and the
+ * loader of one architecture (the cross build compiles both for arm64).
+ */
+#if defined(__TARGET_ARCH_arm64) || (!defined(__TARGET_ARCH_x86) && defined(__aarch64__))
+#define KW_ARM64   1
+#define KW_NSAVED  12
+#define KW_NREGS   32              /* x0 .. x30, sp */
+#define KW_SP      31
+#define KW_LR      30
+#else
+#define KW_ARM64   0
+#define KW_NSAVED  6
+#define KW_NREGS   16              /* rax .. r15 */
+#define KW_SP      7
+#define KW_LR      16              /* the return-address column (not a register) */
+#endif
 
 struct kw_rule {
 	__u8 cfa_type;             /* enum kw_cfa */
-	__u8 cfa_reg;              /* DWARF register number (x86_64: 0..15) */
+	__u8 cfa_reg;              /* DWARF register number (< KW_NREGS) */
 	__u8 flags;                /* KW_RF_* */
-	__u8 saved;                /* bit i: callee-saved slot i is at CFA + 8 * off[i] */
+	__s8 ra_off;               /* return address at CFA + 8 * ra_off (x86_64: -1) */
 	__s32 cfa_off;
 	__s16 cfa_add;
-	__s8 ra_off;               /* return address at CFA + 8 * ra_off (x86_64: -1) */
-	__u8 pad;
-	__u16 undef_regs;          /* DWARF registers (bits) undefined in the caller */
+	__u16 saved;               /* bit i: slot i is at CFA + 8 * off[i] */
+	__u32 undef_regs;          /* DWARF registers (bits) undefined in the caller */
 	__s8 off[KW_NSAVED];
-};                                 /* 20 bytes */
+};                                 /* x86_64 24 bytes, arm64 28 */
 
 struct kw_mod {
 	__u32 gen;                 /* bumped when the slot is (re)filled; 0 = empty */

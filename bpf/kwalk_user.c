@@ -188,7 +188,7 @@ static void cfa_expr(const uint8_t *e, uint32_t len, struct kw_rule *r)
 	int64_t off;
 	uint64_t add;
 
-	if (len == sizeof(plt_expr11) && (!memcmp(e, plt_expr11, len) || !memcmp(e, plt_expr10, len))) {
+	if (!KW_ARM64 && len == sizeof(plt_expr11) && (!memcmp(e, plt_expr11, len) || !memcmp(e, plt_expr10, len))) {
 		r->cfa_type = KW_CFA_PLT;
 		r->cfa_off = 8;
 		r->cfa_add = e[6] == 0x3b ? 11 : 10;
@@ -202,6 +202,8 @@ static void cfa_expr(const uint8_t *e, uint32_t len, struct kw_rule *r)
 	if (sleb(&p, end, &off) || off < INT32_MIN || off > INT32_MAX)
 		return;
 	if (p == end) {
+		if (e[0] - 0x70 >= KW_NREGS)
+			return;
 		r->cfa_type = KW_CFA_REG;
 		r->cfa_reg = e[0] - 0x70;
 		r->cfa_off = (int32_t)off;
@@ -222,12 +224,16 @@ static void cfa_expr(const uint8_t *e, uint32_t len, struct kw_rule *r)
 
 static int slot_of(unsigned reg)
 {
+#if KW_ARM64
+	return reg >= 19 && reg <= 30 ? (int)reg - 19 : -1;
+#else
 	switch (reg) {
 	case 3: return 0;
 	case 6: return 1;
 	case 12: case 13: case 14: case 15: return (int)reg - 10;
 	default: return -1;
 	}
+#endif
 }
 
 /* libdwunw's rule -> the walker's. */
@@ -241,7 +247,7 @@ static void kw_rule_from(const struct dwunw_export_rule *x, struct kw_rule *r)
 	if (x->flags & DWUNW_ROW_SIGNAL)
 		r->flags |= KW_RF_SIGNAL;
 	if (x->cfa_kind == DWUNW_XCFA_REG) {
-		if (x->cfa_reg > 15) {
+		if (x->cfa_reg >= KW_NREGS) {
 			r->cfa_type = KW_CFA_UNSUP;
 			r->cfa_reg = KW_WHY_CFA_REG;
 			return;
@@ -259,14 +265,14 @@ static void kw_rule_from(const struct dwunw_export_rule *x, struct kw_rule *r)
 		return;
 	}
 #define UNSUP(w) do { r->cfa_type = KW_CFA_UNSUP; r->cfa_reg = (w); return; } while (0)
-	if (r->cfa_type == KW_CFA_REG && r->cfa_reg > 15)
+	if ((r->cfa_type == KW_CFA_REG || r->cfa_type == KW_CFA_DEREF) && r->cfa_reg >= KW_NREGS)
 		UNSUP(KW_WHY_CFA_REG);
 	for (unsigned i = 0; i < x->nregs; i++) {
 		unsigned reg = x->regs[i].reg, kind = x->regs[i].kind;
 		int32_t val = x->regs[i].val;
 		int s;
 
-		if (reg == x->ra_reg) {
+		if (reg == x->ra_reg && !KW_ARM64) {
 			ra_seen = 1;
 			if (kind == DWUNW_XREG_UNDEF) {
 				r->flags |= KW_RF_RA_UNDEF;
@@ -279,8 +285,15 @@ static void kw_rule_from(const struct dwunw_export_rule *x, struct kw_rule *r)
 			r->ra_off = (int8_t)(val / 8);
 			continue;
 		}
-		if (reg == 7) /* a rule for rsp itself */
+		if (reg == KW_SP) /* a rule for the stack pointer itself */
 			UNSUP(KW_WHY_REG_RULE);
+		if (KW_ARM64 && reg == x->ra_reg) {
+			ra_seen = 1; /* x30: an ordinary slot below, or undefined (the outermost frame) */
+			if (kind == DWUNW_XREG_UNDEF) {
+				r->flags |= KW_RF_RA_UNDEF;
+				continue;
+			}
+		}
 		s = slot_of(reg);
 		if (s < 0)
 			continue; /* caller-saved or vector registers: unknown in the caller anyway */
@@ -300,10 +313,14 @@ static void kw_rule_from(const struct dwunw_export_rule *x, struct kw_rule *r)
 			UNSUP(KW_WHY_REG_RULE);
 		}
 	}
-	if (!ra_seen)
+	if (!ra_seen && !KW_ARM64)
 		r->flags |= KW_RF_RA_UNDEF; /* no rule for the pseudo column: the chain ends */
+	if (!ra_seen && KW_ARM64)
+		r->flags |= KW_RF_RA_LR;   /* a leaf: the return address is still in x30 */
+	if (KW_ARM64 && x->ra_reg != KW_LR)
+		UNSUP(KW_WHY_RA_RULE);
 	{
-		int win = (r->flags & KW_RF_RA_UNDEF) || (r->ra_off >= -8 && r->ra_off < 0);
+		int win = KW_ARM64 || (r->flags & KW_RF_RA_UNDEF) || (r->ra_off >= -8 && r->ra_off < 0);
 
 		for (int i = 0; i < KW_NSAVED; i++)
 			if ((r->saved & (1u << i)) && (r->off[i] < -8 || r->off[i] >= 0))
@@ -351,9 +368,17 @@ static int64_t rule_intern(struct kw_loader *l, const struct kw_rule *r)
 
 void kw_rule_text(struct kw_loader *l, uint32_t gid, char *buf, size_t len)
 {
-	static const char *rn[] = { "rax", "rdx", "rcx", "rbx", "rsi", "rdi", "rbp", "rsp",
+#if KW_ARM64
+	static const char *rn[KW_NREGS] = { "x0", "x1", "x2", "x3", "x4", "x5", "x6", "x7", "x8", "x9", "x10",
+		"x11", "x12", "x13", "x14", "x15", "x16", "x17", "x18", "x19", "x20", "x21", "x22", "x23", "x24",
+		"x25", "x26", "x27", "x28", "x29", "x30", "sp" };
+	static const char *sn[KW_NSAVED] = { "x19", "x20", "x21", "x22", "x23", "x24", "x25", "x26", "x27",
+		"x28", "x29", "x30" };
+#else
+	static const char *rn[KW_NREGS] = { "rax", "rdx", "rcx", "rbx", "rsi", "rdi", "rbp", "rsp",
 				    "r8", "r9", "r10", "r11", "r12", "r13", "r14", "r15" };
-	static const char *sn[] = { "rbx", "rbp", "r12", "r13", "r14", "r15" };
+	static const char *sn[KW_NSAVED] = { "rbx", "rbp", "r12", "r13", "r14", "r15" };
+#endif
 	const struct kw_rule *r;
 	size_t n = 0;
 
@@ -365,18 +390,19 @@ void kw_rule_text(struct kw_loader *l, uint32_t gid, char *buf, size_t len)
 	switch (r->cfa_type) {
 	case KW_CFA_END: snprintf(buf, len, "end"); return;
 	case KW_CFA_UNSUP: snprintf(buf, len, "unsupported(%s)", kw_why_name(r->cfa_reg)); return;
-	case KW_CFA_REG: n = snprintf(buf, len, "cfa=%s%+d", rn[r->cfa_reg & 15], r->cfa_off); break;
+	case KW_CFA_REG: n = snprintf(buf, len, "cfa=%s%+d", rn[r->cfa_reg & (KW_NREGS - 1)], r->cfa_off); break;
 	case KW_CFA_DEREF:
-		n = snprintf(buf, len, "cfa=*(%s%+d)%+d", rn[r->cfa_reg & 15], r->cfa_off, r->cfa_add);
+		n = snprintf(buf, len, "cfa=*(%s%+d)%+d", rn[r->cfa_reg & (KW_NREGS - 1)], r->cfa_off, r->cfa_add);
 		break;
 	case KW_CFA_PLT: n = snprintf(buf, len, "cfa=plt(rsp+%d,%d)", r->cfa_off, r->cfa_add); break;
 	}
 	if (n < len)
-		n += snprintf(buf + n, len - n, (r->flags & KW_RF_RA_UNDEF) ? " ra=u" : " ra=c%+d", 8 * r->ra_off);
+		n += snprintf(buf + n, len - n, (r->flags & KW_RF_RA_UNDEF) ? " ra=u" :
+			      KW_ARM64 ? ((r->flags & KW_RF_RA_LR) ? " ra=x30" : " ra=slot") : " ra=c%+d", 8 * r->ra_off);
 	for (int i = 0; i < KW_NSAVED && n < len; i++) {
 		if (r->saved & (1u << i))
 			n += snprintf(buf + n, len - n, " %s=c%+d", sn[i], 8 * r->off[i]);
-		else if (r->undef_regs & (1u << (i == 0 ? 3 : i == 1 ? 6 : 10 + i)))
+		else if (r->undef_regs & (1u << (KW_ARM64 ? 19 + i : i == 0 ? 3 : i == 1 ? 6 : 10 + i)))
 			n += snprintf(buf + n, len - n, " %s=u", sn[i]);
 	}
 	if ((r->flags & KW_RF_SIGNAL) && n < len)
