@@ -397,8 +397,14 @@ void kw_rule_text(struct kw_loader *l, uint32_t gid, char *buf, size_t len)
 	case KW_CFA_PLT: n = snprintf(buf, len, "cfa=plt(rsp+%d,%d)", r->cfa_off, r->cfa_add); break;
 	}
 	if (n < len)
-		n += snprintf(buf + n, len - n, (r->flags & KW_RF_RA_UNDEF) ? " ra=u" :
-			      KW_ARM64 ? ((r->flags & KW_RF_RA_LR) ? " ra=x30" : " ra=slot") : " ra=c%+d", 8 * r->ra_off);
+	{
+		if (r->flags & KW_RF_RA_UNDEF)
+			n += snprintf(buf + n, len - n, " ra=u");
+		else if (KW_ARM64)
+			n += snprintf(buf + n, len - n, (r->flags & KW_RF_RA_LR) ? " ra=x30" : " ra=slot");
+		else
+			n += snprintf(buf + n, len - n, " ra=c%+d", 8 * r->ra_off);
+	}
 	for (int i = 0; i < KW_NSAVED && n < len; i++) {
 		if (r->saved & (1u << i))
 			n += snprintf(buf + n, len - n, " %s=c%+d", sn[i], 8 * r->off[i]);
