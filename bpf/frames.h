@@ -32,6 +32,13 @@ struct syms_proc;
 extern struct syms_proc *syms;
 #endif
 
+/* Modules seen in symbolized frames (each file once, by path), with their build ids. */
+struct module_seen {
+	const char *path;      /* interned, as in struct uframe.module */
+	const char *build_id;  /* hex, interned; NULL when the file has none */
+};
+size_t frames_modules(const struct module_seen **out);
+
 /* Name frames in anonymous executable memory from /tmp/perf-PID.map (profile). */
 extern bool frames_use_perf_map;
 
@@ -67,6 +74,9 @@ struct unwind_stats {
 	uint64_t fallback;     /* DWUNW_ERR_UNSUPPORTED_ARCH: fp stack used */
 	uint64_t frames_fp;    /* frames recovered by frame pointers inside DWARF walks */
 };
+
+/* space argument: each process its own address space (the record's pid) */
+#define FRAMES_SPACE_PID (1ull << 63)
 
 #define FRAMES_BAD      (-1)   /* malformed record */
 #define FRAMES_FALLBACK (-2)   /* architecture not unwindable: use the record's fp stack */

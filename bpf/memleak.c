@@ -37,6 +37,7 @@
 #include "memleak.skel.h"
 #include "frames.h"
 #include "intern.h"
+#include "preflight.h"
 #include "report_fmt.h"
 #include "stack_store.h"
 #include "syms.h"
@@ -1422,6 +1423,32 @@ static bool target_gone(int pidfd)
 	return kill(target_pid, 0) && errno == ESRCH;
 }
 
+/*
+ * -c: once the command runs (neither our fork nor /bin/sh any more), a static executable maps
+ * no libc.so.6: the probes cannot see its allocations, say so rather than print empty reports.
+ */
+static void static_target_check(const char *obj)
+{
+	static bool done;
+	struct stat sh, self, exe;
+	char fn[64], path[4096];
+
+	if (done || !env.command || child_pid <= 0 || strchr(env.obj, '/'))
+		return;
+	snprintf(fn, sizeof(fn), "/proc/%d/exe", target_pid);
+	if (stat(fn, &exe) || stat("/proc/self/exe", &self))
+		return;
+	if (exe.st_dev == self.st_dev && exe.st_ino == self.st_ino)
+		return; /* not exec'd yet */
+	if (simple_command(env.command) && stat("/bin/sh", &sh) == 0 && exe.st_dev == sh.st_dev &&
+	    exe.st_ino == sh.st_ino)
+		return; /* the shell, before its exec of the command */
+	done = true;
+	if (dwunw_exe_is_static(target_pid, path, sizeof(path)) == 1)
+		die("pid %d (%s) is statically linked: it does not use %s, where the probes are (-O %s probes its own allocator)",
+		    target_pid, path, obj, path);
+}
+
 int main(int argc, char **argv)
 {
 	size_t ring_bytes, perf_bytes;
@@ -1453,6 +1480,9 @@ int main(int argc, char **argv)
 	}
 	obj_path = resolve_obj(env.pid);
 	libbpf_set_print(tool_libbpf_print);
+	const char *lacks = dwunw_kernel_lacks(!env.perfbuf);
+	if (lacks)
+		die("%s", lacks);
 
 	skel = memleak_bpf__open();
 	if (!skel)
@@ -1566,6 +1596,7 @@ int main(int argc, char **argv)
 				gone = true;
 				break;
 			}
+			static_target_check(obj_path);
 		}
 		if (now - last_maps >= 1000000000ull) {
 			last_maps = now;

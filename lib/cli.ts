@@ -7,6 +7,7 @@ import { hideBin } from 'yargs/helpers';
 import * as bench from '../commands/bench.js';
 import * as dumpTable from '../commands/dump-table.js';
 import * as memleakCmd from '../commands/memleak.js';
+import * as profileCmd from '../commands/profile.js';
 import * as unwindCore from '../commands/unwind-core.js';
 import * as unwindPid from '../commands/unwind-pid.js';
 import * as unwindSnapshot from '../commands/unwind-snapshot.js';
@@ -66,6 +67,7 @@ export async function main(argv: string[] = hideBin(process.argv)): Promise<void
     .command(verifyCmd)
     .command(unwindCore)
     .command(memleakCmd)
+    .command(profileCmd)
     .demandCommand(1, 'no command given')
     .recommendCommands()
     .strict()
