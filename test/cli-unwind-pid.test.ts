@@ -199,7 +199,7 @@ async function heldBy(pid: number, tracer: number): Promise<void> {
 }
 
 async function startSleep(t: Test): Promise<number> {
-  const c = start(t, 'sleep', ['30']);
+  const c = start(t, 'sleep', ['300']);
   await blocked(c.pid!);
   return c.pid!;
 }
