@@ -236,7 +236,7 @@ t.test('dwunw unwind-pid of a zombie: one line, exit 3', async (tt) => {
 
 t.test('dwunw unwind-pid of a process traced by another: "pid N is traced by PID M (strace)", exit 5', async (tt) => {
   if (spawnSync('strace', ['-V']).status !== 0) return void tt.pass('no strace', { skip: 'strace missing' });
-  const target = start(prog, ['sleep', '30000']);
+  const target = start(prog, ['sleep', '600000']);
   const pid = target.child.pid!;
   const tracer = start('strace', ['-p', String(pid), '-o', '/dev/null']);
   const traced = await waitFor(() => /^TracerPid:\s*[1-9]/m.test(readFileSync(`/proc/${pid}/status`, 'utf8')), 10_000);
@@ -253,7 +253,7 @@ t.test('dwunw unwind-pid of a process traced by another: "pid N is traced by PID
 t.test('dwunw unwind-pid under Yama ptrace_scope: one line naming the sysctl, exit 6', async (tt) => {
   // Yama's sysctl is global (changing it would change every other test on the machine): its
   // value comes from a stand-in file here (DWUNW_TEST_YAMA_FILE), the checks are the real ones.
-  const target = start(prog, ['sleep', '30000']);
+  const target = start(prog, ['sleep', '600000']);
   const pid = target.child.pid!;
   const f = join(work, 'ptrace_scope');
   writeFileSync(f, '3\n');
