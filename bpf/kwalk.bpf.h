@@ -568,6 +568,8 @@ static __always_inline int kw_is_code(__u64 addr)
 #define KW_MODE_MAIN  0
 #define KW_MODE_PEER  1            /* binary search over full pcs (the peer) */
 #define KW_MODE_BENCH 2            /* the block index, walk only (timing) */
+#define KW_MODE_BENCH1 3           /* the same, one frame only (the fixed cost per sample) */
+#define KW_MODE_PEER1 4            /* the peer, one frame only */
 
 /*
  * Walk the user stack of `regs` (the current task's) into the per-CPU scratch. Returns the
@@ -583,7 +585,7 @@ static __always_inline struct kw_scratch *kw_walk(struct kw_walk *w, struct pt_r
 	__builtin_memset(w, 0, sizeof(*w));
 	w->status = KW_ST_MAX;
 	w->stop_rule = ~0u;
-	w->peer = mode == KW_MODE_PEER;
+	w->peer = mode == KW_MODE_PEER || mode == KW_MODE_PEER1;
 #if KW_ARM64
 	for (int i = 0; i < 31; i++)
 		w->rs.regs[i] = regs->regs[i];
@@ -623,6 +625,8 @@ static __always_inline struct kw_scratch *kw_walk(struct kw_walk *w, struct pt_r
 	w->proc = bpf_map_lookup_elem(&kw_procs, &pid);
 	if (max > KW_MAX_FRAMES || max == 0)
 		max = KW_MAX_FRAMES;
+	if (mode == KW_MODE_BENCH1 || mode == KW_MODE_PEER1)
+		max = 1;
 	bpf_loop(max, kw_frame_cb, w, 0);
 	if (w->status == KW_ST_MAX) {
 		w->status = KW_ST_DEPTH;
@@ -633,7 +637,11 @@ static __always_inline struct kw_scratch *kw_walk(struct kw_walk *w, struct pt_r
 	 * chain (a garbage return address past the outermost frame). Once per walk, not per frame. */
 	if (w->status == KW_ST_NO_MAPPING && w->n > 1 && !kw_is_code(w->stop_addr))
 		w->status = KW_ST_NO_CODE;
-	if (mode == KW_MODE_BENCH) {
+	if (mode == KW_MODE_BENCH1) {
+		kw_count(KW_C_BENCH1_SAMPLES, 1);
+	} else if (mode == KW_MODE_PEER1) {
+		kw_count(KW_C_PEER1_SAMPLES, 1);
+	} else if (mode == KW_MODE_BENCH) {
 		kw_count(KW_C_BENCH_SAMPLES, 1);
 		kw_count(KW_C_BENCH_FRAMES, w->n);
 	} else if (mode == KW_MODE_PEER) {

@@ -104,3 +104,35 @@ int kc_peer_perf(struct bpf_perf_event_data *ctx)
 		kc_walk_only(kc_user_regs(), KW_MODE_PEER);
 	return 0;
 }
+
+SEC("uprobe")
+int kc_bench1_uprobe(struct pt_regs *ctx)
+{
+	if (kc_target())
+		kc_walk_only(ctx, KW_MODE_BENCH1);
+	return 0;
+}
+
+SEC("perf_event")
+int kc_bench1_perf(struct bpf_perf_event_data *ctx)
+{
+	if (kc_target())
+		kc_walk_only(kc_user_regs(), KW_MODE_BENCH1);
+	return 0;
+}
+
+SEC("uprobe")
+int kc_peer1_uprobe(struct pt_regs *ctx)
+{
+	if (kc_target())
+		kc_walk_only(ctx, KW_MODE_PEER1);
+	return 0;
+}
+
+SEC("perf_event")
+int kc_peer1_perf(struct bpf_perf_event_data *ctx)
+{
+	if (kc_target())
+		kc_walk_only(kc_user_regs(), KW_MODE_PEER1);
+	return 0;
+}

@@ -353,17 +353,20 @@ static int perf_open(int pid, int cpu, unsigned freq)
 }
 
 struct links {
-	struct bpf_link *l[4 * 256 + 3 * KC_MAX_UPROBES];
+	struct bpf_link *l[5 * 256 + 5 * KC_MAX_UPROBES];
 	int n;
-	int fds[3 * 256];
+	int fds[5 * 256];
 	int nfds;
 };
 
 static int attach_all(struct kwalk_check_bpf *skel, int pid, struct links *L)
 {
-	struct bpf_program *perf_progs[3] = { skel->progs.kc_perf, skel->progs.kc_bench_perf, skel->progs.kc_peer_perf };
-	struct bpf_program *up_progs[3] = { skel->progs.kc_uprobe, skel->progs.kc_bench_uprobe, skel->progs.kc_peer_uprobe };
-	int nprogs = opt.peer ? 3 : 2, ncpu = libbpf_num_possible_cpus();
+	/* the peer's programs last: --no-peer attaches the first three */
+	struct bpf_program *perf_progs[5] = { skel->progs.kc_perf, skel->progs.kc_bench_perf, skel->progs.kc_bench1_perf,
+					      skel->progs.kc_peer_perf, skel->progs.kc_peer1_perf };
+	struct bpf_program *up_progs[5] = { skel->progs.kc_uprobe, skel->progs.kc_bench_uprobe, skel->progs.kc_bench1_uprobe,
+					    skel->progs.kc_peer_uprobe, skel->progs.kc_peer1_uprobe };
+	int nprogs = opt.peer ? 5 : 3, ncpu = libbpf_num_possible_cpus();
 
 	if (!opt.no_perf) {
 		for (int cpu = 0; cpu < ncpu && cpu < 256; cpu++) {
@@ -458,7 +461,7 @@ int main(int argc, char **argv)
 	struct kwalk_check_bpf *skel = NULL;
 	struct dwunw_cap_reader *rd = NULL;
 	static struct links L;
-	struct prog_fig main_f = {}, bench_f = {}, peer_f = {};
+	struct prog_fig main_f = {}, bench_f = {}, peer_f = {}, bench1_f = {}, peer1_f = {};
 	struct kw_stats ks;
 	uint64_t c[KW_C_MAX], t0;
 	int go[2], stats_fd, status = 0, exited = 0, rc = 1;
@@ -508,6 +511,8 @@ int main(int argc, char **argv)
 	if (!opt.peer) {
 		bpf_program__set_autoload(skel->progs.kc_peer_perf, false);
 		bpf_program__set_autoload(skel->progs.kc_peer_uprobe, false);
+		bpf_program__set_autoload(skel->progs.kc_peer1_perf, false);
+		bpf_program__set_autoload(skel->progs.kc_peer1_uprobe, false);
 	}
 	if (kwalk_check_bpf__load(skel)) {
 		fprintf(stderr, "kwalk-check: load: %s\n", strerror(errno));
@@ -549,9 +554,13 @@ int main(int argc, char **argv)
 	prog_fig(skel->progs.kc_uprobe, &main_f);
 	prog_fig(skel->progs.kc_bench_perf, &bench_f);
 	prog_fig(skel->progs.kc_bench_uprobe, &bench_f);
+	prog_fig(skel->progs.kc_bench1_perf, &bench1_f);
+	prog_fig(skel->progs.kc_bench1_uprobe, &bench1_f);
 	if (opt.peer) {
 		prog_fig(skel->progs.kc_peer_perf, &peer_f);
 		prog_fig(skel->progs.kc_peer_uprobe, &peer_f);
+		prog_fig(skel->progs.kc_peer1_perf, &peer1_f);
+		prog_fig(skel->progs.kc_peer1_uprobe, &peer1_f);
 	}
 	counters(skel->obj, c);
 	kw_get_stats(S.kl, &ks);
@@ -562,6 +571,11 @@ int main(int argc, char **argv)
 		double krow = ratio((double)(ks.rows * 4 + ks.blocks * 4), (double)ks.src_rows);
 		double b_fps = ratio((double)c[KW_C_BENCH_FRAMES], (double)c[KW_C_BENCH_SAMPLES]);
 		double p_fps = ratio((double)c[KW_C_PEER_FRAMES], (double)c[KW_C_PEER_SAMPLES]);
+		/* the cost of one frame more: (full walk - one-frame walk) / (frames - 1), per sample */
+		double b_first = ratio((double)bench1_f.run_ns, (double)bench1_f.run_cnt);
+		double p_first = ratio((double)peer1_f.run_ns, (double)peer1_f.run_cnt);
+		double b_extra = b_fps > 1 ? (ratio((double)bench_f.run_ns, (double)bench_f.run_cnt) - b_first) / (b_fps - 1) : 0;
+		double p_extra = p_fps > 1 ? (ratio((double)peer_f.run_ns, (double)peer_f.run_cnt) - p_first) / (p_fps - 1) : 0;
 		unsigned long long lost = c[KW_C_LOST];
 
 		if (opt.json) {
@@ -594,7 +608,8 @@ int main(int argc, char **argv)
 			       "\"bytes_per_row\":%.3f,\"row_index_bytes_per_row\":%.3f,\"map_bytes\":%llu,\"verifier_insns\":%u,"
 			       "\"fallback_pct\":%.3f,\"samples\":%llu,\"src_rows\":%llu,\"rows\":%llu,\"blocks\":%llu,"
 			       "\"rules\":%llu,\"unsupported_rules\":%llu,\"modules\":%llu,\"evictions\":%llu,"
-			       "\"skipped_modules\":%llu,\"emit_ns_per_sample\":%.1f,\"emit_verifier_insns\":%u}",
+			       "\"skipped_modules\":%llu,\"emit_ns_per_sample\":%.1f,\"emit_verifier_insns\":%u,"
+			       "\"ns_first_frame\":%.1f,\"ns_per_extra_frame\":%.1f}",
 			       ratio((double)bench_f.run_ns, (double)bench_f.run_cnt),
 			       ratio((double)bench_f.run_ns, (double)c[KW_C_BENCH_FRAMES]), b_fps, bpr, krow,
 			       (unsigned long long)ks.map_bytes, bench_f.insns, fb_pct,
@@ -602,28 +617,31 @@ int main(int argc, char **argv)
 			       (unsigned long long)ks.rows, (unsigned long long)ks.blocks, (unsigned long long)ks.rules,
 			       (unsigned long long)ks.unsup_rules, (unsigned long long)ks.modules,
 			       (unsigned long long)ks.evictions, (unsigned long long)ks.skipped,
-			       ratio((double)main_f.run_ns, (double)main_f.run_cnt), main_f.insns);
+			       ratio((double)main_f.run_ns, (double)main_f.run_cnt), main_f.insns, b_first, b_extra);
 			if (opt.peer)
 				printf(",\"peer\":{\"ns_per_sample\":%.1f,\"ns_per_frame\":%.1f,\"frames_per_sample\":%.2f,"
-				       "\"bytes_per_row\":%.3f,\"verifier_insns\":%u,\"fallback_pct\":%.3f,\"samples\":%llu}",
+				       "\"bytes_per_row\":%.3f,\"verifier_insns\":%u,\"fallback_pct\":%.3f,\"samples\":%llu,"
+				       "\"ns_first_frame\":%.1f,\"ns_per_extra_frame\":%.1f}",
 				       ratio((double)peer_f.run_ns, (double)peer_f.run_cnt),
 				       ratio((double)peer_f.run_ns, (double)c[KW_C_PEER_FRAMES]), p_fps,
 				       ratio((double)(ks.rows * 8) + (double)ks.rules * sizeof(struct kw_rule), (double)ks.src_rows),
 				       peer_f.insns, 100.0 * ratio((double)c[KW_C_PEER_FALLBACK], (double)c[KW_C_PEER_SAMPLES]),
-				       (unsigned long long)c[KW_C_PEER_SAMPLES]);
+				       (unsigned long long)c[KW_C_PEER_SAMPLES], p_first, p_extra);
 			printf(",\"bpf_stats\":%s}\n", stats_fd >= 0 ? "true" : "false");
 		} else {
 			printf("%s: %llu events, %llu identical (%.3f%%), %llu differences, %llu fell back (%.3f%%), "
 			       "%llu lost\n", opt.cmd[0], (unsigned long long)S.events, (unsigned long long)S.identical,
 			       ident_pct, (unsigned long long)S.differences, (unsigned long long)S.fallback, fb_pct, lost);
-			printf("walker: %.0f ns/sample, %.1f ns/frame, %.1f frames/sample, %.2f B/row, %llu map bytes, "
-			       "%u insns verified\n", ratio((double)bench_f.run_ns, (double)bench_f.run_cnt),
-			       ratio((double)bench_f.run_ns, (double)c[KW_C_BENCH_FRAMES]), b_fps, bpr,
+			printf("walker: %.0f ns/sample, %.1f ns/frame (first %.0f, then %.1f each), %.1f frames/sample, "
+			       "%.2f B/row, %llu map bytes, %u insns verified\n",
+			       ratio((double)bench_f.run_ns, (double)bench_f.run_cnt),
+			       ratio((double)bench_f.run_ns, (double)c[KW_C_BENCH_FRAMES]), b_first, b_extra, b_fps, bpr,
 			       (unsigned long long)ks.map_bytes, bench_f.insns);
 			if (opt.peer)
-				printf("peer (binary search): %.0f ns/sample, %.1f ns/frame, %.1f frames/sample, %u insns\n",
-				       ratio((double)peer_f.run_ns, (double)peer_f.run_cnt),
-				       ratio((double)peer_f.run_ns, (double)c[KW_C_PEER_FRAMES]), p_fps, peer_f.insns);
+				printf("peer (binary search): %.0f ns/sample, %.1f ns/frame (first %.0f, then %.1f each), "
+				       "%.1f frames/sample, %u insns\n", ratio((double)peer_f.run_ns, (double)peer_f.run_cnt),
+				       ratio((double)peer_f.run_ns, (double)c[KW_C_PEER_FRAMES]), p_first, p_extra, p_fps,
+				       peer_f.insns);
 			for (int i = 0; i < S.nsites; i++) {
 				char r[160];
 				kw_rule_text(S.kl, S.sites[i].rule, r, sizeof(r));

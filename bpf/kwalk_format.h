@@ -181,6 +181,8 @@ enum kw_counter {
 	KW_C_PEER_FALLBACK,
 	KW_C_BENCH_SAMPLES,        /* the walk-only (timing) program */
 	KW_C_BENCH_FRAMES,
+	KW_C_BENCH1_SAMPLES,       /* one-frame walks (the fixed cost per sample) */
+	KW_C_PEER1_SAMPLES,
 	KW_C_ST_BASE,              /* + status: walks per stop reason */
 	KW_C_MAX = KW_C_ST_BASE + KW_ST_MAX,
 };

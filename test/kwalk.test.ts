@@ -28,6 +28,8 @@ const REQUIRE = process.env.DWUNW_REQUIRE_BPF === '1';
 
 interface Figures {
   ns_per_sample: number;
+  ns_first_frame?: number;
+  ns_per_extra_frame?: number;
   ns_per_frame: number;
   frames_per_sample: number;
   bytes_per_row?: number;
@@ -118,9 +120,11 @@ function common(tt: Test, name: string, r: ReturnType<typeof run>, minEvents: nu
   const p = rep!.peer;
   tt.comment(
     `${name}: kernel ${k.ns_per_sample.toFixed(0)} ns/sample ${k.ns_per_frame.toFixed(1)} ns/frame ` +
+      `(first ${k.ns_first_frame?.toFixed(0)}, then ${k.ns_per_extra_frame?.toFixed(1)} each) ` +
       `${k.frames_per_sample.toFixed(1)} frames/sample, ${k.verifier_insns} insns, ${k.map_bytes} map bytes, ` +
       `fallback ${k.fallback_pct.toFixed(2)} %` +
-      (p ? `; peer (binary search) ${p.ns_per_sample.toFixed(0)} ns/sample ${p.ns_per_frame.toFixed(1)} ns/frame, ${p.verifier_insns} insns` : ''),
+      (p ? `; peer (binary search) ${p.ns_per_sample.toFixed(0)} ns/sample ${p.ns_per_frame.toFixed(1)} ns/frame ` +
+        `(first ${p.ns_first_frame?.toFixed(0)}, then ${p.ns_per_extra_frame?.toFixed(1)} each), ${p.verifier_insns} insns` : ''),
   );
   return rep;
 }
