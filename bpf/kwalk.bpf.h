@@ -668,7 +668,7 @@ static __always_inline void kw_walk_done(struct kw_scratch *s)
 }
 
 static __always_inline void kw_event_fill(struct kw_event *ev, struct kw_walk *w, struct kw_scratch *s,
-					  __u32 pid, __u32 tid, __u32 flags)
+					  __u32 pid, __u32 tid, __u32 flags, __u64 cookie, __s64 aux)
 {
 	ev->h.kind = KW_KIND_EVENT;
 	ev->h.hdr_size = sizeof(struct kw_event);
@@ -676,6 +676,8 @@ static __always_inline void kw_event_fill(struct kw_event *ev, struct kw_walk *w
 	ev->pid = pid;
 	ev->tid = tid;
 	ev->ts = bpf_ktime_get_ns();
+	ev->cookie = cookie;
+	ev->aux = aux;
 	ev->flags = flags;
 	ev->nframes = w->n > KW_MAX_FRAMES ? KW_MAX_FRAMES : w->n;
 	ev->status = w->status;
@@ -695,10 +697,11 @@ static __always_inline void kw_event_fill(struct kw_event *ev, struct kw_walk *w
 /*
  * Walk and emit one event on cap_ringbuf: the walker's frames alone when the walk completed,
  * with the snapshot (registers + `room` bytes of stack, a constant) when it stopped short or
- * when `always_snapshot` (the differential test). Evaluates to the walk's status (enum
+ * when `always_snapshot` (the differential test). `cookie` and `aux` go into the event and its
+ * snapshot, as cap_snapshot()'s do. Evaluates to the walk's status (enum
  * kw_status); an event that could not be output is counted (KW_C_LOST).
  */
-#define KW_EMIT(ctx, regs, always_snapshot, room)                                                  \
+#define KW_EMIT(ctx, regs, always_snapshot, room, cookie, aux)                                     \
 	({                                                                                         \
 		struct kw_walk __w;                                                                \
 		__u64 __pt = bpf_get_current_pid_tgid();                                           \
@@ -709,7 +712,7 @@ static __always_inline void kw_event_fill(struct kw_event *ev, struct kw_walk *w
 			struct kw_event *__ev = bpf_ringbuf_reserve(&cap_ringbuf,                  \
 					offsetof(struct kw_event, snap), 0);                       \
 			if (__ev) {                                                                \
-				kw_event_fill(__ev, &__w, __s, __pid, __tid, 0);                   \
+				kw_event_fill(__ev, &__w, __s, __pid, __tid, 0, (cookie), (aux));  \
 				bpf_ringbuf_submit(__ev, cap_rb_wakeup());                         \
 			} else {                                                                   \
 				__err = -ENOSPC;                                                   \
@@ -721,11 +724,12 @@ static __always_inline void kw_event_fill(struct kw_event *ev, struct kw_walk *w
 				__u32 __fl = 0;                                                    \
 				__u64 __n, __sp = cap_regs_sp(regs);                               \
 				int __known = cap_stack_avail(NULL, __sp, (room), &__n, &__fl);    \
-				kw_event_fill(__ev, &__w, __s, __pid, __tid, KW_EV_SNAPSHOT);      \
+				kw_event_fill(__ev, &__w, __s, __pid, __tid, KW_EV_SNAPSHOT,       \
+					      (cookie), (aux));                                    \
 				__ev->snap.stack_size = cap_read_stack(__ev->snap.stack, (room),   \
 						__sp, __n, __known, &__fl, NULL);                  \
 				__ev->snap.want = (room);                                          \
-				cap_fill(&__ev->snap, (regs), 0, 0, __fl, NULL);                   \
+				cap_fill(&__ev->snap, (regs), (cookie), (aux), __fl, NULL);        \
 				bpf_ringbuf_submit(__ev, cap_rb_wakeup());                         \
 			} else {                                                                   \
 				__err = -ENOSPC;                                                   \

@@ -48,7 +48,7 @@ int kc_uprobe(struct pt_regs *ctx)
 {
 	if (!kc_target())
 		return 0;
-	kc_after(KW_EMIT(ctx, ctx, always_snapshot, KC_WINDOW));
+	kc_after(KW_EMIT(ctx, ctx, always_snapshot, KC_WINDOW, 0, 0));
 	return 0;
 }
 
@@ -60,7 +60,7 @@ int kc_perf(struct bpf_perf_event_data *ctx)
 	if (!kc_target())
 		return 0;
 	regs = kc_user_regs();
-	kc_after(KW_EMIT(ctx, regs, always_snapshot, KC_WINDOW));
+	kc_after(KW_EMIT(ctx, regs, always_snapshot, KC_WINDOW, 0, 0));
 	return 0;
 }
 

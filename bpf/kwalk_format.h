@@ -157,6 +157,8 @@ struct kw_event {
 	__u32 pid;
 	__u32 tid;
 	__u64 ts;
+	__u64 cookie;              /* caller-defined, as cap_record's (profile: kernel stack id + cpu) */
+	__s64 aux;                 /* caller-defined (profile: the frame-pointer stack id) */
 	__u32 flags;               /* KW_EV_* */
 	__u16 nframes;             /* pcs[] used */
 	__u8 status;               /* enum kw_status */
