@@ -33,6 +33,7 @@
 #include "dwunw.h"
 #include "capture_user.h"
 #include "kwalk_check.h"
+#include "kwalk_event.h"
 #include "kwalk_user.h"
 #include "kwalk_check.skel.h"
 
@@ -129,6 +130,8 @@ static struct {
 	uint64_t by_status[KW_ST_MAX];
 	uint64_t frames_walker, frames_lib;
 	uint64_t signal_frames, vdso_events, deep_events, max_frames;
+	uint64_t hybrid_kernel, hybrid_snapshot, hybrid_mismatch;
+	struct kw_event_scratch hs;
 	int tids[64];
 	int ntids;
 	uint64_t last_reload_ns;
@@ -334,6 +337,28 @@ static int on_record(void *ctx, const void *data, size_t size)
 	if (!eq) {
 		S.differences++;
 		print_diff(ev, lf, ln, lerr, at);
+	}
+	/* What a tool's consumer (kw_event_stack) makes of this event: the walker's pcs when the walk
+	 * completed, else libdwunw's unwinding of the snapshot carried along. */
+	{
+		uint64_t hp[KC_LIB_FRAMES];
+		size_t hn = KC_LIB_FRAMES;
+		int from = kw_event_stack(NULL, &S.ctx, data, size, hp, &hn, &S.hs);
+		int ok = from > 0;
+
+		if (from == KW_FROM_KERNEL) {
+			S.hybrid_kernel++;
+			ok = hn == n;
+			for (size_t i = 0; ok && i < hn; i++)
+				ok = hp[i] == ev->pcs[i];
+		} else if (from == KW_FROM_SNAPSHOT) {
+			S.hybrid_snapshot++;
+			ok = hn == ln;
+			for (size_t i = 0; ok && i < hn; i++)
+				ok = hp[i] == lf[i].pc;
+		}
+		if (!ok)
+			S.hybrid_mismatch++;
 	}
 	dwunw_module_cache_release(&S.ctx, lf, ln);
 	return 0;
@@ -629,14 +654,16 @@ int main(int argc, char **argv)
 			printf("{\"command\":\"%s\",\"exit\":%d,\"events\":%llu,\"identical\":%llu,\"identical_pct\":%.3f,"
 			       "\"differences\":%llu,\"fallback\":%llu,\"complete\":%llu,\"snapshot_short\":%llu,\"lost\":%llu,"
 			       "\"no_snapshot\":%llu,\"signal_frames\":%llu,\"vdso_events\":%llu,\"deep_events\":%llu,"
-			       "\"max_frames\":%llu,\"threads\":%d,\"by_status\":{",
+			       "\"max_frames\":%llu,\"threads\":%d,\"hybrid_kernel\":%llu,\"hybrid_snapshot\":%llu,"
+			       "\"hybrid_mismatch\":%llu,\"by_status\":{",
 			       opt.cmd[0], exited == 2 ? -1 : WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status),
 			       (unsigned long long)S.events, (unsigned long long)S.identical, ident_pct,
 			       (unsigned long long)S.differences, (unsigned long long)S.fallback,
 			       (unsigned long long)S.complete, (unsigned long long)S.snapshot_short, lost,
 			       (unsigned long long)S.no_lib, (unsigned long long)S.signal_frames,
 			       (unsigned long long)S.vdso_events, (unsigned long long)S.deep_events,
-			       (unsigned long long)S.max_frames, S.ntids);
+			       (unsigned long long)S.max_frames, S.ntids, (unsigned long long)S.hybrid_kernel,
+			       (unsigned long long)S.hybrid_snapshot, (unsigned long long)S.hybrid_mismatch);
 			for (int i = 0, first = 1; i < KW_ST_MAX; i++)
 				if (S.by_status[i]) {
 					printf("%s\"%s\":%llu", first ? "" : ",", kw_status_name(i),
@@ -713,5 +740,6 @@ out:
 		dwunw_shutdown(&S.ctx);
 	kwalk_check_bpf__destroy(skel);
 	free(S.buf);
+	free(S.hs.buf);
 	return rc;
 }

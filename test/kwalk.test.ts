@@ -57,6 +57,9 @@ interface Report {
   deep_events: number;
   max_frames: number;
   threads: number;
+  hybrid_kernel: number;
+  hybrid_snapshot: number;
+  hybrid_mismatch: number;
   by_status: Record<string, number>;
   fallback_sites: { where: string; status: string; why: string; rule: string; count: number }[];
   kernel: Figures;
@@ -113,6 +116,7 @@ function common(tt: Test, name: string, r: ReturnType<typeof run>, minEvents: nu
   tt.ok(rep!.events >= minEvents, `${name}: ${rep!.events} events (>= ${minEvents})`);
   tt.ok(rep!.identical_pct >= 99.9, `${name}: ${rep!.identical_pct.toFixed(3)} % identical (>= 99.9 %)`);
   tt.equal(rep!.lost, 0, `${name}: no event lost`);
+  tt.equal(rep!.hybrid_mismatch, 0, `${name}: kw_event_stack gives the walker's pcs (${rep!.hybrid_kernel}) or libdwunw's (${rep!.hybrid_snapshot}), as each event says`);
   tt.same(unexplained(rep!), [], `${name}: every fallback explained`);
   // The first samples of a process (and of a fresh dlopen) fall back while user space loads the
   // tables: how many depends on the machine's load, hence a loose bound.
