@@ -37,6 +37,7 @@
 #include "memleak.h"
 #include "memleak_allocs.h"
 #include "memleak_mem.h"
+#include "uprobe_attach.h"
 #include "memleak.skel.h"
 #include "syms.h"
 
@@ -68,6 +69,7 @@ static struct env {
 	size_t max_stacks;
 	bool fp_ids;
 	uint64_t expected_rate; /* allocator calls/s: sizes the ring buffer */
+	bool probe_at_entry;    /* no cheap probe places */
 } env = {
 	.older_ms = 500,
 	.sample_rate = 1,
@@ -99,6 +101,7 @@ enum {
 	OPT_MAX_STACKS,
 	OPT_NO_FP_FALLBACK,
 	OPT_EXPECTED_RATE,
+	OPT_PROBE_AT_ENTRY,
 };
 
 static const struct option long_opts[] = {
@@ -128,6 +131,7 @@ static const struct option long_opts[] = {
 	{ "max-stacks", required_argument, NULL, OPT_MAX_STACKS },
 	{ "no-fp-fallback", no_argument, NULL, OPT_NO_FP_FALLBACK },
 	{ "expected-rate", required_argument, NULL, OPT_EXPECTED_RATE },
+	{ "probe-at-entry", no_argument, NULL, OPT_PROBE_AT_ENTRY },
 	{},
 };
 
@@ -163,6 +167,9 @@ static void usage(FILE *f)
 "      --buffer-size=BYTES   ring buffer size (from --expected-rate), or perf buffer\n"
 "                            per CPU (8 MiB)\n"
 "      --max-stacks=N        distinct stacks kept in user space (65536)\n"
+"      --probe-at-entry      probe allocators at their first byte; by default a probe\n"
+"                            moves past leading test/cmp to the first instruction\n"
+"                            the kernel emulates (x86_64; -v says where)\n"
 "      --no-fp-fallback      dwarf mode: skip the per-event frame-pointer stack id\n"
 "  -h, --help                this help\n"
 "\n"
@@ -273,6 +280,7 @@ static void parse_args(int argc, char **argv)
 				die("--max-stacks: %s out of range (16 .. 16777216)", optarg);
 			break;
 		case OPT_NO_FP_FALLBACK: env.fp_ids = false; break;
+		case OPT_PROBE_AT_ENTRY: env.probe_at_entry = true; break;
 		case OPT_EXPECTED_RATE:
 			env.expected_rate = parse_u64(optarg, "expected rate");
 			if (!env.expected_rate || env.expected_rate > 100000000)
@@ -1336,7 +1344,17 @@ static size_t nlinks;
 static int attach_one(struct bpf_program *prog, const char *path, const char *fn, bool ret, pid_t pid)
 {
 	LIBBPF_OPTS(bpf_uprobe_opts, uo, .func_name = fn, .retprobe = ret);
-	struct bpf_link *l = bpf_program__attach_uprobe_opts(prog, pid, path, 0, &uo);
+	struct ua_site site;
+	size_t off = 0;
+
+	/* at the first instruction the kernel emulates (uprobe_attach.h), else as libbpf would */
+	if (ua_find(path, fn, !env.probe_at_entry, &site) == 0) {
+		uo.func_name = NULL;
+		off = site.probe_off;
+		if (env.verbose && !ret)
+			fprintf(stderr, "memleak: %s probed at %s\n", fn, site.why);
+	}
+	struct bpf_link *l = bpf_program__attach_uprobe_opts(prog, pid, path, off, &uo);
 
 	if (!l)
 		return -errno ? -errno : -EINVAL;
