@@ -9,8 +9,8 @@
  * insn_x86.c) has no branch and no other symbol into the bytes skipped, and no indirect jump
  * (whose targets cannot be checked). The skipped instructions change neither the argument
  * registers nor the stack pointer nor memory, so the probe still sees every call once with its
- * arguments, and the return address is still at [sp] for a return probe at the same place.
- * Otherwise, and on other architectures, the probe stays at the entry.
+ * arguments. Otherwise, and on other architectures, the probe stays at the entry. Callers keep
+ * functions with a return probe at the entry (see memleak.c attach_one).
  */
 #ifndef DWUNW_UPROBE_ATTACH_H
 #define DWUNW_UPROBE_ATTACH_H
