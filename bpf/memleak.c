@@ -1234,8 +1234,7 @@ int main(int argc, char **argv)
 
 	if (env.verbose)
 		ml_mem_text(stderr, skel->obj, report_outstanding);
-	for (size_t i = 0; i < nlinks; i++)
-		bpf_link__destroy(links[i]);
+	ua_destroy_links(links, nlinks); /* in parallel: exit in one grace period, not two dozen */
 	dwunw_cap_reader_free(reader);
 	memleak_bpf__destroy(skel);
 	stop_child();
