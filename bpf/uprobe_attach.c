@@ -4,12 +4,10 @@
 #include <fcntl.h>
 #include <gelf.h>
 #include <libelf.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <bpf/libbpf.h>
 #include "insn_x86.h"
 #include "uprobe_attach.h"
 
@@ -218,26 +216,3 @@ out:
 	return err;
 }
 
-static void *destroy_one(void *arg)
-{
-	bpf_link__destroy(arg);
-	return NULL;
-}
-
-void ua_destroy_links(struct bpf_link **links, size_t n)
-{
-	pthread_t *tids = calloc(n ? n : 1, sizeof(*tids));
-	bool *started = calloc(n ? n : 1, sizeof(*started));
-
-	for (size_t i = 0; i < n; i++) {
-		if (tids && started && pthread_create(&tids[i], NULL, destroy_one, links[i]) == 0)
-			started[i] = true;
-		else
-			bpf_link__destroy(links[i]);
-	}
-	for (size_t i = 0; i < n; i++)
-		if (started && started[i])
-			pthread_join(tids[i], NULL);
-	free(tids);
-	free(started);
-}

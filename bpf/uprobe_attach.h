@@ -33,12 +33,4 @@ struct ua_site {
  */
 int ua_find(const char *path, const char *name, bool cheap, struct ua_site *out);
 
-struct bpf_link;
-
-/*
- * Destroy links concurrently: each uprobe detach waits for an RCU grace period of its own, so
- * two dozen links detached one after the other take seconds; in parallel, about one period.
- */
-void ua_destroy_links(struct bpf_link **links, size_t n);
-
 #endif /* DWUNW_UPROBE_ATTACH_H */

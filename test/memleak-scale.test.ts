@@ -2,9 +2,8 @@
 //  - 8 threads allocating concurrently, 200 k malloc calls/s in total, every other block freed
 //    (leaky --threads 8): every leaked block accounted for once (under its complete stack, a lost
 //    stack, or untracked), no freed block left outstanding, no record missing;
-//  - a command that forks (leaky_fork): memleak traces the command's process only, as --help and
-//    README.md say: the parent's blocks are reported, its children's are not (when -c follows the
-//    process tree, expect fk_child_1 stacks too: see CHILD_BLOCKS);
+//  - a command that forks (leaky_fork): -c follows the process tree (--help, README.md): the
+//    parent's blocks and each child's, under their own pids;
 //  - a command that dlopens and dlcloses a library of ours while traced (leaky_dlopen +
 //    libleakplug.so): the stacks through the late-loaded library are complete and symbolized,
 //    with the library's path, and stay in the report after dlclose.
@@ -36,6 +35,8 @@ interface JFrame {
   module: string | null;
 }
 interface JStack {
+  pid?: number;
+  stop?: string;
   allocations: number;
   bytes: number;
   frames: JFrame[];
@@ -101,17 +102,25 @@ if (why) {
     t.comment(`threads: ${JSON.stringify({ made, leaked, rate, found, lost: r.last.lost, untracked: r.last.untracked })}`);
   });
 
-  t.test('a command that forks: its process is traced, its children are not (today)', { timeout: 120_000 }, async (t) => {
+  t.test('a command that forks: the command and its children are traced (-c follows the tree)', { timeout: 120_000 }, async (t) => {
     const PARENT = 100;
-    const CHILD_BLOCKS = 0; // -c follows one process today; with the process tree: 4 * 50
-    const r = await trace(`${join(fx, 'leaky_fork')} --delay 0.5 ${PARENT} 4`);
+    const CHILDREN = 4; // each leaks 50 blocks of 2222 bytes, then stays 1 s and exits
+    const r = await trace(`${join(fx, 'leaky_fork')} --delay 0.5 ${PARENT} ${CHILDREN}`);
     t.equal(r.code, 0, 'memleak exits 0');
     t.match(r.stderr, /leaky_fork: parent leaked 100, 4 children leaked 50 each/, 'leaky_fork ran');
     if (!r.last) return t.fail('no report');
     const parent = r.last.stacks.filter((s) => hasChain(s, ['fk_parent_2', 'fk_parent_1', 'main']));
     t.equal(count(r.last, (s) => parent.includes(s)), PARENT, `the parent's ${PARENT} blocks`);
     t.ok(parent.every((s) => s.complete === true && s.bytes === s.allocations * 1111), 'complete stacks, 1111 bytes each');
-    t.equal(count(r.last, (s) => names(s).includes('fk_child_1')), CHILD_BLOCKS, "the children's blocks are not reported");
+    const ppid = parent[0]?.pid;
+    const kids = r.last.stacks.filter((s) => s.pid !== undefined && s.pid !== ppid);
+    t.equal(count(r.last, (s) => kids.includes(s)), CHILDREN * 50, `the children's ${CHILDREN * 50} blocks, under their own pids`);
+    t.equal(new Set(kids.map((s) => s.pid)).size, CHILDREN, `${CHILDREN} child pids`);
+    // a child that exited before its records were unwound cannot be read any more: then its stack
+    // says so (NO_PROCESS) instead of showing frames
+    t.ok(kids.every((s) => s.bytes === s.allocations * 2222 &&
+      ((s.complete === true && hasChain(s, ['fk_child_2', 'fk_child_1', 'main'])) || s.stop === 'NO_PROCESS')),
+    `each child's stack is fk_child_2 <- fk_child_1 <- main, or stopped at its exit (${kids.map((s) => s.stop).join(', ')})`);
   });
 
   t.test('dlopen / dlclose of our library while traced', { timeout: 120_000 }, async (t) => {
