@@ -23,7 +23,7 @@ if (why) {
 } else {
   mkdirSync(out, { recursive: true });
   const cc = spawnSync('gcc', ['-O2', '-Wall', '-Wextra', '-Werror', '-I', join(root, 'bpf'), '-o', tool,
-    join(root, 'test', 'tools', 'insn_vs_objdump.c'), join(root, 'bpf', 'insn_x86.c')], { encoding: 'utf8' });
+    join(root, 'test', 'insn', 'insn_vs_objdump.c'), join(root, 'bpf', 'insn_x86.c')], { encoding: 'utf8' });
   t.equal(cc.status, 0, `insn_vs_objdump builds${cc.stderr ? `: ${cc.stderr}` : ''}`);
 
   for (const f of files.filter((x) => existsSync(x))) {
