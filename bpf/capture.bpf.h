@@ -367,6 +367,17 @@ static __always_inline int cap_stack_avail(struct cap_thread *t, __u64 sp, __u32
 			end = c.end;
 			if (ss > sp && ss > c.start && ss + CAP_START_STACK_SLACK < c.end)
 				end = ss + CAP_START_STACK_SLACK;
+#if defined(__TARGET_ARCH_x86)
+			/*
+			 * A thread's stack mapping ends with its TLS block and thread descriptor,
+			 * which the thread pointer (fs base) points into: no frame lies at or above
+			 * it (glibc, musl), so stop there (a record of a thread 8 KiB -> 1 KiB).
+			 */
+			__u64 fs = BPF_CORE_READ(task, thread.fsbase);
+
+			if (fs > sp && fs < end)
+				end = fs;
+#endif
 			if (t) {
 				t->stack_lo = c.start;
 				t->stack_hi = end;

@@ -76,6 +76,8 @@ export interface CostResult {
   rows: CostRow[];
   /** Per variant: dwarf / fp, of the target's CPU time per call and of the overhead over untraced. */
   ratios: { variant: CostVariant; cpu: number | null; overhead: number | null }[];
+  /** Per traced mode: CPU time of a malloc+free pair / of a malloc alone (target <= 2). */
+  pairRatios: { mode: CostMode; ratio: number }[];
 }
 
 // The parent: forks; the child stops itself, then execs the program; prints the child's pid, then
@@ -220,7 +222,12 @@ export async function runMemleakCost(opts: Partial<CostOptions> = {}): Promise<C
       overhead: fp?.overheadUs && dw?.overheadUs !== null && dw?.overheadUs !== undefined ? dw.overheadUs / fp.overheadUs : null,
     };
   });
-  return { rate: o.rate, seconds: o.seconds, repeat: o.repeat, pinned: pin, cpus: ncpu, rows, ratios };
+  const pairRatios = o.modes.filter((m) => m !== 'none').flatMap((m) => {
+    const leak = rows.find((r) => r.variant === 'leak' && r.mode === m);
+    const free = rows.find((r) => r.variant === 'free' && r.mode === m);
+    return leak && free ? [{ mode: m, ratio: free.cpuUs / leak.cpuUs }] : [];
+  });
+  return { rate: o.rate, seconds: o.seconds, repeat: o.repeat, pinned: pin, cpus: ncpu, rows, ratios, pairRatios };
 }
 
 // ---- Output --------------------------------------------------------------------------------------
@@ -261,6 +268,10 @@ export function costText(c: ChalkInstance, r: CostResult): string {
         (q.overhead !== null ? `, ${q.overhead.toFixed(2)} of the overhead over untraced` : '') +
         ` (target <= 1.5)`,
     );
+  }
+  for (const q of r.pairRatios) {
+    const ok = q.ratio <= 2;
+    out.push(`--unwind=${q.mode}: malloc+free / malloc = ${(ok ? c.green : c.red)(q.ratio.toFixed(2))} per call (target <= 2)`);
   }
   const lost = r.rows.filter((x) => x.mode !== 'none' && x.variant === 'leak' && x.rate >= 0.9 * r.rate).map((x) => `${x.mode} ${x.lost}`);
   if (lost.length) out.push(`lost records at ${r.rate} malloc/s: ${lost.join(', ')}`);

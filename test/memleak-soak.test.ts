@@ -1,19 +1,22 @@
-// memleak soak: fixtures/x86_64/leaky at 100 k malloc/s for 60 s, every block leaked, traced by
-// build/bpf/memleak in dwarf mode with a report every 10 s. Six million outstanding blocks fill
-// the BPF allocation map (1 M entries, as upstream) after 10 s: from then on every record is
-// unwound and then counted as untracked, and every report walks a full map. memleak must not
-// crash, its resident memory must stop growing once its tables are warm (sampled every second
-// from /proc/PID/status), every report must carry its lost and untracked counters, and every
-// block must be accounted for: under its complete stack (rate_3 <- rate_2 <- rate_1 <- main), as
-// untracked, or as lost.
+// memleak soak: fixtures/x86_64/leaky makes 2.5 M malloc(64) calls at up to 100 k/s and leaks
+// every block, traced by build/bpf/memleak in dwarf mode with a report every 5 s. The BPF
+// allocation map holds 1 M entries (as upstream): once it is full, every further record is
+// still unwound and then counted as untracked, and every report walks a full map.
 //
-// Leaked, not freed: on this kind of machine the kernel's uprobe on glibc's free costs the target
-// ~9 us per call (its first instruction, test, is single-stepped out of line; malloc's push is
-// emulated), so a malloc+free workload tops out near 80 k calls/s under any tracer, fp or dwarf
-// (scripts/memleak-cost).
-//
-// The figures (achieved rate, records, lost, RSS) are printed as comments and written to
-// build/soak.json.
+// Only invariants that hold at any speed and under any load are asserted (the machine may run
+// other tests, BPF programs and qemu beside this one; leaky may reach 100 k/s or a fraction of it):
+//  - every call accounted for, once: shown under its complete stack (rate_3 <- rate_2 <- rate_1
+//    <- main) + shown under "[stack lost: ring buffer full]" + untracked = the calls made (give
+//    or take leaky's own few allocations), lost-stack allocations <= lost records, and no
+//    allocation without its record ("[stack unknown: ...]");
+//  - memory per tracked outstanding allocation: all of memleak's anonymous memory (its fixed
+//    part included) / outstanding allocations <= 64 bytes; whole RSS <= 128 MiB at 1 M outstanding;
+//  - no growth once the map is full: between reports that both saw a full map, memleak's
+//    anonymous memory (less the event window, which holds one interval of events whatever
+//    their rate) grows by less than 4 MiB, and the table of old events stays within 32 bytes
+//    per outstanding allocation.
+// The rate reached, records, lost records and the RSS series are printed as comments and written
+// to build/soak.json; they are reported, not asserted.
 //
 // Needs root, the kernel's BTF and BPF: without them the test is skipped with the reason, unless
 // DWUNW_REQUIRE_BPF=1 (CI), which turns that into a failure.
@@ -30,9 +33,12 @@ const leaky = join(root, 'fixtures', 'x86_64', 'build', 'leaky');
 const REQUIRE = process.env.DWUNW_REQUIRE_BPF === '1';
 
 const RATE = 100_000;
-const SECONDS = 60;
-const INTERVAL = 10;
+const CALLS = 2_500_000;
+const INTERVAL = 5;
+const MAP_ENTRIES = 1_000_000; // ML_ALLOCS_ENTRIES
+const LIMIT_S = 400; // leaky at 10 k/s would still finish
 const CHAIN = ['rate_3', 'rate_2', 'rate_1', 'main']; // run_rate is inlined into main
+const MiB = 1024 * 1024;
 
 function unavailable(): string | null {
   if (process.platform !== 'linux' || process.arch !== 'x64') return 'needs Linux on x86_64';
@@ -43,11 +49,13 @@ function unavailable(): string | null {
   return null;
 }
 
-/** Resident set of a process in KiB, or null once it is gone. */
-function rssKiB(pid: number): number | null {
+/** VmRSS and RssAnon of a process in bytes, or null once it is gone. */
+function rss(pid: number): { rss: number; anon: number } | null {
   try {
-    const m = /^VmRSS:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
-    return m ? Number(m[1]) : null;
+    const s = readFileSync(`/proc/${pid}/status`, 'utf8');
+    const r = /^VmRSS:\s+(\d+) kB/m.exec(s);
+    const a = /^RssAnon:\s+(\d+) kB/m.exec(s);
+    return r && a ? { rss: Number(r[1]) * 1024, anon: Number(a[1]) * 1024 } : null;
   } catch {
     return null;
   }
@@ -60,26 +68,38 @@ interface JStack {
   bytes: number;
   allocations: number;
   frames: JFrame[];
+  reason?: string;
+}
+interface JMemory {
+  rss_bytes: number;
+  rss_anon_bytes: number;
+  event_window_bytes: number;
+  event_table_bytes: number;
+  event_table_entries: number;
+  outstanding: number;
+  bpf_maps_bytes: number;
 }
 interface JReport {
   stacks: JStack[];
   lost: number;
   untracked: Record<string, number>;
-  unwind: { records: number; complete: number; stopped: number; unwind_ns_avg: number };
+  unwind: { records: number; complete: number; stopped: number; unwind_ns_avg: number; record_bytes_avg: number };
+  memory: JMemory;
 }
 
 const frameName = (f: JFrame): string => f.symbol ?? '';
+const mib = (b: number): string => (b / MiB).toFixed(1);
 
 const why = unavailable();
 if (why) {
   if (REQUIRE) t.fail(`DWUNW_REQUIRE_BPF=1 but ${why}`);
   else t.pass(`memleak soak skipped: ${why}`, { skip: why });
 } else {
-  t.test(`memleak soak: ${RATE / 1000} k malloc/s for ${SECONDS} s in dwarf mode`, { timeout: (SECONDS + 120) * 1000 }, async (t) => {
-    const cmd = `${leaky} --delay 1 --rate ${RATE} --seconds ${SECONDS} --leak`;
+  t.test(`memleak soak: ${CALLS / 1e6} M leaked malloc calls at up to ${RATE / 1000} k/s in dwarf mode`, { timeout: (LIMIT_S + 120) * 1000 }, async (t) => {
+    const cmd = `${leaky} --delay 1 --rate ${RATE} --count ${CALLS} --seconds ${LIMIT_S} --leak`;
     const env = { ...process.env };
     delete env.NODE_OPTIONS;
-    const child = spawn(memleakBin, ['--json', '-o', '0', '-c', cmd, String(INTERVAL)], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(memleakBin, ['--json', '-o', '0', '-T', '1000', '-c', cmd, String(INTERVAL)], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
     t.teardown(() => {
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
     });
@@ -90,20 +110,20 @@ if (why) {
     const done = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((res) =>
       child.on('close', (code, signal) => res({ code, signal })));
 
-    // RSS once a second while memleak runs
+    // RSS twice a second while memleak runs
     const t0 = Date.now();
-    const samples: { s: number; kib: number }[] = [];
+    const samples: { s: number; rss: number; anon: number }[] = [];
     let finished = false;
     void done.then(() => (finished = true));
-    while (!finished && Date.now() - t0 < (SECONDS + 90) * 1000) {
-      const k = child.pid !== undefined ? rssKiB(child.pid) : null;
-      if (k !== null) samples.push({ s: (Date.now() - t0) / 1000, kib: k });
-      await sleep(1000);
+    while (!finished && Date.now() - t0 < (LIMIT_S + 60) * 1000) {
+      const r = child.pid !== undefined ? rss(child.pid) : null;
+      if (r) samples.push({ s: (Date.now() - t0) / 1000, ...r });
+      await sleep(500);
     }
     const end = await Promise.race([done, sleep(5000).then(() => null)]);
     if (end === null) {
       child.kill('SIGKILL');
-      t.fail(`memleak still running after ${SECONDS + 90} s`);
+      t.fail(`memleak still running after ${LIMIT_S + 60} s`);
       return;
     }
 
@@ -113,47 +133,69 @@ if (why) {
     const sm = /^leaky: (\d+) allocations in ([\d.]+) s \((\d+)\/s\), (\d+) leaked/m.exec(stderr);
     t.ok(sm, 'leaky printed its summary');
     if (!sm) return;
-    const [allocations, , rate, leaked] = [Number(sm[1]), Number(sm[2]), Number(sm[3]), Number(sm[4])];
-    t.ok(rate >= 0.9 * RATE, `leaky ran at ${rate} malloc/s under tracing (asked ${RATE})`);
+    const [made, , rate, leaked] = [Number(sm[1]), Number(sm[2]), Number(sm[3]), Number(sm[4])];
+    t.equal(leaked, CALLS, `leaky made and leaked ${CALLS} calls (at ${rate}/s)`);
 
     const reps = stdout.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as JReport);
-    t.ok(reps.length >= Math.floor(SECONDS / INTERVAL), `${reps.length} reports`);
-    t.ok(reps.every((r) => typeof r.lost === 'number' && typeof r.untracked === 'object'), 'every report carries its lost and untracked counters');
+    t.ok(reps.length >= 2, `${reps.length} reports`);
+    t.ok(reps.every((r) => typeof r.lost === 'number' && typeof r.untracked === 'object' && typeof r.memory?.rss_bytes === 'number'),
+      'every report carries its lost and untracked counters and memleak\'s memory');
     const last = reps[reps.length - 1];
     if (!last) return;
     const lost = last.lost;
     const untracked = Object.values(last.untracked).reduce((a, b) => a + b, 0);
 
-    // the leaked blocks, under their complete stack
-    const leakStacks = last.stacks.filter((s) => {
+    // every call accounted for, once
+    const onChain = (s: JStack): boolean => {
       const n = s.frames.map(frameName);
       const k = n.indexOf(CHAIN[0]!);
       return k >= 0 && CHAIN.every((c, i) => n[k + i] === c);
-    });
-    const found = leakStacks.reduce((a, s) => a + s.allocations, 0);
-    t.ok(found > 0 && found <= leaked, `${found} of ${leaked} leaked blocks under rate_3 <- rate_2 <- rate_1 <- main`);
-    t.ok(found + untracked + lost >= leaked,
-      `every block accounted for: ${found} shown + ${untracked} untracked + ${lost} lost >= ${leaked}`);
+    };
+    const sum = (f: (s: JStack) => boolean): number => last.stacks.filter(f).reduce((a, s) => a + s.allocations, 0);
+    const found = sum(onChain);
+    const shownLost = sum((s) => /^\[stack lost/.test(s.reason ?? ''));
+    const unknown = sum((s) => /^\[stack unknown/.test(s.reason ?? ''));
+    const tracked = last.stacks.reduce((a, s) => a + s.allocations, 0);
+    t.equal(unknown, 0, 'no allocation without its record');
+    t.ok(shownLost <= lost, `${shownLost} allocations under a lost stack <= ${lost} lost records`);
+    t.equal(tracked, last.memory.outstanding, `the report shows every entry of the allocation map (${tracked})`);
+    t.ok(last.memory.outstanding <= MAP_ENTRIES, `${last.memory.outstanding} outstanding <= ${MAP_ENTRIES} map entries`);
+    const accounted = found + shownLost + untracked;
+    t.ok(accounted >= made && accounted <= made + 200,
+      `every call accounted for: ${found} under its stack + ${shownLost} lost stack + ${untracked} untracked = ${accounted}, made ${made} (+ leaky's own <= 200)`);
 
-    // RSS: the allocation map is full after ~10 s and the report at 20 s has sized memleak's
-    // report-time arrays for it; from then on, while the target runs (until ~SECONDS + 2 s), RSS
-    // may wobble, not grow with time. The last report, after the target exited, is only bounded.
-    const maxIn = (lo: number, hi: number): number => Math.max(0, ...samples.filter((x) => x.s > lo && x.s <= hi).map((x) => x.kib));
-    const warm = maxIn(0, 2.5 * INTERVAL);
-    const peak = maxIn(0, Infinity);
-    const tail = maxIn(2.5 * INTERVAL, SECONDS);
-    const series = samples.filter((x, i) => i % 5 === 0 || x.s > SECONDS).map((x) => `${Math.round(x.s)}s:${(x.kib / 1024).toFixed(0)}`).join(' ');
+    // memory per tracked outstanding allocation
+    const full = last.memory.outstanding;
+    const anonBase = Math.min(...samples.map((x) => x.anon));
+    const perAlloc = full ? (last.memory.rss_anon_bytes - anonBase) / full : 0;
+    t.ok(full > 0 && perAlloc <= 64, `${perAlloc.toFixed(1)} bytes of anonymous memory per outstanding allocation (all of memleak's: ${mib(last.memory.rss_anon_bytes)} - ${mib(anonBase)} MiB at exec, over ${full}) <= 64`);
+    const peak = Math.max(0, ...samples.map((x) => x.rss));
+    t.ok(peak <= 128 * MiB, `peak RSS ${mib(peak)} MiB <= 128 MiB (${full} outstanding)`);
+    t.ok(last.memory.event_table_bytes <= 32 * full + 65536,
+      `old-event table ${mib(last.memory.event_table_bytes)} MiB <= 32 bytes per outstanding allocation`);
+
+    // no growth once the map is full
+    const fullReps = reps.filter((r, i) => i > 0 && (reps[i - 1]!.untracked.allocs_full ?? 0) > 0);
+    t.ok(fullReps.length >= 2, `${fullReps.length} reports with a full allocation map`);
+    const steady = (r: JReport): number => r.memory.rss_anon_bytes - r.memory.event_window_bytes;
+    for (let i = 1; i < fullReps.length; i++) {
+      const a = fullReps[i - 1]!;
+      const b = fullReps[i]!;
+      t.ok(steady(b) - steady(a) <= 4 * MiB,
+        `full map, report ${i} -> ${i + 1}: anonymous memory less the event window ${mib(steady(a))} -> ${mib(steady(b))} MiB (growth <= 4 MiB)`);
+    }
+
+    const series = samples.filter((_, i) => i % 10 === 0).map((x) => `${Math.round(x.s)}s:${mib(x.rss)}`).join(' ');
     t.comment(`memleak RSS (MiB): ${series}`);
-    t.ok(samples.length >= SECONDS * 0.8, `${samples.length} RSS samples`);
-    t.ok(tail - warm <= 16 * 1024, `RSS from ${2.5 * INTERVAL} s to ${SECONDS} s grows by ${((tail - warm) / 1024).toFixed(1)} MiB (<= 16 MiB)`);
-    t.ok(peak <= 512 * 1024, `peak RSS ${(peak / 1024).toFixed(1)} MiB, the last report included (<= 512 MiB)`);
-
     const figures = {
-      rate_asked: RATE, rate, seconds: SECONDS, allocations, leaked, found,
-      records: last.unwind.records, lost, untracked: last.untracked,
-      unwind_ns_avg: last.unwind.unwind_ns_avg,
-      rss_mib: { warm: +(warm / 1024).toFixed(1), peak: +(peak / 1024).toFixed(1), tail: +(tail / 1024).toFixed(1) },
-      reports: reps.length,
+      calls: made, rate_asked: RATE, rate, interval: INTERVAL, found, shown_lost: shownLost,
+      records: last.unwind.records, lost, lost_pct: +((100 * lost) / Math.max(1, last.unwind.records)).toFixed(3),
+      untracked: last.untracked, unwind_ns_avg: last.unwind.unwind_ns_avg, record_bytes_avg: last.unwind.record_bytes_avg,
+      outstanding: full, bytes_per_outstanding: +perAlloc.toFixed(1),
+      rss_mib: { base_anon: +mib(anonBase), last: +mib(last.memory.rss_bytes), last_anon: +mib(last.memory.rss_anon_bytes), peak: +mib(peak) },
+      event_table_mib: +mib(last.memory.event_table_bytes), event_window_mib: +mib(last.memory.event_window_bytes),
+      bpf_maps_mib: +mib(last.memory.bpf_maps_bytes),
+      reports: reps.length, full_reports: fullReps.length,
     };
     t.comment(`soak: ${JSON.stringify(figures)}`);
     try {

@@ -1,0 +1,140 @@
+// memleak at scale, with real BPF: build/bpf/memleak --json in dwarf mode on fixtures of ours.
+//  - 8 threads allocating concurrently, 200 k malloc calls/s in total, every other block freed
+//    (leaky --threads 8): every leaked block accounted for once (under its complete stack, a lost
+//    stack, or untracked), no freed block left outstanding, no record missing;
+//  - a command that forks (leaky_fork): -c follows the process tree (--help, README.md): the
+//    parent's blocks and each child's, under their own pids;
+//  - a command that dlopens and dlcloses a library of ours while traced (leaky_dlopen +
+//    libleakplug.so): the stacks through the late-loaded library are complete and symbolized,
+//    with the library's path, and stay in the report after dlclose.
+// Invariants only (no rates or timings asserted); the rate reached is printed as a comment.
+// Needs root, BTF and BPF: skipped with the reason, unless DWUNW_REQUIRE_BPF=1 (CI).
+import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import t from 'tap';
+
+const root = fileURLToPath(new URL('..', import.meta.url));
+const memleakBin = join(root, 'build', 'bpf', 'memleak');
+const fx = join(root, 'fixtures', 'x86_64', 'build');
+const REQUIRE = process.env.DWUNW_REQUIRE_BPF === '1';
+
+function unavailable(): string | null {
+  if (process.platform !== 'linux' || process.arch !== 'x64') return 'needs Linux on x86_64';
+  if (process.getuid?.() !== 0) return 'not root (memleak needs CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE)';
+  if (!existsSync('/sys/kernel/btf/vmlinux')) return 'the kernel has no BTF (/sys/kernel/btf/vmlinux)';
+  if (!existsSync(memleakBin)) return `${memleakBin} is not built (make bpf)`;
+  for (const f of ['leaky', 'leaky_fork', 'leaky_dlopen', 'libleakplug.so'])
+    if (!existsSync(join(fx, f))) return `${join(fx, f)} is not built (make fixtures)`;
+  return null;
+}
+
+interface JFrame {
+  symbol: string | null;
+  module: string | null;
+}
+interface JStack {
+  pid?: number;
+  stop?: string;
+  allocations: number;
+  bytes: number;
+  frames: JFrame[];
+  complete: boolean | null;
+  reason?: string;
+}
+interface JReport {
+  stacks: JStack[];
+  lost: number;
+  untracked: Record<string, number>;
+}
+
+/** memleak -c CMD until the command exits; its last JSON report and stderr. */
+async function trace(cmd: string): Promise<{ code: number | null; last: JReport | null; stderr: string }> {
+  const env = { ...process.env };
+  delete env.NODE_OPTIONS;
+  const child = spawn(memleakBin, ['--json', '-o', '0', '-T', '100000', '-c', cmd, '600'], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+  const timer = setTimeout(() => child.kill('SIGKILL'), 240_000);
+  const code = await new Promise<number | null>((res) => child.on('close', (c) => res(c)));
+  clearTimeout(timer);
+  const reps = stdout.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as JReport);
+  return { code, last: reps[reps.length - 1] ?? null, stderr };
+}
+
+const names = (s: JStack): string[] => s.frames.map((f) => f.symbol ?? '?');
+const hasChain = (s: JStack, chain: string[]): boolean => {
+  const n = names(s);
+  const k = n.indexOf(chain[0]!);
+  return k >= 0 && chain.every((c, i) => n[k + i] === c);
+};
+const count = (r: JReport, f: (s: JStack) => boolean): number => r.stacks.filter(f).reduce((a, s) => a + s.allocations, 0);
+const untracked = (r: JReport): number => Object.values(r.untracked).reduce((a, b) => a + b, 0);
+
+const why = unavailable();
+if (why) {
+  if (REQUIRE) t.fail(`DWUNW_REQUIRE_BPF=1 but ${why}`);
+  else t.pass(`memleak scale tests skipped: ${why}`, { skip: why });
+} else {
+  t.test('8 threads, 200 k malloc/s in total, every other block freed', { timeout: 300_000 }, async (t) => {
+    const CALLS = 400_000;
+    const r = await trace(`${join(fx, 'leaky')} --delay 1 --rate 200000 --threads 8 --count ${CALLS} --seconds 200 --leak-every 2`);
+    t.equal(r.code, 0, `memleak exits 0${r.code ? `: ${r.stderr.trim().split('\n').pop()}` : ''}`);
+    const sm = /^leaky: (\d+) allocations in ([\d.]+) s \((\d+)\/s\), (\d+) leaked/m.exec(r.stderr);
+    t.ok(sm && r.last, 'leaky and memleak finished');
+    if (!sm || !r.last) return;
+    const [made, leaked, rate] = [Number(sm[1]), Number(sm[4]), Number(sm[3])];
+    t.equal(made, CALLS, `leaky made ${CALLS} calls over 8 threads (${rate}/s)`);
+    const chain = ['rate_3', 'rate_2', 'rate_1', 'rate_thread', 'start_thread'];
+    const found = count(r.last, (s) => hasChain(s, chain));
+    const shownLost = count(r.last, (s) => /^\[stack lost/.test(s.reason ?? ''));
+    const unknown = count(r.last, (s) => /^\[stack unknown/.test(s.reason ?? ''));
+    const accounted = found + shownLost + untracked(r.last);
+    t.equal(unknown, 0, 'no allocation without its record');
+    t.ok(shownLost <= r.last.lost, `${shownLost} allocations under a lost stack <= ${r.last.lost} lost records`);
+    t.ok(accounted >= leaked && accounted <= leaked + 50,
+      `every leaked block accounted for once: ${found} under rate_3 <- ... <- rate_thread <- start_thread + ${shownLost} lost + ${untracked(r.last)} untracked = ${accounted}, leaked ${leaked} (+ leaky's own <= 50)`);
+    t.ok(r.last.stacks.filter((s) => hasChain(s, chain)).every((s) => s.complete === true && names(s).includes('clone3')),
+      'their stacks are complete (down to clone3)');
+    t.comment(`threads: ${JSON.stringify({ made, leaked, rate, found, lost: r.last.lost, untracked: r.last.untracked })}`);
+  });
+
+  t.test('a command that forks: the command and its children are traced (-c follows the tree)', { timeout: 120_000 }, async (t) => {
+    const PARENT = 100;
+    const CHILDREN = 4; // each leaks 50 blocks of 2222 bytes, then stays 1 s and exits
+    const r = await trace(`${join(fx, 'leaky_fork')} --delay 0.5 ${PARENT} ${CHILDREN}`);
+    t.equal(r.code, 0, 'memleak exits 0');
+    t.match(r.stderr, /leaky_fork: parent leaked 100, 4 children leaked 50 each/, 'leaky_fork ran');
+    if (!r.last) return t.fail('no report');
+    const parent = r.last.stacks.filter((s) => hasChain(s, ['fk_parent_2', 'fk_parent_1', 'main']));
+    t.equal(count(r.last, (s) => parent.includes(s)), PARENT, `the parent's ${PARENT} blocks`);
+    t.ok(parent.every((s) => s.complete === true && s.bytes === s.allocations * 1111), 'complete stacks, 1111 bytes each');
+    const ppid = parent[0]?.pid;
+    const kids = r.last.stacks.filter((s) => s.pid !== undefined && s.pid !== ppid);
+    t.equal(count(r.last, (s) => kids.includes(s)), CHILDREN * 50, `the children's ${CHILDREN * 50} blocks, under their own pids`);
+    t.equal(new Set(kids.map((s) => s.pid)).size, CHILDREN, `${CHILDREN} child pids`);
+    // a child that exited before its records were unwound cannot be read any more: then its stack
+    // says so (NO_PROCESS) instead of showing frames
+    t.ok(kids.every((s) => s.bytes === s.allocations * 2222 &&
+      ((s.complete === true && hasChain(s, ['fk_child_2', 'fk_child_1', 'main'])) || s.stop === 'NO_PROCESS')),
+    `each child's stack is fk_child_2 <- fk_child_1 <- main, or stopped at its exit (${kids.map((s) => s.stop).join(', ')})`);
+  });
+
+  t.test('dlopen / dlclose of our library while traced', { timeout: 120_000 }, async (t) => {
+    const lib = join(fx, 'libleakplug.so');
+    const ROUNDS = 3;
+    const r = await trace(`${join(fx, 'leaky_dlopen')} --delay 0.5 --hold 1 ${lib} ${ROUNDS}`);
+    t.equal(r.code, 0, 'memleak exits 0');
+    t.match(r.stderr, /leaky_dlopen: 3 rounds of 10 blocks/, 'leaky_dlopen ran');
+    if (!r.last) return t.fail('no report');
+    const chain = ['plug_3', 'plug_2', 'plug_1', 'plug_leak', 'dl_round', 'main'];
+    const plug = r.last.stacks.filter((s) => hasChain(s, chain));
+    t.equal(count(r.last, (s) => plug.includes(s)), 10 * ROUNDS, `${10 * ROUNDS} blocks under plug_3 <- plug_2 <- plug_1 <- plug_leak <- dl_round <- main`);
+    t.ok(plug.length > 0 && plug.every((s) => s.complete === true), 'their stacks are complete');
+    t.ok(plug.every((s) => s.frames.slice(0, 4).every((f) => f.module === lib)), `the library's frames name ${lib}`);
+    t.ok(plug.every((s) => s.bytes === s.allocations * 3333), '3333 bytes each');
+  });
+}
