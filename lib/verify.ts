@@ -23,8 +23,8 @@
 //   gdb-short   every frame gdb gave is dwunw's, but gdb's own walk ended with an error (its
 //               prologue analysis gives up, "frame did not save the PC") where dwunw went on:
 //               listed with gdb's reason, not a failure, and only the frames gdb has are checked
-//               (a last gdb frame that repeats the pc before it is gdb's fallback to a stale ra
-//               register, mid-epilogue, and is not one of them);
+//               (a last gdb frame in the function of the frame before it is gdb's fallback to a
+//               stale ra register, after the frame's own last call, and is not one of them);
 //   mismatch    anything else: a failure (exit status 1).
 // pointer authentication: qemu 7.2's gdbstub does not describe the PAC key masks, so gdb cannot
 // strip signed return addresses; the -mbranch-protection fixtures are therefore run twice, under
@@ -293,6 +293,15 @@ function sessionsFor(setup: ArchSetup, elf: ElfFile): Session[] {
     { name: 'async_leaf', module_addr: at('zoo_async_leaf') },
     // 24 recursive frames
     { name: 'recurse_leaf', module_addr: at('zoo_leaf'), after: 'async_leaf' },
+    // glibc's allocator entered from glibc (mipsel: none of them has CFI)
+    { name: 'strdup_entry', spec: '*strdup', after: 'recurse_leaf' },
+    { name: 'malloc_from_strdup', spec: '*malloc', after: 'strdup_entry' },
+    // (getline is an inline wrapper of __getdelim in <stdio.h> at -O2)
+    { name: 'getdelim_entry', spec: '*__getdelim', after: 'malloc_from_strdup' },
+    { name: 'malloc_from_getline', spec: '*malloc', after: 'getdelim_entry' },
+    // a leaf under a frame > 64 KiB (mips: lui/ori), and under an alloca
+    { name: 'big_leaf', module_addr: at('zoo_leaf'), after: 'malloc_from_getline' },
+    { name: 'alloca_leaf', module_addr: at('zoo_leaf'), after: 'big_leaf' },
   ];
   if (elf.type === 3) run.push(...stubBreakpoints(setup.arch, elf));
   const steps = { max: 300 };
@@ -303,6 +312,10 @@ function sessionsFor(setup: ArchSetup, elf: ElfFile): Session[] {
     { name: 'steps_rt_handler', module_addr: at('zoo_rt_handler'), steps },
     { name: 'steps_raise_mid', module_addr: at('zoo_raise_mid'), steps, after: 'steps_rt_handler' },
     { name: 'steps_recurse', module_addr: at('zoo_recurse'), steps },
+    // every instruction of glibc's malloc (over its calls), of a frame > 64 KiB and of an alloca
+    { name: 'steps_malloc', spec: '*malloc', after: 'steps_recurse', steps: { max: 80 } },
+    { name: 'steps_big', module_addr: at('zoo_big'), steps },
+    { name: 'steps_alloca', module_addr: at('zoo_alloca'), steps },
   ];
   return [
     { name: 'run', args: ['run', '{maps}'], breakpoints: run },
@@ -425,8 +438,13 @@ function actualOf(f: Frame): ActualFrame {
   };
 }
 
-/** gdb's last frame has the pc of the one before: its fallback to a stale ra (it found no save). */
-const repeatsLast = (e: OracleFrame[]): boolean => e.length >= 2 && norm(e[e.length - 1]!.pc) === norm(e[e.length - 2]!.pc);
+/** gdb's last frame is in the function of the one before: its fallback to a stale ra register
+ * (the return address of the frame's own last call), where it found no save. */
+const repeatsLast = (e: OracleFrame[]): boolean => {
+  const a = e[e.length - 1];
+  const b = e[e.length - 2];
+  return !!a && !!b && (norm(a.pc) === norm(b.pc) || (a.name !== null && a.name === b.name));
+};
 
 /** One stack against gdb's (see the file's head for the outcomes). */
 export function compareStack(

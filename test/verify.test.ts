@@ -46,8 +46,12 @@ const variants: Record<string, string[]> = {
 const runStops = [
   'leaf_entry', 'qsort_cmp_after_call', 'bsearch_entry', 'raise_entry', 'bsearch_cmp_entry', 'handler_entry',
   'handler_leaf', 'sigtramp', 'rt_handler_entry', 'rt_handler_leaf', 'rt_sigtramp', 'async_leaf', 'recurse_leaf',
+  'strdup_entry', 'malloc_from_strdup', 'getdelim_entry', 'malloc_from_getline', 'big_leaf', 'alloca_leaf',
 ];
-const stepStops = ['steps_qsort_cmp', 'steps_bsearch', 'steps_handler', 'steps_rt_handler', 'steps_raise_mid', 'steps_recurse'];
+const stepStops = [
+  'steps_qsort_cmp', 'steps_bsearch', 'steps_handler', 'steps_rt_handler', 'steps_raise_mid', 'steps_recurse',
+  'steps_malloc', 'steps_big', 'steps_alloca',
+];
 const stubStops: Record<string, string[]> = { x86_64: ['plt_entry'], arm64: ['plt_entry', 'plt_lazy_entry', 'plt0_after_stp'], mips32: ['stub_entry', 'stub_t7'] };
 /** Names gdb must show in a stop's stack (the chain the fixture builds). */
 const chains: Record<string, RegExp> = {
@@ -57,6 +61,10 @@ const chains: Record<string, RegExp> = {
   sigtramp: /^<sigtramp> .*(raise|gsignal).* zoo_signal zoo_run main/,
   async_leaf: /zoo_async_leaf zoo_async_handler <sigtramp> zoo_spin_at_entry zoo_async zoo_run main/,
   recurse_leaf: /zoo_leaf( zoo_recurse){25} zoo_run main/,
+  malloc_from_strdup: /malloc .*strdup zoo_strdup zoo_run main/,
+  malloc_from_getline: /malloc .*getdelim zoo_getline zoo_run main/,
+  big_leaf: /^zoo_leaf zoo_big zoo_run main/,
+  alloca_leaf: /^zoo_leaf zoo_alloca zoo_run main/,
   segv: /^zoo_segv zoo_segv_mid zoo_run main/,
   abort: /abort zoo_abort_mid zoo_run main/,
   core_segv: /^zoo_segv zoo_segv_mid zoo_run main/,
