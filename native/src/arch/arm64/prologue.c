@@ -100,7 +100,7 @@ static void decode(uint32_t i, struct insn *d)
 		d->rm = (i >> 16) & 31;
 		d->val = (i & (1u << 30)) ? -1 : 1;
 		if (((i >> 10) & 7) != 0 || ((i >> 13) & 7) != 3)
-			d->k = K_WRITES_SP; /* shifted or narrower extension: not a frame adjustment we know */
+			d->k = RD(i) == 31 ? K_WRITES_SP : K_OTHER; /* a narrower extension: not a frame adjustment */
 	} else if ((i & 0x3a000000u) == 0x28000000u && (i >> 30) == 2 && !(i & (1u << 26))) {
 		/* ldp/stp of x registers; idx 1 post, 2 offset, 3 pre (0: no-allocate pair) */
 		int64_t imm7 = (int64_t)((i >> 15) & 0x7f);
