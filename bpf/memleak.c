@@ -1433,7 +1433,7 @@ static void static_target_check(const char *obj)
 	struct stat sh, self, exe;
 	char fn[64], path[4096];
 
-	if (done || !env.command || child_pid <= 0 || strchr(env.obj, '/'))
+	if (done || !env.command || cmd.pid <= 0 || strchr(env.obj, '/'))
 		return;
 	snprintf(fn, sizeof(fn), "/proc/%d/exe", target_pid);
 	if (stat(fn, &exe) || stat("/proc/self/exe", &self))
