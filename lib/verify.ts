@@ -165,6 +165,8 @@ export interface StopResult {
   /** stop: its one stack; steps: the first step and every step that is not a match. */
   stacks: StackResult[];
   steps: number;
+  /** dwunw frames found by the prologue analyser (code without CFI), over all its stacks. */
+  prologueFrames: number;
 }
 
 export interface FixtureResult {
@@ -187,7 +189,7 @@ export interface VerifyReport {
   arches: VerifyArch[];
   fixtures: FixtureResult[];
   errors: string[];
-  totals: Record<StackStatus, number> & { stops: number; fixtures: number; errors: number };
+  totals: Record<StackStatus, number> & { stops: number; fixtures: number; errors: number; prologueFrames: number };
   ms: number;
 }
 
@@ -439,6 +441,8 @@ class Unwinder {
 
 // ---- comparison ------------------------------------------------------------------------------
 
+const prologueCount = (frames: Frame[]): number => frames.filter((f) => f.how === N.DWUNW_HOW_PROLOGUE).length;
+
 function actualOf(f: Frame): ActualFrame {
   return {
     pc: hex(f.pc),
@@ -633,7 +637,7 @@ function compareSession(
       continue;
     }
     const steps = Boolean(bp?.steps);
-    const stop: StopResult = { session, name: x.name, kind: steps ? 'steps' : 'stop', counts: zero(), stacks: [], steps: 0 };
+    const stop: StopResult = { session, name: x.name, kind: steps ? 'steps' : 'stop', counts: zero(), stacks: [], steps: 0, prologueFrames: 0 };
     const tids = Object.keys(frames.threads).sort((a, b) => Number(a) - Number(b));
     for (const tid of tids) {
       const t = dw.threads.get(Number(tid));
@@ -644,16 +648,18 @@ function compareSession(
       const res = compareStack(u, t.frames, t.stop, frames.threads[tid]!, frames.errors[tid] ?? null, steps ? stop.steps + 1 : null);
       stop.steps++;
       stop.counts[res.status]++;
+      stop.prologueFrames += prologueCount(t.frames);
       if (!steps || stop.stacks.length === 0 || res.status !== 'match') stop.stacks.push(res);
     }
     out.push(stop);
     if (core && x.name === core.stop) {
-      const st: StopResult = { session, name: `core_${x.name}`, kind: 'stop', counts: zero(), stacks: [], steps: 1 };
+      const st: StopResult = { session, name: `core_${x.name}`, kind: 'stop', counts: zero(), stacks: [], steps: 1, prologueFrames: 0 };
       try {
         const c = u.unwindCore(core.file, readFileSync(core.maps, 'utf8'));
         const [tid] = Object.keys(frames.threads);
         const res = compareStack(u, c.frames, c.stop, frames.threads[tid!] ?? [], frames.errors[tid!] ?? null, null);
         st.counts[res.status]++;
+        st.prologueFrames += prologueCount(c.frames);
         st.stacks.push(res);
         out.push(st);
       } catch (e) {
@@ -717,7 +723,7 @@ export async function verify(o: VerifyOptions): Promise<VerifyReport> {
     arches: o.arches,
     fixtures: [],
     errors: [],
-    totals: { ...zero(), stops: 0, fixtures: 0, errors: 0 },
+    totals: { ...zero(), stops: 0, fixtures: 0, errors: 0, prologueFrames: 0 },
     ms: 0,
   };
   const work = o.keep ?? mkdtempSync(join(tmpdir(), 'dwunw-verify-'));
@@ -862,6 +868,7 @@ export async function verify(o: VerifyOptions): Promise<VerifyReport> {
     for (const s of fx.stops) for (const k of Object.keys(fx.counts) as StackStatus[]) fx.counts[k] += s.counts[k];
     for (const k of Object.keys(fx.counts) as StackStatus[]) report.totals[k] += fx.counts[k];
     report.totals.stops += fx.stops.length;
+    for (const st of fx.stops) report.totals.prologueFrames += st.prologueFrames;
     report.totals.errors += fx.errors.length;
   }
   report.totals.fixtures = report.fixtures.length;
@@ -946,14 +953,15 @@ export function reportText(r: VerifyReport): string {
     for (const n of fx.notes) out.push(`note: ${n}`);
     for (const e of fx.errors) out.push(`ERROR: ${e}`);
     const stacks = fx.counts.match + fx.counts['cfi-absent'] + fx.counts['gdb-short'] + fx.counts.mismatch;
-    out.push(`summary ${fx.arch} ${fx.variant}: ${fx.stops.length} stops, ${stacks} stacks: ${countText(fx.counts)}; ${fx.errors.length} error(s); ${(fx.ms / 1000).toFixed(1)} s of gdb sessions`);
+    const pro = fx.stops.reduce((a, st) => a + st.prologueFrames, 0);
+    out.push(`summary ${fx.arch} ${fx.variant}: ${fx.stops.length} stops, ${stacks} stacks: ${countText(fx.counts)}; ${pro} frames by prologue analysis; ${fx.errors.length} error(s); ${(fx.ms / 1000).toFixed(1)} s of gdb sessions`);
     out.push('');
   }
   for (const e of r.errors) out.push(`ERROR: ${e}`);
   const t = r.totals;
   const stacks = t.match + t['cfi-absent'] + t['gdb-short'] + t.mismatch;
   out.push(
-    `total: ${t.fixtures} fixtures (${r.arches.join(', ')}), ${t.stops} stops, ${stacks} stacks: ${countText(t)}; ${t.errors} error(s); ${(r.ms / 1000).toFixed(1)} s: ${r.ok ? 'PASS' : 'FAIL'}`,
+    `total: ${t.fixtures} fixtures (${r.arches.join(', ')}), ${t.stops} stops, ${stacks} stacks: ${countText(t)}; ${t.prologueFrames} frames by prologue analysis; ${t.errors} error(s); ${(r.ms / 1000).toFixed(1)} s: ${r.ok ? 'PASS' : 'FAIL'}`,
   );
   return out.join('\n') + '\n';
 }

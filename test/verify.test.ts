@@ -82,10 +82,11 @@ t.test('dwunw verify --arch all', async (t) => {
     t.fail(`no JSON report: exit ${r.code}: ${r.stderr.slice(-2000)}${r.stdout.slice(0, 500)}`);
     return;
   }
-  t.comment(`verify: ${report.totals.fixtures} fixtures, ${report.totals.stops} stops, ${report.totals.match} match, ${report.totals['cfi-absent']} cfi-absent, ${report.totals['gdb-short']} gdb-short, ${report.totals.mismatch} mismatch, ${(r.ms / 1000).toFixed(1)} s`);
+  t.comment(`verify: ${report.totals.fixtures} fixtures, ${report.totals.stops} stops, ${report.totals.match} match, ${report.totals['cfi-absent']} cfi-absent, ${report.totals['gdb-short']} gdb-short, ${report.totals.mismatch} mismatch, ${report.totals.prologueFrames} frames by prologue analysis, ${(r.ms / 1000).toFixed(1)} s`);
   t.same(report.errors, [], 'no error outside the fixtures');
   for (const fx of report.fixtures) t.same(fx.errors, [], `${fx.arch} ${fx.variant}: no session error`);
   t.equal(report.totals.mismatch, 0, 'no mismatching stack');
+  t.ok(report.totals.prologueFrames > 0, `frames by prologue analysis counted (${report.totals.prologueFrames})`);
   t.ok(report.ok, 'report ok');
   t.equal(r.code, 0, 'exit status 0');
   t.ok(r.ms < 180_000, `under 3 minutes (${(r.ms / 1000).toFixed(1)} s)`);
