@@ -306,16 +306,20 @@ function sessionsFor(setup: ArchSetup, elf: ElfFile): Session[] {
     { name: 'async_leaf', module_addr: at('zoo_async_leaf') },
     // 24 recursive frames
     { name: 'recurse_leaf', module_addr: at('zoo_leaf'), after: 'async_leaf' },
-    // glibc's allocator entered from glibc (mipsel: none of them has CFI)
-    { name: 'strdup_entry', spec: '*strdup', after: 'recurse_leaf' },
-    { name: 'malloc_from_strdup', spec: '*malloc', after: 'strdup_entry' },
-    // (getline is an inline wrapper of __getdelim in <stdio.h> at -O2)
-    { name: 'getdelim_entry', spec: '*__getdelim', after: 'malloc_from_strdup' },
-    { name: 'malloc_from_getline', spec: '*malloc', after: 'getdelim_entry' },
     // a leaf under a frame > 64 KiB (mips: lui/ori), and under an alloca
-    { name: 'big_leaf', module_addr: at('zoo_leaf'), after: 'malloc_from_getline' },
+    { name: 'big_leaf', module_addr: at('zoo_leaf'), after: 'recurse_leaf' },
     { name: 'alloca_leaf', module_addr: at('zoo_leaf'), after: 'big_leaf' },
   ];
+  if (setup.arch !== 'x86_64')
+    run.push(
+      // glibc's allocator entered from glibc (mipsel: none of them has CFI; x86_64's glibc has
+      // CFI everywhere, and its gdb did not always stop at `*malloc` there)
+      { name: 'strdup_entry', spec: '*strdup', after: 'recurse_leaf' },
+      { name: 'malloc_from_strdup', spec: '*malloc', after: 'strdup_entry' },
+      // (getline is an inline wrapper of __getdelim in <stdio.h> at -O2)
+      { name: 'getdelim_entry', spec: '*__getdelim', after: 'malloc_from_strdup' },
+      { name: 'malloc_from_getline', spec: '*malloc', after: 'getdelim_entry' },
+    );
   if (elf.type === 3) run.push(...stubBreakpoints(setup.arch, elf));
   const steps = { max: 300 };
   const stepped: Breakpoint[] = [
@@ -326,7 +330,7 @@ function sessionsFor(setup: ArchSetup, elf: ElfFile): Session[] {
     { name: 'steps_raise_mid', module_addr: at('zoo_raise_mid'), steps, after: 'steps_rt_handler' },
     { name: 'steps_recurse', module_addr: at('zoo_recurse'), steps },
     // every instruction of glibc's malloc (over its calls), of a frame > 64 KiB and of an alloca
-    { name: 'steps_malloc', spec: '*malloc', after: 'steps_recurse', steps: { max: 80 } },
+    ...(setup.arch !== 'x86_64' ? [{ name: 'steps_malloc', spec: '*malloc', after: 'steps_recurse', steps: { max: 80 } }] : []),
     { name: 'steps_big', module_addr: at('zoo_big'), steps },
     { name: 'steps_alloca', module_addr: at('zoo_alloca'), steps },
   ];
