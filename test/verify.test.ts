@@ -91,9 +91,7 @@ t.test('dwunw verify --arch all', async (t) => {
   t.ok(report.totals.prologueFrames > 0, `frames by prologue analysis counted (${report.totals.prologueFrames})`);
   t.ok(report.ok, 'report ok');
   t.equal(r.code, 0, 'exit status 0');
-  // a hang guard, not a speed assertion (the time is shown above; under a load of 20-40 on 2 cores
-  // this run took 83-190 s)
-  t.ok(r.ms < 480_000, `finished within the 8-minute hang guard (${(r.ms / 1000).toFixed(1)} s)`);
+  // Its time is reported above, not asserted: it depends on the machine and on what runs beside it.
 
   for (const [arch, vs] of Object.entries(variants)) {
     for (const v of vs) {
