@@ -37,6 +37,9 @@ export interface SessionSpec {
   cpu: string | null;
   /** The guest's root (/usr/aarch64-linux-gnu) for qemu -L and gdb's sysroot. */
   sysroot: string | null;
+  /** At most this many gdb frames per stop (a run whose gdb frames are not the oracle: gdb may
+   * loop on code without CFI), or undefined: the script's own limit. */
+  maxFrames?: number;
   /** gdb binary: gdb natively, gdb-multiarch for qemu guests. */
   gdb: string;
   /** test/oracle/gdb_snapshot.py */
@@ -131,6 +134,7 @@ export async function runSession(s: SessionSpec): Promise<SessionRun> {
   const args = s.args.map((a) => (a === '{maps}' ? maps : a));
   const config = join(s.out, 'config.json');
   const cfg: Record<string, unknown> = { program: s.program, args, out: s.out, breakpoints: s.breakpoints };
+  if (s.maxFrames) cfg.max_frames = s.maxFrames;
   let qemu: ReturnType<typeof start> | null = null;
   if (s.qemu) {
     const port = await freePort();

@@ -23,8 +23,8 @@
 //   gdb-short   every frame gdb gave is dwunw's, but gdb's own walk ended with an error (its
 //               prologue analysis gives up, "frame did not save the PC") where dwunw went on:
 //               listed with gdb's reason, not a failure, and only the frames gdb has are checked
-//               (a last gdb frame that repeats the pc before it is gdb's fallback to a stale ra
-//               register, mid-epilogue, and is not one of them);
+//               (a last gdb frame in the function of the frame before it is gdb's fallback to a
+//               stale ra register, after the frame's own last call, and is not one of them);
 //   mismatch    anything else: a failure (exit status 1).
 // pointer authentication: qemu 7.2's gdbstub does not describe the PAC key masks, so gdb cannot
 // strip signed return addresses; the -mbranch-protection fixtures are therefore run twice, under
@@ -60,6 +60,9 @@ interface ArchSetup {
   cpu: (variant: string) => string | null;
   /** CPU of the oracle's twin run (pointer authentication), or null: the same run. */
   oracleCpu: (variant: string) => string | null;
+  /** The variant whose gdb run is the oracle (the same .text at the same address, built with
+   * CFI: gdb's own prologue analysis fails on the code without), or null: the variant itself. */
+  oracleVariant: (variant: string) => string | null;
 }
 
 const SETUPS: Record<VerifyArch, ArchSetup> = {
@@ -74,11 +77,12 @@ const SETUPS: Record<VerifyArch, ArchSetup> = {
     raExpr: '*(void **)$sp',
     cpu: () => null,
     oracleCpu: () => null,
+    oracleVariant: () => null,
   },
   arm64: {
     arch: 'arm64',
     dir: 'arm64',
-    variants: ['pie', 'pie-g', 'pie-pac', 'static', 'static-g', 'static-pac'],
+    variants: ['pie', 'pie-g', 'pie-pac', 'pie-nocfi', 'static', 'static-g', 'static-pac', 'static-nocfi'],
     qemu: 'qemu-aarch64',
     sysroot: '/usr/aarch64-linux-gnu',
     gdb: 'gdb-multiarch',
@@ -88,6 +92,8 @@ const SETUPS: Record<VerifyArch, ArchSetup> = {
     // whose registers gdb 13 cannot take over the stub) for real pointer authentication.
     cpu: (v) => (v.endsWith('-pac') ? 'max,sve=off' : 'cortex-a57'),
     oracleCpu: (v) => (v.endsWith('-pac') ? 'cortex-a57' : null),
+    // gdb 13 loops on the code without CFI (the same frame 4096 times): its twin with CFI
+    oracleVariant: (v) => (v.endsWith('-nocfi') ? v.slice(0, -'-nocfi'.length) : null),
   },
   mips32: {
     arch: 'mips32',
@@ -100,6 +106,9 @@ const SETUPS: Record<VerifyArch, ArchSetup> = {
     raExpr: '$ra',
     cpu: () => null,
     oracleCpu: () => null,
+    // (no twin: -fasynchronous-unwind-tables and -g change mipsel GCC's code; the fixtures without
+    // CFI are checked against gdb's own frames as far as they go, "gdb-short")
+    oracleVariant: () => null,
   },
 };
 
@@ -156,6 +165,8 @@ export interface StopResult {
   /** stop: its one stack; steps: the first step and every step that is not a match. */
   stacks: StackResult[];
   steps: number;
+  /** dwunw frames found by the prologue analyser (code without CFI), over all its stacks. */
+  prologueFrames: number;
 }
 
 export interface FixtureResult {
@@ -164,6 +175,8 @@ export interface FixtureResult {
   file: string;
   cpu: string | null;
   oracleCpu: string | null;
+  /** The program whose gdb frames are the oracle, when not `file`. */
+  oracleFile: string | null;
   stops: StopResult[];
   errors: string[];
   notes: string[];
@@ -176,7 +189,7 @@ export interface VerifyReport {
   arches: VerifyArch[];
   fixtures: FixtureResult[];
   errors: string[];
-  totals: Record<StackStatus, number> & { stops: number; fixtures: number; errors: number };
+  totals: Record<StackStatus, number> & { stops: number; fixtures: number; errors: number; prologueFrames: number };
   ms: number;
 }
 
@@ -293,7 +306,20 @@ function sessionsFor(setup: ArchSetup, elf: ElfFile): Session[] {
     { name: 'async_leaf', module_addr: at('zoo_async_leaf') },
     // 24 recursive frames
     { name: 'recurse_leaf', module_addr: at('zoo_leaf'), after: 'async_leaf' },
+    // a leaf under a frame > 64 KiB (mips: lui/ori), and under an alloca
+    { name: 'big_leaf', module_addr: at('zoo_leaf'), after: 'recurse_leaf' },
+    { name: 'alloca_leaf', module_addr: at('zoo_leaf'), after: 'big_leaf' },
   ];
+  if (setup.arch !== 'x86_64')
+    run.push(
+      // glibc's allocator entered from glibc (mipsel: none of them has CFI; x86_64's glibc has
+      // CFI everywhere, and its gdb did not always stop at `*malloc` there)
+      { name: 'strdup_entry', spec: '*strdup', after: 'recurse_leaf' },
+      { name: 'malloc_from_strdup', spec: '*malloc', after: 'strdup_entry' },
+      // (getline is an inline wrapper of __getdelim in <stdio.h> at -O2)
+      { name: 'getdelim_entry', spec: '*__getdelim', after: 'malloc_from_strdup' },
+      { name: 'malloc_from_getline', spec: '*malloc', after: 'getdelim_entry' },
+    );
   if (elf.type === 3) run.push(...stubBreakpoints(setup.arch, elf));
   const steps = { max: 300 };
   const stepped: Breakpoint[] = [
@@ -303,6 +329,10 @@ function sessionsFor(setup: ArchSetup, elf: ElfFile): Session[] {
     { name: 'steps_rt_handler', module_addr: at('zoo_rt_handler'), steps },
     { name: 'steps_raise_mid', module_addr: at('zoo_raise_mid'), steps, after: 'steps_rt_handler' },
     { name: 'steps_recurse', module_addr: at('zoo_recurse'), steps },
+    // every instruction of glibc's malloc (over its calls), of a frame > 64 KiB and of an alloca
+    ...(setup.arch !== 'x86_64' ? [{ name: 'steps_malloc', spec: '*malloc', after: 'steps_recurse', steps: { max: 80 } }] : []),
+    { name: 'steps_big', module_addr: at('zoo_big'), steps },
+    { name: 'steps_alloca', module_addr: at('zoo_alloca'), steps },
   ];
   return [
     { name: 'run', args: ['run', '{maps}'], breakpoints: run },
@@ -415,6 +445,8 @@ class Unwinder {
 
 // ---- comparison ------------------------------------------------------------------------------
 
+const prologueCount = (frames: Frame[]): number => frames.filter((f) => f.how === N.DWUNW_HOW_PROLOGUE).length;
+
 function actualOf(f: Frame): ActualFrame {
   return {
     pc: hex(f.pc),
@@ -425,8 +457,13 @@ function actualOf(f: Frame): ActualFrame {
   };
 }
 
-/** gdb's last frame has the pc of the one before: its fallback to a stale ra (it found no save). */
-const repeatsLast = (e: OracleFrame[]): boolean => e.length >= 2 && norm(e[e.length - 1]!.pc) === norm(e[e.length - 2]!.pc);
+/** gdb's last frame is in the function of the one before: its fallback to a stale ra register
+ * (the return address of the frame's own last call), where it found no save. */
+const repeatsLast = (e: OracleFrame[]): boolean => {
+  const a = e[e.length - 1];
+  const b = e[e.length - 2];
+  return !!a && !!b && (norm(a.pc) === norm(b.pc) || (a.name !== null && a.name === b.name));
+};
 
 /** One stack against gdb's (see the file's head for the outcomes). */
 export function compareStack(
@@ -559,7 +596,7 @@ function compareSession(
       sk.forEach((k, i) => {
         const a = signed.threads[k] ?? [];
         const b = ok[i] !== undefined ? (frames.threads[ok[i]!] ?? []) : [];
-        if (a[0]?.pc !== b[0]?.pc) errors.push(`${session}: ${x.name}: step ${i + 1} stopped at ${a[0]?.pc} under PAC, ${b[0]?.pc} in the oracle run`);
+        if (a[0]?.pc !== b[0]?.pc) errors.push(`${session}: ${x.name}: step ${i + 1} stopped at ${a[0]?.pc}, ${b[0]?.pc} in the oracle run`);
         for (let j = 0; j < a.length && j < b.length; j++) {
           total++;
           if ((BigInt(a[j]!.pc) & PAC_MASK) === BigInt(b[j]!.pc)) agree++;
@@ -567,7 +604,7 @@ function compareSession(
         }
       });
       if (x.name === r.index.snapshots[0]?.name)
-        notes.push(`${session}: PAC run's gdb frames, signature bits cleared, agree with the oracle run's for ${agree}/${total} frames (up to where gdb failed on a signed address)`);
+        notes.push(`${session}: the run's own gdb frames (signature bits cleared) agree with the oracle run's for ${agree}/${total} frames (up to where gdb failed: on a signed address, or in code without CFI)`);
       // re-key the oracle's threads by the snapshot's tids (steps are numbered alike)
       const re: GdbFramesFile = { threads: {}, errors: {} };
       sk.forEach((k, i) => {
@@ -604,7 +641,7 @@ function compareSession(
       continue;
     }
     const steps = Boolean(bp?.steps);
-    const stop: StopResult = { session, name: x.name, kind: steps ? 'steps' : 'stop', counts: zero(), stacks: [], steps: 0 };
+    const stop: StopResult = { session, name: x.name, kind: steps ? 'steps' : 'stop', counts: zero(), stacks: [], steps: 0, prologueFrames: 0 };
     const tids = Object.keys(frames.threads).sort((a, b) => Number(a) - Number(b));
     for (const tid of tids) {
       const t = dw.threads.get(Number(tid));
@@ -615,16 +652,18 @@ function compareSession(
       const res = compareStack(u, t.frames, t.stop, frames.threads[tid]!, frames.errors[tid] ?? null, steps ? stop.steps + 1 : null);
       stop.steps++;
       stop.counts[res.status]++;
+      stop.prologueFrames += prologueCount(t.frames);
       if (!steps || stop.stacks.length === 0 || res.status !== 'match') stop.stacks.push(res);
     }
     out.push(stop);
     if (core && x.name === core.stop) {
-      const st: StopResult = { session, name: `core_${x.name}`, kind: 'stop', counts: zero(), stacks: [], steps: 1 };
+      const st: StopResult = { session, name: `core_${x.name}`, kind: 'stop', counts: zero(), stacks: [], steps: 1, prologueFrames: 0 };
       try {
         const c = u.unwindCore(core.file, readFileSync(core.maps, 'utf8'));
         const [tid] = Object.keys(frames.threads);
         const res = compareStack(u, c.frames, c.stop, frames.threads[tid!] ?? [], frames.errors[tid!] ?? null, null);
         st.counts[res.status]++;
+        st.prologueFrames += prologueCount(c.frames);
         st.stacks.push(res);
         out.push(st);
       } catch (e) {
@@ -664,6 +703,16 @@ async function runCore(
   return { stop, file: join(dir, file), maps };
 }
 
+/** null when two programs have the same .text bytes at the same address (one oracle for both). */
+function sameText(a: ElfFile, b: ElfFile): string | null {
+  const sa = a.section('.text');
+  const sb = b.section('.text');
+  if (!sa || !sb) return 'no .text';
+  if (sa.addr !== sb.addr) return `.text at ${hex(sa.addr)} vs ${hex(sb.addr)}`;
+  if (!a.bytes(sa).equals(b.bytes(sb))) return '.text differs';
+  return null;
+}
+
 async function which(cmd: string): Promise<boolean> {
   const r = await runCommand('sh', ['-c', `command -v ${cmd}`], 10_000);
   return r.code === 0;
@@ -678,7 +727,7 @@ export async function verify(o: VerifyOptions): Promise<VerifyReport> {
     arches: o.arches,
     fixtures: [],
     errors: [],
-    totals: { ...zero(), stops: 0, fixtures: 0, errors: 0 },
+    totals: { ...zero(), stops: 0, fixtures: 0, errors: 0, prologueFrames: 0 },
     ms: 0,
   };
   const work = o.keep ?? mkdtempSync(join(tmpdir(), 'dwunw-verify-'));
@@ -729,6 +778,7 @@ export async function verify(o: VerifyOptions): Promise<VerifyReport> {
           file,
           cpu: s.cpu(variant),
           oracleCpu: s.oracleCpu(variant),
+          oracleFile: null,
           stops: [],
           errors: [],
           notes: [],
@@ -738,7 +788,19 @@ export async function verify(o: VerifyOptions): Promise<VerifyReport> {
         report.fixtures.push(fx);
         let sessions: Session[];
         try {
-          sessions = sessionsFor(s, new ElfFile(file));
+          const elf = new ElfFile(file);
+          sessions = sessionsFor(s, elf);
+          const ov = s.oracleVariant(variant);
+          if (ov) {
+            const twin = join(o.root, 'fixtures', s.dir, 'build', `verify_zoo-${ov}`);
+            const why = sameText(elf, new ElfFile(twin));
+            if (why) throw new Error(`the oracle's twin ${twin}: ${why}`);
+            fx.oracleFile = twin;
+            // gdb's nexti steps over calls by its own unwinding, which loops in this program:
+            // no stepped session (the twin's stops are at the same pcs only for breakpoints)
+            sessions = sessions.filter((x) => x.name !== 'steps');
+            fx.notes.push('steps: not run (gdb cannot step over calls in code it cannot unwind); the stops of the other sessions are compared with the twin run with CFI');
+          }
         } catch (e) {
           fx.errors.push((e as Error).message);
           continue;
@@ -760,8 +822,11 @@ export async function verify(o: VerifyOptions): Promise<VerifyReport> {
             fx,
             session,
             run: async () => {
-              const main = await runSession(spec(fx.cpu, ''));
-              const oracle = fx.oracleCpu ? await runSession(spec(fx.oracleCpu, '-oracle')) : null;
+              const main = await runSession({ ...spec(fx.cpu, ''), maxFrames: fx.oracleFile ? 1 : undefined });
+              const oracle =
+                fx.oracleCpu || fx.oracleFile
+                  ? await runSession({ ...spec(fx.oracleCpu ?? fx.cpu, '-oracle'), program: fx.oracleFile ?? file })
+                  : null;
               const core =
                 session.core && s.qemu
                   ? await runCore(s.qemu, fx.cpu, s.sysroot, file, session.args, join(work, s.arch, variant, `${session.name}-core`), session.core)
@@ -807,6 +872,7 @@ export async function verify(o: VerifyOptions): Promise<VerifyReport> {
     for (const s of fx.stops) for (const k of Object.keys(fx.counts) as StackStatus[]) fx.counts[k] += s.counts[k];
     for (const k of Object.keys(fx.counts) as StackStatus[]) report.totals[k] += fx.counts[k];
     report.totals.stops += fx.stops.length;
+    for (const st of fx.stops) report.totals.prologueFrames += st.prologueFrames;
     report.totals.errors += fx.errors.length;
   }
   report.totals.fixtures = report.fixtures.length;
@@ -869,7 +935,9 @@ const countText = (c: Record<StackStatus, number>): string => `${c.match} match,
 export function reportText(r: VerifyReport): string {
   const out: string[] = [];
   for (const fx of r.fixtures) {
-    const cpu = fx.cpu ? ` (qemu -cpu ${fx.cpu}${fx.oracleCpu ? `; oracle -cpu ${fx.oracleCpu}` : ''})` : '';
+    const cpu =
+      (fx.cpu ? ` (qemu -cpu ${fx.cpu}${fx.oracleCpu ? `; oracle -cpu ${fx.oracleCpu}` : ''})` : '') +
+      (fx.oracleFile ? ` (oracle: gdb on ${fx.oracleFile}, the same .text with CFI)` : '');
     out.push(`=== ${fx.arch} ${fx.variant}: ${fx.file}${cpu}`);
     for (const s of fx.stops) {
       if (s.kind === 'stop') {
@@ -889,14 +957,15 @@ export function reportText(r: VerifyReport): string {
     for (const n of fx.notes) out.push(`note: ${n}`);
     for (const e of fx.errors) out.push(`ERROR: ${e}`);
     const stacks = fx.counts.match + fx.counts['cfi-absent'] + fx.counts['gdb-short'] + fx.counts.mismatch;
-    out.push(`summary ${fx.arch} ${fx.variant}: ${fx.stops.length} stops, ${stacks} stacks: ${countText(fx.counts)}; ${fx.errors.length} error(s); ${(fx.ms / 1000).toFixed(1)} s of gdb sessions`);
+    const pro = fx.stops.reduce((a, st) => a + st.prologueFrames, 0);
+    out.push(`summary ${fx.arch} ${fx.variant}: ${fx.stops.length} stops, ${stacks} stacks: ${countText(fx.counts)}; ${pro} frames by prologue analysis; ${fx.errors.length} error(s); ${(fx.ms / 1000).toFixed(1)} s of gdb sessions`);
     out.push('');
   }
   for (const e of r.errors) out.push(`ERROR: ${e}`);
   const t = r.totals;
   const stacks = t.match + t['cfi-absent'] + t['gdb-short'] + t.mismatch;
   out.push(
-    `total: ${t.fixtures} fixtures (${r.arches.join(', ')}), ${t.stops} stops, ${stacks} stacks: ${countText(t)}; ${t.errors} error(s); ${(r.ms / 1000).toFixed(1)} s: ${r.ok ? 'PASS' : 'FAIL'}`,
+    `total: ${t.fixtures} fixtures (${r.arches.join(', ')}), ${t.stops} stops, ${stacks} stacks: ${countText(t)}; ${t.prologueFrames} frames by prologue analysis; ${t.errors} error(s); ${(r.ms / 1000).toFixed(1)} s: ${r.ok ? 'PASS' : 'FAIL'}`,
   );
   return out.join('\n') + '\n';
 }

@@ -40,14 +40,20 @@ function runVerify(): Promise<{ code: number | null; stdout: string; stderr: str
 
 const variants: Record<string, string[]> = {
   x86_64: ['pie', 'pie-g', 'static', 'static-g'],
-  arm64: ['pie', 'pie-g', 'pie-pac', 'static', 'static-g', 'static-pac'],
+  arm64: ['pie', 'pie-g', 'pie-pac', 'pie-nocfi', 'static', 'static-g', 'static-pac', 'static-nocfi'],
   mips32: ['pie', 'pie-g', 'pie-async', 'static', 'static-g', 'static-async'],
 };
 const runStops = [
   'leaf_entry', 'qsort_cmp_after_call', 'bsearch_entry', 'raise_entry', 'bsearch_cmp_entry', 'handler_entry',
   'handler_leaf', 'sigtramp', 'rt_handler_entry', 'rt_handler_leaf', 'rt_sigtramp', 'async_leaf', 'recurse_leaf',
+  'big_leaf', 'alloca_leaf',
 ];
-const stepStops = ['steps_qsort_cmp', 'steps_bsearch', 'steps_handler', 'steps_rt_handler', 'steps_raise_mid', 'steps_recurse'];
+/** glibc's allocator under glibc's callers: mips32 and arm64 only (mipsel's has no CFI). */
+const mallocStops = ['strdup_entry', 'malloc_from_strdup', 'getdelim_entry', 'malloc_from_getline'];
+const stepStops = [
+  'steps_qsort_cmp', 'steps_bsearch', 'steps_handler', 'steps_rt_handler', 'steps_raise_mid', 'steps_recurse',
+  'steps_big', 'steps_alloca',
+];
 const stubStops: Record<string, string[]> = { x86_64: ['plt_entry'], arm64: ['plt_entry', 'plt_lazy_entry', 'plt0_after_stp'], mips32: ['stub_entry', 'stub_t7'] };
 /** Names gdb must show in a stop's stack (the chain the fixture builds). */
 const chains: Record<string, RegExp> = {
@@ -57,6 +63,10 @@ const chains: Record<string, RegExp> = {
   sigtramp: /^<sigtramp> .*(raise|gsignal).* zoo_signal zoo_run main/,
   async_leaf: /zoo_async_leaf zoo_async_handler <sigtramp> zoo_spin_at_entry zoo_async zoo_run main/,
   recurse_leaf: /zoo_leaf( zoo_recurse){25} zoo_run main/,
+  malloc_from_strdup: /malloc .*strdup zoo_strdup zoo_run main/,
+  malloc_from_getline: /malloc .*getdelim zoo_getline zoo_run main/,
+  big_leaf: /^zoo_leaf zoo_big zoo_run main/,
+  alloca_leaf: /^zoo_leaf zoo_alloca zoo_run main/,
   segv: /^zoo_segv zoo_segv_mid zoo_run main/,
   abort: /abort zoo_abort_mid zoo_run main/,
   core_segv: /^zoo_segv zoo_segv_mid zoo_run main/,
@@ -74,10 +84,11 @@ t.test('dwunw verify --arch all', async (t) => {
     t.fail(`no JSON report: exit ${r.code}: ${r.stderr.slice(-2000)}${r.stdout.slice(0, 500)}`);
     return;
   }
-  t.comment(`verify: ${report.totals.fixtures} fixtures, ${report.totals.stops} stops, ${report.totals.match} match, ${report.totals['cfi-absent']} cfi-absent, ${report.totals['gdb-short']} gdb-short, ${report.totals.mismatch} mismatch, ${(r.ms / 1000).toFixed(1)} s`);
+  t.comment(`verify: ${report.totals.fixtures} fixtures, ${report.totals.stops} stops, ${report.totals.match} match, ${report.totals['cfi-absent']} cfi-absent, ${report.totals['gdb-short']} gdb-short, ${report.totals.mismatch} mismatch, ${report.totals.prologueFrames} frames by prologue analysis, ${(r.ms / 1000).toFixed(1)} s`);
   t.same(report.errors, [], 'no error outside the fixtures');
   for (const fx of report.fixtures) t.same(fx.errors, [], `${fx.arch} ${fx.variant}: no session error`);
   t.equal(report.totals.mismatch, 0, 'no mismatching stack');
+  t.ok(report.totals.prologueFrames > 0, `frames by prologue analysis counted (${report.totals.prologueFrames})`);
   t.ok(report.ok, 'report ok');
   t.equal(r.code, 0, 'exit status 0');
   // Its time is reported above, not asserted: it depends on the machine and on what runs beside it.
@@ -91,7 +102,8 @@ t.test('dwunw verify --arch all', async (t) => {
       }
       // qemu guests: also their cores at the segv and abort signals
       const cores = arch === 'x86_64' ? [] : ['core_segv', 'core_abort'];
-      const want = [...runStops, ...stepStops, 'segv', 'abort', ...cores, ...(v.startsWith('pie') ? stubStops[arch]! : [])].sort();
+      const want = [...runStops, ...(arch === 'x86_64' ? [] : mallocStops), ...(v.endsWith('-nocfi') ? [] : stepStops),
+        ...(v.endsWith('-nocfi') || arch === 'x86_64' ? [] : ['steps_malloc']), 'segv', 'abort', ...cores, ...(v.startsWith('pie') ? stubStops[arch]! : [])].sort();
       t.same(fx.stops.map((s) => s.name).sort(), want, `${arch} ${v}: every stop reached`);
       for (const s of fx.stops) {
         const mis = s.stacks.filter((x) => x.status === 'mismatch');
@@ -123,6 +135,13 @@ t.test('dwunw verify --arch all', async (t) => {
         t.ok(short.every(({ x }) => x.gdbError !== null && x.dwStop === 'OK'), `${arch} ${v}: each with gdb's reason, dwunw to the outermost frame`);
       } else {
         t.same(short.map(({ s }) => s.name), [], `${arch} ${v}: gdb's stacks are complete`);
+      }
+      if (v.endsWith('-nocfi')) {
+        // the program's code has no CFI: its frames come from the prologue analyser, checked
+        // against gdb on the twin built with CFI (the same .text at the same address)
+        t.match(fx.oracleFile ?? '', new RegExp(`verify_zoo-${v.replace('-nocfi', '')}$`), `${arch} ${v}: oracle from the twin with CFI`);
+        const pro = fx.stops.flatMap((s) => s.stacks).filter((x) => x.actual.some((f) => f.how === 'prologue'));
+        t.ok(pro.length > 10, `${arch} ${v}: stacks through frames of the prologue analyser (${pro.length})`);
       }
       if (v.endsWith('-pac')) {
         t.equal(fx.cpu, 'max,sve=off', `${arch} ${v}: run with pointer authentication`);

@@ -371,6 +371,9 @@ def drive(config_path):
     def on_stop(event):
         stops.append(event)
 
+    # a run whose gdb frames are not the oracle (code gdb cannot unwind): frame 0 is enough
+    if cfg.get("max_frames"):
+        gdb_frames.MAX_FRAMES = int(cfg["max_frames"])
     gdb.events.stop.connect(on_stop)
     gdb.execute("set startup-with-shell off")
     gdb.execute("set breakpoint pending on")

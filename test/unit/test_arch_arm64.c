@@ -392,6 +392,110 @@ static void test_capture(void)
 	dwunw_shutdown(&ctx);
 }
 
+/* ---- prologue analysis ------------------------------------------------------------------ */
+
+/*
+ * GCC 12's code without CFI (verify_zoo-pie-nocfi): zoo_big (a 100016-byte frame: sub #0x6b0,
+ * sub #0x18 lsl 12, x30 at [sp]), zoo_alloca (stp x29,x30 pre-index, mov x29,sp, sub sp,sp,x0)
+ * and, from the -mbranch-protection build, zoo_qsort_cmp (paciasp, stp pre-index, str x30).
+ */
+#define PFN   0x55000015e0ull
+#define PALLO (PFN + 0x44)
+#define PCMP  0x55000011d0ull
+#define PSTK  0x5503000000ull
+#define PBIG  (0x6b0ull + 0x18000ull)
+
+static const uint32_t big_alloca[] = {
+	0xd11ac3ff, 0x12001c00, 0xd14063ff, 0x914063e1, 0xf90003fe, 0x390043e0, 0x391abc20, 0x97fffeda,
+	0x914063e0, 0x394043e1, 0xf94003fe, 0x395abc00, 0x911ac3ff, 0x92401c00, 0x914063ff, 0x8b210000,
+	0xd65f03c0, 0xa9be7bfd, 0x91003c01, 0x52800023, 0x910003fd, 0xa90153f3, 0xd1000413, 0x927cec20,
+	0xcb2063ff, 0x52800042, 0x910003f4, 0x39000283, 0x38336a82, 0x97fffec4, 0x39400281, 0x38736a80,
+	0x910003bf, 0x92401c00, 0x8b210000, 0xa94153f3, 0xa8c27bfd, 0xd65f03c0,
+};
+static const uint32_t cmp_pac[] = {
+	0xd503233f, 0xa9be53f3, 0xb9400014, 0xb9400033, 0xf9000bfe, 0x97fffff3, 0x6b13029f, 0x1a9fd7e1,
+	0x1a9fa7e0, 0xf9400bfe, 0x4b000020, 0xa8c253f3, 0xd50323bf, 0xd65f03c0,
+};
+
+static void test_prologue(void)
+{
+	static uint8_t code[sizeof(big_alloca)], code2[sizeof(cmp_pac)], stack[0x20000];
+	struct fake_mem m = { .r = { { PFN, code, sizeof(code) }, { PCMP, code2, sizeof(code2) }, { PSTK, stack, sizeof(stack) } }, .n = 3 };
+	struct dwunw_regs in, out;
+	const uint64_t S = PSTK + 0x100;
+
+	ok(ops->prologue_step != NULL, "prologue_step provided");
+	if (!ops->prologue_step)
+		return;
+	for (unsigned i = 0; i < sizeof(big_alloca) / 4; i++)
+		put32(code, 4 * i, big_alloca[i]);
+	for (unsigned i = 0; i < sizeof(cmp_pac) / 4; i++)
+		put32(code2, 4 * i, cmp_pac[i]);
+	put64(stack, S - PSTK, 0x5500001a00ull); /* zoo_big's x30 at [sp] */
+
+	/* zoo_big after both sub sp and str x30 */
+	regs_init(&in, PFN + 0x14);
+	in.regs[SP] = S;
+	is_int(ops->prologue_step(&in, &out, PFN, 1, fake_read, &m), 1, "prologue: 100016-byte frame");
+	ok(out.pc == 0x5500001a00ull && out.regs[SP] == S + PBIG, "prologue: sub #imm, sub #imm lsl 12; x30 from [sp]");
+	/* between its two sub sp: x30 still in the register */
+	regs_init(&in, PFN + 0x4);
+	in.regs[SP] = S + 0x18000;
+	in.regs[X30] = 0x5500001a04ull;
+	is_int(ops->prologue_step(&in, &out, PFN, 1, fake_read, &m), 1, "prologue: inside the prologue");
+	ok(out.pc == 0x5500001a04ull && out.regs[SP] == S + PBIG, "prologue: inside: x30, sp + 0x6b0");
+	/* epilogue after the first add sp: x30 reloaded, 0x18000 left */
+	regs_init(&in, PFN + 0x34);
+	in.regs[SP] = S + 0x6b0;
+	in.regs[X30] = 0x5500001a08ull;
+	is_int(ops->prologue_step(&in, &out, PFN, 1, fake_read, &m), 1, "epilogue: between the two add sp");
+	ok(out.pc == 0x5500001a08ull && out.regs[SP] == S + PBIG, "epilogue: the add ahead is the frame left");
+	/* a return address after bl (frame 1, x30 unknown) */
+	regs_init(&in, PFN + 0x20);
+	in.regs[SP] = S;
+	in.valid &= ~BIT(X30);
+	is_int(ops->prologue_step(&in, &out, PFN, 0, fake_read, &m), 1, "prologue: return address");
+	ok(out.pc == 0x5500001a00ull && out.regs[SP] == S + PBIG && !(out.valid & BIT(X30)), "prologue: return address: caller, its x30 unknown");
+
+	/* zoo_alloca after sub sp,sp,x0: CFA = x29 + 32; x29, x30 at [x29], x19, x20 at [x29+16] */
+	put64(stack, S - PSTK, 0x7777);
+	put64(stack, S + 8 - PSTK, 0x5500001a40ull);
+	put64(stack, S + 16 - PSTK, 0x1919);
+	regs_init(&in, PALLO + 0x24);
+	in.regs[X29] = S;
+	in.regs[SP] = S - 0x70;
+	is_int(ops->prologue_step(&in, &out, PALLO, 1, fake_read, &m), 1, "prologue: alloca");
+	ok(out.pc == 0x5500001a40ull && out.regs[SP] == S + 32 && out.regs[X29] == 0x7777 && out.regs[19] == 0x1919,
+	   "prologue: alloca: CFA from x29, x29/x30/x19 from their slots");
+	/* epilogue after mov sp,x29: ldp x19,x20 and ldp x29,x30,[sp],#32 ahead */
+	regs_init(&in, PALLO + 0x20 + 0x8);
+	in.regs[X29] = S;
+	in.regs[SP] = S;
+	is_int(ops->prologue_step(&in, &out, PALLO, 1, fake_read, &m), 1, "epilogue: alloca after mov sp, x29");
+	ok(out.pc == 0x5500001a40ull && out.regs[SP] == S + 32 && out.regs[X29] == 0x7777, "epilogue: the same caller");
+	/* alloca with x29 unknown: no guess */
+	regs_init(&in, PALLO + 0x24);
+	in.valid &= ~BIT(X29);
+	is_int(ops->prologue_step(&in, &out, PALLO, 1, fake_read, &m), DWUNW_ERR_PROLOGUE, "prologue: alloca without x29: PROLOGUE");
+
+	/* paciasp: the saved x30 is signed; the pc comes out stripped */
+	put64(stack, S + 16 - PSTK, 0x003c005500001a80ull);
+	regs_init(&in, PCMP + 0x18);
+	in.regs[SP] = S;
+	in.valid &= ~BIT(X30);
+	is_int(ops->prologue_step(&in, &out, PCMP, 0, fake_read, &m), 1, "prologue: paciasp");
+	ok(out.pc == 0x5500001a80ull && out.regs[SP] == S + 32, "prologue: signed x30 stripped, CFA sp + 32");
+	/* after ldp x19,x20,[sp],#32 (sp restored), autiasp and ret ahead: x30 is the register */
+	regs_init(&in, PCMP + 0x30);
+	in.regs[SP] = S + 32;
+	in.regs[X30] = 0x003c005500001a84ull;
+	is_int(ops->prologue_step(&in, &out, PCMP, 1, fake_read, &m), 1, "epilogue: before autiasp");
+	ok(out.pc == 0x5500001a84ull && out.regs[SP] == S + 32, "epilogue: before autiasp: x30 stripped, sp unchanged");
+	/* no symbol, and no ret before the function: no guess */
+	regs_init(&in, PFN + 0x14);
+	is_int(ops->prologue_step(&in, &out, 0, 1, fake_read, &m), DWUNW_ERR_PROLOGUE, "prologue: no start found: PROLOGUE");
+}
+
 int main(void)
 {
 	ops = dwunw_arch_get(DWUNW_ARCH_ARM64);
@@ -404,6 +508,7 @@ int main(void)
 		test_stub_lr();
 		test_fp();
 		test_capture();
+		test_prologue();
 	}
 	return done_testing();
 }

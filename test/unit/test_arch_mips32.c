@@ -306,6 +306,119 @@ static void test_capture(void)
 	dwunw_shutdown(&ctx);
 }
 
+/*
+ * Prologue analysis on GCC 12's code (verify_zoo's zoo_big, a 100000-byte frame adjusted with
+ * lui/ori/subu, and zoo_alloca, whose frame needs fp), placed at FN and stopped at known pcs.
+ */
+#define FN     0x400017e8u
+#define ALLOCA (FN + 0x7c)
+#define PSTK   0x7ff00000u
+#define BIGSZ  (32752u + 0x106d0u)
+
+static const uint32_t fn_code[] = {
+	0x3c1c0002, 0x279c8878, 0x0399e021, 0x27bd8010, 0x8f998024, 0x3c030001, 0x3c020002, 0x346306d0,
+	0xafb07fe8, 0xafbf7fec, 0x03a3e823, 0x7c042420, 0x27b00018, 0xafbc0010, 0x02028021, 0xa3a40018,
+	0xa204869f, 0x0411fe42, 0x00000000, 0x3c080001, 0x93a40018, 0x350806d0, 0x9203869f, 0x03a8e821,
+	0x7c042420, 0x7c031420, 0x8fbf7fec, 0x00821021, 0x8fb07fe8, 0x03e00008, 0x27bd7ff0, 0x3c1c0002,
+	0x279c87fc, 0x0399e021, 0x24820007, 0x8f998024, 0x27bdffd8, 0x000210c2, 0x2484ffff, 0x000210c0,
+	0xafbe0020, 0xafb1001c, 0x03a0f025, 0xafb00018, 0xafbf0024, 0xafbc0010, 0x03a2e823, 0x24020001,
+	0x27b10010, 0xa3a20010, 0x24020002, 0x02248021, 0xa2020000, 0x0411fe1e, 0x00000000, 0x93a40010,
+	0x92030000, 0x03c0e825, 0x8fbf0024, 0x7c042420, 0x7c031420, 0x8fbe0020, 0x8fb1001c, 0x00821021,
+	0x8fb00018, 0x03e00008, 0x27bd0028
+};
+
+static void test_prologue(void)
+{
+	static uint8_t code[sizeof(fn_code)], stack[0x20000];
+	static const uint32_t outer[] = { 0x0000f825, 0x03e00008, 0x00000000 }; /* move ra,zero; jr ra; nop */
+	static uint8_t outer_code[sizeof(outer)];
+	struct fake_mem m = { .r = { { FN, code, sizeof(code) }, { PSTK, stack, sizeof(stack) }, { 0x40002000, outer_code, sizeof(outer_code) } }, .n = 3 };
+	struct dwunw_regs in, out;
+	const uint64_t S = PSTK + 0x100;
+
+	ok(ops->prologue_step != NULL, "prologue_step provided");
+	if (!ops->prologue_step)
+		return;
+	for (unsigned i = 0; i < sizeof(fn_code) / 4; i++)
+		put32(code, 4 * i, fn_code[i]);
+	for (unsigned i = 0; i < 3; i++)
+		put32(outer_code, 4 * i, outer[i]);
+	put32(stack, S + BIGSZ - 4 - PSTK, 0x40001b84); /* zoo_big's saved ra */
+	put32(stack, S + BIGSZ - 8 - PSTK, 0x5050);     /* and s0 */
+
+	/* zoo_big at its first instruction: nothing allocated, ra in the register */
+	regs_init(&in, FN);
+	in.regs[SP] = S + BIGSZ;
+	in.regs[RA] = 0x40001b84;
+	is_int(ops->prologue_step(&in, &out, FN, 1, fake_read, &m), 1, "prologue: entry");
+	ok(out.pc == 0x40001b84 && out.regs[SP] == S + BIGSZ, "prologue: entry: pc = ra, sp unchanged");
+
+	/* after addiu -32752, lui/ori, the saves and subu sp,sp,v1 */
+	regs_init(&in, FN + 0x2c);
+	in.regs[SP] = S;
+	in.regs[RA] = 0x1234;
+	is_int(ops->prologue_step(&in, &out, FN, 1, fake_read, &m), 1, "prologue: body of a 100000-byte frame");
+	is_hex(out.regs[SP], S + BIGSZ, "prologue: lui/ori/subu frame size");
+	is_hex(out.pc, 0x40001b84, "prologue: ra from its slot");
+	ok(out.regs[16] == 0x5050 && (out.valid & BIT(16)) && !(out.valid & BIT(RA)), "prologue: s0 from its slot, the caller's ra unknown");
+	is_hex(out.valid & BIT(GP), 0, "prologue: .cpload: the caller's gp unknown");
+
+	/* a return address (frame 1): the bal and its delay slot ran; ra itself is not known */
+	regs_init(&in, FN + 0x4c);
+	in.regs[SP] = S;
+	in.valid &= ~BIT(RA);
+	is_int(ops->prologue_step(&in, &out, FN, 0, fake_read, &m), 1, "prologue: return address");
+	ok(out.pc == 0x40001b84 && out.regs[SP] == S + BIGSZ, "prologue: return address: the same caller");
+	/* (the code ahead of that return address is the epilogue: found without the symbol too) */
+	is_int(ops->prologue_step(&in, &out, 0, 0, fake_read, &m), 1, "epilogue: ahead of a return address, no symbol needed");
+	/* in the body without the symbol: the backward scan finds no jr ra before the function (the
+	 * mapping's start) */
+	regs_init(&in, FN + 0x40);
+	in.regs[SP] = S;
+	is_int(ops->prologue_step(&in, &out, 0, 1, fake_read, &m), DWUNW_ERR_PROLOGUE, "prologue: no start found: PROLOGUE");
+
+	/* epilogue: addu sp,sp,t0 ran (t0 = 0x106d0): 32752 bytes left, ra and s0 reloads ahead */
+	regs_init(&in, FN + 0x60);
+	in.regs[SP] = S + 0x106d0;
+	in.regs[RA] = 0x1234;
+	is_int(ops->prologue_step(&in, &out, FN, 1, fake_read, &m), 1, "epilogue: after the first sp increment");
+	ok(out.pc == 0x40001b84 && out.regs[SP] == S + BIGSZ && out.regs[16] == 0x5050, "epilogue: frame and slots from the code ahead");
+	/* at jr ra: ra and s0 already reloaded (the registers), the addiu in the delay slot still to run */
+	regs_init(&in, FN + 0x74);
+	in.regs[SP] = S + 0x106d0;
+	in.regs[RA] = 0x40001b88;
+	in.regs[16] = 0x6060;
+	is_int(ops->prologue_step(&in, &out, FN, 1, fake_read, &m), 1, "epilogue: at jr ra");
+	ok(out.pc == 0x40001b88 && out.regs[SP] == S + BIGSZ && out.regs[16] == 0x6060, "epilogue: at jr ra: registers already the caller's");
+
+	/* zoo_alloca after subu sp,sp,v0: the frame from fp (s8 = sp after its addiu -40) */
+	put32(stack, S + 36 - PSTK, 0x40001ba4);
+	put32(stack, S + 32 - PSTK, 0x7788); /* the caller's fp */
+	regs_init(&in, ALLOCA + 0x40);
+	in.regs[FP] = S;
+	in.regs[SP] = S - 104;
+	is_int(ops->prologue_step(&in, &out, ALLOCA, 1, fake_read, &m), 1, "prologue: alloca");
+	ok(out.pc == 0x40001ba4 && out.regs[SP] == S + 40 && out.regs[FP] == 0x7788, "prologue: alloca: CFA = fp + 40, fp from its slot");
+	/* after move sp,s8 in its epilogue */
+	regs_init(&in, ALLOCA + 0x6c);
+	in.regs[FP] = S;
+	in.regs[SP] = S;
+	is_int(ops->prologue_step(&in, &out, ALLOCA, 1, fake_read, &m), 1, "epilogue: alloca after move sp,fp");
+	ok(out.pc == 0x40001ba4 && out.regs[SP] == S + 40, "epilogue: alloca: the same caller");
+	/* the same pc with fp unknown: no guess */
+	regs_init(&in, ALLOCA + 0x40);
+	in.valid &= ~BIT(FP);
+	is_int(ops->prologue_step(&in, &out, ALLOCA, 1, fake_read, &m), DWUNW_ERR_PROLOGUE, "prologue: alloca without fp: PROLOGUE");
+	/* a frame-1 pc in a function that never saved ra: no guess */
+	regs_init(&in, FN + 0x4);
+	in.valid &= ~BIT(RA);
+	is_int(ops->prologue_step(&in, &out, FN, 0, fake_read, &m), DWUNW_ERR_PROLOGUE, "prologue: ra neither saved nor known: PROLOGUE");
+	/* move ra, zero: the outermost frame */
+	regs_init(&in, 0x40002008);
+	is_int(ops->prologue_step(&in, &out, 0x40002000, 0, fake_read, &m), 1, "prologue: move ra, zero");
+	is_hex(out.pc, 0, "prologue: move ra, zero: pc 0 ends the walk");
+}
+
 int main(void)
 {
 	ops = dwunw_arch_get(DWUNW_ARCH_MIPS32);
@@ -316,6 +429,7 @@ int main(void)
 		test_sigframe();
 		test_stub_lr();
 		test_capture();
+		test_prologue();
 	}
 	return done_testing();
 }

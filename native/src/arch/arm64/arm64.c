@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <string.h>
 #include "internal.h"
+#include "arch/arm64/prologue.h"
 
 #if defined(__aarch64__)
 #include <asm/ptrace.h>
@@ -347,4 +348,5 @@ const struct dwunw_arch_ops dw_arch_arm64 = {
 	.lr_step = arm64_lr_step,
 	.stub_step = arm64_stub_step,
 	.regs_from_prstatus = arm64_regs_from_prstatus,
+	.prologue_step = dw_arm64_prologue_step,
 };

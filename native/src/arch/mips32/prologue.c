@@ -194,8 +194,8 @@ static int finish(const struct dwunw_regs *in, struct dwunw_regs *out, const str
 
 /*
  * Ahead of pc: an epilogue? 1 and `res` filled when pc reaches `jr ra` (or a sibling call's `jr`
- * after a restore) with no other branch; 0 when pc is in the body; DWUNW_ERR_PROLOGUE when sp is
- * set in a way not understood.
+ * after a restore) with no other branch; 0 when pc is in the body, or the code ahead is not an
+ * epilogue this scan understands (the body scan then decides, with its own checks).
  */
 static int scan_ahead(struct code *c, const struct dwunw_regs *in, uint32_t pc, struct result *res)
 {
@@ -233,9 +233,12 @@ static int scan_ahead(struct code *c, const struct dwunw_regs *in, uint32_t pc, 
 				base = R_FP;
 				delta = 0;
 			} else if (RS(i) == R_SP && (k.known & BIT(RT(i)))) {
-				delta += FUNCT(i) == F_SUBU ? -(int32_t)k.val[RT(i)] : (int32_t)k.val[RT(i)];
+				int32_t v = FUNCT(i) == F_SUBU ? -(int32_t)k.val[RT(i)] : (int32_t)k.val[RT(i)];
+				if (v < 0)
+					return 0; /* an allocation: not an epilogue */
+				delta += v;
 			} else {
-				return DWUNW_ERR_PROLOGUE;
+				return 0; /* sp moved by a run-time amount (alloca): the body */
 			}
 			restoring = 1;
 		} else if (OP(i) == OP_LW && RS(i) == R_SP && (SAVED_SET & BIT(RT(i)))) {
@@ -247,7 +250,7 @@ static int scan_ahead(struct code *c, const struct dwunw_regs *in, uint32_t pc, 
 			}
 			restoring = 1;
 		} else if (dest(i) == R_SP || (dest(i) == R_FP && restoring)) {
-			return DWUNW_ERR_PROLOGUE;
+			return 0; /* not an epilogue this scan understands: the body scan decides */
 		}
 		track_const(&k, i);
 		if (slot) {
