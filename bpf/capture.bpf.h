@@ -144,7 +144,11 @@ static __always_inline __u64 cap_regs_fill(struct cap_record *rec, struct pt_reg
 	rec->pc = regs->ip;
 	return 0xffffull;
 #else
-	/* arm64: x0..x30 are DWARF 0..30, sp is 31 */
+	/*
+	 * arm64: x0..x30 are DWARF 0..30, sp is 31. Unrolled: a uprobe's ctx may be read only at
+	 * constant offsets (a load through ctx + index is refused: "dereference of modified ctx ptr").
+	 */
+#pragma unroll
 	for (int i = 0; i < 31; i++)
 		rec->regs[i] = regs->regs[i];
 	rec->regs[31] = regs->sp;

@@ -35,9 +35,12 @@
 #include "capture_user.h"
 #include "memleak.h"
 #include "memleak.skel.h"
+#include "frames.h"
+#include "intern.h"
+#include "report_fmt.h"
+#include "stack_store.h"
 #include "syms.h"
-
-#define MAX_FRAMES 128
+#include "tool_util.h"
 
 /* ---- Options ---------------------------------------------------------------------------- */
 
@@ -165,36 +168,6 @@ static void usage(FILE *f)
 	);
 }
 
-static void die(const char *fmt, ...)
-{
-	va_list ap;
-
-	fprintf(stderr, "memleak: ");
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	exit(1);
-}
-
-static uint64_t parse_u64(const char *s, const char *what)
-{
-	char *end;
-	unsigned long long v;
-
-	errno = 0;
-	v = strtoull(s, &end, 0);
-	if (errno || end == s || *s == '-')
-		die("invalid %s: %s", what, s);
-	if (*end == 'k' || *end == 'K')
-		v *= 1024, end++;
-	else if (*end == 'm' || *end == 'M')
-		v *= 1024 * 1024, end++;
-	if (*end)
-		die("invalid %s: %s", what, s);
-	return v;
-}
-
 static void parse_args(int argc, char **argv)
 {
 	int c, pos = 0;
@@ -302,217 +275,7 @@ static void on_signal(int sig)
 	exiting = 1;
 }
 
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list args)
-{
-	if (level == LIBBPF_DEBUG && !env.verbose)
-		return 0;
-	if (!env.verbose && level == LIBBPF_INFO)
-		return 0;
-	return vfprintf(stderr, fmt, args);
-}
-
-static void *xcalloc(size_t n, size_t sz)
-{
-	void *p = calloc(n ? n : 1, sz);
-
-	if (!p)
-		die("out of memory");
-	return p;
-}
-
-static void *xrealloc(void *p, size_t sz)
-{
-	p = realloc(p, sz ? sz : 1);
-	if (!p)
-		die("out of memory");
-	return p;
-}
-
-static uint64_t hash64(uint64_t h, uint64_t v)
-{
-	h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
-	h *= 0xff51afd7ed558ccdull;
-	return h ^ (h >> 33);
-}
-
-/* Interned strings (symbol names, module paths): stored once, compared by pointer. */
-static struct {
-	char **tab;
-	size_t cap, n;
-} strs;
-
-static uint64_t hash_str(const char *s)
-{
-	uint64_t h = 1469598103934665603ull;
-
-	while (*s)
-		h = (h ^ (unsigned char)*s++) * 1099511628211ull;
-	return h;
-}
-
-static const char *intern(const char *s)
-{
-	size_t i;
-
-	if (!s)
-		return NULL;
-	if (strs.n * 2 >= strs.cap) {
-		size_t ncap = strs.cap ? strs.cap * 2 : 1024;
-		char **nt = xcalloc(ncap, sizeof(*nt));
-
-		for (i = 0; i < strs.cap; i++) {
-			if (!strs.tab[i])
-				continue;
-			size_t j = hash_str(strs.tab[i]) & (ncap - 1);
-			while (nt[j])
-				j = (j + 1) & (ncap - 1);
-			nt[j] = strs.tab[i];
-		}
-		free(strs.tab);
-		strs.tab = nt;
-		strs.cap = ncap;
-	}
-	for (i = hash_str(s) & (strs.cap - 1); strs.tab[i]; i = (i + 1) & (strs.cap - 1))
-		if (!strcmp(strs.tab[i], s))
-			return strs.tab[i];
-	strs.tab[i] = strdup(s);
-	if (!strs.tab[i])
-		die("out of memory");
-	strs.n++;
-	return strs.tab[i];
-}
-
 /* ---- Stacks ------------------------------------------------------------------------------------ */
-
-struct uframe {
-	uint64_t pc;
-	const char *name;      /* NULL: no symbol */
-	uint64_t offset;
-	const char *module;    /* NULL: not in a file mapping */
-};
-
-enum stack_kind {
-	SK_DWARF = 1,          /* unwound by libdwunw */
-	SK_FP,                 /* frame-pointer stack (fp mode, or the dwarf fallback) */
-	SK_PSEUDO,             /* no frames: a reason (lost record, ...) */
-};
-
-struct ustack {
-	uint64_t hash;
-	uint32_t kind;
-	int32_t stop;          /* SK_DWARF: DWUNW_OK or why the walk stopped */
-	const char *label;     /* SK_PSEUDO: what it stands for; SK_DWARF stopped: the reason */
-	const char *stop_name; /* machine-readable reason (JSON, summary) */
-	uint32_t nframes;
-	struct uframe *frames;
-	bool beyond;           /* SK_DWARF: some unwind read live memory beyond the stack window */
-	/* per report */
-	uint64_t bytes, count;
-	int64_t first_alloc;   /* -a: index into the report's allocations */
-	uint32_t seen;         /* report generation that last counted it */
-};
-
-static struct {
-	struct ustack *v;
-	size_t n, cap;
-	uint32_t *index;       /* open addressing: stack index + 1 */
-	size_t index_cap;
-	uint64_t full;         /* stacks refused: table full */
-} st;
-
-static bool stack_same(const struct ustack *s, uint32_t kind, int32_t stop, const char *label,
-		       const uint64_t *pcs, uint32_t n)
-{
-	if (s->kind != kind || s->stop != stop || s->nframes != n || s->label != label)
-		return false;
-	for (uint32_t i = 0; i < n; i++)
-		if (s->frames[i].pc != pcs[i])
-			return false;
-	return true;
-}
-
-static void index_put(uint64_t hash, uint32_t idx)
-{
-	size_t i = hash & (st.index_cap - 1);
-
-	while (st.index[i])
-		i = (i + 1) & (st.index_cap - 1);
-	st.index[i] = idx + 1;
-}
-
-static void index_grow(void)
-{
-	size_t ncap = st.index_cap ? st.index_cap * 2 : 1024;
-
-	free(st.index);
-	st.index = xcalloc(ncap, sizeof(*st.index));
-	st.index_cap = ncap;
-	for (size_t k = 0; k < st.n; k++)
-		index_put(st.v[k].hash, (uint32_t)k);
-}
-
-/* The stack's index; a new one is added (frames filled by fill()) when absent. */
-typedef void (*fill_fn)(void *arg, struct uframe *frames, uint32_t n);
-
-static int64_t stack_get(uint32_t kind, int32_t stop, const char *label, const char *stop_name,
-			 const uint64_t *pcs, uint32_t n, fill_fn fill, void *arg);
-
-static int64_t pseudo_stack(const char *label)
-{
-	return stack_get(SK_PSEUDO, 0, intern(label), NULL, NULL, 0, NULL, NULL);
-}
-
-static int64_t stack_get(uint32_t kind, int32_t stop, const char *label, const char *stop_name,
-			 const uint64_t *pcs, uint32_t n, fill_fn fill, void *arg)
-{
-	uint64_t h = hash64(hash64(kind, (uint64_t)(uint32_t)stop), (uint64_t)(uintptr_t)label);
-	struct ustack *s;
-	size_t i;
-
-	for (uint32_t k = 0; k < n; k++)
-		h = hash64(h, pcs[k]);
-	if (st.index_cap)
-		for (i = h & (st.index_cap - 1); st.index[i]; i = (i + 1) & (st.index_cap - 1)) {
-			s = &st.v[st.index[i] - 1];
-			if (s->hash == h && stack_same(s, kind, stop, label, pcs, n))
-				return st.index[i] - 1;
-		}
-	/* pseudo stacks always fit: the table keeps room for them */
-	if (kind != SK_PSEUDO && st.n >= env.max_stacks) {
-		st.full++;
-		return pseudo_stack("[stack table full]");
-	}
-	if (st.n == st.cap) {
-		st.cap = st.cap ? st.cap * 2 : 256;
-		st.v = xrealloc(st.v, st.cap * sizeof(*st.v));
-	}
-	if ((st.n + 1) * 2 > st.index_cap)
-		index_grow();
-	s = &st.v[st.n];
-	memset(s, 0, sizeof(*s));
-	s->hash = h;
-	s->kind = kind;
-	s->stop = stop;
-	s->label = label;
-	s->stop_name = stop_name;
-	s->nframes = n;
-	s->first_alloc = -1;
-	s->frames = xcalloc(n, sizeof(*s->frames));
-	for (uint32_t k = 0; k < n; k++)
-		s->frames[k].pc = pcs[k];
-	if (fill && n)
-		fill(arg, s->frames, n);
-	index_put(h, (uint32_t)st.n);
-	return (int64_t)st.n++;
-}
 
 /*
  * Event id (dwarf mode) -> stack. The BPF side hands out event ids in order, so recent events
@@ -660,114 +423,20 @@ static void ev_prune(void)
 
 static struct memleak_bpf *skel;
 static pid_t target_pid;
-#ifndef HAVE_DWUNW
-static struct syms_proc *syms;
-#else
-static struct dwunw_ctx dctx;
-static bool dctx_ok;
-#endif
 
-static void fill_from_symbol(struct uframe *f, const char *name, uint64_t off, const char *module)
-{
-	f->module = module ? intern(module) : NULL;
-	if (name && *name) {
-		f->name = intern(name);
-		f->offset = off;
-	}
-}
-
-/* Frames of a frame-pointer stack: every pc is a return address. */
-static void fill_fp(void *arg, struct uframe *frames, uint32_t n)
-{
-	(void)arg;
-	for (uint32_t i = 0; i < n; i++) {
-#ifdef HAVE_DWUNW
-		struct dwunw_regs r = {
-			.arch = DWUNW_ARCH_X86_64,
-			.flags = DWUNW_REGS_PC_IS_RETADDR,
-			.pid = target_pid,
-			.tid = target_pid,
-			.pc = frames[i].pc,
-		};
-		struct dwunw_frame f;
-		struct dwunw_symbol sym;
-		size_t nf = 1;
-
-#if defined(__aarch64__)
-		r.arch = DWUNW_ARCH_ARM64;
-#endif
-		dwunw_capture(&dctx, &r, &f, &nf);
-		if (nf < 1)
-			continue;
-		if (f.module && dwunw_symbolize_frame(&dctx, &f, &sym) == DWUNW_OK)
-			fill_from_symbol(&frames[i], sym.name, sym.offset, dwunw_module_path(f.module));
-		else if (f.module)
-			fill_from_symbol(&frames[i], NULL, 0, dwunw_module_path(f.module));
-		dwunw_module_cache_release(&dctx, &f, nf);
-#else
-		struct syms_result res;
-
-		syms_resolve(syms, frames[i].pc, 1, &res);
-		fill_from_symbol(&frames[i], res.name, res.offset, res.module);
-#endif
-	}
-}
-
-static const char *fperr_label(uint64_t err)
-{
-	static char buf[96];
-
-	switch (err) {
-	case EEXIST:
-		return "[stack lost: frame-pointer stack map full (EEXIST)]";
-	case EFAULT:
-		return "[stack lost: frame-pointer walk failed (EFAULT)]";
-	case ENOMEM:
-		return "[stack lost: frame-pointer stack map out of memory]";
-	default:
-		snprintf(buf, sizeof(buf), "[stack lost: bpf_get_stackid error %" PRIu64 "]", err);
-		return buf;
-	}
-}
-
-static uint32_t fp_map_n;
-static int32_t *fp_map;        /* stack id -> stack index + 1 */
+static struct fp_cache fpc;
 
 /* The stack of a bpf_get_stackid() id (optionally with a first frame put in front). */
 static int64_t fp_stack(int64_t id, uint64_t first_pc, bool replace_first)
 {
-	uint64_t pcs[ML_MAX_STACK_DEPTH + 1];
-	uint64_t raw[ML_MAX_STACK_DEPTH];
-	uint32_t n = 0;
-
-	if (id < 0)
-		return pseudo_stack(fperr_label((uint64_t)-id));
-	if (!replace_first && (uint64_t)id < fp_map_n && fp_map[id])
-		return fp_map[id] - 1;
-	memset(raw, 0, sizeof(raw));
-	if (bpf_map_lookup_elem(bpf_map__fd(skel->maps.stack_traces), &id, raw))
-		return pseudo_stack("[stack lost: frame-pointer stack id not found]");
-	if (replace_first)
-		pcs[n++] = first_pc;
-	for (uint32_t i = replace_first ? 1 : 0; i < ML_MAX_STACK_DEPTH && raw[i]; i++)
-		pcs[n++] = raw[i];
-	int64_t idx = stack_get(SK_FP, 0, NULL, NULL, pcs, n, fill_fp, NULL);
-	if (!replace_first && (uint64_t)id < fp_map_n && st.v[idx].kind == SK_FP)
-		fp_map[id] = (int32_t)idx + 1;
-	return idx;
+	return fp_stack_of(&fpc, bpf_map__fd(skel->maps.stack_traces), target_pid, 0, id, first_pc,
+			   replace_first);
 }
 
 /* ---- Records ----------------------------------------------------------------------------------- */
 
-static struct {
-	uint64_t records;      /* snapshots received */
-	uint64_t bad;          /* malformed */
-	uint64_t patched;      /* snapshots with a pending return address written back */
-	uint64_t unwind_ns;    /* over the timed ones */
-	uint64_t timed;
-	uint64_t fallback;     /* DWUNW_ERR_UNSUPPORTED_ARCH: fp stack used */
-	uint64_t trace;
-} stats;
+static struct unwind_stats stats;
+static uint64_t trace_records; /* -t records received */
 
 static uint64_t next_report_ns;
 static bool draining;
@@ -792,95 +461,21 @@ static void on_trace(const struct ml_trace_rec *r)
 }
 
 #ifdef HAVE_DWUNW
-static struct dwunw_frame frames[MAX_FRAMES + 1];
-static void *patch_buf;
-static size_t patch_buf_size;
-
-struct dwarf_fill {
-	const struct dwunw_frame *f; /* frames[1..]: frame 0 (the allocator) is not shown */
-};
-
-static void fill_dwarf(void *arg, struct uframe *out, uint32_t n)
-{
-	struct dwarf_fill *d = arg;
-
-	for (uint32_t i = 0; i < n; i++) {
-		const struct dwunw_frame *f = &d->f[i];
-		struct dwunw_symbol sym;
-
-		if (!f->module)
-			continue;
-		if (dwunw_symbolize_frame(&dctx, f, &sym) == DWUNW_OK)
-			fill_from_symbol(&out[i], sym.name, sym.offset, dwunw_module_path(f->module));
-		else
-			fill_from_symbol(&out[i], NULL, 0, dwunw_module_path(f->module));
-	}
-}
-
 static void on_snapshot(const void *data, size_t size)
 {
 	const struct cap_record *rec;
-	struct dwunw_regs regs;
-	uint64_t pcs[MAX_FRAMES];
-	size_t nf = MAX_FRAMES + 1;
-	int patched = 0, rc;
-	uint64_t t0;
-	int64_t idx;
+	/* frame 0 (the allocator) is not shown */
+	int64_t idx = frames_from_snapshot(data, size, 1, 0, &stats, &rec);
 
-	rec = dwunw_cap_prepare(data, size, &patch_buf, &patch_buf_size, &patched);
-	if (!rec) {
-		stats.bad++;
+	if (idx == FRAMES_BAD)
 		return;
-	}
-	stats.records++;
-	if (patched)
-		stats.patched++;
-	dwunw_cap_to_regs(rec, &regs);
-	/* time one unwind in 64 (clock reads cost as much as a short unwind) */
-	bool timed = (stats.records & 63) == 1;
-	t0 = timed ? mono_ns() : 0;
-	rc = dwunw_capture(&dctx, &regs, frames, &nf);
-	if (timed) {
-		stats.unwind_ns += mono_ns() - t0;
-		stats.timed++;
-	}
-	if (rc == DWUNW_ERR_UNSUPPORTED_ARCH) {
+	if (idx == FRAMES_FALLBACK) {
 		uint64_t ra = 0;
 
-		stats.fallback++;
 		if (rec->stack_size >= sizeof(ra))
 			memcpy(&ra, rec->stack, sizeof(ra));
 		idx = fp_stack(rec->aux, ra, true);
-	} else if (nf == 0) {
-		char label[128];
-
-		snprintf(label, sizeof(label), "[unwind failed: %s]", dwunw_strerror(rc));
-		idx = pseudo_stack(label);
-	} else {
-		const char *label = NULL, *stop_name = NULL;
-		uint32_t n = (uint32_t)nf - 1;
-
-		for (uint32_t i = 0; i < n; i++)
-			pcs[i] = frames[i + 1].pc;
-		if (rc != DWUNW_OK) {
-			char buf[128];
-
-			if (frames[nf - 1].flags & DWUNW_FRAME_UPROBE_TRAMP) {
-				label = intern("[unwind stopped: uretprobe trampoline]");
-				stop_name = intern("UPROBE_TRAMPOLINE");
-			} else {
-				snprintf(buf, sizeof(buf), "[unwind stopped: %s]", dwunw_strerror(rc));
-				label = intern(buf);
-				stop_name = intern(dwunw_errname(rc));
-			}
-		}
-		struct dwarf_fill fd = { .f = &frames[1] };
-		idx = stack_get(SK_DWARF, rc, label, stop_name, pcs, n, fill_dwarf, &fd);
-		for (size_t i = 1; i < nf; i++)
-			if (frames[i].flags & DWUNW_FRAME_BEYOND_SNAPSHOT)
-				st.v[idx].beyond = true;
 	}
-	dwunw_module_cache_release(&dctx, frames, nf);
 	ev_put(rec->cookie, (uint32_t)idx);
 }
 #endif
@@ -900,7 +495,7 @@ static int on_record(void *ctx, const void *data, size_t size)
 		struct ml_trace_rec r;
 
 		memcpy(&r, data, sizeof(r));
-		stats.trace++;
+		trace_records++;
 		on_trace(&r);
 	}
 	/* let the report run on time under a steady stream of records (not while it drains) */
@@ -1032,40 +627,6 @@ static int cmp_stack_bytes(const void *a, const void *b)
 	return *(const uint32_t *)a < *(const uint32_t *)b ? -1 : 1;
 }
 
-static void json_str(const char *s)
-{
-	putchar('"');
-	for (; s && *s; s++) {
-		unsigned char c = (unsigned char)*s;
-
-		if (c == '"' || c == '\\')
-			printf("\\%c", c);
-		else if (c < 0x20)
-			printf("\\u%04x", c);
-		else
-			putchar(c);
-	}
-	putchar('"');
-}
-
-static const char *base_name(const char *p)
-{
-	const char *s = p ? strrchr(p, '/') : NULL;
-
-	return s ? s + 1 : p;
-}
-
-static void print_frame_text(size_t i, const struct uframe *f)
-{
-	if (!f->module)
-		printf("\t%zu [<%016" PRIx64 ">] <null sym>\n", i, f->pc);
-	else if (!f->name)
-		printf("\t%zu [<%016" PRIx64 ">] [%s]\n", i, f->pc, f->module);
-	else
-		printf("\t%zu [<%016" PRIx64 ">] %s+0x%" PRIx64 " [%s]\n", i, f->pc, f->name, f->offset,
-		       f->module);
-}
-
 static void print_stack_text(const struct ustack *s)
 {
 	size_t i;
@@ -1095,12 +656,7 @@ static void print_stack_folded(const struct ustack *s)
 		if (sep)
 			putchar(';');
 		sep = true;
-		if (f->name)
-			fputs(f->name, stdout);
-		else if (f->module)
-			printf("[%s]", base_name(f->module));
-		else
-			fputs("[unknown]", stdout);
+		print_frame_folded(f);
 	}
 	printf(" %" PRIu64 "\n", s->bytes);
 }
@@ -1111,17 +667,9 @@ static void print_stack_json(const struct ustack *s)
 	for (uint32_t i = 0; i < s->nframes; i++) {
 		const struct uframe *f = &s->frames[i];
 
-		printf("%s{\"pc\":\"0x%" PRIx64 "\",\"symbol\":", i ? "," : "", f->pc);
-		if (f->name)
-			json_str(f->name);
-		else
-			printf("null");
-		printf(",\"offset\":%" PRIu64 ",\"module\":", f->name ? f->offset : 0);
-		if (f->module)
-			json_str(f->module);
-		else
-			printf("null");
-		putchar('}');
+		if (i)
+			putchar(',');
+		print_frame_json(f);
 	}
 	printf("],\"kind\":\"%s\",", s->kind == SK_DWARF ? "dwarf" : s->kind == SK_FP ? "fp" : "none");
 	if (s->kind == SK_DWARF)
@@ -1361,22 +909,6 @@ static void report(void)
 
 /* ---- Setup ------------------------------------------------------------------------------------ */
 
-static bool have_privileges(void)
-{
-	struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3 };
-	struct __user_cap_data_struct d[2];
-
-	if (geteuid() == 0)
-		return true;
-	memset(d, 0, sizeof(d));
-	if (syscall(SYS_capget, &h, d))
-		return false;
-#define HAS(c) ((d[(c) / 32].effective >> ((c) % 32)) & 1)
-	bool bpf = (HAS(39) && HAS(38)) || HAS(CAP_SYS_ADMIN); /* CAP_BPF, CAP_PERFMON */
-	return bpf && HAS(CAP_SYS_PTRACE);
-#undef HAS
-}
-
 /* The allocator object's path: from the target's maps (-p), else our own maps, else ldconfig. */
 static char *resolve_obj(pid_t pid)
 {
@@ -1600,15 +1132,6 @@ static void cleanup_exit(void)
 	stop_child();
 }
 
-#ifdef HAVE_DWUNW
-static void dw_warn(void *arg, const char *line)
-{
-	(void)arg;
-	if (env.verbose)
-		fprintf(stderr, "memleak: libdwunw: %s\n", line);
-}
-#endif
-
 /*
  * fp mode symbolizes at report time, possibly after the target exited: keep a copy of its maps
  * that outlives it (refreshed every second while it runs). dwarf mode symbolizes each stack
@@ -1670,10 +1193,13 @@ int main(int argc, char **argv)
 	char *obj_path;
 	int pidfd = -1, err, reports = 0;
 
+	tool_name = "memleak";
 	parse_args(argc, argv);
+	tool_verbose = env.verbose;
+	st.max = env.max_stacks;
 	if (!env.pid && !env.command)
 		die("kernel allocations are not traced by this memleak: use -p PID or -c COMMAND");
-	if (!have_privileges())
+	if (!have_privileges(true))
 		die("need root (CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE)");
 	if (env.pid && kill(env.pid, 0) && errno == ESRCH)
 		die("pid %d: no such process", env.pid);
@@ -1685,7 +1211,7 @@ int main(int argc, char **argv)
 			die("pid %d: no such process", env.pid);
 	}
 	obj_path = resolve_obj(env.pid);
-	libbpf_set_print(libbpf_print);
+	libbpf_set_print(tool_libbpf_print);
 
 	skel = memleak_bpf__open();
 	if (!skel)
@@ -1731,23 +1257,14 @@ int main(int argc, char **argv)
 		die("cannot open the %s buffer: %s", env.perfbuf ? "perf" : "ring", strerror(errno));
 
 #ifdef HAVE_DWUNW
-	{
-		struct dwunw_config cfg = {
-			.size = sizeof(cfg),
-			.cache_slots = 64,
-			.warn = dw_warn,
-		};
-
-		err = dwunw_init(&dctx, &cfg);
-		if (err)
-			die("libdwunw: %s", dwunw_strerror(err));
-		dctx_ok = true;
-	}
+	err = frames_init(64, 0);
+	if (err)
+		die("libdwunw: %s", dwunw_strerror(err));
 #else
 	syms = syms_proc_new(target_pid);
 #endif
-	fp_map_n = 1u << 15;
-	fp_map = xcalloc(fp_map_n, sizeof(*fp_map));
+	fpc.n = 1u << 15;
+	fpc.map = xcalloc(fpc.n, sizeof(*fpc.map));
 
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
@@ -1818,8 +1335,7 @@ int main(int argc, char **argv)
 	memleak_bpf__destroy(skel);
 	stop_child();
 #ifdef HAVE_DWUNW
-	if (dctx_ok)
-		dwunw_shutdown(&dctx);
+	frames_shutdown();
 #else
 	syms_proc_free(syms);
 #endif

@@ -240,7 +240,7 @@ export interface DwunwOptions {
 // ---- Unwinding: registers, frames, symbols ---------------------------------------------------
 
 /** How a frame's registers were recovered (enum dwunw_how), as printed. */
-export const HOW_NAMES = ['initial', 'cfi', 'signal', 'fp', 'lr'] as const;
+export const HOW_NAMES = ['initial', 'cfi', 'signal', 'fp', 'lr', 'prologue'] as const;
 export const howName = (how: number): string => HOW_NAMES[how] ?? `how-${how}`;
 
 /** DWUNW_FRAME_* bits worth showing, by name (HOLDS_REF is bookkeeping and not listed). */

@@ -28,6 +28,7 @@ export const DWUNW_ERR_DEPTH = -14;
 export const DWUNW_ERR_EXPR = -15;
 export const DWUNW_ERR_NO_PROCESS = -16;
 export const DWUNW_ERR_UNSUPPORTED = -17;
+export const DWUNW_ERR_PROLOGUE = -18;
 
 export const DWUNW_ARCH_UNKNOWN = 0;
 export const DWUNW_ARCH_X86_64 = 1;
@@ -46,6 +47,7 @@ export const DWUNW_HOW_CFI = 1;
 export const DWUNW_HOW_SIGNAL = 2;
 export const DWUNW_HOW_FP = 3;
 export const DWUNW_HOW_LR = 4;
+export const DWUNW_HOW_PROLOGUE = 5;
 
 export const DWUNW_FRAME_BEYOND_SNAPSHOT = 1 << 0;
 export const DWUNW_FRAME_EXACT_PC = 1 << 1;

@@ -20,6 +20,11 @@
 //               no row covers it), where dwunw stopped (or guessed from the link register) while
 //               gdb went on with its prologue analysis: mips glibc's abort(), and the mips fixtures
 //               built without CFI. Reported with the function and module, not a failure;
+//   gdb-short   every frame gdb gave is dwunw's, but gdb's own walk ended with an error (its
+//               prologue analysis gives up, "frame did not save the PC") where dwunw went on:
+//               listed with gdb's reason, not a failure, and only the frames gdb has are checked
+//               (a last gdb frame that repeats the pc before it is gdb's fallback to a stale ra
+//               register, mid-epilogue, and is not one of them);
 //   mismatch    anything else: a failure (exit status 1).
 // pointer authentication: qemu 7.2's gdbstub does not describe the PAC key masks, so gdb cannot
 // strip signed return addresses; the -mbranch-protection fixtures are therefore run twice, under
@@ -114,7 +119,7 @@ export interface ActualFrame {
   how: string;
 }
 
-export type StackStatus = 'match' | 'cfi-absent' | 'mismatch';
+export type StackStatus = 'match' | 'cfi-absent' | 'gdb-short' | 'mismatch';
 
 export interface CfiGap {
   /** dwunw's frame whose code has no CFI. */
@@ -186,7 +191,7 @@ export interface VerifyOptions {
   progress?: (line: string) => void;
 }
 
-const zero = (): Record<StackStatus, number> => ({ match: 0, 'cfi-absent': 0, mismatch: 0 });
+const zero = (): Record<StackStatus, number> => ({ match: 0, 'cfi-absent': 0, 'gdb-short': 0, mismatch: 0 });
 const norm = (pc: string | bigint): string => `0x${BigInt(pc).toString(16)}`;
 const hex = (v: bigint): string => `0x${v.toString(16)}`;
 
@@ -420,7 +425,10 @@ function actualOf(f: Frame): ActualFrame {
   };
 }
 
-/** One stack against gdb's (see the file's head for the three outcomes). */
+/** gdb's last frame has the pc of the one before: its fallback to a stale ra (it found no save). */
+const repeatsLast = (e: OracleFrame[]): boolean => e.length >= 2 && norm(e[e.length - 1]!.pc) === norm(e[e.length - 2]!.pc);
+
+/** One stack against gdb's (see the file's head for the outcomes). */
 export function compareStack(
   u: Unwinder,
   frames: Frame[],
@@ -464,6 +472,7 @@ export function compareStack(
   if (howBad !== null) status = 'mismatch';
   else if (equal) status = 'match';
   else if (gap && n > gap.index) status = 'cfi-absent';
+  else if (gdbError && frames.length > n && (n === expected.length || (n === expected.length - 1 && repeatsLast(expected)))) status = 'gdb-short';
   else status = 'mismatch';
   if (howBad !== null) n = howBad;
   return {
@@ -834,16 +843,17 @@ export function sideBySide(s: StackResult): string {
     const e = s.expected[i];
     const a = s.actual[i];
     const same = e !== undefined && a !== undefined && norm(e.pc) === norm(a.pc) && !(s.howDiff && i === s.firstDiff);
-    const mark = same ? ' ' : s.gap && i > s.gap.index ? '~' : '!';
+    const mark = same ? ' ' : (s.gap && i > s.gap.index) || (s.status === 'gdb-short' && i >= s.expected.length) ? '~' : '!';
     rows.push(`  ${mark} ${String(i).padEnd(4)}${left[i]!.padEnd(width)} | ${actualLabel(a)}`);
   }
   return rows.join('\n');
 }
 
 export function stackSummary(s: StackResult): string {
-  const eq = s.status === 'match' ? s.expected.length : s.gap ? s.gap.index + 1 : (s.firstDiff ?? 0);
+  const eq = s.status === 'match' || s.status === 'gdb-short' ? s.expected.length : s.gap ? s.gap.index + 1 : (s.firstDiff ?? 0);
   const stop = `dwunw stop ${s.dwStop}${s.gdbError ? `; gdb: ${s.gdbError}` : ''}`;
   if (s.status === 'match') return `MATCH: ${eq} frames equal (${stop})`;
+  if (s.status === 'gdb-short') return `GDB SHORT: all ${eq} frames of gdb equal; gdb stops there (${s.gdbError}), dwunw has ${s.actual.length - eq} more (not compared) (${stop})`;
   if (s.status === 'cfi-absent') {
     const g = s.gap!;
     const where = `${g.symbol ?? '??'} (${g.module ? g.module.slice(g.module.lastIndexOf('/') + 1) : '-'})`;
@@ -853,7 +863,7 @@ export function stackSummary(s: StackResult): string {
   return `MISMATCH at #${s.firstDiff}: ${eq} frames equal, dwunw ${s.actual.length} / gdb ${s.expected.length} frames (${stop})`;
 }
 
-const countText = (c: Record<StackStatus, number>): string => `${c.match} match, ${c['cfi-absent']} cfi-absent, ${c.mismatch} mismatch`;
+const countText = (c: Record<StackStatus, number>): string => `${c.match} match, ${c['cfi-absent']} cfi-absent, ${c['gdb-short']} gdb-short, ${c.mismatch} mismatch`;
 
 /** The text report: per fixture every stop's stacks side by side and a summary, then a total. */
 export function reportText(r: VerifyReport): string {
@@ -878,13 +888,13 @@ export function reportText(r: VerifyReport): string {
     }
     for (const n of fx.notes) out.push(`note: ${n}`);
     for (const e of fx.errors) out.push(`ERROR: ${e}`);
-    const stacks = fx.counts.match + fx.counts['cfi-absent'] + fx.counts.mismatch;
+    const stacks = fx.counts.match + fx.counts['cfi-absent'] + fx.counts['gdb-short'] + fx.counts.mismatch;
     out.push(`summary ${fx.arch} ${fx.variant}: ${fx.stops.length} stops, ${stacks} stacks: ${countText(fx.counts)}; ${fx.errors.length} error(s); ${(fx.ms / 1000).toFixed(1)} s of gdb sessions`);
     out.push('');
   }
   for (const e of r.errors) out.push(`ERROR: ${e}`);
   const t = r.totals;
-  const stacks = t.match + t['cfi-absent'] + t.mismatch;
+  const stacks = t.match + t['cfi-absent'] + t['gdb-short'] + t.mismatch;
   out.push(
     `total: ${t.fixtures} fixtures (${r.arches.join(', ')}), ${t.stops} stops, ${stacks} stacks: ${countText(t)}; ${t.errors} error(s); ${(r.ms / 1000).toFixed(1)} s: ${r.ok ? 'PASS' : 'FAIL'}`,
   );

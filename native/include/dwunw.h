@@ -50,7 +50,8 @@ const char *dwunw_version(void);
 #define DWUNW_ERR_EXPR             -15 /* a DWARF expression failed (stack under/overflow, loop, bad op) */
 #define DWUNW_ERR_NO_PROCESS       -16 /* the target process or thread exited */
 #define DWUNW_ERR_UNSUPPORTED      -17 /* a feature this build does not provide */
-#define DWUNW_ERR_MIN              -17
+#define DWUNW_ERR_PROLOGUE         -18 /* no CFI, and code the prologue analyser does not understand */
+#define DWUNW_ERR_MIN              -18
 
 /* One line naming the error ("no call-frame information", ...). Never NULL. */
 const char *dwunw_strerror(int err);
@@ -133,6 +134,15 @@ struct dwunw_arch_ops {
 			 int (*read)(void *arg, uint64_t addr, void *buf, size_t len), void *arg);
 	/* Registers from a ptrace NT_PRSTATUS register set (also what a core file holds). */
 	int (*regs_from_prstatus)(const void *buf, size_t len, struct dwunw_regs *out);
+	/*
+	 * Code without CFI (arm64, mips): decode the function's prologue from `func_start` up to pc
+	 * (func_start 0: unknown, found by a bounded backward scan) and the epilogue ahead of pc, and
+	 * fill `out` with the caller's frame. `exact`: pc is the interrupted instruction (frame 0,
+	 * after a signal), else a return address. 1 = stepped; 0 = not applicable (no function
+	 * found); DWUNW_ERR_PROLOGUE = code the analyser does not understand (the walk stops there).
+	 */
+	int (*prologue_step)(const struct dwunw_regs *in, struct dwunw_regs *out, uint64_t func_start, int exact,
+			     int (*read)(void *arg, uint64_t addr, void *buf, size_t len), void *arg);
 };
 
 /* The backend for an architecture, or NULL when this build has none. */
@@ -198,6 +208,7 @@ enum dwunw_how {
 	DWUNW_HOW_SIGNAL = 2,       /* from a signal frame's saved context */
 	DWUNW_HOW_FP = 3,           /* frame-pointer fallback (no CFI) */
 	DWUNW_HOW_LR = 4,           /* no CFI, return address where the call left it: link register, or [sp] in a stub */
+	DWUNW_HOW_PROLOGUE = 5,     /* no CFI: the function's prologue (and epilogue) decoded */
 };
 
 /* dwunw_frame.flags */

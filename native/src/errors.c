@@ -33,6 +33,7 @@ static const struct {
 	[-DWUNW_ERR_EXPR] = { "EXPR", "DWARF expression failed" },
 	[-DWUNW_ERR_NO_PROCESS] = { "NO_PROCESS", "target process or thread exited" },
 	[-DWUNW_ERR_UNSUPPORTED] = { "UNSUPPORTED", "not supported by this build" },
+	[-DWUNW_ERR_PROLOGUE] = { "PROLOGUE", "no CFI, and a prologue the analyser does not understand" },
 };
 
 DWUNW_API const char *dwunw_strerror(int err)

@@ -647,3 +647,19 @@ DWUNW_API int dwunw_symbolize_frame(struct dwunw_ctx *ctx, const struct dwunw_fr
 		out->offset += 1;
 	return err;
 }
+
+/* The start of the function symbol covering module address `addr` (the prologue analyser's
+ * anchor): no names, no lines. DWUNW_ERR_NOT_FOUND when no symbol covers it. */
+int dw_module_func_start(struct dwunw_module *m, uint64_t addr, uint64_t *start)
+{
+	struct dw_symtab *s;
+	const struct sym *y;
+	int err = module_symtab(m->ctx, m, &s);
+
+	if (err)
+		return err;
+	if (!s || !(y = find_sym(s, addr)))
+		return DWUNW_ERR_NOT_FOUND;
+	*start = y->addr;
+	return DWUNW_OK;
+}

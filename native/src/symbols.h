@@ -17,5 +17,7 @@ void dw_symtab_free(struct dw_symtab *s);
 /* Symbol covering module address `addr` (thread-safe: the line table is built on first use under
  * the symtab's own lock). DWUNW_ERR_NOT_FOUND when no symbol covers it (out->name is ""). */
 int dw_symtab_lookup(struct dw_symtab *s, uint64_t addr, struct dwunw_symbol *out);
+/* Start of the symbol covering module address `addr` (index built on first use). */
+int dw_module_func_start(struct dwunw_module *m, uint64_t addr, uint64_t *start);
 
 #endif

@@ -10,6 +10,7 @@
 #include "expr.h"
 #include "internal.h"
 #include "proc.h"
+#include "symbols.h"
 #include "table.h"
 #include "utils/stack_reader.h"
 
@@ -490,6 +491,19 @@ static int step_fallback(struct walk *w, const struct state *s, struct state *n,
 				}
 				break;
 			}
+	}
+	if (mod && arch->prologue_step) {
+		/* no CFI for this pc: the prologue analyser, anchored on the function's symbol */
+		uint64_t start = 0;
+		if (dw_module_func_start(pl->mod, (exact ? s->pc : s->pc - 1) - pl->bias, &start) == DWUNW_OK)
+			start += pl->bias;
+		r = arch->prologue_step(&in, &out, start, exact, wread, w);
+		if (r < 0)
+			return r;
+		if (r > 0) {
+			*how = DWUNW_HOW_PROLOGUE;
+			goto done;
+		}
 	}
 	if (exact && fi == 0 && arch->lr_step && arch->lr_step(&in, &out) > 0) {
 		*how = DWUNW_HOW_LR;

@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <string.h>
 #include "internal.h"
+#include "arch/mips32/prologue.h"
 
 enum {
 	M_ZERO = 0,
@@ -246,4 +247,5 @@ const struct dwunw_arch_ops dw_arch_mips32 = {
 	.lr_step = mips32_lr_step,
 	.stub_step = mips32_stub_step,
 	.regs_from_prstatus = mips32_regs_from_prstatus,
+	.prologue_step = dw_mips32_prologue_step,
 };

@@ -1,0 +1,260 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/* Record -> frames (DWARF snapshots and frame-pointer stacks): see frames.h. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <bpf/bpf.h>
+#include "capture_user.h"
+#include "frames.h"
+#include "intern.h"
+#include "perf_map.h"
+#include "syms.h"
+#include "tool_util.h"
+
+#ifdef HAVE_DWUNW
+struct dwunw_ctx dctx;
+bool dctx_ok;
+#else
+struct syms_proc *syms;
+#endif
+bool frames_use_perf_map;
+
+void fill_from_symbol(struct uframe *f, const char *name, uint64_t off, const char *module)
+{
+	f->module = module ? intern(module) : NULL;
+	if (name && *name) {
+		f->name = intern(name);
+		f->offset = off;
+	}
+}
+
+/* A frame in no module: named from the JIT's perf map when there is one. */
+static void fill_anon(struct uframe *f, pid_t pid)
+{
+	const char *name;
+	uint64_t off;
+
+	if (!frames_use_perf_map || !pid || !(name = perf_map_lookup(pid, f->pc, &off)))
+		return;
+	f->name = name;
+	f->offset = off;
+	f->flags |= UF_PERFMAP | UF_JIT;
+}
+
+void fill_fp(void *arg, struct uframe *frames, uint32_t n)
+{
+	pid_t pid = (pid_t)(intptr_t)arg;
+
+	for (uint32_t i = 0; i < n; i++) {
+#ifdef HAVE_DWUNW
+		struct dwunw_regs r = {
+			.arch = DWUNW_ARCH_X86_64,
+			.flags = DWUNW_REGS_PC_IS_RETADDR,
+			.pid = pid,
+			.tid = pid,
+			.pc = frames[i].pc,
+		};
+		struct dwunw_frame f;
+		struct dwunw_symbol sym;
+		size_t nf = 1;
+
+#if defined(__aarch64__)
+		r.arch = DWUNW_ARCH_ARM64;
+#endif
+		dwunw_capture(&dctx, &r, &f, &nf);
+		if (nf < 1)
+			continue;
+		if (f.module && dwunw_symbolize_frame(&dctx, &f, &sym) == DWUNW_OK)
+			fill_from_symbol(&frames[i], sym.name, sym.offset, dwunw_module_path(f.module));
+		else if (f.module)
+			fill_from_symbol(&frames[i], NULL, 0, dwunw_module_path(f.module));
+		else
+			fill_anon(&frames[i], pid);
+		dwunw_module_cache_release(&dctx, &f, nf);
+#else
+		struct syms_result res;
+
+		syms_resolve(syms, frames[i].pc, 1, &res);
+		fill_from_symbol(&frames[i], res.name, res.offset, res.module);
+		if (!res.module)
+			fill_anon(&frames[i], pid);
+#endif
+	}
+}
+
+const char *fperr_label(uint64_t err)
+{
+	static char buf[96];
+
+	switch (err) {
+	case EEXIST:
+		return "[stack lost: frame-pointer stack map full (EEXIST)]";
+	case EFAULT:
+		return "[stack lost: frame-pointer walk failed (EFAULT)]";
+	case ENOMEM:
+		return "[stack lost: frame-pointer stack map out of memory]";
+	default:
+		snprintf(buf, sizeof(buf), "[stack lost: bpf_get_stackid error %" PRIu64 "]", err);
+		return buf;
+	}
+}
+
+int64_t fp_stack_of(struct fp_cache *cache, int map_fd, pid_t pid, uint64_t space, int64_t id,
+		    uint64_t first_pc, bool replace_first)
+{
+	uint64_t pcs[FRAMES_FP_DEPTH + 1];
+	uint64_t raw[FRAMES_FP_DEPTH];
+	uint32_t n = 0;
+
+	if (id < 0)
+		return pseudo_stack(fperr_label((uint64_t)-id));
+	if (cache && !replace_first && (uint64_t)id < cache->n && cache->map[id])
+		return cache->map[id] - 1;
+	memset(raw, 0, sizeof(raw));
+	if (bpf_map_lookup_elem(map_fd, &id, raw))
+		return pseudo_stack("[stack lost: frame-pointer stack id not found]");
+	if (replace_first)
+		pcs[n++] = first_pc;
+	for (uint32_t i = replace_first ? 1 : 0; i < FRAMES_FP_DEPTH && raw[i]; i++)
+		pcs[n++] = raw[i];
+	int64_t idx = stack_get_in(space, SK_FP, 0, NULL, NULL, pcs, n, fill_fp,
+				   (void *)(intptr_t)pid);
+	if (cache && !replace_first && (uint64_t)id < cache->n && st.v[idx].kind == SK_FP)
+		cache->map[id] = (int32_t)idx + 1;
+	return idx;
+}
+
+#ifdef HAVE_DWUNW
+static void dw_warn(void *arg, const char *line)
+{
+	(void)arg;
+	if (tool_verbose)
+		fprintf(stderr, "%s: libdwunw: %s\n", tool_name, line);
+}
+
+int frames_init(uint32_t cache_slots, uint32_t flags)
+{
+	struct dwunw_config cfg = {
+		.size = sizeof(cfg),
+		.flags = flags,
+		.cache_slots = cache_slots,
+		.warn = dw_warn,
+	};
+	int err = dwunw_init(&dctx, &cfg);
+
+	dctx_ok = err == DWUNW_OK;
+	return err;
+}
+
+void frames_shutdown(void)
+{
+	if (dctx_ok)
+		dwunw_shutdown(&dctx);
+	dctx_ok = false;
+}
+
+static struct dwunw_frame frames[FRAMES_MAX + 1];
+static void *patch_buf;
+static size_t patch_buf_size;
+
+struct dwarf_fill {
+	const struct dwunw_frame *f;
+	pid_t pid;
+};
+
+static void fill_dwarf(void *arg, struct uframe *out, uint32_t n)
+{
+	struct dwarf_fill *d = arg;
+
+	for (uint32_t i = 0; i < n; i++) {
+		const struct dwunw_frame *f = &d->f[i];
+		struct dwunw_symbol sym;
+
+		out[i].how = f->how;
+		if (f->how == DWUNW_HOW_FP)
+			out[i].flags |= UF_FP;
+		if (f->flags & DWUNW_FRAME_JIT)
+			out[i].flags |= UF_JIT;
+		if (!f->module) {
+			fill_anon(&out[i], d->pid);
+			continue;
+		}
+		if (dwunw_symbolize_frame(&dctx, f, &sym) == DWUNW_OK)
+			fill_from_symbol(&out[i], sym.name, sym.offset, dwunw_module_path(f->module));
+		else
+			fill_from_symbol(&out[i], NULL, 0, dwunw_module_path(f->module));
+	}
+}
+
+int64_t frames_from_snapshot(const void *data, size_t size, uint32_t skip, uint64_t space,
+			     struct unwind_stats *stats, const struct cap_record **recp)
+{
+	const struct cap_record *rec;
+	struct dwunw_regs regs;
+	uint64_t pcs[FRAMES_MAX + 1];
+	size_t nf = FRAMES_MAX + 1;
+	int patched = 0, rc;
+	uint64_t t0;
+	int64_t idx;
+
+	rec = dwunw_cap_prepare(data, size, &patch_buf, &patch_buf_size, &patched);
+	*recp = rec;
+	if (!rec) {
+		stats->bad++;
+		return FRAMES_BAD;
+	}
+	stats->records++;
+	if (patched)
+		stats->patched++;
+	dwunw_cap_to_regs(rec, &regs);
+	/* time one unwind in 64 (clock reads cost as much as a short unwind) */
+	bool timed = (stats->records & 63) == 1;
+	t0 = timed ? mono_ns() : 0;
+	rc = dwunw_capture(&dctx, &regs, frames, &nf);
+	if (timed) {
+		stats->unwind_ns += mono_ns() - t0;
+		stats->timed++;
+	}
+	if (rc == DWUNW_ERR_UNSUPPORTED_ARCH) {
+		stats->fallback++;
+		dwunw_module_cache_release(&dctx, frames, nf);
+		return FRAMES_FALLBACK;
+	}
+	if (nf == 0) {
+		char label[128];
+
+		snprintf(label, sizeof(label), "[unwind failed: %s]", dwunw_strerror(rc));
+		idx = pseudo_stack(label);
+	} else {
+		const char *label = NULL, *stop_name = NULL;
+		uint32_t n = (uint32_t)nf - skip;
+
+		for (uint32_t i = 0; i < n; i++) {
+			pcs[i] = frames[i + skip].pc;
+			if (frames[i + skip].how == DWUNW_HOW_FP)
+				stats->frames_fp++;
+		}
+		if (rc != DWUNW_OK) {
+			char buf[128];
+
+			if (frames[nf - 1].flags & DWUNW_FRAME_UPROBE_TRAMP) {
+				label = intern("[unwind stopped: uretprobe trampoline]");
+				stop_name = intern("UPROBE_TRAMPOLINE");
+			} else {
+				snprintf(buf, sizeof(buf), "[unwind stopped: %s]", dwunw_strerror(rc));
+				label = intern(buf);
+				stop_name = intern(dwunw_errname(rc));
+			}
+		}
+		struct dwarf_fill fd = { .f = &frames[skip], .pid = (pid_t)rec->pid };
+		idx = stack_get_in(space, SK_DWARF, rc, label, stop_name, pcs, n, fill_dwarf, &fd);
+		for (size_t i = skip; i < nf; i++)
+			if (frames[i].flags & DWUNW_FRAME_BEYOND_SNAPSHOT)
+				st.v[idx].beyond = true;
+	}
+	dwunw_module_cache_release(&dctx, frames, nf);
+	return idx;
+}
+#endif

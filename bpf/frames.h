@@ -1,0 +1,82 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * Record -> frames: a capture snapshot unwound with libdwunw (HAVE_DWUNW), or a
+ * bpf_get_stackid() frame-pointer stack read from its stack map, interned in the stack store
+ * and symbolized once when new. Owns the unwinder context (or, without libdwunw, the ELF
+ * symbolizer of syms.h).
+ */
+#ifndef DWUNW_FRAMES_H
+#define DWUNW_FRAMES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include "capture.h"
+#include "stack_store.h"
+
+#define FRAMES_MAX 128          /* frames kept per unwound stack */
+#define FRAMES_FP_DEPTH 127     /* frames in a bpf_get_stackid() stack (PERF_MAX_STACK_DEPTH) */
+
+#ifdef HAVE_DWUNW
+#include "dwunw.h"
+extern struct dwunw_ctx dctx;
+extern bool dctx_ok;
+/* dwunw_init with `cache_slots` module-cache slots and warnings on stderr under -v. */
+int frames_init(uint32_t cache_slots, uint32_t flags);
+void frames_shutdown(void);
+#else
+struct syms_proc;
+extern struct syms_proc *syms;
+#endif
+
+/* Name frames in anonymous executable memory from /tmp/perf-PID.map (profile). */
+extern bool frames_use_perf_map;
+
+void fill_from_symbol(struct uframe *f, const char *name, uint64_t off, const char *module);
+
+/* fill_fn for frame-pointer stacks (every pc a return address); arg: the pid (intptr_t). */
+void fill_fp(void *arg, struct uframe *frames, uint32_t n);
+
+/* "[stack lost: ...]" for a bpf_get_stackid() error (positive errno). */
+const char *fperr_label(uint64_t err);
+
+/* Stack id -> stack index cache of one stack map (ids are stable while the map lives). */
+struct fp_cache {
+	uint32_t n;
+	int32_t *map;          /* stack index + 1 */
+};
+
+/*
+ * The interned stack of bpf_get_stackid() id `id` in the stack map `map_fd` (a pseudo-stack for
+ * a negative id), in address space `space`, symbolized for `pid`; with replace_first, its first
+ * pc replaced by first_pc (not cached). `cache` may be NULL.
+ */
+int64_t fp_stack_of(struct fp_cache *cache, int map_fd, pid_t pid, uint64_t space, int64_t id,
+		    uint64_t first_pc, bool replace_first);
+
+/* Counters of the snapshots unwound. */
+struct unwind_stats {
+	uint64_t records;      /* snapshots received */
+	uint64_t bad;          /* malformed */
+	uint64_t patched;      /* snapshots with a pending return address written back */
+	uint64_t unwind_ns;    /* over the timed ones */
+	uint64_t timed;
+	uint64_t fallback;     /* DWUNW_ERR_UNSUPPORTED_ARCH: fp stack used */
+	uint64_t frames_fp;    /* frames recovered by frame pointers inside DWARF walks */
+};
+
+#define FRAMES_BAD      (-1)   /* malformed record */
+#define FRAMES_FALLBACK (-2)   /* architecture not unwindable: use the record's fp stack */
+
+/*
+ * Unwind the snapshot record `data`: the index of its interned stack (frames after the first
+ * `skip` ones; stopped walks carry "[unwind stopped: REASON]"), or FRAMES_BAD /
+ * FRAMES_FALLBACK. *recp: the (possibly patched) record, valid until the next call.
+ */
+#ifdef HAVE_DWUNW
+int64_t frames_from_snapshot(const void *data, size_t size, uint32_t skip, uint64_t space,
+			     struct unwind_stats *stats, const struct cap_record **recp);
+#endif
+
+#endif /* DWUNW_FRAMES_H */
