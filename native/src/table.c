@@ -200,6 +200,7 @@ static int rule_id(struct builder *b, const struct dw_frame_state *st, uint32_t 
 		r.flags |= DW_RULEF_SIMPLE;
 	{
 		int64_t lo = INT32_MAX, hi = INT32_MIN;
+		uint64_t set_mask = 0;
 		for (uint32_t i = 0; i < n; i++) {
 			const struct dw_regrule *rr = &b->tmp[i];
 			if (rr->reg == r.ra_reg)
@@ -210,12 +211,16 @@ static int rule_id(struct builder *b, const struct dw_frame_state *st, uint32_t 
 				lo = rr->val < lo ? rr->val : lo;
 				hi = rr->val > hi ? rr->val : hi;
 				if (rr->reg < 64)
-					r.set_mask |= 1ull << rr->reg;
+					set_mask |= 1ull << rr->reg;
 			}
 		}
 		if ((r.flags & (DW_RULEF_SIMPLE | DW_RULEF_RA_RULE | DW_RULEF_SIGNAL)) ==
-		    (DW_RULEF_SIMPLE | DW_RULEF_RA_RULE))
+		    (DW_RULEF_SIMPLE | DW_RULEF_RA_RULE) && b->in->arch) {
+			const struct dwunw_arch_ops *a = b->in->arch;
 			r.flags |= DW_RULEF_FAST;
+			r.step_mask = (set_mask & (a->nregs >= 64 ? ~0ull : (1ull << a->nregs) - 1)) |
+				      (a->sp_reg < 64 ? 1ull << a->sp_reg : 0);
+		}
 		/* slots one word wide: [lo, hi + word) */
 		if (lo <= hi) {
 			r.off_min = (int32_t)lo;

@@ -39,7 +39,9 @@ struct dw_rule {
 	 * [cfa + off_min, cfa + off_min + span): one bounds check covers them all (span 0: none). */
 	int32_t off_min;
 	uint32_t span;
-	uint64_t set_mask;         /* registers (< 64) a DW_RULE_OFFSET rule sets */
+	/* FAST rules: the registers a step sets, those of its slots the backend tracks plus the
+	 * stack pointer */
+	uint64_t step_mask;
 };
 
 /* One register's rule. 8 bytes. */
@@ -112,6 +114,8 @@ struct dw_table_input {
 	uint32_t nranges;
 	uint16_t machine;
 	uint8_t addr_size;
+	/* The backend, when known: a step's register mask is then precomputed (dw_rule.step_mask). */
+	const struct dwunw_arch_ops *arch;
 };
 
 /* Build; on success the table may still carry first_err (entries that were skipped). */

@@ -538,8 +538,6 @@ struct fast_env {
 	const uint8_t *snap;
 	uint64_t snap_lo, snap_len;
 	uint64_t keep;             /* registers a step keeps: callee-saved and link, < nregs */
-	uint64_t regmask;
-	uint64_t sp_bit;
 	unsigned spr;
 	uint64_t (*ra_to_pc)(uint64_t ra, int ra_signed);
 	const struct place *places, *places_end; /* every recent place */
@@ -557,34 +555,33 @@ enum { FAST_MORE, FAST_END, FAST_NO_PROGRESS, FAST_DEPTH };
 static inline __attribute__((always_inline)) int walk_fast(const struct fast_env *e, struct state *s,
 							   const struct place **plp, const struct place **altp,
 							   struct dwunw_frame *frames, size_t *nfp, size_t cap,
-							   const unsigned asz)
+							   int exact, const unsigned asz, const int has_ra_to_pc)
 {
 	/* Locals: stores to the registers and frames cannot alias them. */
 	const struct place *p = *plp, *a = *altp;
 	const uint8_t *const snapb = e->snap - e->snap_lo;
 	const uint64_t snap_lo = e->snap_lo, snap_len = e->snap_len, keep = e->keep;
-	const uint64_t regmask = e->regmask, sp_bit = e->sp_bit;
 	const unsigned spr = e->spr;
 	uint64_t (*const ra_to_pc)(uint64_t, int) = e->ra_to_pc;
-	uint64_t valid = s->valid, pc = s->pc;
-	size_t nf = *nfp;
+	uint64_t valid = s->valid, pc = s->pc, dec = !exact;
+	struct dwunw_frame *f = frames + *nfp, *const fend = frames + cap;
 	int ret = FAST_MORE;
 
 	for (;;) {
-		const uint64_t lookup = pc - 1, sp = s->regs[spr];
+		const uint64_t lookup = pc - dec, sp = s->regs[spr];
 		const struct dw_rule *rule;
 		const struct dw_regrule *rr;
 		uint64_t key, ent, cfa, lo, npc;
 		const _Atomic uint64_t *slot;
 		const uint8_t *base;
 
-		/* lookup and pc (= lookup + 1) both in the place */
-		if (DW_UNLIKELY(lookup - p->start >= p->len - 1)) {
+		/* lookup and pc (= lookup + dec) both in the place */
+		if (DW_UNLIKELY(lookup - p->start >= p->len - dec)) {
 			const struct place *t = a;
-			if (DW_UNLIKELY(lookup - a->start >= a->len - 1)) {
+			if (DW_UNLIKELY(lookup - a->start >= a->len - dec)) {
 				/* a third module: the other recent places */
 				for (t = e->places; t < e->places_end; t++)
-					if (lookup - t->start < t->len - 1)
+					if (lookup - t->start < t->len - dec)
 						break;
 				if (t == e->places_end)
 					break;
@@ -629,13 +626,14 @@ static inline __attribute__((always_inline)) int walk_fast(const struct fast_env
 		case 0: break;
 		}
 		s->regs[spr] = cfa;
-		valid = (valid & keep) | (rule->set_mask & regmask) | sp_bit;
+		valid = (valid & keep) | rule->step_mask;
 		npc = s->regs[rule->ra_reg];
-		if (ra_to_pc)
+		if (has_ra_to_pc)
 			npc = ra_to_pc(npc, !!(rule->flags & DW_RULEF_RA_SIGNED));
-		frames[nf] = (struct dwunw_frame){ .pc = pc, .sp = sp, .cfa = cfa, .module_addr = pc - p->bias,
-						   .module = p->mod, .how = DWUNW_HOW_CFI, .flags = p->fflags };
-		nf++;
+		/* how and the first frame's EXACT_PC: set by the caller */
+		*f++ = (struct dwunw_frame){ .pc = pc, .sp = sp, .cfa = cfa, .module_addr = pc - p->bias,
+					     .module = p->mod, .how = DWUNW_HOW_CFI, .flags = p->fflags };
+		dec = 1;
 		if (DW_UNLIKELY(npc == 0)) {
 			ret = FAST_END;
 			pc = npc;
@@ -647,14 +645,14 @@ static inline __attribute__((always_inline)) int walk_fast(const struct fast_env
 			break;
 		}
 		pc = npc;
-		if (DW_UNLIKELY(nf >= cap)) {
+		if (DW_UNLIKELY(f >= fend)) {
 			ret = FAST_DEPTH;
 			break;
 		}
 	}
 	s->valid = valid;
 	s->pc = pc;
-	*nfp = nf;
+	*nfp = (size_t)(f - frames);
 	*plp = p;
 	*altp = a;
 	return ret;
@@ -800,7 +798,7 @@ DWUNW_API int dwunw_capture(struct dwunw_ctx *ctx, const struct dwunw_regs *regs
 	exact = !(regs->flags & DWUNW_REGS_PC_IS_RETADDR);
 	pl = alt = &w.places[0]; /* empty: the first frame looks its place up */
 	fe = (struct fast_env){ .snap = snap, .snap_lo = snap_lo, .snap_len = snap_len, .keep = keep,
-				.regmask = regmask, .sp_bit = 1ull << spr, .spr = spr, .ra_to_pc = arch->ra_to_pc,
+				.spr = spr, .ra_to_pc = arch->ra_to_pc,
 				.places = w.places, .places_end = w.places + DW_ARRAY_SIZE(w.places) };
 
 	for (;;) {
@@ -818,6 +816,27 @@ DWUNW_API int dwunw_capture(struct dwunw_ctx *ctx, const struct dwunw_regs *regs
 			if (np != pl)
 				alt = pl;
 			pl = np;
+		}
+		/* The common frames first, from here as far as they go. */
+		if (how != DWUNW_HOW_SIGNAL && !w.beyond && pl->rcache && lookup == opc - !exact &&
+		    ((cur->valid >> spr) & 1)) {
+			size_t n0 = nf;
+			int fr = asz == 4 ? walk_fast(&fe, cur, &pl, &alt, frames, &nf, cap, exact, 4, 1)
+				 : fe.ra_to_pc ? walk_fast(&fe, cur, &pl, &alt, frames, &nf, cap, exact, 8, 1)
+				 : walk_fast(&fe, cur, &pl, &alt, frames, &nf, cap, exact, 8, 0);
+			if (nf != n0) {
+				frames[n0].how = how;
+				frames[n0].flags |= exact ? DWUNW_FRAME_EXACT_PC : 0;
+			}
+			if (DW_UNLIKELY(fr != FAST_MORE)) {
+				ret = fr == FAST_END ? DWUNW_OK : fr == FAST_DEPTH ? DWUNW_ERR_DEPTH : DWUNW_ERR_NO_PROGRESS;
+				break;
+			}
+			if (nf != n0) {
+				exact = 0;
+				how = DWUNW_HOW_CFI;
+				continue;
+			}
 		}
 		fl |= pl->fflags;
 		w.beyond = 0;
@@ -861,14 +880,6 @@ DWUNW_API int dwunw_capture(struct dwunw_ctx *ctx, const struct dwunw_regs *regs
 		exact = nhow == DWUNW_HOW_SIGNAL;
 		how = nhow;
 		cur->valid &= regmask;
-		if (how == DWUNW_HOW_CFI && !w.beyond && pl->rcache && ((cur->valid >> spr) & 1)) {
-			int fr = asz == 8 ? walk_fast(&fe, cur, &pl, &alt, frames, &nf, cap, 8)
-					  : walk_fast(&fe, cur, &pl, &alt, frames, &nf, cap, 4);
-			if (DW_UNLIKELY(fr != FAST_MORE)) {
-				ret = fr == FAST_END ? DWUNW_OK : fr == FAST_DEPTH ? DWUNW_ERR_DEPTH : DWUNW_ERR_NO_PROGRESS;
-				break;
-			}
-		}
 		continue;
 stop:
 		/* The last frame: no step from it (r = 1: the outermost, else the reason). */
