@@ -198,6 +198,16 @@ static int rule_id(struct builder *b, const struct dw_frame_state *st, uint32_t 
 	r.nregs = (uint8_t)n;
 	if (r.cfa_kind == DW_CFA_KIND_REG && r.cfa_reg < DWUNW_MAX_REGS && r.ra_reg < DWUNW_MAX_REGS)
 		r.flags |= DW_RULEF_SIMPLE;
+	if (r.cfa_kind == DW_CFA_KIND_REG && r.cfa_reg < DWUNW_MAX_REGS && r.ra_reg < DWUNW_MAX_REGS &&
+	    !(r.flags & DW_RULEF_SIGNAL)) {
+		int ra_undef = 0, all_undef = 1;
+		for (uint32_t i = 0; i < n; i++) {
+			all_undef &= b->tmp[i].kind == DW_RULE_UNDEF;
+			ra_undef |= b->tmp[i].reg == r.ra_reg;
+		}
+		if (ra_undef && all_undef)
+			r.flags |= DW_RULEF_OUTERMOST;
+	}
 	{
 		int64_t lo = INT32_MAX, hi = INT32_MIN;
 		uint64_t set_mask = 0;

@@ -24,6 +24,8 @@
 				    * registers: the step loads them in place */
 #define DW_RULEF_RA_RULE   0x08    /* some rule names the return-address column */
 #define DW_RULEF_FAST      0x10    /* SIMPLE, RA_RULE and not SIGNAL: the whole step is slot loads */
+#define DW_RULEF_OUTERMOST 0x20    /* CFA = reg + off and every rule, the return address's too,
+				    * "undefined": the outermost frame (_start) */
 
 /* What the step function needs for one row. 32 bytes. */
 struct dw_rule {

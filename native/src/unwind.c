@@ -49,13 +49,14 @@ struct walk {
 	uint64_t snap_lo, snap_len;
 	struct dw_proc *proc;
 	int proc_ref;              /* the capture holds a reference on proc (else it is a reader) */
-	struct place places[4];    /* recent ones (frame_place) */
 	unsigned nplaces;          /* places filled so far */
-	struct dw_remote remote;
 	uint8_t remote_on;
 	uint8_t refreshed;
 	uint8_t beyond;            /* the current step read beyond the snapshot */
 	unsigned asz;
+	/* not cleared at the start of a capture: */
+	struct dw_remote remote;   /* set up on first use (remote_on) */
+	struct place places[4];    /* recent ones (frame_place); empty: len 0, no rcache */
 	struct {
 		struct dwunw_module *m;
 		uint32_t frame;    /* first frame using it: it carries the reference */
@@ -600,8 +601,15 @@ static inline __attribute__((always_inline)) int walk_fast(const struct fast_env
 				break;
 		}
 		rule = &p->rules[(uint32_t)ent];
-		if (DW_UNLIKELY(!(rule->flags & DW_RULEF_FAST) || !((valid >> rule->cfa_reg) & 1)))
+		if (DW_UNLIKELY(!(rule->flags & DW_RULEF_FAST) || !((valid >> rule->cfa_reg) & 1))) {
+			if ((rule->flags & DW_RULEF_OUTERMOST) && ((valid >> rule->cfa_reg) & 1)) {
+				/* the last frame, as step_cfi would end it: no caller, no CFA shown */
+				*f++ = (struct dwunw_frame){ .pc = pc, .sp = sp, .module_addr = pc - p->bias,
+							     .module = p->mod, .how = DWUNW_HOW_CFI, .flags = p->fflags };
+				ret = FAST_END;
+			}
 			break;
+		}
 		cfa = s->regs[rule->cfa_reg] + (uint64_t)(int64_t)rule->cfa_off;
 		if (asz == 4)
 			cfa = (uint32_t)cfa;
@@ -763,7 +771,11 @@ DWUNW_API int dwunw_capture(struct dwunw_ctx *ctx, const struct dwunw_regs *regs
 	arch = dwunw_arch_get((enum dwunw_arch)regs->arch);
 	if (!arch)
 		return DWUNW_ERR_UNSUPPORTED_ARCH;
-	memset(&w, 0, offsetof(struct walk, held));
+	memset(&w, 0, offsetof(struct walk, remote));
+	for (unsigned i = 0; i < DW_ARRAY_SIZE(w.places); i++) {
+		w.places[i].start = w.places[i].len = 0;
+		w.places[i].rcache = NULL;
+	}
 	w.nheld = 0;
 	w.c = c;
 	w.in = regs;
