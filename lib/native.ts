@@ -138,6 +138,7 @@ export const ArchOpsT = koffi.struct('dwunw_arch_ops', {
   lr_step: 'void *',
   stub_step: 'void *',
   regs_from_prstatus: 'void *',
+  prologue_step: 'void *',
 });
 
 export const CacheStatsT = koffi.struct('dwunw_cache_stats', {
