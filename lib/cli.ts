@@ -5,7 +5,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import yargs, { type Argv, type CommandModule } from 'yargs';
 import { hideBin } from 'yargs/helpers';
-import { CliError, reportError } from './output.js';
+import { CliError, ExitCode, reportError } from './output.js';
 
 /*
  * The subcommands, loaded lazily: `dwunw --help` and each command import only what they need
@@ -20,6 +20,7 @@ const COMMANDS: readonly { file: string; command: string; describe: string }[] =
   { file: 'verify', command: 'verify', describe: 'Unwind known stacks of the fixture programs and compare them with gdb (x86_64, arm64, mips32)' },
   { file: 'unwind-core', command: 'unwind-core <core>', describe: 'Unwind every thread of a core file (kernel core, gcore, qemu guest core), offline' },
   { file: 'memleak', command: 'memleak [args..]', describe: 'Outstanding allocations of a process by stack, with DWARF stacks (memleak; --demo: a side-by-side demo)' },
+  { file: 'profile', command: 'profile [args..]', describe: 'CPU profile by stack, system-wide or of processes, with DWARF user stacks (folded, pprof, HTML flame graph)' },
 ];
 export const commandTable = COMMANDS;
 
@@ -48,7 +49,7 @@ async function printVersion(): Promise<void> {
 }
 
 function report(e: unknown): void {
-  if (e instanceof CliError) reportError(e.what, e.reason);
+  if (e instanceof CliError) reportError(e.what, e.reason, e.status);
   else if (e instanceof Error && e.constructor.name === 'DwunwError') reportError('libdwunw', e.message);
   else if (e instanceof Error) reportError(e.message);
   else reportError(String(e));
@@ -88,7 +89,7 @@ export async function main(argv: string[] = hideBin(process.argv)): Promise<void
     .wrap(Math.min(110, process.stdout.columns || 80))
     .fail((msg, err) => {
       if (err) throw err;
-      throw new CliError('usage', `${msg.replace(/\s*\n\s*/g, ' ')} (see dwunw --help)`);
+      throw new CliError('usage', `${msg.replace(/\s*\n\s*/g, ' ')} (see dwunw --help)`, ExitCode.USAGE);
     });
   try {
     await y.parseAsync();

@@ -394,6 +394,23 @@ t.test('--exe and --sysroot', async (t) => {
   t.equal(both.r.code, 0, '--sysroot + --exe: exit 0');
   t.same(both.json.threads[0]?.frames.map((f) => f.pc), before.json.threads[0]?.frames.map((f) => f.pc), '--sysroot + --exe: the same stack');
   t.equal(both.json.threads[0]?.frames[0]?.symbol, 'crash_poke', '--sysroot + --exe: the executable\'s symbols');
+
+  // A sysroot that holds none of the core's files: each missing module is named, the walk stops
+  // where the first one is met, and no frame is made up from frame pointers past it.
+  const empty = join(dir, 'empty');
+  mkdirSync(empty);
+  const none = await unwindCoreJson([core, '--sysroot', empty, '--exe', moved]);
+  const libc = before.json.threads[0]?.frames.find((f) => f.module?.includes('libc.so'))?.module;
+  t.ok(libc, 'the stack goes through libc');
+  t.match(none.r.stderr, `${empty}${libc}: cannot load the module (no such file`, 'empty sysroot: the missing libc is named');
+  const nf = none.json.threads[0]?.frames ?? [];
+  const firstLibc = before.json.threads[0]?.frames.findIndex((f) => f.module === libc) ?? -1;
+  t.equal(nf.length, firstLibc + 1, 'empty sysroot: the walk stops at the first frame in a missing module');
+  t.ok(nf.every((f) => f.how !== 'fp'), 'empty sysroot: no frame-pointer frame past a missing module');
+  t.equal(none.json.threads[0]?.stop, 'NOT_FOUND', 'empty sysroot: stop NOT_FOUND, not a clean end');
+  const bare = await unwindCoreJson([core, '--sysroot', empty]);
+  t.equal(bare.json.threads[0]?.frames.length, 1, 'empty sysroot without --exe: frame 0 only, nothing guessed');
+  t.match(bare.r.stderr, 'crash: cannot load the module', 'empty sysroot without --exe: the executable is named');
 });
 
 t.test('errors and damaged cores', async (t) => {
@@ -436,7 +453,8 @@ t.test('errors and damaged cores', async (t) => {
   const cut = join(bad, 'cut.core');
   writeFileSync(cut, whole.subarray(0, Math.floor(whole.length * 0.6)));
   const part = await unwindCoreJson([cut]);
-  t.equal(part.r.code, 0, 'truncated: exit 0 (what could be read is unwound)');
+  t.equal(part.r.code, 8, 'truncated: exit 8 after what could be read is unwound (README.md, exit status)');
+  t.match(part.r.stderr, /cut\.core: truncated core \(\d+ of \d+ bytes\)/, 'truncated: the last line names it');
   t.match(part.r.stderr, /cut\.core: malformed or truncated core: unwinding what could be read/, 'truncated: warned');
   t.equal(part.json.threads.length, 5, 'truncated: every thread (the notes are whole)');
   t.ok(part.json.threads.every((x) => x.frames.length >= 1), 'truncated: each thread has at least frame 0');
@@ -453,6 +471,7 @@ t.test('errors and damaged cores', async (t) => {
   const h = await unwindCoreJson([head]);
   t.equal(h.json.threads.length, 5, 'headers only: the threads are still listed');
   t.match(h.r.stderr, /malformed or truncated/, 'headers only: warned');
+  t.equal(h.r.code, 8, 'headers only: exit 8 (truncated)');
 
   // --maps with no mapping in it: nothing can be registered, the threads are still listed.
   const nomaps = await unwindCoreJson([core, '--maps', join(root, 'package.json')]);

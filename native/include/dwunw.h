@@ -51,7 +51,10 @@ const char *dwunw_version(void);
 #define DWUNW_ERR_NO_PROCESS       -16 /* the target process or thread exited */
 #define DWUNW_ERR_UNSUPPORTED      -17 /* a feature this build does not provide */
 #define DWUNW_ERR_PROLOGUE         -18 /* no CFI, and code the prologue analyser does not understand */
-#define DWUNW_ERR_MIN              -18
+#define DWUNW_ERR_LIVE_END         -19 /* the walk stopped: a return address read from the live process
+                                        * after the event is zero; that memory may have changed since,
+                                        * so this is not taken as the outermost frame */
+#define DWUNW_ERR_MIN              -19
 
 /* One line naming the error ("no call-frame information", ...). Never NULL. */
 const char *dwunw_strerror(int err);

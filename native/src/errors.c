@@ -34,6 +34,7 @@ static const struct {
 	[-DWUNW_ERR_NO_PROCESS] = { "NO_PROCESS", "target process or thread exited" },
 	[-DWUNW_ERR_UNSUPPORTED] = { "UNSUPPORTED", "not supported by this build" },
 	[-DWUNW_ERR_PROLOGUE] = { "PROLOGUE", "no CFI, and a prologue the analyser does not understand" },
+	[-DWUNW_ERR_LIVE_END] = { "LIVE_END", "zero return address read after the event (memory may have changed)" },
 };
 
 DWUNW_API const char *dwunw_strerror(int err)

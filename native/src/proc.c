@@ -558,9 +558,17 @@ int dw_map_module(struct dwunw_ctx_impl *c, struct dw_proc *p, struct dw_map *m,
 			return DWUNW_OK;
 		}
 	}
-	/* A file that cannot be opened will not open on the next frame either. */
-	if (err != DWUNW_ERR_CACHE_FULL && err != DWUNW_ERR_NOMEM)
+	/* A file that cannot be opened will not open on the next frame either: say so once. */
+	if (err != DWUNW_ERR_CACHE_FULL && err != DWUNW_ERR_NOMEM) {
+		if (m->kind == DW_MAP_FILE && err != DWUNW_ERR_NO_MODULE && c->cfg.warn &&
+		    !atomic_load_explicit(&m->mod_err, memory_order_relaxed)) {
+			char line[4200];
+			snprintf(line, sizeof(line), "dwunw: %s: cannot load the module (%s): its frames cannot be unwound",
+				 path, dwunw_strerror(err));
+			c->cfg.warn(c->cfg.warn_arg, line);
+		}
 		atomic_store_explicit(&m->mod_err, err, memory_order_relaxed);
+	}
 	return err;
 }
 

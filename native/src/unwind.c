@@ -457,6 +457,19 @@ static int is_sigtramp(struct walk *w, const struct state *s)
 	return w->arch->sigframe(&in, &out, wread, w) > 0;
 }
 
+/* A frame-pointer step is believed only when the return address it found lies in executable
+ * memory of the process (when its maps are known): garbage in rbp/x29 stops the walk instead of
+ * producing frames at addresses nothing maps. */
+static int fp_plausible(const struct walk *w, const struct dwunw_regs *out)
+{
+	const struct dw_map *m;
+
+	if (!w->proc)
+		return 1;
+	m = dw_proc_find(w->proc, out->pc);
+	return m && (m->prot & DW_PROT_X);
+}
+
 /*
  * Steps without CFI, through the arch: a signal trampoline recognised by its code; at an exact pc
  * (frame 0, or after a signal) a linker stub; at frame 0 a leaf that still has its return address
@@ -511,11 +524,14 @@ static int step_fallback(struct walk *w, const struct state *s, struct state *n,
 		goto done;
 	}
 	if (!pl->table && !(w->c->cfg.flags & DWUNW_CFG_NO_FP_FALLBACK) && arch->fp_step &&
-	    arch->fp_step(&in, &out, wread, w) > 0) {
+	    arch->fp_step(&in, &out, wread, w) > 0 && fp_plausible(w, &out)) {
 		*how = DWUNW_HOW_FP;
 		goto done;
 	}
-	return mod ? DWUNW_ERR_NO_DWARF : DWUNW_ERR_NO_MODULE;
+	if (mod)
+		return DWUNW_ERR_NO_DWARF;
+	/* A file mapping whose file could not be opened says why (NOT_FOUND, PERM, ...). */
+	return pl->err && pl->err != DWUNW_ERR_NO_MODULE ? pl->err : DWUNW_ERR_NO_MODULE;
 done:
 	from_regs(&out, n);
 	return DWUNW_OK;
@@ -874,8 +890,12 @@ DWUNW_API int dwunw_capture(struct dwunw_ctx *ctx, const struct dwunw_regs *regs
 					   .module_addr = pl->mod ? opc - pl->bias : 0, .module = pl->mod,
 					   .how = how, .flags = fl };
 		nf++;
-		if (DW_UNLIKELY(cur->pc == 0))
-			break; /* a zero return address ends the chain */
+		if (DW_UNLIKELY(cur->pc == 0)) {
+			/* A zero return address ends the chain, unless it was read from the live process
+			 * after the event: that memory may hold other frames by now. */
+			ret = w.beyond ? DWUNW_ERR_LIVE_END : DWUNW_OK;
+			break;
+		}
 		/* The stack grows down: a caller's frame is above its callee's; equal is fine for a
 		 * frameless leaf, as long as the pc moves. */
 		if (DW_UNLIKELY((!((cur->valid >> spr) & 1) || cur->regs[spr] < osp ||

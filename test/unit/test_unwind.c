@@ -626,6 +626,49 @@ static void test_offline(void)
 	dwunw_shutdown(&ctx);
 }
 
+/* A zero return address ends the walk cleanly only when it comes from the copy taken at the
+ * event; read from the live process afterwards, it may be a frame rewritten since (LIVE_END). */
+__attribute__((noinline)) static void entry_target(void)
+{
+	sink++;
+}
+
+static void test_live_end(void)
+{
+	static uint64_t slot[4]; /* [0]: the "return address", 0 */
+	struct dwunw_ctx ctx;
+	struct dwunw_frame f[8];
+	struct dwunw_regs r;
+	size_t nf;
+	int err;
+
+	if (!ok(init_ctx(&ctx, 0, 0) == DWUNW_OK, "live end: init"))
+		return;
+	memset(&r, 0, sizeof(r));
+	r.arch = DWUNW_ARCH_X86_64;
+	r.pid = r.tid = getpid();
+	r.pc = (uint64_t)(uintptr_t)entry_target; /* at the entry: CFA = rsp+8, RA at [rsp] */
+	r.regs[X_RSP] = (uint64_t)(uintptr_t)slot;
+	r.valid = 1ull << X_RSP;
+	r.stack = slot;
+	r.stack_start = (uint64_t)(uintptr_t)slot;
+	r.stack_size = sizeof(slot);
+	nf = 8;
+	err = dwunw_capture(&ctx, &r, f, &nf);
+	ok(err == DWUNW_OK && nf == 1, "live end: zero return address in the copy: a clean end (%s, %zu frames)",
+	   dwunw_errname(err), nf);
+	dwunw_module_cache_release(&ctx, f, nf);
+
+	r.stack = NULL;
+	r.stack_size = 0;
+	nf = 8;
+	err = dwunw_capture(&ctx, &r, f, &nf);
+	ok(err == DWUNW_ERR_LIVE_END && nf == 1, "live end: zero return address read live: LIVE_END (%s, %zu frames)",
+	   dwunw_errname(err), nf);
+	dwunw_module_cache_release(&ctx, f, nf);
+	dwunw_shutdown(&ctx);
+}
+
 /* ---- (4) timing of warm captures ------------------------------------------------------------ */
 
 static int cmp_u64(const void *a, const void *b)
@@ -1302,6 +1345,7 @@ int main(void)
 	ok(make_self_snapshot() >= 0 && snap_err == 0, "self: snapshot inside qsort -> bsearch -> dl_iterate_phdr callbacks");
 	test_self();
 	test_offline();
+	test_live_end();
 	test_timing();
 	test_errors();
 	test_child_read();

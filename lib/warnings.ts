@@ -1,0 +1,41 @@
+// The library's warnings on stderr, with the missing-module ones gathered: a sysroot that lacks
+// every file would otherwise print one line per module and thread. Each missing module is named
+// once; past a few, one summary line names the count and the first ones.
+const MISSING = /^dwunw: (.*): cannot load the module \((.*)\): its frames cannot be unwound$/;
+const SHOWN = 4;
+
+export class Warnings {
+  private readonly missing = new Map<string, string>();
+
+  constructor(private readonly out: NodeJS.WritableStream = process.stderr) {}
+
+  /** The library's warn callback. */
+  readonly warn = (line: string): void => {
+    const m = MISSING.exec(line);
+    if (m) {
+      if (!this.missing.has(m[1])) this.missing.set(m[1], m[2]);
+      return;
+    }
+    this.out.write(`${line}\n`);
+  };
+
+  /** Module files that could not be loaded, in the order first met. */
+  missingModules(): string[] {
+    return [...this.missing.keys()];
+  }
+
+  /** Print what was gathered (once, at the end). `where` names the sysroot when there is one. */
+  flush(where?: string): void {
+    const paths = this.missingModules();
+    const under = where ? ` under ${where}` : '';
+    if (paths.length > SHOWN) {
+      const first = paths.slice(0, SHOWN).join(', ');
+      this.out.write(
+        `dwunw: ${paths.length} module files could not be loaded${under} (${first}, ...): frames in them cannot be unwound\n`,
+      );
+    } else {
+      for (const p of paths) this.out.write(`dwunw: ${p}: cannot load the module (${this.missing.get(p)}): its frames cannot be unwound\n`);
+    }
+    this.missing.clear();
+  }
+}
