@@ -125,7 +125,7 @@ static void walk_table(const struct dw_table *t, const struct dwunw_arch_ops *ar
 			int64_t r = dw_table_find(t, pc);
 			if (r != (int64_t)i)
 				fail("row pc does not look up its row", pc, (unsigned long long)r);
-			if (dw_table_find_cached(t, pc) != r)
+			if (dw_table_rule_at(t, pc) != dw_table_rule(t, (uint32_t)r))
 				fail("cached look-up differs", pc, (unsigned long long)r);
 		}
 	}
@@ -141,7 +141,7 @@ static void walk_table(const struct dw_table *t, const struct dwunw_arch_ops *ar
 		int64_t r = dw_table_find(t, probes[i]);
 		if (r >= (int64_t)t->nrows || r < -1)
 			fail("look-up out of range", probes[i], (unsigned long long)r);
-		if (dw_table_find_cached(t, probes[i]) != r)
+		if (dw_table_rule_at(t, probes[i]) != (r < 0 ? NULL : dw_table_rule(t, (uint32_t)r)))
 			fail("cached look-up differs", probes[i], (unsigned long long)r);
 	}
 	free(txt);

@@ -223,6 +223,14 @@ enum dwunw_how {
 #define DWUNW_FRAME_UPROBE_TRAMP    (1u << 5) /* pc is the kernel's uretprobe trampoline */
 #define DWUNW_FRAME_SIGTRAMP        (1u << 6) /* pc is a signal trampoline: nothing called it, so it
 						    * is symbolized as is, not as pc-1 */
+/* Bookkeeping of dwunw_capture for dwunw_module_cache_release, cleared by it: frame 0 carries
+ * REF_LIST, and frame 0 and each HOLDS_REF frame carry in bits 16-31 the distance to the next
+ * HOLDS_REF frame (0: none), so a release visits only the frames that hold references. */
+#define DWUNW_FRAME_REF_LIST        (1u << 15)
+#define DWUNW_FRAME_REF_NEXT_SHIFT  16
+#define DWUNW_FRAME_REF_NEXT_MAX    0xffffu
+#define DWUNW_FRAME_REF_BITS        (DWUNW_FRAME_HOLDS_REF | DWUNW_FRAME_REF_LIST | \
+				     (DWUNW_FRAME_REF_NEXT_MAX << DWUNW_FRAME_REF_NEXT_SHIFT))
 
 struct dwunw_module;
 

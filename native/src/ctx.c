@@ -134,11 +134,23 @@ DWUNW_API int dwunw_module_cache_release(struct dwunw_ctx *ctx, struct dwunw_fra
 {
 	if (!dw_ctx(ctx) || (!frames && frame_cnt))
 		return DWUNW_ERR_INVALID_ARG;
-	for (size_t i = 0; i < frame_cnt; i++) {
-		if (frames[i].module && (frames[i].flags & DWUNW_FRAME_HOLDS_REF)) {
-			dw_module_put(frames[i].module);
-			frames[i].flags &= ~DWUNW_FRAME_HOLDS_REF;
+	if (frame_cnt && (frames[0].flags & DWUNW_FRAME_REF_LIST)) {
+		/* as dwunw_capture linked them: only the holders */
+		for (size_t i = 0;;) {
+			struct dwunw_frame *f = &frames[i];
+			size_t d = f->flags >> DWUNW_FRAME_REF_NEXT_SHIFT;
+			if (f->module && (f->flags & DWUNW_FRAME_HOLDS_REF))
+				dw_module_put(f->module);
+			f->flags &= ~DWUNW_FRAME_REF_BITS;
+			if (!d || d >= frame_cnt - i)
+				return DWUNW_OK;
+			i += d;
 		}
+	}
+	for (size_t i = 0; i < frame_cnt; i++) {
+		if (frames[i].module && (frames[i].flags & DWUNW_FRAME_HOLDS_REF))
+			dw_module_put(frames[i].module);
+		frames[i].flags &= ~DWUNW_FRAME_REF_BITS;
 	}
 	return DWUNW_OK;
 }

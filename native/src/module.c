@@ -267,6 +267,7 @@ static int build_table(struct dwunw_module *m)
 	}
 	table_input_ranges(e, ranges, &in.nranges, 16);
 	in.ranges = (const uint64_t (*)[2])ranges;
+	in.arch = e->arch;
 	return dw_table_build(&in, &m->table);
 }
 

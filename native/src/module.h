@@ -61,6 +61,12 @@ struct dwunw_ctx_impl {
 	_Atomic uint64_t hits, misses, evictions;
 	_Atomic uint64_t warm_clock;
 	struct dw_proc *procs;      /* per-pid maps (proc.c) */
+	/* The process of the last capture, with a reference of its own: a capture of the same pid
+	 * uses it without the lock (dw_proc_enter). Processes it pointed at are freed only while no
+	 * capture runs (readers == 0); until then they wait in the graveyard. */
+	_Atomic(struct dw_proc *) last_proc;
+	_Atomic uint32_t readers;
+	struct dw_proc *graveyard;
 	uint32_t nprocs;
 	uint64_t proc_seq;
 	struct dw_image *images;    /* vDSO images read from processes, deduplicated */

@@ -168,6 +168,53 @@ static void proc_free(struct dw_proc *p)
 	free(p);
 }
 
+/* Free the processes no capture can still see (locked). */
+static void graveyard_drain(struct dwunw_ctx_impl *c)
+{
+	if (!c->graveyard || atomic_load(&c->readers))
+		return;
+	while (c->graveyard) {
+		struct dw_proc *p = c->graveyard;
+		c->graveyard = p->next;
+		proc_free(p);
+	}
+}
+
+/* Free p, unlinked and unreferenced (locked): a capture that found it as last_proc may still be
+ * reading it without a reference, so a published one waits for the readers to leave. */
+static void proc_retire(struct dwunw_ctx_impl *c, struct dw_proc *p)
+{
+	if (p->published && atomic_load(&c->readers)) {
+		p->next = c->graveyard;
+		c->graveyard = p;
+		return;
+	}
+	proc_free(p);
+}
+
+/* p stops being the last process (locked): its cache reference goes. */
+static void unpublish(struct dwunw_ctx_impl *c, struct dw_proc *p)
+{
+	if (atomic_load(&c->last_proc) != p)
+		return;
+	atomic_store(&c->last_proc, NULL);
+	atomic_fetch_sub(&p->refcnt, 1);
+}
+
+/* p becomes the last process (locked), holding a reference of the context. */
+static void publish(struct dwunw_ctx_impl *c, struct dw_proc *p)
+{
+	struct dw_proc *old = atomic_load(&c->last_proc);
+
+	if (old == p || p->dead)
+		return;
+	atomic_fetch_add(&p->refcnt, 1);
+	p->published = 1;
+	atomic_store(&c->last_proc, p);
+	if (old && atomic_fetch_sub(&old->refcnt, 1) == 1 && old->dead)
+		proc_retire(c, old);
+}
+
 static int read_maps(int32_t pid, char **out, size_t *len)
 {
 	char path[64];
@@ -231,8 +278,9 @@ static void install(struct dwunw_ctx_impl *c, struct dw_proc *p)
 			*pp = o->next;
 			c->nprocs--;
 			o->dead = 1;
+			unpublish(c, o);
 			if (atomic_load(&o->refcnt) == 0)
-				proc_free(o);
+				proc_retire(c, o);
 			continue;
 		}
 		pp = &o->next;
@@ -248,8 +296,9 @@ static void install(struct dwunw_ctx_impl *c, struct dw_proc *p)
 		struct dw_proc *o = *victim;
 		*victim = o->next;
 		c->nprocs--;
-		proc_free(o);
+		proc_retire(c, o);
 	}
+	graveyard_drain(c);
 	p->next = c->procs;
 	c->procs = p;
 	c->nprocs++;
@@ -304,9 +353,34 @@ int dw_proc_get(struct dwunw_ctx_impl *c, int32_t pid, struct dw_proc **out)
 		install(c, p);
 	}
 	atomic_fetch_add(&p->refcnt, 1);
+	publish(c, p);
+	graveyard_drain(c);
 	pthread_mutex_unlock(&c->lock);
 	*out = p;
 	return DWUNW_OK;
+}
+
+int dw_proc_enter(struct dwunw_ctx_impl *c, int32_t pid, struct dw_proc **out, int *ref)
+{
+	struct dw_proc *p;
+
+	/* seq_cst, as the readers check of proc_retire: a reader that loads p counted itself first */
+	atomic_fetch_add(&c->readers, 1);
+	p = atomic_load(&c->last_proc);
+	if (p && p->pid == pid) {
+		*ref = 0;
+		*out = p;
+		return DWUNW_OK;
+	}
+	*ref = 1;
+	return dw_proc_get(c, pid, out);
+}
+
+void dw_proc_leave(struct dwunw_ctx_impl *c, struct dw_proc *p, int ref)
+{
+	atomic_fetch_sub(&c->readers, 1);
+	if (ref)
+		dw_proc_put(c, p);
 }
 
 int dw_proc_refresh(struct dwunw_ctx_impl *c, struct dw_proc **pp)
@@ -323,7 +397,6 @@ int dw_proc_refresh(struct dwunw_ctx_impl *c, struct dw_proc **pp)
 	install(c, p);
 	atomic_fetch_add(&p->refcnt, 1);
 	pthread_mutex_unlock(&c->lock);
-	dw_proc_put(c, old);
 	*pp = p;
 	return DWUNW_OK;
 }
@@ -334,12 +407,19 @@ void dw_proc_put(struct dwunw_ctx_impl *c, struct dw_proc *p)
 		return;
 	pthread_mutex_lock(&c->lock);
 	if (atomic_fetch_sub(&p->refcnt, 1) == 1 && p->dead)
-		proc_free(p);
+		proc_retire(c, p);
+	graveyard_drain(c);
 	pthread_mutex_unlock(&c->lock);
 }
 
 void dw_procs_free(struct dwunw_ctx_impl *c)
 {
+	atomic_store(&c->last_proc, NULL);
+	while (c->graveyard) {
+		struct dw_proc *p = c->graveyard;
+		c->graveyard = p->next;
+		proc_free(p);
+	}
 	while (c->procs) {
 		struct dw_proc *p = c->procs;
 		c->procs = p->next;
@@ -356,6 +436,15 @@ void dw_procs_free(struct dwunw_ctx_impl *c)
 const struct dw_map *dw_proc_find(const struct dw_proc *p, uint64_t addr)
 {
 	uint32_t lo = 0, hi = p->nmaps;
+	/* Captures of one process look up the same few mappings first: try the last two answers.
+	 * A racy hint is only a wrong guess, checked like any other. */
+	uint32_t h = atomic_load_explicit(&((struct dw_proc *)p)->hint, memory_order_relaxed);
+
+	for (int i = 0; i < 2; i++, h >>= 16) {
+		const struct dw_map *m = &p->maps[(h & 0xffff) < p->nmaps ? (h & 0xffff) : 0];
+		if (p->nmaps && addr - m->start < m->end - m->start)
+			return m;
+	}
 
 	while (lo < hi) {
 		uint32_t mid = (lo + hi) / 2;
@@ -364,8 +453,11 @@ const struct dw_map *dw_proc_find(const struct dw_proc *p, uint64_t addr)
 		else
 			hi = mid;
 	}
-	if (lo < p->nmaps && p->maps[lo].start <= addr)
+	if (lo < p->nmaps && p->maps[lo].start <= addr) {
+		h = atomic_load_explicit(&((struct dw_proc *)p)->hint, memory_order_relaxed);
+		atomic_store_explicit(&((struct dw_proc *)p)->hint, (h << 16) | (lo & 0xffff), memory_order_relaxed);
 		return &p->maps[lo];
+	}
 	return NULL;
 }
 
@@ -580,9 +672,11 @@ DWUNW_API void dwunw_maps_forget(struct dwunw_ctx *ctx, int32_t pid)
 		*pp = o->next;
 		c->nprocs--;
 		o->dead = 1;
+		unpublish(c, o);
 		if (atomic_load(&o->refcnt) == 0)
-			proc_free(o);
+			proc_retire(c, o);
 	}
+	graveyard_drain(c);
 	pthread_mutex_unlock(&c->lock);
 	dw_core_forget(c, pid);
 }

@@ -41,9 +41,11 @@ struct dw_proc {
 	int32_t pid;
 	uint8_t offline;      /* maps given by dwunw_maps_set: never re-read from /proc */
 	uint8_t dead;         /* replaced by a newer snapshot */
+	uint8_t published;    /* has been the context's last_proc: freed only when no capture runs */
 	_Atomic uint32_t refcnt;
 	struct dw_map *maps;  /* sorted by start */
 	uint32_t nmaps;
+	_Atomic uint32_t hint; /* indexes of the last two maps dw_proc_find answered (16 bits each) */
 	char *strings;
 	struct dw_proc *next;
 	uint64_t loaded_seq;
@@ -64,7 +66,15 @@ int dw_proc_read_mem(const struct dw_proc *p, uint64_t addr, void *buf, size_t l
 
 /* The current maps of pid (read from /proc on first use); takes a reference. */
 int dw_proc_get(struct dwunw_ctx_impl *c, int32_t pid, struct dw_proc **out);
-/* Re-read /proc/PID/maps (an unknown pc was seen): *p is replaced by the new snapshot. */
+/*
+ * A capture's maps: when pid is the context's last process, no lock and no reference (*ref = 0);
+ * the capture counts as a reader until dw_proc_leave, and a process it may see is freed only
+ * once no reader is left. Else as dw_proc_get (*ref = 1).
+ */
+int dw_proc_enter(struct dwunw_ctx_impl *c, int32_t pid, struct dw_proc **out, int *ref);
+void dw_proc_leave(struct dwunw_ctx_impl *c, struct dw_proc *p, int ref);
+/* Re-read /proc/PID/maps (an unknown pc was seen): *p is replaced by the new snapshot, with a
+ * reference; the caller still owns (and drops) any reference it had on the old one. */
 int dw_proc_refresh(struct dwunw_ctx_impl *c, struct dw_proc **p);
 void dw_proc_put(struct dwunw_ctx_impl *c, struct dw_proc *p);
 void dw_procs_free(struct dwunw_ctx_impl *c);

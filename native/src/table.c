@@ -196,21 +196,45 @@ static int rule_id(struct builder *b, const struct dw_frame_state *st, uint32_t 
 	if (n > UINT8_MAX)
 		return DWUNW_ERR_UNSUPPORTED_CFI;
 	r.nregs = (uint8_t)n;
-	r.off_min = INT32_MAX;
-	r.off_max = INT32_MIN;
-	if (r.cfa_kind == DW_CFA_KIND_REG)
+	if (r.cfa_kind == DW_CFA_KIND_REG && r.cfa_reg < DWUNW_MAX_REGS && r.ra_reg < DWUNW_MAX_REGS)
 		r.flags |= DW_RULEF_SIMPLE;
-	for (uint32_t i = 0; i < n; i++) {
-		const struct dw_regrule *rr = &b->tmp[i];
-		if (rr->reg == r.ra_reg)
-			r.flags |= DW_RULEF_RA_RULE;
-		if (rr->reg >= DWUNW_MAX_REGS || rr->kind != DW_RULE_OFFSET)
-			r.flags &= ~DW_RULEF_SIMPLE;
-		if (rr->kind == DW_RULE_OFFSET) {
-			r.off_min = rr->val < r.off_min ? rr->val : r.off_min;
-			r.off_max = rr->val > r.off_max ? rr->val : r.off_max;
-			if (rr->reg < 64)
-				r.set_mask |= 1ull << rr->reg;
+	if (r.cfa_kind == DW_CFA_KIND_REG && r.cfa_reg < DWUNW_MAX_REGS && r.ra_reg < DWUNW_MAX_REGS &&
+	    !(r.flags & DW_RULEF_SIGNAL)) {
+		int ra_undef = 0, all_undef = 1;
+		for (uint32_t i = 0; i < n; i++) {
+			all_undef &= b->tmp[i].kind == DW_RULE_UNDEF;
+			ra_undef |= b->tmp[i].reg == r.ra_reg;
+		}
+		if (ra_undef && all_undef)
+			r.flags |= DW_RULEF_OUTERMOST;
+	}
+	{
+		int64_t lo = INT32_MAX, hi = INT32_MIN;
+		uint64_t set_mask = 0;
+		for (uint32_t i = 0; i < n; i++) {
+			const struct dw_regrule *rr = &b->tmp[i];
+			if (rr->reg == r.ra_reg)
+				r.flags |= DW_RULEF_RA_RULE;
+			if (rr->reg >= DWUNW_MAX_REGS || rr->kind != DW_RULE_OFFSET)
+				r.flags &= ~DW_RULEF_SIMPLE;
+			if (rr->kind == DW_RULE_OFFSET) {
+				lo = rr->val < lo ? rr->val : lo;
+				hi = rr->val > hi ? rr->val : hi;
+				if (rr->reg < 64)
+					set_mask |= 1ull << rr->reg;
+			}
+		}
+		if ((r.flags & (DW_RULEF_SIMPLE | DW_RULEF_RA_RULE | DW_RULEF_SIGNAL)) ==
+		    (DW_RULEF_SIMPLE | DW_RULEF_RA_RULE) && b->in->arch) {
+			const struct dwunw_arch_ops *a = b->in->arch;
+			r.flags |= DW_RULEF_FAST;
+			r.step_mask = (set_mask & (a->nregs >= 64 ? ~0ull : (1ull << a->nregs) - 1)) |
+				      (a->sp_reg < 64 ? 1ull << a->sp_reg : 0);
+		}
+		/* slots one word wide: [lo, hi + word) */
+		if (lo <= hi) {
+			r.off_min = (int32_t)lo;
+			r.span = (uint32_t)(hi - lo) + (b->in->addr_size ? b->in->addr_size : 8);
 		}
 	}
 
@@ -574,4 +598,28 @@ int64_t dw_table_find(const struct dw_table *t, uint64_t addr)
 			hi = mid - 1;
 	}
 	return lo;
+}
+
+const struct dw_rule *dw_table_rule_slow(const struct dw_table *t, uint64_t addr)
+{
+	uint64_t off = addr - t->base, e, e2;
+	int64_t row;
+	uint32_t slot, id;
+
+	if (addr < t->base || off >= UINT32_MAX) {
+		row = dw_table_find(t, addr);
+		return row < 0 ? NULL : dw_table_rule(t, (uint32_t)row);
+	}
+	slot = (uint32_t)(((off + 1) * 0x9e3779b97f4a7c15ull) >> (64 - t->rcache_bits)) & ~1u;
+	e2 = atomic_load_explicit(&t->rcache[slot + 1], memory_order_relaxed);
+	if ((e2 >> 32) == off + 1)
+		return &t->rules[(uint32_t)e2];
+	row = dw_table_find(t, addr);
+	if (row < 0)
+		return NULL;
+	id = dw_table_id(t, (uint32_t)row);
+	e = atomic_load_explicit(&t->rcache[slot], memory_order_relaxed);
+	atomic_store_explicit(&t->rcache[slot + 1], e, memory_order_relaxed);
+	atomic_store_explicit(&t->rcache[slot], (off + 1) << 32 | id, memory_order_relaxed);
+	return &t->rules[id];
 }

@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "cfi.h"
+#include "internal.h"
 
 #define DW_RCACHE_BITS 9           /* at most 512 entries, 4 KiB per table */
 
@@ -22,6 +23,9 @@
 #define DW_RULEF_SIMPLE    0x04    /* CFA = reg + off, and only DW_RULE_OFFSET rules on tracked
 				    * registers: the step loads them in place */
 #define DW_RULEF_RA_RULE   0x08    /* some rule names the return-address column */
+#define DW_RULEF_FAST      0x10    /* SIMPLE, RA_RULE and not SIGNAL: the whole step is slot loads */
+#define DW_RULEF_OUTERMOST 0x20    /* CFA = reg + off and every rule, the return address's too,
+				    * "undefined": the outermost frame (_start) */
 
 /* What the step function needs for one row. 32 bytes. */
 struct dw_rule {
@@ -33,10 +37,13 @@ struct dw_rule {
 	uint16_t pad;
 	int32_t cfa_off;           /* CFA_KIND_REG: offset; CFA_KIND_EXPR: index into exprs */
 	uint32_t reg_first;
-	/* Derived, not part of the key: the span of DW_RULE_OFFSET slots around the CFA
-	 * (off_min > off_max when there is none), so a step checks the snapshot bounds once. */
-	int32_t off_min, off_max;
-	uint64_t set_mask;         /* registers (< 64) a DW_RULE_OFFSET rule sets */
+	/* Derived, not part of the key: the shape a simple rule's step needs. Its slots lie in
+	 * [cfa + off_min, cfa + off_min + span): one bounds check covers them all (span 0: none). */
+	int32_t off_min;
+	uint32_t span;
+	/* FAST rules: the registers a step sets, those of its slots the backend tracks plus the
+	 * stack pointer */
+	uint64_t step_mask;
 };
 
 /* One register's rule. 8 bytes. */
@@ -109,6 +116,8 @@ struct dw_table_input {
 	uint32_t nranges;
 	uint16_t machine;
 	uint8_t addr_size;
+	/* The backend, when known: a step's register mask is then precomputed (dw_rule.step_mask). */
+	const struct dwunw_arch_ops *arch;
 };
 
 /* Build; on success the table may still carry first_err (entries that were skipped). */
@@ -123,29 +132,21 @@ static inline uint32_t dw_table_id(const struct dw_table *t, uint32_t row)
 /* Row covering module address `addr`, or -1 (before the first row / past the table). */
 int64_t dw_table_find(const struct dw_table *t, uint64_t addr);
 
-/* dw_table_find through the table's look-up cache: the same answer, cheaper when warm. */
-static inline int64_t dw_table_find_cached(const struct dw_table *t, uint64_t addr)
-{
-	uint64_t off = addr - t->base, e, e2;
-	uint32_t slot;
-	int64_t row;
+/* The rule covering module address `addr` (NULL: none) through the table's look-up cache, which
+ * maps a pc straight to its rule id: one probe when warm. */
+const struct dw_rule *dw_table_rule_slow(const struct dw_table *t, uint64_t addr);
 
-	if (addr < t->base || off > UINT32_MAX - 1)
-		return dw_table_find(t, addr);
+static inline const struct dw_rule *dw_table_rule_at(const struct dw_table *t, uint64_t addr)
+{
+	uint64_t off = addr - t->base, e;
+	uint32_t slot;
+
 	/* Two ways per set, the newest in way 0. +1 keeps the empty entry (0) from matching offset 0. */
 	slot = (uint32_t)(((off + 1) * 0x9e3779b97f4a7c15ull) >> (64 - t->rcache_bits)) & ~1u;
 	e = atomic_load_explicit(&t->rcache[slot], memory_order_relaxed);
-	if ((e >> 32) == off + 1)
-		return (uint32_t)e;
-	e2 = atomic_load_explicit(&t->rcache[slot + 1], memory_order_relaxed);
-	if ((e2 >> 32) == off + 1)
-		return (uint32_t)e2;
-	row = dw_table_find(t, addr);
-	if (row >= 0) {
-		atomic_store_explicit(&t->rcache[slot + 1], e, memory_order_relaxed);
-		atomic_store_explicit(&t->rcache[slot], (off + 1) << 32 | (uint64_t)row, memory_order_relaxed);
-	}
-	return row;
+	if (DW_LIKELY((e >> 32) == off + 1 && off < UINT32_MAX))
+		return &t->rules[(uint32_t)e];
+	return dw_table_rule_slow(t, addr);
 }
 
 /* The rule of a row (id 0 = END). */

@@ -24,6 +24,23 @@ struct state {
 	uint64_t regs[DWUNW_MAX_REGS];
 };
 
+/* Where a pc is: a mapping, its module (held once per capture), load bias and table. */
+struct place {
+	uint64_t start, len;       /* the mapping: lookup - start < len */
+	uint64_t bias;
+	const struct dw_table *table;
+	/* the table's look-up, unpacked for walk_fast (rcache NULL: no table) */
+	uint64_t tbias;            /* bias + table base: lookup - tbias is the table offset */
+	_Atomic uint64_t *rcache;
+	unsigned rshift;
+	const struct dw_rule *rules;
+	const struct dw_regrule *regrules;
+	struct dwunw_module *mod;
+	struct dw_map *map;
+	uint32_t fflags;           /* DWUNW_FRAME_* every frame here carries (JIT, vDSO, uprobes) */
+	int err;
+};
+
 #define DW_LIVE_PAGE 4096
 
 struct walk {
@@ -33,28 +50,23 @@ struct walk {
 	const uint8_t *snap;
 	uint64_t snap_lo, snap_len;
 	struct dw_proc *proc;
-	struct place {
-		struct dw_map *map;
-		struct dwunw_module *mod;
-		const struct dw_table *table;
-		uint64_t bias;
-		int err;
-	} places[4];               /* recent ones (frame_place), most recent first */
-	struct dw_remote remote;
+	int proc_ref;              /* the capture holds a reference on proc (else it is a reader) */
+	unsigned nplaces;          /* places filled so far */
 	uint8_t remote_on;
 	uint8_t refreshed;
 	uint8_t beyond;            /* the current step read beyond the snapshot */
-	unsigned asz;
-	uint64_t lr_bit;           /* the arch's link register as a mask, 0 if none */
-	uint8_t fast_flag;         /* DW_RULEF_SIMPLE where step_fast applies (8-byte words), else 0 */
 	uint8_t live_ok;           /* live_page holds the process's page at live_lo */
+	unsigned asz;
 	uint64_t live_lo;
+	/* not cleared at the start of a capture: */
+	struct dw_remote remote;   /* set up on first use (remote_on) */
+	struct place places[4];    /* recent ones (frame_place); empty: len 0, no rcache */
 	struct {
 		struct dwunw_module *m;
 		uint32_t frame;    /* first frame using it: it carries the reference */
 	} held[DW_HELD_MAX];
 	unsigned nheld;
-	uint8_t live_page[DW_LIVE_PAGE]; /* not cleared per capture: live_ok says what it holds */
+	uint8_t live_page[DW_LIVE_PAGE]; /* live_ok says what it holds */
 };
 
 static int read_module_data(struct walk *w, uint64_t addr, void *buf, size_t len)
@@ -322,105 +334,58 @@ static int step_cfi(struct walk *w, const struct dw_table *t, const struct dw_ru
 	return 0;
 }
 
-/*
- * The common step, in place: a simple rule (see DW_RULEF_SIMPLE) whose slots all lie in the
- * snapshot. Returns -1 when it does not apply (the general step_cfi then runs), else as step_cfi.
- */
-static inline int step_fast(struct walk *w, const struct dw_table *t, const struct dw_rule *r,
-			    struct state *s, uint64_t *cfa_out)
+/* A place for the mapping holding `lookup`, in slot pl (frame_place). */
+static void place_fill(struct walk *w, struct place *pl, uint64_t lookup, uint32_t fi)
 {
-	const struct dwunw_arch_ops *arch = w->arch;
-	uint64_t cfa, valid, ra;
-	const uint8_t *base;
-
-	if (!(r->flags & w->fast_flag) || !(s->valid & (1ull << r->cfa_reg)))
-		return -1;
-	cfa = s->regs[r->cfa_reg] + (uint64_t)(int64_t)r->cfa_off;
-	/* every slot in [cfa + off_min, cfa + off_max + 8) inside the snapshot (off_min > off_max:
-	 * no slot, and the unsigned span check below is then skipped by the first test) */
-	if (r->off_min <= r->off_max &&
-	    (cfa + (uint64_t)(int64_t)r->off_min - w->snap_lo >
-	     w->snap_len - ((uint64_t)((int64_t)r->off_max - r->off_min) + 8) ||
-	     w->snap_len < (uint64_t)((int64_t)r->off_max - r->off_min) + 8))
-		return -1;
-	/* Only dereferenced at the offsets checked above (a simple rule's rules are all slots). */
-	base = r->nregs ? w->snap + (cfa - w->snap_lo) : NULL;
-	valid = s->valid;
-	s->valid = (valid & (arch->callee_saved | w->lr_bit)) | (1ull << arch->sp_reg) | r->set_mask;
-	s->regs[arch->sp_reg] = cfa;
-	{
-		const struct dw_regrule *rr = &t->regrules[r->reg_first], *end = rr + r->nregs;
-		for (; rr < end; rr++)
-			memcpy(&s->regs[rr->reg], base + rr->val, 8);
-	}
-	*cfa_out = cfa;
-	if (!(s->valid & (1ull << r->ra_reg)))
-		return 1;
-	ra = s->regs[r->ra_reg];
-	if (!(r->flags & DW_RULEF_RA_RULE) && r->ra_reg == arch->lr_reg)
-		s->valid &= ~(1ull << r->ra_reg); /* the caller's own link register is not known */
-	s->pc = arch->ra_to_pc ? arch->ra_to_pc(ra, !!(r->flags & DW_RULEF_RA_SIGNED)) : ra;
-	return 0;
-}
-
-/* Where a pc is, when it is not where the previous frame was (frame_place). */
-static __attribute__((noinline)) const struct place *frame_place_slow(struct walk *w, uint64_t lookup,
-								      uint32_t fi)
-{
-	struct place *pl = &w->places[0];
 	struct dw_map *m;
 	struct dwunw_module *mod = NULL;
 	int err;
 
-	/* Callbacks bounce between a few modules: look at the recent places before searching
-	 * (a hit swaps with the front: two modules in turn stay in the first two places). */
-	for (unsigned i = 1; i < DW_ARRAY_SIZE(w->places); i++) {
-		m = w->places[i].map;
-		if (m && lookup >= m->start && lookup < m->end) {
-			struct place hit = w->places[i];
-			w->places[i] = w->places[0];
-			w->places[0] = hit;
-			return pl;
-		}
-	}
-	memmove(&w->places[1], &w->places[0], (DW_ARRAY_SIZE(w->places) - 1) * sizeof(w->places[0]));
 	memset(pl, 0, sizeof(*pl));
 	if (!w->proc) {
 		pl->err = DWUNW_ERR_NO_MODULE;
-		return pl;
+		return;
 	}
 	m = (struct dw_map *)dw_proc_find(w->proc, lookup);
 	if (!m && !w->refreshed && !w->proc->offline) {
 		/* a library loaded after the maps were read */
+		struct dw_proc *old = w->proc;
 		w->refreshed = 1;
 		if (dw_proc_refresh(w->c, &w->proc) == DWUNW_OK) {
-			/* the old maps are gone with the old snapshot */
-			memset(&w->places[1], 0, (DW_ARRAY_SIZE(w->places) - 1) * sizeof(w->places[0]));
+			/* the old maps are gone with the old snapshot (a reader still, this capture
+			 * keeps them alive until it ends) */
+			if (w->proc_ref)
+				dw_proc_put(w->c, old);
+			w->proc_ref = 1;
+			memset(w->places, 0, sizeof(w->places));
 			m = (struct dw_map *)dw_proc_find(w->proc, lookup);
 		}
 	}
 	pl->map = m;
-	if (!m || (m->kind != DW_MAP_FILE && m->kind != DW_MAP_VDSO)) {
+	if (!m) {
 		pl->err = DWUNW_ERR_NO_MODULE;
-		return pl;
+		return;
 	}
-	{
-		struct dwunw_module *cached = atomic_load_explicit(&m->mod, memory_order_acquire);
-		for (unsigned i = 0; cached && i < w->nheld; i++)
-			if (w->held[i].m == cached &&
-			    atomic_load_explicit(&m->mod_gen, memory_order_relaxed) == atomic_load_explicit(&cached->gen, memory_order_relaxed)) {
-				mod = cached;
-				goto found;
-			}
+	pl->start = m->start;
+	pl->len = m->end - m->start;
+	if (m->kind == DW_MAP_UPROBES)
+		pl->fflags = DWUNW_FRAME_UPROBE_TRAMP;
+	else if (m->kind == DW_MAP_ANON && (m->prot & DW_PROT_X))
+		pl->fflags = DWUNW_FRAME_JIT;
+	else if (m->kind == DW_MAP_VDSO)
+		pl->fflags = DWUNW_FRAME_VDSO;
+	if (m->kind != DW_MAP_FILE && m->kind != DW_MAP_VDSO) {
+		pl->err = DWUNW_ERR_NO_MODULE;
+		return;
 	}
 	if (w->nheld == DW_HELD_MAX) {
 		pl->err = DWUNW_ERR_CACHE_FULL;
-		return pl;
+		return;
 	}
 	err = dw_map_module(w->c, w->proc, m, image_read, w, &mod);
 	if (err) {
 		pl->err = err;
-		return pl;
+		return;
 	}
 	for (unsigned i = 0; i < w->nheld; i++)
 		if (w->held[i].m == mod) {
@@ -433,20 +398,47 @@ static __attribute__((noinline)) const struct place *frame_place_slow(struct wal
 found:
 	pl->mod = mod;
 	pl->bias = atomic_load_explicit(&m->bias, memory_order_relaxed);
-	if (dw_module_table(mod, &pl->table) != DWUNW_OK)
+	if (dw_module_table(mod, &pl->table) != DWUNW_OK) {
 		pl->table = NULL;
-	return pl;
+		return;
+	}
+	pl->tbias = pl->bias + pl->table->base;
+	pl->rcache = pl->table->rcache;
+	pl->rshift = 64 - pl->table->rcache_bits;
+	pl->rules = pl->table->rules;
+	pl->regrules = pl->table->regrules;
 }
 
-/* Where a pc is: its mapping, and (for files and the vDSO) its module, held once per capture,
- * with the module's load bias and table. Consecutive frames mostly share it: checked inline. */
-static inline const struct place *frame_place(struct walk *w, uint64_t lookup, uint32_t fi)
+/*
+ * Where a frame is when it is not in the previous frame's place. Callbacks bounce between a few
+ * modules: the recent places are looked at before searching. A return address at the very start
+ * of a mapping has no call before it there: it is a trampoline's (qemu's signal page) and belongs
+ * to its own mapping, whose place is then returned with *lookup set to the pc.
+ */
+static __attribute__((noinline)) const struct place *frame_place(struct walk *w, uint64_t *lookup,
+								 uint64_t opc, uint32_t fi)
 {
-	const struct dw_map *m = w->places[0].map;
+	struct place *pl = NULL;
 
-	if (DW_LIKELY(m && lookup >= m->start && lookup < m->end))
-		return &w->places[0];
-	return frame_place_slow(w, lookup, fi);
+	for (unsigned i = 0; i < DW_ARRAY_SIZE(w->places); i++)
+		if (*lookup - w->places[i].start < w->places[i].len) {
+			pl = &w->places[i];
+			break;
+		}
+	if (!pl) {
+		/* the oldest goes: places fill in order, so the victim rotates */
+		unsigned v = w->nplaces++ % DW_ARRAY_SIZE(w->places);
+		pl = &w->places[v];
+		place_fill(w, pl, *lookup, fi);
+	}
+	if (DW_UNLIKELY(*lookup != opc && opc - pl->start >= pl->len && w->proc)) {
+		const struct dw_map *own = dw_proc_find(w->proc, opc);
+		if (own && own != pl->map) {
+			*lookup = opc;
+			return frame_place(w, lookup, opc, fi);
+		}
+	}
+	return pl;
 }
 
 static void to_regs(const struct walk *w, const struct state *s, struct dwunw_regs *r)
@@ -579,17 +571,243 @@ done:
 	return DWUNW_OK;
 }
 
+/* Load one word of `asz` bytes. */
+static inline uint64_t word_at(const uint8_t *p, unsigned asz)
+{
+	if (asz == 8) {
+		uint64_t v;
+		memcpy(&v, p, 8);
+		return v;
+	}
+	uint32_t v;
+	memcpy(&v, p, 4);
+	return v;
+}
+
+/* What walk_fast needs of the walk, in one place the register stores cannot alias. */
+struct fast_env {
+	const uint8_t *snap;
+	uint64_t snap_lo, snap_len;
+	uint64_t keep;             /* registers a step keeps: callee-saved and link, < nregs */
+	unsigned spr;
+	uint64_t (*ra_to_pc)(uint64_t ra, int ra_signed);
+	const struct place *places, *places_end; /* every recent place */
+};
+
+enum { FAST_MORE, FAST_END, FAST_NO_PROGRESS, FAST_DEPTH };
+
+/*
+ * The common frames: a return address in one of two recent places, its rule in the look-up
+ * cache, the rule a FAST one (CFA = register + offset, every other rule a slot, the return address
+ * among them) whose slots lie in the snapshot. Steps in place and writes each frame's record; stops
+ * (FAST_MORE) before the first frame that needs more, or at the end of the chain. Entered with a
+ * known sp, after a CFI step (not exact, not a signal), nothing read beyond the snapshot.
+ */
+static inline __attribute__((always_inline)) int walk_fast(const struct fast_env *e, struct state *s,
+							   const struct place **plp, const struct place **altp,
+							   struct dwunw_frame *frames, size_t *nfp, size_t cap,
+							   int exact, const unsigned asz, const int has_ra_to_pc)
+{
+	/* Locals: stores to the registers and frames cannot alias them. */
+	const struct place *p = *plp, *a = *altp;
+	const uint8_t *const snapb = e->snap - e->snap_lo;
+	const uint64_t snap_lo = e->snap_lo, snap_len = e->snap_len, keep = e->keep;
+	const unsigned spr = e->spr;
+	uint64_t (*const ra_to_pc)(uint64_t, int) = e->ra_to_pc;
+	uint64_t valid = s->valid, pc = s->pc, dec = !exact;
+	struct dwunw_frame *f = frames + *nfp, *const fend = frames + cap;
+	int ret = FAST_MORE;
+
+	for (;;) {
+		const uint64_t lookup = pc - dec, sp = s->regs[spr];
+		const struct dw_rule *rule;
+		const struct dw_regrule *rr;
+		uint64_t key, ent, cfa, lo, npc;
+		const _Atomic uint64_t *slot;
+		const uint8_t *base;
+
+		/* lookup and pc (= lookup + dec) both in the place */
+		if (DW_UNLIKELY(lookup - p->start >= p->len - dec)) {
+			const struct place *t = a;
+			if (DW_UNLIKELY(lookup - a->start >= a->len - dec)) {
+				/* a third module: the other recent places */
+				for (t = e->places; t < e->places_end; t++)
+					if (lookup - t->start < t->len - dec)
+						break;
+				if (t == e->places_end)
+					break;
+			}
+			if (!t->rcache)
+				break;
+			a = p;
+			p = t;
+		}
+		key = lookup - p->tbias + 1; /* 0 never matches: an entry's key is below 2^32 */
+		slot = &p->rcache[((key * 0x9e3779b97f4a7c15ull) >> p->rshift) & ~1ull];
+		ent = atomic_load_explicit(slot, memory_order_relaxed);
+		if (DW_UNLIKELY((ent >> 32) != key)) {
+			ent = atomic_load_explicit(slot + 1, memory_order_relaxed);
+			if ((ent >> 32) != key)
+				break;
+		}
+		rule = &p->rules[(uint32_t)ent];
+		if (DW_UNLIKELY(!(rule->flags & DW_RULEF_FAST) || !((valid >> rule->cfa_reg) & 1))) {
+			if ((rule->flags & DW_RULEF_OUTERMOST) && ((valid >> rule->cfa_reg) & 1)) {
+				/* the last frame, as step_cfi would end it: no caller, no CFA shown */
+				*f++ = (struct dwunw_frame){ .pc = pc, .sp = sp, .module_addr = pc - p->bias,
+							     .module = p->mod, .how = DWUNW_HOW_CFI, .flags = p->fflags };
+				ret = FAST_END;
+			}
+			break;
+		}
+		cfa = s->regs[rule->cfa_reg] + (uint64_t)(int64_t)rule->cfa_off;
+		if (asz == 4)
+			cfa = (uint32_t)cfa;
+		lo = cfa + (uint64_t)(int64_t)rule->off_min - snap_lo;
+		if (DW_UNLIKELY(lo > snap_len || rule->span > snap_len - lo))
+			break;
+		/* the step: from here on this frame is done */
+		base = snapb + cfa;
+		rr = &p->regrules[rule->reg_first];
+		switch (rule->nregs) {
+		default:
+			for (unsigned i = 7; i < rule->nregs; i++)
+				s->regs[rr[i].reg] = word_at(base + rr[i].val, asz);
+			/* fall through */
+		case 7: s->regs[rr[6].reg] = word_at(base + rr[6].val, asz); /* fall through */
+		case 6: s->regs[rr[5].reg] = word_at(base + rr[5].val, asz); /* fall through */
+		case 5: s->regs[rr[4].reg] = word_at(base + rr[4].val, asz); /* fall through */
+		case 4: s->regs[rr[3].reg] = word_at(base + rr[3].val, asz); /* fall through */
+		case 3: s->regs[rr[2].reg] = word_at(base + rr[2].val, asz); /* fall through */
+		case 2: s->regs[rr[1].reg] = word_at(base + rr[1].val, asz); /* fall through */
+		case 1: s->regs[rr[0].reg] = word_at(base + rr[0].val, asz); /* fall through */
+		case 0: break;
+		}
+		s->regs[spr] = cfa;
+		valid = (valid & keep) | rule->step_mask;
+		npc = s->regs[rule->ra_reg];
+		if (has_ra_to_pc)
+			npc = ra_to_pc(npc, !!(rule->flags & DW_RULEF_RA_SIGNED));
+		/* how and the first frame's EXACT_PC: set by the caller */
+		*f++ = (struct dwunw_frame){ .pc = pc, .sp = sp, .cfa = cfa, .module_addr = pc - p->bias,
+					     .module = p->mod, .how = DWUNW_HOW_CFI, .flags = p->fflags };
+		dec = 1;
+		if (DW_UNLIKELY(npc == 0)) {
+			ret = FAST_END;
+			pc = npc;
+			break;
+		}
+		if (DW_UNLIKELY(cfa < sp || (cfa == sp && npc == pc))) {
+			ret = FAST_NO_PROGRESS;
+			pc = npc;
+			break;
+		}
+		pc = npc;
+		if (DW_UNLIKELY(f >= fend)) {
+			ret = FAST_DEPTH;
+			break;
+		}
+	}
+	s->valid = valid;
+	s->pc = pc;
+	*nfp = (size_t)(f - frames);
+	*plp = p;
+	*altp = a;
+	return ret;
+}
+
+/*
+ * The step that is not the common one: CFI rules other than slots in the snapshot, a signal
+ * frame, no row (arch fallbacks). The caller's registers end up in *cur. Returns 0 on a step,
+ * 1 at the outermost frame, or an error.
+ */
+static __attribute__((noinline)) int step_other(struct walk *w, const struct place *pl,
+						const struct dw_rule *rule, struct state **cur,
+						struct state **next, uint64_t *cfa, uint32_t *nhow,
+						uint32_t *fl, int exact, uint32_t fi)
+{
+	struct state *tmp;
+	int r;
+
+	if (rule && rule->cfa_kind != DW_CFA_KIND_END &&
+	    !((rule->flags & DW_RULEF_SIGNAL) && is_sigtramp(w, *cur))) {
+		r = step_cfi(w, pl->table, rule, *cur, *next, cfa);
+		if (r)
+			return r;
+		if (rule->flags & DW_RULEF_SIGNAL) {
+			*nhow = DWUNW_HOW_SIGNAL;
+			*fl |= DWUNW_FRAME_SIGTRAMP;
+		}
+	} else {
+		*cfa = 0;
+		r = step_fallback(w, *cur, *next, fi, exact, pl, nhow);
+		if (r)
+			return r;
+		if (*nhow == DWUNW_HOW_SIGNAL)
+			*fl |= DWUNW_FRAME_SIGTRAMP;
+	}
+	tmp = *cur;
+	*cur = *next;
+	*next = tmp;
+	return 0;
+}
+
+/* A pending uretprobe's return address is the start of [uprobes]: pc-1 is outside it. */
+static uint32_t uprobe_flag(const struct walk *w, uint64_t opc, int exact)
+{
+	const struct dw_map *um;
+
+	if (exact || !w->proc)
+		return 0;
+	um = dw_proc_find(w->proc, opc);
+	return um && um->kind == DW_MAP_UPROBES ? DWUNW_FRAME_UPROBE_TRAMP : 0;
+}
+
+/* The frames keep one reference per module, on the first frame using it; frame 0 and each holder
+ * link to the next holder, so that dwunw_module_cache_release visits only those. */
+static void hand_refs(struct walk *w, struct dwunw_frame *frames, size_t nf)
+{
+	size_t at = 0;
+	int list = nf > 0;
+
+	for (unsigned i = 0; i < w->nheld; i++) {
+		size_t fr = w->held[i].frame;
+		if (fr >= nf) {
+			dw_module_put(w->held[i].m); /* a frame that was not returned (none today) */
+			continue;
+		}
+		frames[fr].flags |= DWUNW_FRAME_HOLDS_REF;
+		if (!list || fr == at)
+			continue;
+		if (fr - at > DWUNW_FRAME_REF_NEXT_MAX) {
+			list = 0;
+			continue;
+		}
+		frames[at].flags |= (uint32_t)(fr - at) << DWUNW_FRAME_REF_NEXT_SHIFT;
+		at = fr;
+	}
+	if (list)
+		frames[0].flags |= DWUNW_FRAME_REF_LIST;
+	else
+		for (size_t i = 0; i < nf; i++)
+			frames[i].flags &= ~(DWUNW_FRAME_REF_NEXT_MAX << DWUNW_FRAME_REF_NEXT_SHIFT);
+}
+
 DWUNW_API int dwunw_capture(struct dwunw_ctx *ctx, const struct dwunw_regs *regs,
 			    struct dwunw_frame *frames, size_t *frame_cnt)
 {
 	struct dwunw_ctx_impl *c = dw_ctx(ctx);
+	const struct dwunw_arch_ops *arch;
 	struct walk w;
-	struct state sa, sb, *cur = &sa, *next = &sb, *tmp;
+	struct state sa, sb, *cur = &sa, *next = &sb;
+	const struct place *pl, *alt;
+	struct fast_env fe;
 	size_t cap, nf = 0;
 	uint32_t how = DWUNW_HOW_INITIAL;
-	int exact, ret = DWUNW_OK, proc_err = DWUNW_OK;
-	uint64_t regmask;
-	unsigned spr;
+	int exact, entered = 0, ret = DWUNW_OK, proc_err = DWUNW_OK;
+	uint64_t regmask, keep, lr_bit, snap_lo, snap_len;
+	const uint8_t *snap;
+	unsigned spr, asz;
 
 	if (!frame_cnt)
 		return DWUNW_ERR_INVALID_ARG;
@@ -600,127 +818,113 @@ DWUNW_API int dwunw_capture(struct dwunw_ctx *ctx, const struct dwunw_regs *regs
 	if (c->cfg.max_frames && c->cfg.max_frames < cap)
 		cap = c->cfg.max_frames;
 
-	memset(&w, 0, offsetof(struct walk, held));
+	arch = dwunw_arch_get((enum dwunw_arch)regs->arch);
+	if (!arch)
+		return DWUNW_ERR_UNSUPPORTED_ARCH;
+	memset(&w, 0, offsetof(struct walk, remote));
+	for (unsigned i = 0; i < DW_ARRAY_SIZE(w.places); i++) {
+		w.places[i].start = w.places[i].len = 0;
+		w.places[i].rcache = NULL;
+	}
 	w.nheld = 0;
 	w.c = c;
 	w.in = regs;
-	w.arch = dwunw_arch_get((enum dwunw_arch)regs->arch);
-	if (!w.arch)
-		return DWUNW_ERR_UNSUPPORTED_ARCH;
-	w.asz = w.arch->addr_size;
-	w.lr_bit = w.arch->lr_reg < DWUNW_MAX_REGS ? 1ull << w.arch->lr_reg : 0;
-	w.fast_flag = w.asz == 8 ? DW_RULEF_SIMPLE : 0;
+	w.arch = arch;
+	w.asz = asz = arch->addr_size;
 	if (regs->stack && regs->stack_size) {
 		w.snap = regs->stack;
 		w.snap_lo = regs->stack_start;
 		w.snap_len = regs->stack_size;
 	}
 	if (regs->pid > 0) {
-		proc_err = dw_proc_get(c, regs->pid, &w.proc);
-		if (proc_err && proc_err != DWUNW_ERR_NO_PROCESS)
+		entered = 1;
+		proc_err = dw_proc_enter(c, regs->pid, &w.proc, &w.proc_ref);
+		if (proc_err && proc_err != DWUNW_ERR_NO_PROCESS) {
+			dw_proc_leave(c, NULL, 0);
 			return proc_err;
+		}
 		/* A process gone since the event and not cached: frame 0 only, and say why. */
+		if (proc_err)
+			w.proc_ref = 0;
 	}
 
-	regmask = w.arch->nregs >= 64 ? ~0ull : (1ull << w.arch->nregs) - 1;
-	spr = w.arch->sp_reg;
-	from_regs_n(regs, cur, w.arch->nregs);
+	/* The walk's constants, in locals the stores to the register state cannot alias. */
+	snap = w.snap;
+	snap_lo = w.snap_lo;
+	snap_len = w.snap_len;
+	spr = arch->sp_reg;
+	lr_bit = arch->lr_reg < DWUNW_MAX_REGS ? 1ull << arch->lr_reg : 0;
+	regmask = arch->nregs >= 64 ? ~0ull : (1ull << arch->nregs) - 1;
+	keep = (arch->callee_saved | lr_bit) & regmask;
+	from_regs_n(regs, cur, arch->nregs);
 	exact = !(regs->flags & DWUNW_REGS_PC_IS_RETADDR);
+	pl = alt = &w.places[0]; /* empty: the first frame looks its place up */
+	fe = (struct fast_env){ .snap = snap, .snap_lo = snap_lo, .snap_len = snap_len, .keep = keep,
+				.spr = spr, .ra_to_pc = arch->ra_to_pc,
+				.places = w.places, .places_end = w.places + DW_ARRAY_SIZE(w.places) };
 
 	for (;;) {
 		struct dwunw_frame *f = &frames[nf];
-		const struct place *pl;
-		uint64_t lookup = exact ? cur->pc : cur->pc - 1;
-		const uint64_t osp = cur->regs[spr], opc = cur->pc;
-		uint64_t cfa = 0;
-		const struct dw_table *t;
-		int64_t row = -1;
+		const uint64_t opc = cur->pc, osp = cur->regs[spr];
+		const uint64_t fsp = (cur->valid >> spr) & 1 ? osp : 0;
+		uint64_t lookup = opc - !exact, cfa = 0;
+		const struct dw_rule *rule = NULL;
 		uint32_t nhow = DWUNW_HOW_CFI;
-		int r, err;
+		uint32_t fl = (exact ? DWUNW_FRAME_EXACT_PC : 0) | (w.beyond ? DWUNW_FRAME_BEYOND_SNAPSHOT : 0);
+		int r;
 
-		pl = frame_place(&w, lookup, (uint32_t)nf);
-		if (DW_UNLIKELY(!exact && (!pl->map || opc >= pl->map->end))) {
-			/* A return address at the very start of a mapping: no call precedes it there, so
-			 * it is a trampoline's (qemu's signal page); it belongs to pc's own mapping. */
-			const struct dw_map *own = w.proc ? dw_proc_find(w.proc, opc) : NULL;
-			if (own && own != pl->map) {
-				lookup = opc;
-				pl = frame_place(&w, lookup, (uint32_t)nf);
+		if (DW_UNLIKELY(lookup - pl->start >= pl->len || opc - pl->start >= pl->len)) {
+			const struct place *np = frame_place(&w, &lookup, opc, (uint32_t)nf);
+			if (np != pl)
+				alt = pl;
+			pl = np;
+		}
+		/* The common frames first, from here as far as they go. */
+		if (how != DWUNW_HOW_SIGNAL && !w.beyond && pl->rcache && lookup == opc - !exact &&
+		    ((cur->valid >> spr) & 1)) {
+			size_t n0 = nf;
+			int fr = asz == 4 ? walk_fast(&fe, cur, &pl, &alt, frames, &nf, cap, exact, 4, 1)
+				 : fe.ra_to_pc ? walk_fast(&fe, cur, &pl, &alt, frames, &nf, cap, exact, 8, 1)
+				 : walk_fast(&fe, cur, &pl, &alt, frames, &nf, cap, exact, 8, 0);
+			if (nf != n0) {
+				frames[n0].how = how;
+				frames[n0].flags |= exact ? DWUNW_FRAME_EXACT_PC : 0;
+			}
+			if (DW_UNLIKELY(fr != FAST_MORE)) {
+				ret = fr == FAST_END ? DWUNW_OK : fr == FAST_DEPTH ? DWUNW_ERR_DEPTH : DWUNW_ERR_NO_PROGRESS;
+				break;
+			}
+			if (nf != n0) {
+				exact = 0;
+				how = DWUNW_HOW_CFI;
+				continue;
 			}
 		}
-		f->pc = opc;
-		f->sp = (cur->valid >> spr) & 1 ? osp : 0;
-		f->cfa = 0;
-		f->module = pl->mod;
-		f->module_addr = pl->mod ? opc - pl->bias : 0;
-		f->how = how;
-		f->flags = (exact ? DWUNW_FRAME_EXACT_PC : 0) | (w.beyond ? DWUNW_FRAME_BEYOND_SNAPSHOT : 0);
-		if (DW_UNLIKELY(pl->map && pl->map->kind != DW_MAP_FILE)) {
-			if (pl->map->kind == DW_MAP_UPROBES)
-				f->flags |= DWUNW_FRAME_UPROBE_TRAMP;
-			if (pl->map->kind == DW_MAP_ANON && (pl->map->prot & DW_PROT_X))
-				f->flags |= DWUNW_FRAME_JIT;
-			if (pl->map->kind == DW_MAP_VDSO)
-				f->flags |= DWUNW_FRAME_VDSO;
-		}
+		fl |= pl->fflags;
 		w.beyond = 0;
-		nf++;
-		err = pl->err;
-		if (DW_UNLIKELY(err)) {
-			/* A pending uretprobe's return address is the start of [uprobes]: pc-1 is outside it. */
-			if (!exact && w.proc) {
-				const struct dw_map *um = dw_proc_find(w.proc, opc);
-				if (um && um->kind == DW_MAP_UPROBES)
-					f->flags |= DWUNW_FRAME_UPROBE_TRAMP;
-			}
-			if (err == DWUNW_ERR_CACHE_FULL || err == DWUNW_ERR_NOMEM || (f->flags & DWUNW_FRAME_UPROBE_TRAMP)) {
-				ret = err;
-				break;
+		if (DW_UNLIKELY(pl->err)) {
+			fl |= uprobe_flag(&w, opc, exact);
+			if (pl->err == DWUNW_ERR_CACHE_FULL || pl->err == DWUNW_ERR_NOMEM ||
+			    (fl & DWUNW_FRAME_UPROBE_TRAMP)) {
+				r = pl->err;
+				goto stop;
 			}
 		}
+		if (DW_LIKELY(pl->table != NULL))
+			rule = dw_table_rule_at(pl->table, lookup - pl->bias);
 
-		/* The step: the caller's registers end up in cur. */
-		t = pl->table;
-		if (t)
-			row = dw_table_find_cached(t, lookup - pl->bias);
-		if (row >= 0 && dw_table_rule(t, (uint32_t)row)->cfa_kind != DW_CFA_KIND_END &&
-		    !((dw_table_rule(t, (uint32_t)row)->flags & DW_RULEF_SIGNAL) && is_sigtramp(&w, cur))) {
-			const struct dw_rule *rule = dw_table_rule(t, (uint32_t)row);
-			r = step_fast(&w, t, rule, cur, &cfa); /* in place, when it can */
-			if (r < 0) {
-				r = step_cfi(&w, t, rule, cur, next, &cfa);
-				if (r == 0) {
-					tmp = cur;
-					cur = next;
-					next = tmp;
-				}
-			}
-			if (r < 0) {
-				ret = r;
-				break;
-			}
-			if (r == 1) {
-				ret = DWUNW_OK; /* return address undefined: the outermost frame */
-				break;
-			}
-			f->cfa = cfa;
-			if (rule->flags & DW_RULEF_SIGNAL) {
-				nhow = DWUNW_HOW_SIGNAL;
-				f->flags |= DWUNW_FRAME_SIGTRAMP;
-			}
-		} else {
-			err = step_fallback(&w, cur, next, (uint32_t)nf - 1, exact, pl, &nhow);
-			if (err) {
-				ret = err == DWUNW_ERR_NO_MODULE && !w.proc && proc_err ? proc_err : err;
-				break;
-			}
-			if (nhow == DWUNW_HOW_SIGNAL)
-				f->flags |= DWUNW_FRAME_SIGTRAMP;
-			tmp = cur;
-			cur = next;
-			next = tmp;
+		r = step_other(&w, pl, rule, &cur, &next, &cfa, &nhow, &fl, exact, (uint32_t)nf);
+		if (DW_UNLIKELY(r)) {
+			if (r == DWUNW_ERR_NO_MODULE && !w.proc && proc_err)
+				r = proc_err;
+			goto stop;
 		}
-		if (cur->pc == 0) {
+		/* The frame record, written once. */
+		*f = (struct dwunw_frame){ .pc = opc, .sp = fsp, .cfa = cfa,
+					   .module_addr = pl->mod ? opc - pl->bias : 0, .module = pl->mod,
+					   .how = how, .flags = fl };
+		nf++;
+		if (DW_UNLIKELY(cur->pc == 0)) {
 			/* A zero return address ends the chain, unless it was read from the live process
 			 * after the event: that memory may hold other frames by now. */
 			ret = w.beyond ? DWUNW_ERR_LIVE_END : DWUNW_OK;
@@ -728,31 +932,35 @@ DWUNW_API int dwunw_capture(struct dwunw_ctx *ctx, const struct dwunw_regs *regs
 		}
 		/* The stack grows down: a caller's frame is above its callee's; equal is fine for a
 		 * frameless leaf, as long as the pc moves. */
-		if (nhow != DWUNW_HOW_SIGNAL && how != DWUNW_HOW_SIGNAL &&
-		    (!((cur->valid >> spr) & 1) || cur->regs[spr] < osp || (cur->regs[spr] == osp && cur->pc == opc))) {
+		if (DW_UNLIKELY((!((cur->valid >> spr) & 1) || cur->regs[spr] < osp ||
+				 (cur->regs[spr] == osp && cur->pc == opc)) &&
+				nhow != DWUNW_HOW_SIGNAL && how != DWUNW_HOW_SIGNAL)) {
 			ret = DWUNW_ERR_NO_PROGRESS;
 			break;
 		}
 		/* Only now, with a caller to show, is a full buffer a truncation. */
-		if (nf >= cap) {
+		if (DW_UNLIKELY(nf >= cap)) {
 			ret = DWUNW_ERR_DEPTH;
 			break;
 		}
 		exact = nhow == DWUNW_HOW_SIGNAL;
 		how = nhow;
 		cur->valid &= regmask;
+		continue;
+stop:
+		/* The last frame: no step from it (r = 1: the outermost, else the reason). */
+		*f = (struct dwunw_frame){ .pc = opc, .sp = fsp, .cfa = 0,
+					   .module_addr = pl->mod ? opc - pl->bias : 0, .module = pl->mod,
+					   .how = how, .flags = fl };
+		nf++;
+		ret = r == 1 ? DWUNW_OK : r;
+		break;
 	}
-	/* The frames keep one reference per module; a module held for a frame that was not
-	 * returned (none today) would be dropped here. */
-	for (unsigned i = 0; i < w.nheld; i++) {
-		if (w.held[i].frame < nf)
-			frames[w.held[i].frame].flags |= DWUNW_FRAME_HOLDS_REF;
-		else
-			dw_module_put(w.held[i].m);
-	}
+	hand_refs(&w, frames, nf);
 	if (w.remote_on)
 		dw_remote_end(&w.remote);
-	dw_proc_put(c, w.proc);
+	if (entered)
+		dw_proc_leave(c, w.proc, w.proc_ref);
 	*frame_cnt = nf;
 	return ret;
 }
