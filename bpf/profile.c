@@ -137,6 +137,7 @@ static int on_record(void *ctx, const void *data, size_t size)
 	const struct cap_rec_hdr *h = data;
 
 	(void)ctx;
+	prs.buffer_bytes += size;
 	if (size < sizeof(*h))
 		return 0;
 	if (h->kind == CAP_KIND_SNAPSHOT) {
