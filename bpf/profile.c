@@ -346,6 +346,23 @@ static uint32_t cache_slots_for_machine(void)
 	return (uint32_t)slots;
 }
 
+/*
+ * Ring buffer: room for about a second of snapshots at the full rate on every CPU (the consumer
+ * stalls while it opens a large module for the first time), 8 .. 128 MiB; 1 MiB for fp records.
+ */
+static size_t ring_size(void)
+{
+	uint64_t hz = opts.period ? 1000 : opts.freq;
+	uint64_t want = (uint64_t)libbpf_num_possible_cpus() * hz * (opts.stack_size + 512);
+	size_t r = 8u << 20;
+
+	if (opts.unwind != PR_UNWIND_DWARF || !opts.user)
+		return 1u << 20;
+	while (r < want && r < (128u << 20))
+		r <<= 1;
+	return r;
+}
+
 static bool all_targets_gone(void)
 {
 	if (!opts.npids || opts.command)
@@ -387,7 +404,7 @@ int main(int argc, char **argv)
 	skel->rodata->cap_use_perfbuf = opts.perfbuf;
 	skel->rodata->cap_stack_bytes = opts.stack_size;
 	skel->rodata->cap_scratch_slots = dwunw_cap_scratch_slots(opts.perfbuf);
-	ring_bytes = opts.unwind == PR_UNWIND_DWARF ? 8u << 20 : 1u << 20;
+	ring_bytes = ring_size();
 	skel->rodata->cap_wakeup_bytes = ring_bytes / 16;
 	err = dwunw_cap_size_maps(skel->obj, opts.perfbuf, ring_bytes);
 	if (!err)
