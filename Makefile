@@ -45,12 +45,13 @@ bpf: native
 	@$(MAKE) -s -C bpf BUILD=$(BUILD)
 
 # Cross builds (test/verify-cross.test.ts checks them): libdwunw.a for arm64 and mips32, and
-# memleak for arm64 (build/aarch64-linux-gnu/bpf/).
+# memleak for arm64 and mips32 (build/aarch64-linux-gnu/bpf/, build/mipsel-linux-gnu/bpf/).
 .PHONY: cross
 cross:
 	@$(MAKE) -s -C native CROSS=aarch64-linux-gnu- BUILD=$(BUILD)/aarch64-linux-gnu lib
 	@$(MAKE) -s -C native CROSS=mipsel-linux-gnu- BUILD=$(BUILD)/mipsel-linux-gnu lib
 	@$(MAKE) -s -C bpf CROSS=aarch64-linux-gnu- BUILD=$(BUILD)
+	@$(MAKE) -s -C bpf CROSS=mipsel-linux-gnu- BUILD=$(BUILD)
 
 clean:
 	rm -rf build dist

@@ -108,14 +108,18 @@ struct {
 #elif defined(__TARGET_ARCH_arm64)
 #define CAP_ARCH CAP_ARCH_ARM64
 #define CAP_RET_SP_ADJ 0
+#elif defined(__TARGET_ARCH_mips)
+/* 32-bit mips, o32 (pt_regs_mips.h): registers are 32-bit slots, zero-extended here */
+#define CAP_ARCH CAP_ARCH_MIPS32
+#define CAP_RET_SP_ADJ 0
 #else
-#error "capture.bpf.h: define __TARGET_ARCH_x86 or __TARGET_ARCH_arm64"
+#error "capture.bpf.h: define __TARGET_ARCH_x86, __TARGET_ARCH_arm64 or __TARGET_ARCH_mips"
 #endif
 
 static __always_inline __u64 cap_regs_sp(struct pt_regs *regs)
 {
-#if defined(__TARGET_ARCH_x86)
-	return regs->sp;
+#if defined(__TARGET_ARCH_mips)
+	return regs->regs[29];
 #else
 	return regs->sp;
 #endif
@@ -143,7 +147,7 @@ static __always_inline __u64 cap_regs_fill(struct cap_record *rec, struct pt_reg
 	rec->regs[15] = regs->r15;
 	rec->pc = regs->ip;
 	return 0xffffull;
-#else
+#elif defined(__TARGET_ARCH_arm64)
 	/*
 	 * arm64: x0..x30 are DWARF 0..30, sp is 31. Unrolled: a uprobe's ctx may be read only at
 	 * constant offsets (a load through ctx + index is refused: "dereference of modified ctx ptr").
@@ -153,6 +157,13 @@ static __always_inline __u64 cap_regs_fill(struct cap_record *rec, struct pt_reg
 		rec->regs[i] = regs->regs[i];
 	rec->regs[31] = regs->sp;
 	rec->pc = regs->pc;
+	return 0xffffffffull;
+#else
+	/* mips: $0..$31 are DWARF 0..31 ($29 sp, $31 ra); the pc is cp0_epc. Unrolled as above. */
+#pragma unroll
+	for (int i = 0; i < 32; i++)
+		rec->regs[i] = regs->regs[i];
+	rec->pc = regs->cp0_epc;
 	return 0xffffffffull;
 #endif
 }
@@ -166,9 +177,12 @@ static __always_inline void cap_entry_ret(struct pt_regs *regs, __u64 *slot, __u
 	bpf_probe_read_user(&v, sizeof(v), (void *)sp);
 	*slot = sp;
 	*ret = v;
-#else
+#elif defined(__TARGET_ARCH_arm64)
 	*slot = 0;
 	*ret = regs->regs[30];
+#else
+	*slot = 0;
+	*ret = regs->regs[31];
 #endif
 }
 

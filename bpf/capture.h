@@ -22,7 +22,7 @@
  */
 #define CAP_PERF_MAX_DATA 65512
 
-/* Registers kept per record, indexed by DWARF number (x86_64 uses 0..15, arm64 0..31). */
+/* Registers kept per record, indexed by DWARF number (x86_64 uses 0..15, arm64 and mips 0..31). */
 #define CAP_NREGS         32
 /* Pending return probes carried in each record (see struct cap_thread). */
 #define CAP_MAX_PENDING   8
@@ -30,6 +30,7 @@
 /* Architectures: the values of enum dwunw_arch. */
 #define CAP_ARCH_X86_64   1
 #define CAP_ARCH_ARM64    2
+#define CAP_ARCH_MIPS32   3
 
 /* Every record starts with these 8 bytes; tools define kinds from CAP_KIND_TOOL up. */
 struct cap_rec_hdr {

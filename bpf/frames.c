@@ -122,6 +122,8 @@ void fill_fp(void *arg, struct uframe *frames, uint32_t n)
 
 #if defined(__aarch64__)
 		r.arch = DWUNW_ARCH_ARM64;
+#elif defined(__mips__)
+		r.arch = DWUNW_ARCH_MIPS32;
 #endif
 		dwunw_capture(&dctx, &r, &f, &nf);
 		if (nf < 1)
@@ -220,7 +222,10 @@ void frames_shutdown(void)
 	dctx_ok = false;
 }
 
-static struct dwunw_frame frames[FRAMES_MAX + 1];
+uint32_t frames_max = FRAMES_MAX;
+static struct dwunw_frame *frames;  /* frames_max + 1 */
+static uint64_t *frame_pcs;
+static uint32_t frames_cap;
 static void *patch_buf;
 static size_t patch_buf_size;
 
@@ -260,9 +265,16 @@ int64_t frames_from_snapshot(const void *data, size_t size, uint32_t skip, uint6
 {
 	const struct cap_record *rec;
 	struct dwunw_regs regs;
-	uint64_t pcs[FRAMES_MAX + 1];
-	size_t nf = FRAMES_MAX + 1;
+	uint64_t *pcs;
+	size_t nf = (size_t)frames_max + 1;
 	int patched = 0, rc;
+
+	if (frames_cap < frames_max + 1) {
+		frames = xrealloc(frames, ((size_t)frames_max + 1) * sizeof(*frames));
+		frame_pcs = xrealloc(frame_pcs, ((size_t)frames_max + 1) * sizeof(*frame_pcs));
+		frames_cap = frames_max + 1;
+	}
+	pcs = frame_pcs;
 	uint64_t t0;
 	int64_t idx;
 

@@ -16,6 +16,8 @@
 #include "stack_store.h"
 
 #define FRAMES_MAX 128          /* frames kept per unwound stack */
+/* frames kept per unwound stack (--max-frames; FRAMES_MAX unless set before the first record) */
+extern uint32_t frames_max;
 #define FRAMES_FP_DEPTH 127     /* frames in a bpf_get_stackid() stack (PERF_MAX_STACK_DEPTH) */
 
 #ifdef HAVE_DWUNW

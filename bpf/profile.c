@@ -416,10 +416,10 @@ int main(int argc, char **argv)
 		die("cannot load the BPF programs: %s (run with -v for the verifier log)",
 		    strerror(-err));
 	if (opts.command) {
-		uint32_t pid = (uint32_t)target_start(opts.command);
+		uint32_t pid = (uint32_t)ptarget_start(opts.command);
 
 		opts.pids[opts.npids++] = pid;
-		atexit(target_stop);
+		atexit(ptarget_stop);
 	}
 	set_filters();
 	kcache.n = opts.stack_storage;
@@ -443,7 +443,7 @@ int main(int argc, char **argv)
 	signal(SIGTERM, on_signal);
 	signal(SIGPIPE, SIG_IGN);
 	pr_print_header();
-	target_release();
+	ptarget_release();
 
 	uint64_t t0 = mono_ns(), end = opts.duration ? t0 + opts.duration * 1000000000ull : 0;
 	uint64_t last_check = t0;
@@ -463,7 +463,7 @@ int main(int argc, char **argv)
 			break;
 		if (now - last_check >= 50000000ull) {
 			last_check = now;
-			if (opts.command && target_exited(&status))
+			if (opts.command && ptarget_exited(&status))
 				break;
 			if (all_targets_gone())
 				break;
@@ -489,7 +489,7 @@ int main(int argc, char **argv)
 	pr_report();
 	dwunw_cap_reader_free(reader);
 	profile_bpf__destroy(skel);
-	target_stop();
+	ptarget_stop();
 	frames_shutdown();
 	return 0;
 }

@@ -14,7 +14,7 @@
 static pid_t child;
 static int go_fd = -1;
 
-pid_t target_start(char **argv)
+pid_t ptarget_start(char **argv)
 {
 	int p[2];
 
@@ -40,7 +40,7 @@ pid_t target_start(char **argv)
 	return child;
 }
 
-void target_release(void)
+void ptarget_release(void)
 {
 	if (go_fd < 0)
 		return;
@@ -50,7 +50,7 @@ void target_release(void)
 	go_fd = -1;
 }
 
-bool target_exited(int *status)
+bool ptarget_exited(int *status)
 {
 	if (child <= 0)
 		return false;
@@ -61,7 +61,7 @@ bool target_exited(int *status)
 	return false;
 }
 
-void target_stop(void)
+void ptarget_stop(void)
 {
 	if (go_fd >= 0)
 		close(go_fd);

@@ -11,12 +11,12 @@
 #include <sys/types.h>
 
 /* Fork the held child for argv (execvp): its pid. Dies on failure. */
-pid_t target_start(char **argv);
+pid_t ptarget_start(char **argv);
 /* Let the held child exec. */
-void target_release(void);
+void ptarget_release(void);
 /* Has the started child exited? (reaps it; *status as from waitpid) */
-bool target_exited(int *status);
+bool ptarget_exited(int *status);
 /* End the child if it still runs (SIGTERM, then reap). */
-void target_stop(void);
+void ptarget_stop(void);
 
 #endif /* DWUNW_PROFILE_TARGET_H */

@@ -74,34 +74,42 @@ for (const x of targets) {
   });
 }
 
-// memleak for arm64 (bpf/Makefile CROSS=aarch64-linux-gnu-): the BPF object with arm64's register
-// frame, the user space linked against build/aarch64-linux-gnu/libdwunw.a and the arm64 libbpf;
-// an arm64 ELF that runs under qemu-user as far as a machine without BPF lets it (its usage, and
-// its refusal of a pid that maps no libc). Loading it needs an arm64 kernel: not here.
-t.test('memleak builds for arm64', async (t) => {
-  const x = 'aarch64-linux-gnu-';
-  const lib = await run('make', ['-s', '-j2', '-C', 'native', `CROSS=${x}`, 'lib']);
-  t.equal(lib.code, 0, `make -C native CROSS=${x} lib${lib.code ? `: ${lib.stderr.slice(-1500)}` : ''}`);
-  const b = await run('make', ['-s', '-C', 'bpf', `CROSS=${x}`]);
-  t.equal(b.code, 0, `make -C bpf CROSS=${x}${b.code ? `: ${b.stderr.slice(-1500)}` : ''}`);
-  const out = join(root, 'build', 'aarch64-linux-gnu', 'bpf');
-  for (const name of ['memleak', 'memleak-fp']) {
-    const f = join(out, name);
-    if (!existsSync(f)) {
-      t.fail(`no ${f}`);
-      continue;
+// memleak for arm64 and mips32 (bpf/Makefile CROSS=aarch64-linux-gnu- / mipsel-linux-gnu-): the BPF
+// object with that architecture's register frame, the user space linked against
+// build/<triplet>/libdwunw.a and that architecture's libbpf; an ELF that runs under qemu-user as far
+// as a machine without BPF lets it (its usage, and its refusal of a pid that maps no libc). Loading
+// it needs a kernel of that architecture: test/kernels.test.ts boots one.
+const memleakTargets = [
+  { cross: 'aarch64-linux-gnu-', qemu: 'qemu-aarch64', machine: 183, is64: true, regs: /STRUCT 'user_pt_regs' size=272 vlen=4/, what: "arm64's user_pt_regs" },
+  { cross: 'mipsel-linux-gnu-', qemu: 'qemu-mipsel', machine: 8, is64: false, regs: /STRUCT 'pt_regs' size=184 vlen=8/, what: "mips32's pt_regs (32-bit slots)" },
+];
+for (const x of memleakTargets) {
+  const triplet = x.cross.slice(0, -1);
+  t.test(`memleak builds for ${triplet}`, async (t) => {
+    const lib = await run('make', ['-s', '-j2', '-C', 'native', `CROSS=${x.cross}`, 'lib']);
+    t.equal(lib.code, 0, `make -C native CROSS=${x.cross} lib${lib.code ? `: ${lib.stderr.slice(-1500)}` : ''}`);
+    const b = await run('make', ['-s', '-C', 'bpf', `CROSS=${x.cross}`]);
+    t.equal(b.code, 0, `make -C bpf CROSS=${x.cross}${b.code ? `: ${b.stderr.slice(-1500)}` : ''}`);
+    const out = join(root, 'build', triplet, 'bpf');
+    for (const name of ['memleak', 'memleak-fp']) {
+      const f = join(out, name);
+      if (!existsSync(f)) {
+        t.fail(`no ${f}`);
+        continue;
+      }
+      const e = new ElfFile(f);
+      t.equal(e.machine, x.machine, `${name}: e_machine ${x.machine}`);
+      t.equal(e.is64, x.is64, `${name}: ELFCLASS${x.is64 ? 64 : 32}`);
     }
-    const e = new ElfFile(f);
-    t.equal(e.machine, 183, `${name}: an arm64 ELF (e_machine 183)`);
-    t.ok(e.is64, `${name}: ELFCLASS64`);
-  }
-  const btf = await run('bpftool', ['btf', 'dump', 'file', join(out, 'memleak.bpf.o')]);
-  t.match(btf.stdout, /STRUCT 'user_pt_regs' size=272 vlen=4/, "the BPF object reads arm64's user_pt_regs");
-  const help = await run('qemu-aarch64', ['-L', '/usr/aarch64-linux-gnu', join(out, 'memleak'), '--help']);
-  t.equal(help.code, 0, 'qemu-aarch64 memleak --help: exit 0');
-  t.match(help.stdout, /^Usage: memleak \[OPTION\.\.\.\] \[INTERVAL \[COUNT\]\]/, 'its usage');
-  t.match(help.stdout, /--unwind=dwarf\|fp/, 'with DWARF unwinding (HAVE_DWUNW)');
-  const pid1 = await run('qemu-aarch64', ['-L', '/usr/aarch64-linux-gnu', join(out, 'memleak'), '-p', '1']);
-  t.equal(pid1.code, 1, 'qemu-aarch64 memleak -p 1: exit 1');
-  t.match(pid1.stderr, /^memleak: pid 1 does not map libc\.so\.6/m, 'one line naming the cause');
-});
+    const btf = await run('bpftool', ['btf', 'dump', 'file', join(out, 'memleak.bpf.o')]);
+    t.match(btf.stdout, x.regs, `the BPF object reads ${x.what}`);
+    const sysroot = `/usr/${triplet}`;
+    const help = await run(x.qemu, ['-L', sysroot, join(out, 'memleak'), '--help']);
+    t.equal(help.code, 0, `${x.qemu} memleak --help: exit 0`);
+    t.match(help.stdout, /^Usage: memleak \[OPTION\.\.\.\] \[INTERVAL \[COUNT\]\]/, 'its usage');
+    t.match(help.stdout, /--unwind=dwarf\|fp/, 'with DWARF unwinding (HAVE_DWUNW)');
+    const pid1 = await run(x.qemu, ['-L', sysroot, join(out, 'memleak'), '-p', '1']);
+    t.equal(pid1.code, 1, `${x.qemu} memleak -p 1: exit 1`);
+    t.match(pid1.stderr, /^memleak: pid 1 does not map libc\.so\.6/m, 'one line naming the cause');
+  });
+}

@@ -1,0 +1,259 @@
+// memleak inside the kernels users run: Debian 12's arm64 and x86_64 kernels (6.1) booted under
+// qemu-system (TCG) by scripts/qemu-kernel, with an initramfs holding busybox, memleak, the leaky
+// workload and its C library. In each guest:
+//   - `memleak --json -a -c "leaky 2"`: every site of `leaky --manifest` with a complete DWARF
+//     stack (down to main, or to the thread's start), exact sizes and counts, nothing else
+//     outstanding, nothing lost;
+//   - a statically linked leaky (it never maps the libc.so.6 memleak probes): one line naming
+//     the cause and exit status 1, not an empty report.
+// The guests have no debug file for glibc (and Debian has none for the arm64 cross glibc): the
+// workload's own frames are checked by name, glibc's and ld.so's by module.
+//
+// Needs qemu-system-aarch64 and qemu-system-x86_64, the kernels and busybox-static packages
+// (downloaded once into build/qemu by apt-get download, never installed), the cross compiler.
+// Without them the test is skipped with the reason, unless DWUNW_REQUIRE_BPF=1 (CI).
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { basename, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import t, { type Test } from 'tap';
+
+const root = fileURLToPath(new URL('..', import.meta.url));
+const REQUIRE = process.env.DWUNW_REQUIRE_BPF === '1';
+const Q = join(root, 'build', 'qemu');
+const XB = join(Q, 'xbuild'); // the arm64 memleak, apart from verify-cross.test.ts's build (run in parallel)
+const leakySrc = join(root, 'fixtures', 'x86_64', 'leaky.c');
+const hostLeaky = join(root, 'fixtures', 'x86_64', 'build', 'leaky');
+const ROUNDS = 2;
+
+interface Run {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+  ms: number;
+}
+
+function run(cmd: string, args: string[], timeoutMs: number): Promise<Run> {
+  const t0 = Date.now();
+  return new Promise((res) => {
+    const child = spawn(cmd, args, { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
+    const out: Buffer[] = [];
+    const err: Buffer[] = [];
+    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+    child.stdout.on('data', (b: Buffer) => out.push(b));
+    child.stderr.on('data', (b: Buffer) => err.push(b));
+    child.on('error', (e) => err.push(Buffer.from(String(e))));
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      res({ code, stdout: Buffer.concat(out).toString(), stderr: Buffer.concat(err).toString(), ms: Date.now() - t0 });
+    });
+  });
+}
+
+// ---- The manifest and the stacks (as test/memleak.test.ts) ----------------------------------------
+
+interface JFrame {
+  pc: string;
+  symbol: string | null;
+  module: string | null;
+}
+interface JStack {
+  bytes: number;
+  allocations: number;
+  frames: JFrame[];
+  kind: string;
+  complete: boolean | null;
+  stop: string;
+  reason?: string;
+  allocs?: { addr: string; size: number }[];
+}
+interface JReport {
+  pid: number;
+  stacks: JStack[];
+  lost: number;
+  untracked: Record<string, number>;
+  unwind: Record<string, unknown>;
+}
+interface Site {
+  name: string;
+  size: number;
+  count: number;
+  chain: string[][];
+  incidental: boolean;
+}
+
+function loadManifest(): Site[] {
+  const r = spawnSync(hostLeaky, ['--manifest'], { encoding: 'utf8' });
+  return (r.stdout ?? '')
+    .split('\n')
+    .filter((l) => l.trim())
+    .map((l) => {
+      const [name, , size, count, chain] = l.split('\t') as [string, string, string, string, string];
+      return { name, size: Number(size), count: Number(count), chain: chain.split(',').map((c) => c.split('|')), incidental: name.startsWith('incidental') };
+    });
+}
+
+/** leaky's own functions (its symbol table): checked by name; other chain entries by module. */
+function ownFunctions(): Set<string> {
+  const r = spawnSync('nm', ['--defined-only', hostLeaky], { encoding: 'utf8' });
+  return new Set((r.stdout ?? '').split('\n').map((l) => l.split(' ')[2] ?? '').filter(Boolean));
+}
+
+const label = (f: JFrame): string => f.symbol ?? `[${basename(f.module ?? '?')}]`;
+
+async function main(t: Test): Promise<void> {
+  const sites = loadManifest();
+  const own = ownFunctions();
+  if (sites.length < 15 || !own.has('main')) return void t.fail(`${hostLeaky}: no manifest (make fixtures)`);
+
+  /** A frame matches a chain entry: the workload's functions by name, glibc's and ld.so's by module. */
+  const entryOk = (alts: string[], f: JFrame, prog: string): boolean =>
+    alts.some((a) => own.has(a)) ? alts.includes(f.symbol ?? '') && f.module === prog : f.module !== null && f.module !== prog && /\/(libc\.so\.6|ld-linux[^/]*\.so\.\d)$/.test(f.module);
+  const completeFor = (site: Site, s: JStack, prog: string): boolean =>
+    s.frames.length >= site.chain.length && site.chain.every((alts, i) => entryOk(alts, s.frames[i]!, prog));
+
+  function checkReport(tt: Test, rep: JReport, prog: string): void {
+    const used = new Set<JStack>();
+    for (const site of sites) {
+      const st = rep.stacks.filter((s) => completeFor(site, s, prog));
+      if (st.length !== 1) {
+        tt.fail(`${site.name}: ${st.length} stacks with its chain (want 1)`, {
+          chain: site.chain.map((c) => c.join('|')).join(','),
+          stacks: rep.stacks.map((s) => `${s.bytes}/${s.allocations}: ${s.frames.slice(0, 14).map(label).join(',')}`),
+        });
+        continue;
+      }
+      const s = st[0]!;
+      used.add(s);
+      tt.ok(s.kind === 'dwarf' && s.complete === true && s.stop === 'OK', `${site.name}: complete DWARF stack, ${s.frames.map(label).join(' < ')}`, { stop: s.stop });
+      const n = site.incidental ? site.count : site.count * ROUNDS;
+      if (site.incidental) {
+        // glibc's thread stack and TLS vector: their sizes depend on the architecture (page size)
+        tt.equal(s.allocations, n, `${site.name}: ${n} allocation (${s.bytes} bytes)`);
+      } else {
+        tt.same([s.allocations, s.bytes], [n, n * site.size], `${site.name}: ${n} x ${site.size} bytes`);
+        tt.ok((s.allocs ?? []).length === n && s.allocs!.every((a) => a.size === site.size), `${site.name}: -a lists ${n} blocks of ${site.size} bytes`);
+      }
+    }
+    const extra = rep.stacks.filter((s) => !used.has(s));
+    tt.same(extra.map((s) => `${s.bytes} bytes in ${s.allocations}: ${s.frames.slice(0, 8).map(label).join(',')} ${s.reason ?? ''}`), [], 'no other stack outstanding');
+    tt.equal(rep.lost, 0, 'no lost records');
+    tt.same(rep.untracked, { allocs_full: 0, no_pending: 0, combined_full: 0, stack_table_full: 0 }, 'nothing untracked');
+  }
+
+  // ---- Per kernel: build the guest's programs, boot, check ----------------------------------------
+
+  interface Kernel {
+    arch: 'x86_64' | 'arm64';
+    cc: string;
+    memleak: () => Promise<string>; // builds it when needed; the path
+  }
+  const kernels: Kernel[] = [
+    { arch: 'x86_64', cc: 'gcc', memleak: async () => join(root, 'build', 'bpf', 'memleak') },
+    {
+      arch: 'arm64',
+      cc: 'aarch64-linux-gnu-gcc',
+      memleak: async () => {
+        const x = 'aarch64-linux-gnu-';
+        const lib = await run('make', ['-s', '-C', 'native', `CROSS=${x}`, `BUILD=${join(XB, 'aarch64-linux-gnu')}`, 'lib'], 300_000);
+        if (lib.code !== 0) throw new Error(`make -C native CROSS=${x}: ${lib.stderr.slice(-1500)}`);
+        const b = await run('make', ['-s', '-C', 'bpf', `CROSS=${x}`, `BUILD=${XB}`, `XSYSROOT=${join(root, 'build', 'xsysroot', 'arm64')}`], 300_000);
+        if (b.code !== 0) throw new Error(`make -C bpf CROSS=${x}: ${b.stderr.slice(-1500)}`);
+        return join(XB, 'aarch64-linux-gnu', 'bpf', 'memleak');
+      },
+    },
+  ];
+
+  const guestScript = [
+    `memleak --json -a -o 0 -T 100000 -c '/bin/leaky ${ROUNDS}' 600 > dwarf.json 2> dwarf.err; echo $? > dwarf.rc`,
+    `memleak --json -o 0 -T 100000 -c '/bin/leaky-static 1' 600 > static.json 2> static.err; echo $? > static.rc`,
+    '',
+  ].join('\n');
+
+  /** Build the guest's programs and boot: both kernels at once (each guest is mostly one busy vCPU). */
+  async function boot(k: Kernel): Promise<{ error?: string; boot?: Run; out: string; summary: string }> {
+    const dir = join(Q, 'test', k.arch);
+    const out = join(dir, 'out');
+    mkdirSync(dir, { recursive: true });
+    let memleak: string;
+    try {
+      memleak = await k.memleak();
+    } catch (e) {
+      return { error: String(e), out, summary: '' };
+    }
+    if (!existsSync(memleak)) return { error: `no ${memleak} (make bpf)`, out, summary: '' };
+    const leaky = join(dir, 'leaky');
+    const leakyStatic = join(dir, 'leaky-static');
+    const opt = ['-O2', '-fomit-frame-pointer', '-Wall', '-Wextra', '-Werror', '-g', '-pthread'];
+    for (const [o, link] of [[leaky, ['-fPIE', '-pie']], [leakyStatic, ['-static']]] as const) {
+      const c = await run(k.cc, [...opt, ...link, '-o', o, leakySrc], 120_000);
+      if (c.code !== 0) return { error: `${k.cc} ${basename(o)}: ${c.stderr.slice(-1500)}`, out, summary: '' };
+    }
+    const script = join(dir, 'run.sh');
+    writeFileSync(script, guestScript);
+    const b = await run(
+      join(root, 'scripts', 'qemu-kernel'),
+      ['-a', k.arch, '-q', '-t', '420', '-o', out, '-f', memleak, '-f', leaky, '-f', leakyStatic, script],
+      480_000,
+    );
+    const summary = b.stderr.split('\n').find((l) => /^qemu-kernel: \S+ vmlinu/.test(l)) ?? '';
+    return { boot: b, out, summary };
+  }
+
+  const t0 = Date.now();
+  const boots = await Promise.all(kernels.map(boot));
+  t.comment(`builds and boots: ${Math.round((Date.now() - t0) / 1000)} s`);
+
+  kernels.forEach((k, i) => {
+    const { error, boot: b, out, summary } = boots[i]!;
+    t.test(`memleak in Debian 12's ${k.arch} kernel (qemu-system, TCG)`, async (tt) => {
+      if (error || !b) return void tt.fail(error ?? 'no boot');
+      tt.comment(`${summary.replace(/^qemu-kernel: /, '')} (${Math.round(b.ms / 1000)} s with the download and the initramfs)`);
+      if (b.code === 2 && /cannot download/.test(b.stderr) && !REQUIRE) {
+        tt.pass(`skipped: ${b.stderr.trim()}`, { skip: true });
+        return;
+      }
+      tt.equal(b.code, 0, 'the guest booted and ran the script', { stderr: b.stderr.slice(-3000) });
+      if (b.code !== 0) return;
+      const file = (n: string): string => (existsSync(join(out, n)) ? readFileSync(join(out, n), 'utf8') : '');
+      tt.match(summary, /6\.1\.\d+-\d+-cloud-(arm64|amd64)/, 'a Debian 12 kernel (6.1)');
+
+      // dwarf mode, complete stacks
+      tt.equal(file('dwarf.rc').trim(), '0', 'memleak -c leaky: exit status 0', { stderr: file('dwarf.err') });
+      const rep = file('dwarf.json')
+        .split('\n')
+        .filter((l) => l.startsWith('{'))
+        .map((l) => JSON.parse(l) as JReport)
+        .at(-1);
+      if (!rep) return void tt.fail('no JSON report', { stderr: file('dwarf.err'), console: file('console.log').slice(-3000) });
+      tt.match(file('dwarf.err'), new RegExp(`^memleak: target pid ${rep.pid} exited$`, 'm'), 'memleak saw the target exit');
+      checkReport(tt, rep, '/bin/leaky');
+      tt.comment(`unwind: ${JSON.stringify(rep.unwind)}`);
+
+      // a static target: one line, exit 1
+      const st = file('static.err').split('\n').filter((l) => l && !/^Attaching to pid/.test(l));
+      tt.equal(file('static.rc').trim(), '1', 'static leaky: exit status 1');
+      tt.equal(file('static.json'), '', 'static leaky: no (empty) report');
+      tt.same(st.length, 1, 'static leaky: one line on stderr', { stderr: file('static.err') });
+      tt.match(st[0] ?? '', /^memleak: pid \d+ \(\/bin\/leaky-static\) is statically linked: it does not use \S+libc\.so\.6/, `static leaky: ${st[0]}`);
+    });
+  });
+}
+
+// ---- Gate -----------------------------------------------------------------------------------------
+
+function unavailable(): string | null {
+  if (process.platform !== 'linux' || process.arch !== 'x64') return 'needs Linux on x86_64';
+  for (const b of ['qemu-system-x86_64', 'qemu-system-aarch64', 'cpio', 'aarch64-linux-gnu-gcc'])
+    if (spawnSync('sh', ['-c', `command -v ${b}`]).status !== 0) return `no ${b} (scripts/ensure-deps installs it)`;
+  if (!existsSync(hostLeaky)) return `${hostLeaky} is not built (make fixtures)`;
+  return null;
+}
+
+const why = unavailable();
+if (why) {
+  if (REQUIRE) t.fail(`DWUNW_REQUIRE_BPF=1 but ${why}`);
+  else t.pass(`kernel tests skipped: ${why}`, { skip: why });
+} else {
+  t.test("Debian 12's kernels under qemu-system", { timeout: 900_000 }, (tt) => main(tt));
+}
