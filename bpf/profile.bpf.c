@@ -125,6 +125,22 @@ int sample(struct bpf_perf_event_data *ctx)
 	return 0;
 }
 
+/*
+ * exec: user space forgets the process's maps (a pid keeps its number across exec, its samples
+ * after it are another program's). Same channel as the samples, so it is seen in order.
+ */
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(pr_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
+{
+	struct pr_exec_rec r = {};
+
+	r.h.kind = PR_REC_EXEC;
+	r.h.hdr_size = sizeof(r);
+	r.pid = bpf_get_current_pid_tgid() >> 32;
+	cap_emit(ctx, &r, sizeof(r));
+	return 0;
+}
+
 /* forget the thread's cached stack VMA when it exits */
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(pr_thread_exit, struct task_struct *p)

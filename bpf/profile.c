@@ -10,6 +10,7 @@
  * written anywhere. The report is printed at the end (Ctrl-C, DURATION, or the command's exit).
  */
 #include <errno.h>
+#include <stddef.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -99,14 +100,33 @@ static int64_t kernel_stack(int32_t id)
 	return idx;
 }
 
+/*
+ * Thread name (the BPF side keeps the latest in `comms`): cached here per tid for a second, so
+ * a sample costs no map look-up; an exec drops its process's entry (see on_exec).
+ */
+#define COMM_CACHE 4096
+static struct {
+	uint32_t tid;          /* tid + 1 */
+	const char *comm;
+	uint64_t ns;
+} comm_cache[COMM_CACHE];
+static uint64_t now_ns;        /* mono_ns(), refreshed every 256 records */
+static uint64_t poll_until;    /* on_record returns -EINTR from then on */
+
 static const char *comm_of(uint32_t tid)
 {
 	char c[PR_COMM_LEN + 1] = "";
+	size_t i = hash64(0, tid) & (COMM_CACHE - 1);
 
+	if (comm_cache[i].tid == tid + 1 && now_ns - comm_cache[i].ns < 1000000000ull)
+		return comm_cache[i].comm;
 	if (bpf_map_lookup_elem(bpf_map__fd(skel->maps.comms), &tid, c))
 		return intern("[unknown]");
 	c[PR_COMM_LEN] = 0;
-	return intern(c);
+	comm_cache[i].tid = tid + 1;
+	comm_cache[i].comm = intern(c);
+	comm_cache[i].ns = now_ns;
+	return comm_cache[i].comm;
 }
 
 static void count_sample(uint32_t pid, uint32_t tid, int64_t kidx, int64_t uidx)
@@ -117,6 +137,63 @@ static void count_sample(uint32_t pid, uint32_t tid, int64_t kidx, int64_t uidx)
 	pr_agg_add(&k, 1);
 }
 
+/*
+ * The address space of pid's samples in the stack store: the pid and its exec generation (the
+ * same pcs after an exec are another program's).
+ */
+static struct {
+	uint32_t *pid;         /* pid + 1 */
+	uint32_t *gen;
+	size_t cap, n;
+} gens;
+
+static uint32_t *gen_slot(uint32_t pid, bool add)
+{
+	size_t i;
+
+	if (add && (gens.n + 1) * 2 > gens.cap) {
+		size_t ncap = gens.cap ? gens.cap * 2 : 256;
+		uint32_t *np = xcalloc(ncap, sizeof(*np)), *ng = xcalloc(ncap, sizeof(*ng));
+
+		for (size_t k = 0; k < gens.cap; k++)
+			if (gens.pid[k]) {
+				for (i = hash64(0, gens.pid[k]) & (ncap - 1); np[i]; i = (i + 1) & (ncap - 1))
+					;
+				np[i] = gens.pid[k];
+				ng[i] = gens.gen[k];
+			}
+		free(gens.pid);
+		free(gens.gen);
+		gens.pid = np;
+		gens.gen = ng;
+		gens.cap = ncap;
+	}
+	if (!gens.cap)
+		return NULL;
+	for (i = hash64(0, pid + 1) & (gens.cap - 1); gens.pid[i]; i = (i + 1) & (gens.cap - 1))
+		if (gens.pid[i] == pid + 1)
+			return &gens.gen[i];
+	if (!add)
+		return NULL;
+	gens.pid[i] = pid + 1;
+	gens.n++;
+	return &gens.gen[i];
+}
+
+static uint64_t space_of(uint32_t pid)
+{
+	uint32_t *g = gen_slot(pid, false);
+
+	return (uint64_t)(g ? *g : 0) << 32 | pid;
+}
+
+static void on_exec(uint32_t pid)
+{
+	comm_cache[hash64(0, pid) & (COMM_CACHE - 1)].tid = 0;
+	(*gen_slot(pid, true))++;
+	dwunw_maps_forget(&dctx, (int32_t)pid);
+}
+
 static int64_t user_fp_stack(uint32_t pid, int32_t id)
 {
 	if (id == PR_STACK_NONE)
@@ -125,8 +202,8 @@ static int64_t user_fp_stack(uint32_t pid, int32_t id)
 		prs.ulost++;
 		return pseudo_stack("[stack lost: frame-pointer walk failed (EFAULT)]");
 	}
-	int64_t idx = fp_stack_of(NULL, bpf_map__fd(skel->maps.stack_traces), (pid_t)pid, pid, id, 0,
-				  false);
+	int64_t idx = fp_stack_of(NULL, bpf_map__fd(skel->maps.stack_traces), (pid_t)pid,
+				  space_of(pid), id, 0, false);
 	if (st.v[idx].kind == SK_PSEUDO)
 		prs.ulost++;
 	return idx;
@@ -137,11 +214,22 @@ static int on_record(void *ctx, const void *data, size_t size)
 	const struct cap_rec_hdr *h = data;
 
 	(void)ctx;
+	/* hand control back to the main loop now and then: a steady stream must not hold it */
+	if ((++prs.records & 255) == 0) {
+		now_ns = mono_ns();
+		if (now_ns >= poll_until)
+			return -EINTR;
+	}
+	prs.buffer_bytes += size;
 	if (size < sizeof(*h))
 		return 0;
 	if (h->kind == CAP_KIND_SNAPSHOT) {
 		const struct cap_record *rec;
-		int64_t uidx = frames_from_snapshot(data, size, 0, FRAMES_SPACE_PID, &prs.unw, &rec);
+		uint32_t pid = 0;
+
+		if (size >= sizeof(struct cap_record))
+			memcpy(&pid, (const char *)data + offsetof(struct cap_record, pid), sizeof(pid));
+		int64_t uidx = frames_from_snapshot(data, size, 0, space_of(pid), &prs.unw, &rec);
 
 		if (uidx == FRAMES_BAD)
 			return 0;
@@ -161,6 +249,11 @@ static int on_record(void *ctx, const void *data, size_t size)
 			uidx = user_fp_stack(r.pid, r.ustack);
 		}
 		count_sample(r.pid, r.tid, kernel_stack(r.kstack), uidx);
+	} else if (h->kind == PR_REC_EXEC && size >= sizeof(struct pr_exec_rec)) {
+		struct pr_exec_rec r;
+
+		memcpy(&r, data, sizeof(r));
+		on_exec(r.pid);
 	}
 	return 0;
 }
@@ -253,6 +346,23 @@ static uint32_t cache_slots_for_machine(void)
 	return (uint32_t)slots;
 }
 
+/*
+ * Ring buffer: room for about a second of snapshots at the full rate on every CPU (the consumer
+ * stalls while it opens a large module for the first time), 8 .. 128 MiB; 1 MiB for fp records.
+ */
+static size_t ring_size(void)
+{
+	uint64_t hz = opts.period ? 1000 : opts.freq;
+	uint64_t want = (uint64_t)libbpf_num_possible_cpus() * hz * (opts.stack_size + 512);
+	size_t r = 8u << 20;
+
+	if (opts.unwind != PR_UNWIND_DWARF || !opts.user)
+		return 1u << 20;
+	while (r < want && r < (128u << 20))
+		r <<= 1;
+	return r;
+}
+
 static bool all_targets_gone(void)
 {
 	if (!opts.npids || opts.command)
@@ -294,7 +404,7 @@ int main(int argc, char **argv)
 	skel->rodata->cap_use_perfbuf = opts.perfbuf;
 	skel->rodata->cap_stack_bytes = opts.stack_size;
 	skel->rodata->cap_scratch_slots = dwunw_cap_scratch_slots(opts.perfbuf);
-	ring_bytes = opts.unwind == PR_UNWIND_DWARF ? 8u << 20 : 1u << 20;
+	ring_bytes = ring_size();
 	skel->rodata->cap_wakeup_bytes = ring_bytes / 16;
 	err = dwunw_cap_size_maps(skel->obj, opts.perfbuf, ring_bytes);
 	if (!err)
@@ -325,6 +435,8 @@ int main(int argc, char **argv)
 	err = bpf_program__attach(skel->progs.pr_thread_exit) ? 0 : -errno;
 	if (err)
 		die("cannot attach sched_process_exit: %s", strerror(-err));
+	if (!bpf_program__attach(skel->progs.pr_exec))
+		die("cannot attach sched_process_exec: %s", strerror(errno));
 	attach_events();
 
 	signal(SIGINT, on_signal);
@@ -338,6 +450,8 @@ int main(int argc, char **argv)
 
 	prs.start_ns = t0;
 	while (!exiting) {
+		now_ns = mono_ns();
+		poll_until = now_ns + 50000000ull;
 		err = dwunw_cap_reader_poll(reader, 10);
 		if (err < 0 && err != -EINTR) {
 			fprintf(stderr, "profile: polling the %s buffer: %s\n",
@@ -360,6 +474,7 @@ int main(int argc, char **argv)
 		close(pfds[i]);
 	}
 	prs.end_ns = mono_ns();
+	poll_until = UINT64_MAX;
 	dwunw_cap_reader_consume(reader); /* the samples already taken */
 	{
 		uint64_t capc[CAP_CNT_MAX];

@@ -24,6 +24,13 @@ enum pr_unwind {
 /* Records of profile's own (besides CAP_KIND_SNAPSHOT, whose cookie/aux are in pr_cookie). */
 enum pr_rec_kind {
 	PR_REC_SAMPLE = CAP_KIND_TOOL, /* fp mode, or no user stack to capture */
+	PR_REC_EXEC,                   /* a process exec'd: its maps and addresses changed */
+};
+
+struct pr_exec_rec {
+	struct cap_rec_hdr h;
+	__u32 pid;
+	__u32 pad;
 };
 
 struct pr_sample_rec {

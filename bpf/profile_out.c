@@ -95,9 +95,11 @@ static bool reaches_bottom(const struct ustack *s)
 
 	if (s->kind == SK_PSEUDO || s->stop || !s->nframes)
 		return false;
-	const char *n = s->frames[s->nframes - 1].name;
+	const struct uframe *f = &s->frames[s->nframes - 1];
+	const char *n = f->name;
+	/* a stripped executable's _start: the DWARF walk ended there cleanly (CFI marks it) */
 	if (!n)
-		return false;
+		return s->kind == SK_DWARF && f->module;
 	for (size_t i = 0; i < sizeof(bottoms) / sizeof(bottoms[0]); i++)
 		if (!strcmp(n, bottoms[i]))
 			return true;
@@ -390,10 +392,10 @@ void pr_report(void)
 		printf("},\"kernel_lost\":%" PRIu64 ",\"records_lost\":%" PRIu64
 		       ",\"stack_read_failed\":%" PRIu64 ",\"keys\":%zu,\"keys_overflow\":%" PRIu64
 		       ",\"stacks\":%zu,\"stack_table_full\":%" PRIu64 ",\"unwind_ns_avg\":%" PRIu64
-		       ",\"processes\":%" PRIu64 ",\"self\":{\"user_s\":%.3f,\"sys_s\":%.3f,"
+		       ",\"processes\":%" PRIu64 ",\"buffer_bytes\":%" PRIu64 ",\"self\":{\"user_s\":%.3f,\"sys_s\":%.3f,"
 		       "\"max_rss_kib\":%ld},\"modules\":[",
 		       prs.klost, prs.bpf[PR_CNT_REC_LOST], prs.read_failed, agg.n, agg.overflow, st.n,
-		       st.full, prs.unw.timed ? prs.unw.unwind_ns / prs.unw.timed : 0, prs.npids, ucpu,
+		       st.full, prs.unw.timed ? prs.unw.unwind_ns / prs.unw.timed : 0, prs.npids, prs.buffer_bytes, ucpu,
 		       scpu, ru.ru_maxrss);
 		for (size_t i = 0; i < nmods; i++) {
 			printf("%s{\"path\":", i ? "," : "");

@@ -21,6 +21,8 @@ struct pr_stats {
 	uint64_t output_failed, read_failed;
 	uint64_t bpf[8];       /* enum pr_counter */
 	uint64_t npids;
+	uint64_t records;       /* records received */
+	uint64_t buffer_bytes;  /* bytes of records received (snapshots and samples) */
 };
 
 extern struct pr_stats prs;

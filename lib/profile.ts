@@ -63,6 +63,8 @@ export interface PrSummary {
   stack_table_full: number;
   unwind_ns_avg: number;
   processes: number;
+  /** bytes of records read from the ring/perf buffer (transient: nothing is written per sample) */
+  buffer_bytes: number;
   self: { user_s: number; sys_s: number; max_rss_kib: number };
   modules: { path: string; build_id: string | null }[];
 }

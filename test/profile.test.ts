@@ -180,7 +180,7 @@ if (why) {
       const rec = await run('perf', ['record', '-q', '-F', '999', '--call-graph', 'dwarf,16384', '-o', data, '--', hot, '3'], 120_000);
       tt.equal(rec.status, 0, `perf record ran ${rec.stderr.slice(-300)}`);
       const rep = hotReport(rec.stdout);
-      const sc = await run('perf', ['script', '-i', data, '-F', 'pid,tid,ip,sym'], 120_000);
+      const sc = await run('perf', ['script', '--no-inline', '-i', data, '-F', 'pid,tid,ip,sym'], 120_000);
       tt.equal(sc.status, 0, 'perf script ran');
       const samples: { names: string[]; count: number }[] = [];
       for (const block of sc.stdout.split(/\n\s*\n/)) {
