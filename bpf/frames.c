@@ -21,6 +21,66 @@ struct syms_proc *syms;
 #endif
 bool frames_use_perf_map;
 
+static struct {
+	struct module_seen *v;
+	size_t n, cap;
+	uint32_t *index;       /* open addressing on the path pointer: entry + 1 */
+	size_t index_cap;
+} mods;
+
+size_t frames_modules(const struct module_seen **out)
+{
+	*out = mods.v;
+	return mods.n;
+}
+
+static void mods_put(size_t k)
+{
+	size_t i = hash64(0, (uint64_t)(uintptr_t)mods.v[k].path) & (mods.index_cap - 1);
+
+	while (mods.index[i])
+		i = (i + 1) & (mods.index_cap - 1);
+	mods.index[i] = (uint32_t)k + 1;
+}
+
+/* Remember the module of a frame (path interned); its build id read once. */
+static void module_note(const char *path, const void *mod)
+{
+	size_t i;
+
+	if (!path)
+		return;
+	if (mods.index_cap)
+		for (i = hash64(0, (uint64_t)(uintptr_t)path) & (mods.index_cap - 1); mods.index[i];
+		     i = (i + 1) & (mods.index_cap - 1))
+			if (mods.v[mods.index[i] - 1].path == path)
+				return;
+	if (mods.n == mods.cap) {
+		mods.cap = mods.cap ? mods.cap * 2 : 64;
+		mods.v = xrealloc(mods.v, mods.cap * sizeof(*mods.v));
+	}
+	mods.v[mods.n].path = path;
+	mods.v[mods.n].build_id = NULL;
+#ifdef HAVE_DWUNW
+	char bid[129];
+
+	if (mod && dwunw_module_build_id(mod, bid, sizeof(bid)) > 0)
+		mods.v[mods.n].build_id = intern(bid);
+#else
+	(void)mod;
+#endif
+	mods.n++;
+	if (mods.n * 2 > mods.index_cap) {
+		free(mods.index);
+		mods.index_cap = mods.index_cap ? mods.index_cap * 2 : 128;
+		mods.index = xcalloc(mods.index_cap, sizeof(*mods.index));
+		for (size_t k = 0; k < mods.n; k++)
+			mods_put(k);
+	} else {
+		mods_put(mods.n - 1);
+	}
+}
+
 void fill_from_symbol(struct uframe *f, const char *name, uint64_t off, const char *module)
 {
 	f->module = module ? intern(module) : NULL;
@@ -68,6 +128,10 @@ void fill_fp(void *arg, struct uframe *frames, uint32_t n)
 		dwunw_capture(&dctx, &r, &f, &nf);
 		if (nf < 1)
 			continue;
+		if (f.module) {
+			module_note(intern(dwunw_module_path(f.module)), f.module);
+			frames[i].maddr = f.module_addr;
+		}
 		if (f.module && dwunw_symbolize_frame(&dctx, &f, &sym) == DWUNW_OK)
 			fill_from_symbol(&frames[i], sym.name, sym.offset, dwunw_module_path(f.module));
 		else if (f.module)
@@ -80,6 +144,7 @@ void fill_fp(void *arg, struct uframe *frames, uint32_t n)
 
 		syms_resolve(syms, frames[i].pc, 1, &res);
 		fill_from_symbol(&frames[i], res.name, res.offset, res.module);
+		module_note(frames[i].module, NULL);
 		if (!res.module)
 			fill_anon(&frames[i], pid);
 #endif
@@ -157,7 +222,10 @@ void frames_shutdown(void)
 	dctx_ok = false;
 }
 
-static struct dwunw_frame frames[FRAMES_MAX + 1];
+uint32_t frames_max = FRAMES_MAX;
+static struct dwunw_frame *frames;  /* frames_max + 1 */
+static uint64_t *frame_pcs;
+static uint32_t frames_cap;
 static void *patch_buf;
 static size_t patch_buf_size;
 
@@ -187,6 +255,8 @@ static void fill_dwarf(void *arg, struct uframe *out, uint32_t n)
 			fill_from_symbol(&out[i], sym.name, sym.offset, dwunw_module_path(f->module));
 		else
 			fill_from_symbol(&out[i], NULL, 0, dwunw_module_path(f->module));
+		out[i].maddr = f->module_addr;
+		module_note(out[i].module, f->module);
 	}
 }
 
@@ -195,9 +265,16 @@ int64_t frames_from_snapshot(const void *data, size_t size, uint32_t skip, uint6
 {
 	const struct cap_record *rec;
 	struct dwunw_regs regs;
-	uint64_t pcs[FRAMES_MAX + 1];
-	size_t nf = FRAMES_MAX + 1;
+	uint64_t *pcs;
+	size_t nf = (size_t)frames_max + 1;
 	int patched = 0, rc;
+
+	if (frames_cap < frames_max + 1) {
+		frames = xrealloc(frames, ((size_t)frames_max + 1) * sizeof(*frames));
+		frame_pcs = xrealloc(frame_pcs, ((size_t)frames_max + 1) * sizeof(*frame_pcs));
+		frames_cap = frames_max + 1;
+	}
+	pcs = frame_pcs;
 	uint64_t t0;
 	int64_t idx;
 
@@ -208,6 +285,8 @@ int64_t frames_from_snapshot(const void *data, size_t size, uint32_t skip, uint6
 		return FRAMES_BAD;
 	}
 	stats->records++;
+	if (space == FRAMES_SPACE_PID)
+		space = rec->pid;
 	if (patched)
 		stats->patched++;
 	dwunw_cap_to_regs(rec, &regs);

@@ -16,6 +16,8 @@
 #include "stack_store.h"
 
 #define FRAMES_MAX 128          /* frames kept per unwound stack */
+/* frames kept per unwound stack (--max-frames; FRAMES_MAX unless set before the first record) */
+extern uint32_t frames_max;
 #define FRAMES_FP_DEPTH 127     /* frames in a bpf_get_stackid() stack (PERF_MAX_STACK_DEPTH) */
 
 #ifdef HAVE_DWUNW
@@ -29,6 +31,13 @@ void frames_shutdown(void);
 struct syms_proc;
 extern struct syms_proc *syms;
 #endif
+
+/* Modules seen in symbolized frames (each file once, by path), with their build ids. */
+struct module_seen {
+	const char *path;      /* interned, as in struct uframe.module */
+	const char *build_id;  /* hex, interned; NULL when the file has none */
+};
+size_t frames_modules(const struct module_seen **out);
 
 /* Name frames in anonymous executable memory from /tmp/perf-PID.map (profile). */
 extern bool frames_use_perf_map;
@@ -65,6 +74,9 @@ struct unwind_stats {
 	uint64_t fallback;     /* DWUNW_ERR_UNSUPPORTED_ARCH: fp stack used */
 	uint64_t frames_fp;    /* frames recovered by frame pointers inside DWARF walks */
 };
+
+/* space argument: each process its own address space (the record's pid) */
+#define FRAMES_SPACE_PID (1ull << 63)
 
 #define FRAMES_BAD      (-1)   /* malformed record */
 #define FRAMES_FALLBACK (-2)   /* architecture not unwindable: use the record's fp stack */

@@ -19,11 +19,12 @@
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 #include "capture.bpf.h"
+#include "follow.bpf.h"
 #include "memleak.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
-const volatile __u32 target_tgid = 0;        /* 0: any process */
+const volatile __u32 target_tgid = 0;        /* -p; 0: any process (or the tree: follow.bpf.h) */
 const volatile __u32 unwind_mode = ML_UNWIND_FP;
 const volatile __u64 min_size = 0;
 const volatile __u64 max_size = ~0ull;
@@ -75,7 +76,7 @@ static __always_inline void ml_count(__u32 idx)
 
 static __always_inline int ml_target(__u64 pid_tgid)
 {
-	return !target_tgid || (__u32)(pid_tgid >> 32) == target_tgid;
+	return follow_match((__u32)(pid_tgid >> 32), target_tgid);
 }
 
 static __always_inline void ml_trace(void *ctx, __u32 fn, __u64 addr, __u64 size)
@@ -126,17 +127,19 @@ static __always_inline void combined_sub(__u64 key, __u64 size)
 static __always_inline void ml_free(void *ctx, __u64 addr, __u32 fn)
 {
 	struct ml_alloc_info *info;
-	__u64 size;
+	__u64 size, key;
 
 	if (!addr)
 		return;
-	info = bpf_map_lookup_elem(&allocs, &addr);
+	/* following a tree, processes share addresses: the key has the process's slot on top */
+	key = addr | follow_tag(bpf_get_current_pid_tgid() >> 32);
+	info = bpf_map_lookup_elem(&allocs, &key);
 	if (!info)
 		return;
 	size = info->size;
 	if (keep_combined)
 		combined_sub(info->key, size);
-	bpf_map_delete_elem(&allocs, &addr);
+	bpf_map_delete_elem(&allocs, &key);
 	if (trace_all)
 		ml_trace(ctx, fn, addr, size);
 }
@@ -198,7 +201,7 @@ static __always_inline int alloc_exit(struct pt_regs *ctx, __u64 addr)
 	struct ml_alloc_info info = {};
 	struct cap_thread *t;
 	struct cap_pending *e;
-	__u64 size, arg, cookie;
+	__u64 size, arg, cookie, key;
 	__u32 flags, fn;
 
 	if (!ml_target(pid_tgid))
@@ -249,14 +252,15 @@ static __always_inline int alloc_exit(struct pt_regs *ctx, __u64 addr)
 			info.key = (__u64)id;
 		}
 	}
+	key = addr | follow_tag(pid_tgid >> 32);
 	if (keep_combined) {
 		/* an address seen again without its free: forget the old allocation first */
-		struct ml_alloc_info *old = bpf_map_lookup_elem(&allocs, &addr);
+		struct ml_alloc_info *old = bpf_map_lookup_elem(&allocs, &key);
 
 		if (old)
 			combined_sub(old->key, old->size);
 	}
-	if (bpf_map_update_elem(&allocs, &addr, &info, BPF_ANY)) {
+	if (bpf_map_update_elem(&allocs, &key, &info, BPF_ANY)) {
 		ml_count(ML_CNT_ALLOCS_FULL);
 		return 0;
 	}

@@ -41,6 +41,9 @@
 #include "report_fmt.h"
 #include "stack_store.h"
 #include "syms.h"
+#include "target.h"
+#include "tool_opts.h"
+#include "tool_signals.h"
 #include "tool_util.h"
 
 /* ---- Options ---------------------------------------------------------------------------- */
@@ -48,12 +51,16 @@
 static struct env {
 	pid_t pid;
 	const char *command;
+	char **prog_argv;      /* -- PROG ARGS... */
 	bool trace;
 	bool show_allocs;
 	bool combined;
 	uint64_t older_ms;
 	uint32_t sample_rate;
 	size_t top;
+	bool top_given;        /* --folded: every stack unless -T */
+	bool weight_allocs;    /* --folded: allocations instead of bytes */
+	uint32_t max_frames;
 	uint64_t min_size, max_size;
 	const char *obj;
 	const char *sym_prefix;
@@ -72,6 +79,7 @@ static struct env {
 	.older_ms = 500,
 	.sample_rate = 1,
 	.top = 10,
+	.max_frames = TOOL_MAX_FRAMES_DEFAULT,
 	.max_size = UINT64_MAX,
 	.obj = "libc.so.6",
 	.sym_prefix = "",
@@ -97,6 +105,8 @@ enum {
 	OPT_BUFFER_SIZE,
 	OPT_MAX_STACKS,
 	OPT_NO_FP_FALLBACK,
+	OPT_MAX_FRAMES,
+	OPT_WEIGHT,
 };
 
 static const struct option long_opts[] = {
@@ -125,23 +135,28 @@ static const struct option long_opts[] = {
 	{ "buffer-size", required_argument, NULL, OPT_BUFFER_SIZE },
 	{ "max-stacks", required_argument, NULL, OPT_MAX_STACKS },
 	{ "no-fp-fallback", no_argument, NULL, OPT_NO_FP_FALLBACK },
+	{ "max-frames", required_argument, NULL, OPT_MAX_FRAMES },
+	{ "weight", required_argument, NULL, OPT_WEIGHT },
 	{},
 };
 
 static void usage(FILE *f)
 {
 	fprintf(f,
-"Usage: memleak [OPTION...] [INTERVAL [COUNT]]\n"
+"Usage: memleak [OPTION...] [INTERVAL [COUNT]] [-- PROG [ARG...]]\n"
 "Trace outstanding memory allocations of a process, grouped by stack.\n"
 "\n"
 "  -p, --pid=PID             process to trace\n"
-"  -c, --command=COMMAND     run COMMAND (through /bin/sh -c) and trace it\n"
+"  -c, --command=COMMAND     run COMMAND (through /bin/sh -c) and trace it and every\n"
+"                            process it forks or execs, from their first instruction\n"
+"  -- PROG [ARG...]          the same for PROG run directly (no shell)\n"
 "  -t, --trace               print every allocation and free\n"
 "  -a, --show-allocs         list the outstanding allocations of each stack\n"
 "  -o, --older=AGE_MS        only allocations older than AGE_MS milliseconds (500)\n"
 "  -C, --combined-only       per-stack totals only (no age filter)\n"
 "  -s, --sample-rate=N       record 1 allocation out of N\n"
-"  -T, --top=N               top N stacks by outstanding bytes (10)\n"
+"  -T, --top=N               top N stacks by outstanding bytes (text, JSON: 10;\n"
+"                            folded: every stack unless given)\n"
 "  -z, --min-size=SIZE       ignore allocations smaller than SIZE\n"
 "  -Z, --max-size=SIZE       ignore allocations larger than SIZE\n"
 "  -O, --obj=OBJ             allocator object (libc.so.6)\n"
@@ -150,7 +165,12 @@ static void usage(FILE *f)
 "  -v, --verbose             libbpf and unwinder diagnostics\n"
 "      --unwind=dwarf|fp     stack source (default %s)\n"
 "      --stack-size=BYTES    stack window copied per allocation (16384, max 65536)\n"
-"      --folded              folded stacks for flamegraph.pl (root;...;leaf bytes)\n"
+"      --folded              folded stacks for flamegraph.pl: root;...;leaf WEIGHT, one\n"
+"                            line per distinct stack (identical lines merged, weights\n"
+"                            summed); WEIGHT is outstanding bytes\n"
+"      --weight=allocations  --folded: WEIGHT is the number of outstanding allocations\n"
+"      --max-frames=N        frames per stack (128, up to 65536); a stack cut there ends\n"
+"                            with [unwind stopped: frame limit reached]\n"
 "      --json                one JSON document per report (NDJSON)\n"
 "      --nested              also record allocator calls made inside another one\n"
 "                            (glibc's mmap inside a large malloc)\n"
@@ -160,7 +180,9 @@ static void usage(FILE *f)
 "      --no-fp-fallback      dwarf mode: skip the per-event frame-pointer stack id\n"
 "  -h, --help                this help\n"
 "\n"
-"INTERVAL: seconds between reports (5); COUNT: reports before exiting (forever).\n",
+"INTERVAL: seconds between reports (5); COUNT: reports before exiting (forever).\n"
+"Following a tree, stacks are grouped by process (comm (pid)). SIGINT, SIGTERM, SIGHUP:\n"
+"last report, then exit 0; stdout closed: exit 0 at once. Exit status: see README.md.\n",
 #ifdef HAVE_DWUNW
 		"dwarf"
 #else
@@ -169,23 +191,42 @@ static void usage(FILE *f)
 	);
 }
 
+#define usage_error tool_usage_error
+
+/* A malformed number is a usage error: one line, "(see dwunw memleak --help)", exit 2. */
+static uint64_t opt_u64(const char *s, const char *opt)
+{
+	return tool_opt_u64(s, opt, 0, UINT64_MAX);
+}
+
 static void parse_args(int argc, char **argv)
 {
 	int c, pos = 0;
 
-	while ((c = getopt_long(argc, argv, "p:tao:c:CFs:T:z:Z:O:PS:vh", long_opts, NULL)) != -1) {
+	/* -- PROG ARGS: the program to run, not options */
+	for (int i = 1; i < argc; i++)
+		if (!strcmp(argv[i], "--")) {
+			if (i + 1 < argc)
+				env.prog_argv = &argv[i + 1];
+			else
+				usage_error("--: no program given");
+			argc = i;
+			break;
+		}
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":p:tao:c:CFs:T:z:Z:O:PS:vh", long_opts, NULL)) != -1) {
 		switch (c) {
 		case 'p': {
-			uint64_t v = parse_u64(optarg, "pid");
+			uint64_t v = opt_u64(optarg, "-p");
 
 			if (v == 0 || v > INT_MAX)
-				die("pid %s: no such process", optarg);
+				usage_error("-p: not a process id: %s", optarg);
 			env.pid = (pid_t)v;
 			break;
 		}
 		case 't': env.trace = true; break;
 		case 'a': env.show_allocs = true; break;
-		case 'o': env.older_ms = parse_u64(optarg, "age"); break;
+		case 'o': env.older_ms = opt_u64(optarg, "-o"); break;
 		case 'c': env.command = optarg; break;
 		case 'C': env.combined = true; break;
 		case 'F':
@@ -193,15 +234,16 @@ static void parse_args(int argc, char **argv)
 			fprintf(stderr, "memleak: -%c: not supported in user-space mode, ignored\n", c);
 			break;
 		case 's':
-			env.sample_rate = (uint32_t)parse_u64(optarg, "sample rate");
+			env.sample_rate = (uint32_t)opt_u64(optarg, "-s");
 			if (!env.sample_rate)
-				die("invalid sample rate: %s", optarg);
+				usage_error("-s: invalid sample rate: %s", optarg);
 			break;
 		case 'T':
-			env.top = parse_u64(optarg, "top");
+			env.top = opt_u64(optarg, "-T");
+			env.top_given = true;
 			break;
-		case 'z': env.min_size = parse_u64(optarg, "min size"); break;
-		case 'Z': env.max_size = parse_u64(optarg, "max size"); break;
+		case 'z': env.min_size = opt_u64(optarg, "-z"); break;
+		case 'Z': env.max_size = opt_u64(optarg, "-Z"); break;
 		case 'O': env.obj = optarg; break;
 		case 'S': env.sym_prefix = optarg; break;
 		case 'v': env.verbose = true; break;
@@ -209,20 +251,20 @@ static void parse_args(int argc, char **argv)
 		case OPT_UNWIND:
 			if (!strcmp(optarg, "dwarf")) {
 #ifndef HAVE_DWUNW
-				die("--unwind=dwarf needs a build with libdwunw (HAVE_DWUNW); this build unwinds with frame pointers only");
+				usage_error("--unwind=dwarf needs a build with libdwunw (HAVE_DWUNW); this build unwinds with frame pointers only");
 #endif
 				env.unwind = ML_UNWIND_DWARF;
 			} else if (!strcmp(optarg, "fp")) {
 				env.unwind = ML_UNWIND_FP;
 			} else {
-				die("--unwind: expected dwarf or fp, got %s", optarg);
+				usage_error("--unwind: expected dwarf or fp, got %s", optarg);
 			}
 			break;
 		case OPT_STACK_SIZE: {
-			uint64_t v = parse_u64(optarg, "stack size");
+			uint64_t v = opt_u64(optarg, "--stack-size");
 
 			if (v < 64 || v > CAP_MAX_STACK)
-				die("--stack-size: %s out of range (64 .. %d)", optarg, CAP_MAX_STACK);
+				usage_error("--stack-size: %s out of range (64 .. %d)", optarg, CAP_MAX_STACK);
 			env.stack_size = (uint32_t)(v & ~7ull);
 			break;
 		}
@@ -230,51 +272,56 @@ static void parse_args(int argc, char **argv)
 		case OPT_JSON: env.json = true; break;
 		case OPT_NESTED: env.nested = true; break;
 		case OPT_PERFBUF: env.perfbuf = true; break;
-		case OPT_BUFFER_SIZE: env.buffer_size = parse_u64(optarg, "buffer size"); break;
+		case OPT_BUFFER_SIZE: env.buffer_size = opt_u64(optarg, "--buffer-size"); break;
 		case OPT_MAX_STACKS:
-			env.max_stacks = parse_u64(optarg, "max stacks");
+			env.max_stacks = opt_u64(optarg, "--max-stacks");
 			if (env.max_stacks < 16 || env.max_stacks > (1u << 24))
-				die("--max-stacks: %s out of range (16 .. 16777216)", optarg);
+				usage_error("--max-stacks: %s out of range (16 .. 16777216)", optarg);
 			break;
 		case OPT_NO_FP_FALLBACK: env.fp_ids = false; break;
+		case OPT_MAX_FRAMES:
+			env.max_frames = (uint32_t)tool_opt_u64(optarg, "--max-frames", 1,
+								TOOL_MAX_FRAMES_LIMIT);
+			break;
+		case OPT_WEIGHT:
+			if (!strcmp(optarg, "allocations"))
+				env.weight_allocs = true;
+			else if (strcmp(optarg, "bytes"))
+				usage_error("--weight: expected bytes or allocations, got %s", optarg);
+			break;
 		default:
-			usage(stderr);
-			exit(2);
+			tool_bad_option(c, argc, argv);
 		}
 	}
 	for (int i = optind; i < argc; i++, pos++) {
-		uint64_t v = parse_u64(argv[i], pos == 0 ? "interval" : "count");
+		uint64_t v = opt_u64(argv[i], pos == 0 ? "interval" : "count");
 
 		if (pos == 0) {
 			if (!v || v > INT_MAX)
-				die("invalid interval: %s", argv[i]);
+				usage_error("invalid interval: %s", argv[i]);
 			env.interval = (int)v;
 		} else if (pos == 1) {
 			if (!v)
-				die("invalid count: %s", argv[i]);
+				usage_error("invalid count: %s", argv[i]);
 			env.count = (long)v;
 		} else {
-			die("unexpected argument: %s", argv[i]);
+			usage_error("unexpected argument: %s (a program to run goes after --)", argv[i]);
 		}
 	}
 	if (env.folded && env.json)
-		die("--folded and --json exclude each other");
-	if (env.pid && env.command)
-		die("-p and -c exclude each other");
+		usage_error("--folded and --json exclude each other");
+	if (!!env.pid + !!env.command + !!env.prog_argv > 1)
+		usage_error("-p, -c and -- PROG exclude each other");
 	if (env.min_size > env.max_size)
-		die("min size (%" PRIu64 ") is larger than max size (%" PRIu64 ")", env.min_size,
+		usage_error("min size (%" PRIu64 ") is larger than max size (%" PRIu64 ")", env.min_size,
 		    env.max_size);
 }
 
 /* ---- Small helpers ---------------------------------------------------------------------------- */
 
-static volatile sig_atomic_t exiting;
-
-static void on_signal(int sig)
-{
-	(void)sig;
-	exiting = 1;
-}
+/* Following a tree: the process of the stacks interned now (their address space), else 0. */
+static uint32_t stack_pid;
+static bool following;         /* -c, -- PROG: the command's process tree */
 
 /* ---- Stacks ------------------------------------------------------------------------------------ */
 
@@ -430,7 +477,9 @@ static struct fp_cache fpc;
 /* The stack of a bpf_get_stackid() id (optionally with a first frame put in front). */
 static int64_t fp_stack(int64_t id, uint64_t first_pc, bool replace_first)
 {
-	return fp_stack_of(&fpc, bpf_map__fd(skel->maps.stack_traces), target_pid, 0, id, first_pc,
+	/* following a tree: stack ids are shared by the processes, the cache is not */
+	return fp_stack_of(stack_pid ? NULL : &fpc, bpf_map__fd(skel->maps.stack_traces),
+			   stack_pid ? (pid_t)stack_pid : target_pid, stack_pid, id, first_pc,
 			   replace_first);
 }
 
@@ -465,11 +514,19 @@ static void on_trace(const struct ml_trace_rec *r)
 static void on_snapshot(const void *data, size_t size)
 {
 	const struct cap_record *rec;
-	/* frame 0 (the allocator) is not shown */
-	int64_t idx = frames_from_snapshot(data, size, 1, 0, &stats, &rec);
+	uint32_t pid = 0;
 
-	if (idx == FRAMES_BAD)
+	/* following a tree, each process is its own address space (stacks grouped by process) */
+	if (following && size >= offsetof(struct cap_record, pid) + sizeof(pid))
+		memcpy(&pid, (const char *)data + offsetof(struct cap_record, pid), sizeof(pid));
+	stack_pid = pid;
+	/* frame 0 (the allocator) is not shown */
+	int64_t idx = frames_from_snapshot(data, size, 1, pid, &stats, &rec);
+
+	if (idx == FRAMES_BAD) {
+		stack_pid = 0;
 		return;
+	}
 	if (idx == FRAMES_FALLBACK) {
 		uint64_t ra = 0;
 
@@ -477,6 +534,7 @@ static void on_snapshot(const void *data, size_t size)
 			memcpy(&ra, rec->stack, sizeof(ra));
 		idx = fp_stack(rec->aux, ra, true);
 	}
+	stack_pid = 0;
 	ev_put(rec->cookie, (uint32_t)idx);
 }
 #endif
@@ -600,20 +658,26 @@ static void drain(void)
 	draining = false;
 }
 
+/* A pseudo-stack, of the process being counted when following a tree. */
+static int64_t ml_pseudo(const char *label)
+{
+	return stack_get_in(stack_pid, SK_PSEUDO, 0, intern(label), NULL, NULL, 0, NULL, NULL);
+}
+
 static int64_t key_stack(uint64_t key)
 {
 	if (key & ML_KEY_LOST)
-		return pseudo_stack(env.perfbuf ? "[stack lost: perf buffer full]"
+		return ml_pseudo(env.perfbuf ? "[stack lost: perf buffer full]"
 						: "[stack lost: ring buffer full]");
 	if (key & ML_KEY_DWARF) {
 		int64_t idx = ev_lookup_live(ML_KEY_VALUE(key));
 
 		if (idx < 0)
-			return pseudo_stack("[stack unknown: record not received]");
+			return ml_pseudo("[stack unknown: record not received]");
 		return idx;
 	}
 	if (key & ML_KEY_FPERR)
-		return pseudo_stack(fperr_label(ML_KEY_VALUE(key)));
+		return ml_pseudo(fperr_label(ML_KEY_VALUE(key)));
 	return fp_stack((int64_t)key, 0, false);
 }
 
@@ -643,28 +707,94 @@ static void print_stack_text(const struct ustack *s)
 		printf("\t%zu [<%016x>] %s\n", i, 0, s->label);
 }
 
-static void print_stack_folded(const struct ustack *s)
+static const char *proc_comm(uint32_t pid);
+
+/* The frames of a folded line, root first (without the weight). */
+static void folded_frames(FILE *out, const struct ustack *s, bool by_process)
 {
 	bool sep = false;
 
+	if (by_process) {
+		fprintf(out, "%s (%u)", proc_comm((uint32_t)s->space), (uint32_t)s->space);
+		sep = true;
+	}
 	if (s->label) {
-		fputs(s->label, stdout);
+		fprintf(out, "%s%s", sep ? ";" : "", s->label);
 		sep = true;
 	}
 	for (size_t i = s->nframes; i-- > 0;) {
-		const struct uframe *f = &s->frames[i];
-
 		if (sep)
-			putchar(';');
+			fputc(';', out);
 		sep = true;
-		print_frame_folded(f);
+		fprint_frame_folded(out, &s->frames[i]);
 	}
-	printf(" %" PRIu64 "\n", s->bytes);
+}
+
+struct folded_line {
+	char *text;
+	uint64_t weight;
+	uint32_t first;        /* rank of its first stack: merged lines keep the report's order */
+};
+
+static int cmp_folded_text(const void *a, const void *b)
+{
+	const struct folded_line *x = a, *y = b;
+	int c = strcmp(x->text, y->text);
+
+	return c ? c : (x->first < y->first ? -1 : 1);
+}
+
+static int cmp_folded_rank(const void *a, const void *b)
+{
+	const struct folded_line *x = a, *y = b;
+
+	return x->first < y->first ? -1 : x->first > y->first;
+}
+
+/* Stacks that fold to the same line (same names, other pcs) are one line, weights summed. */
+static void print_folded(const uint32_t *order, size_t shown, bool by_process)
+{
+	struct folded_line *v = xcalloc(shown, sizeof(*v));
+	size_t n = 0;
+
+	for (size_t k = 0; k < shown; k++) {
+		const struct ustack *s = &st.v[order[k]];
+		size_t len = 0;
+		FILE *m = open_memstream(&v[k].text, &len);
+
+		if (!m)
+			die("out of memory");
+		folded_frames(m, s, by_process);
+		fclose(m);
+		v[k].weight = env.weight_allocs ? s->count : s->bytes;
+		v[k].first = (uint32_t)k;
+	}
+	qsort(v, shown, sizeof(*v), cmp_folded_text);
+	for (size_t k = 0; k < shown; k++) {
+		if (n && !strcmp(v[n - 1].text, v[k].text)) {
+			v[n - 1].weight += v[k].weight;
+			free(v[k].text);
+			continue;
+		}
+		v[n++] = v[k];
+	}
+	qsort(v, n, sizeof(*v), cmp_folded_rank);
+	for (size_t k = 0; k < n; k++) {
+		printf("%s %" PRIu64 "\n", v[k].text, v[k].weight);
+		free(v[k].text);
+	}
+	free(v);
 }
 
 static void print_stack_json(const struct ustack *s)
 {
-	printf("{\"bytes\":%" PRIu64 ",\"allocations\":%" PRIu64 ",\"frames\":[", s->bytes, s->count);
+	printf("{\"bytes\":%" PRIu64 ",\"allocations\":%" PRIu64 ",", s->bytes, s->count);
+	if (following) {
+		printf("\"pid\":%u,\"comm\":", (uint32_t)s->space);
+		json_str(proc_comm((uint32_t)s->space));
+		putchar(',');
+	}
+	printf("\"frames\":[");
 	for (uint32_t i = 0; i < s->nframes; i++) {
 		const struct uframe *f = &s->frames[i];
 
@@ -700,6 +830,98 @@ static void print_stack_json(const struct ustack *s)
 	putchar('}');
 }
 
+/* ---- Processes of a followed tree --------------------------------------------------------------- */
+
+static struct {
+	uint32_t pid;
+	char comm[16];
+} *procs;
+static size_t nprocs, procs_cap;
+
+static void proc_note(uint32_t pid, const char *comm)
+{
+	for (size_t i = nprocs; i-- > 0;)
+		if (procs[i].pid == pid) {
+			if (*comm)
+				snprintf(procs[i].comm, sizeof(procs[i].comm), "%s", comm);
+			return;
+		}
+	if (nprocs == procs_cap)
+		procs = xrealloc(procs, (procs_cap = procs_cap ? procs_cap * 2 : 64) * sizeof(*procs));
+	procs[nprocs].pid = pid;
+	snprintf(procs[nprocs].comm, sizeof(procs[nprocs].comm), "%s", comm);
+	nprocs++;
+}
+
+static const char *proc_comm(uint32_t pid)
+{
+	char fn[64];
+	FILE *f;
+
+	for (size_t i = nprocs; i-- > 0;)
+		if (procs[i].pid == pid && procs[i].comm[0])
+			return procs[i].comm;
+	/* not seen in a slot (a stack whose allocations are gone): ask /proc while it runs */
+	snprintf(fn, sizeof(fn), "/proc/%u/comm", pid);
+	f = fopen(fn, "re");
+	if (f) {
+		char c[16] = "";
+
+		if (fgets(c, sizeof(c), f))
+			c[strcspn(c, "\n")] = 0;
+		fclose(f);
+		if (*c) {
+			proc_note(pid, c);
+			return proc_comm(pid);
+		}
+	}
+	return "?";
+}
+
+/* Slot -> process, read once per report. */
+static struct {
+	uint32_t gen;
+	bool ok;
+	struct follow_slot s;
+} *slot_cache;
+static uint32_t slot_gen;
+
+static const struct follow_slot *slot_info(uint32_t slot)
+{
+	if (!slot_cache)
+		slot_cache = xcalloc(FOLLOW_SLOTS, sizeof(*slot_cache));
+	slot %= FOLLOW_SLOTS;
+	if (slot_cache[slot].gen != slot_gen) {
+		slot_cache[slot].gen = slot_gen;
+		slot_cache[slot].ok = follow_slot_get(skel->obj, slot, &slot_cache[slot].s);
+		if (slot_cache[slot].ok)
+			proc_note(slot_cache[slot].s.tgid, slot_cache[slot].s.comm);
+	}
+	return slot_cache[slot].ok ? &slot_cache[slot].s : NULL;
+}
+
+struct group_key {
+	uint32_t pid, rank, group, stack;
+};
+
+static int cmp_group_pid(const void *a, const void *b)
+{
+	const struct group_key *x = a, *y = b;
+
+	if (x->pid != y->pid)
+		return x->pid < y->pid ? -1 : 1;
+	return x->rank < y->rank ? -1 : x->rank > y->rank;
+}
+
+static int cmp_group_rank(const void *a, const void *b)
+{
+	const struct group_key *x = a, *y = b;
+
+	if (x->group != y->group)
+		return x->group < y->group ? -1 : 1;
+	return x->rank < y->rank ? -1 : x->rank > y->rank;
+}
+
 static void report(void)
 {
 	uint64_t now = mono_ns(), older_ns = env.older_ms * 1000000ull;
@@ -713,6 +935,7 @@ static void report(void)
 		st.v[k].bytes = st.v[k].count = 0;
 		st.v[k].first_alloc = -1;
 	}
+	slot_gen++;
 
 	if (env.combined && env.unwind == ML_UNWIND_FP) {
 		/* the per-stack aggregate kept in BPF, iterated from the first key */
@@ -745,7 +968,21 @@ static void report(void)
 				bpf_map_delete_elem(bpf_map__fd(skel->maps.allocs), &a->addr);
 				continue;
 			}
+			if (following) {
+				/* the key has the process's slot on top of the address */
+				uint32_t slot = (uint32_t)(a->addr >> FOLLOW_SLOT_SHIFT);
+				const struct follow_slot *fs = slot_info(slot);
+
+				if (fs && (fs->flags & FOLLOW_F_EXECED)) {
+					/* allocated by an image its process replaced with exec */
+					bpf_map_delete_elem(bpf_map__fd(skel->maps.allocs), &a->addr);
+					continue;
+				}
+				stack_pid = fs ? fs->tgid : 0;
+				a->addr &= (1ull << FOLLOW_SLOT_SHIFT) - 1;
+			}
 			int64_t idx = key_stack(a->info.key);
+			stack_pid = 0;
 			if (!env.combined && now > a->info.ts && now - a->info.ts < older_ns)
 				continue;
 			if (a->info.ts > now)
@@ -779,6 +1016,30 @@ static void report(void)
 		s->first_alloc = prev;
 	}
 	size_t shown = nord < env.top ? nord : env.top;
+	bool by_process = false;
+
+	if (env.folded && !env.top_given)
+		shown = nord; /* a flame graph needs every stack */
+	if (following) {
+		/* more than one process: group the stacks shown by process, the largest stack's first */
+		for (size_t k = 1; k < shown && !by_process; k++)
+			by_process = st.v[order[k]].space != st.v[order[0]].space;
+		if (by_process) {
+			struct group_key *g = xcalloc(shown, sizeof(*g));
+
+			for (size_t k = 0; k < shown; k++)
+				g[k] = (struct group_key){ (uint32_t)st.v[order[k]].space, (uint32_t)k, 0,
+							   order[k] };
+			/* rank of a process: the rank of its first (largest) stack */
+			qsort(g, shown, sizeof(*g), cmp_group_pid);
+			for (size_t k = 0; k < shown; k++)
+				g[k].group = k && g[k - 1].pid == g[k].pid ? g[k - 1].group : g[k].rank;
+			qsort(g, shown, sizeof(*g), cmp_group_rank);
+			for (size_t k = 0; k < shown; k++)
+				order[k] = g[k].stack;
+			free(g);
+		}
+	}
 
 	dwunw_cap_counters(skel->obj, capc);
 	lost = capc[CAP_CNT_OUTPUT_FAILED];
@@ -874,14 +1135,18 @@ static void report(void)
 		}
 		printf("}}}\n");
 	} else if (env.folded) {
-		for (size_t k = 0; k < shown; k++)
-			print_stack_folded(&st.v[order[k]]);
+		print_folded(order, shown, by_process);
 		putchar('\n');
 	} else {
 		printf("[%d:%d:%d] Top %zu stacks with outstanding allocations:\n", tm.tm_hour, tm.tm_min,
 		       tm.tm_sec, shown);
-		for (size_t k = 0; k < shown; k++)
-			print_stack_text(&st.v[order[k]]);
+		for (size_t k = 0; k < shown; k++) {
+			const struct ustack *s = &st.v[order[k]];
+
+			if (by_process && (k == 0 || st.v[order[k - 1]].space != s->space))
+				printf("%s (%u):\n", proc_comm((uint32_t)s->space), (uint32_t)s->space);
+			print_stack_text(s);
+		}
 		if (env.unwind == ML_UNWIND_DWARF)
 			printf("dwarf: %zu stacks, %zu complete, %zu stopped early%s%s%s, %zu read beyond "
 			       "the window; %" PRIu64 " records, %.1f us/unwind, %" PRIu64 " patched\n",
@@ -1051,20 +1316,15 @@ static void attach_all(const char *path, pid_t pid)
 	links[nlinks++] = l;
 }
 
-/*
- * -c: the child waits until the probes are attached, then runs the command through /bin/sh.
- * The probes follow one process: a simple command is run as "exec COMMAND", so the shell
- * becomes the command; a compound one (pipes, lists, subshells, leading assignments) runs
- * under the shell, which then is the only process traced (said on stderr).
- */
-static int child_go = -1;
-static pid_t child_pid;
+/* -c COMMAND, -- PROG ARGS: the command, started stopped before exec (target.c). */
+static struct target cmd;
 
-static bool simple_command(const char *cmd)
+/* A simple command runs as "exec COMMAND": the shell becomes the program (one process less). */
+static bool simple_command(const char *c)
 {
-	const char *p = cmd;
+	const char *p = c;
 
-	if (strpbrk(cmd, ";|&\n()`") || strstr(cmd, "$("))
+	if (strpbrk(c, ";|&\n()`") || strstr(c, "$("))
 		return false;
 	while (*p == ' ' || *p == '\t')
 		p++;
@@ -1081,56 +1341,33 @@ static bool simple_command(const char *cmd)
 	return *p != 0;
 }
 
-static pid_t start_command(const char *cmd)
+/* Fork the command (stopped before exec); a program that cannot run ends here: 127 or 126. */
+static void start_command(void)
 {
-	bool simple = simple_command(cmd);
-	char *script = NULL;
-	int p[2];
-	pid_t pid;
+	char word[4096], *script = NULL;
+	const char *prog;
+	int rc;
 
-	if (simple && asprintf(&script, "exec %s", cmd) < 0)
+	if (env.prog_argv) {
+		rc = target_check_program(env.prog_argv[0]);
+		if (rc)
+			exit(rc);
+		target_start(&cmd, env.prog_argv, NULL);
+		return;
+	}
+	prog = target_shell_program(env.command, word, sizeof(word));
+	if (prog && (rc = target_check_program(prog)))
+		exit(rc);
+	if (simple_command(env.command) && asprintf(&script, "exec %s", env.command) < 0)
 		die("out of memory");
-	if (!simple)
-		fprintf(stderr, "memleak: -c: not a simple command, only the shell process is traced\n");
-	if (pipe2(p, O_CLOEXEC))
-		die("pipe: %s", strerror(errno));
-	fflush(NULL);
-	pid = fork();
-	if (pid < 0)
-		die("fork: %s", strerror(errno));
-	if (pid == 0) {
-		char c;
-
-		close(p[1]);
-		if (read(p[0], &c, 1) != 1)
-			_exit(127); /* memleak gave up */
-		execl("/bin/sh", "sh", "-c", simple ? script : cmd, (char *)NULL);
-		fprintf(stderr, "memleak: /bin/sh: %s\n", strerror(errno));
-		_exit(127);
-	}
-	free(script);
-	close(p[0]);
-	child_go = p[1];
-	return pid;
-}
-
-static void stop_child(void)
-{
-	if (child_pid > 0) {
-		if (child_go >= 0)
-			close(child_go);
-		child_go = -1;
-		if (waitpid(child_pid, NULL, WNOHANG) == 0) {
-			kill(child_pid, SIGTERM);
-			waitpid(child_pid, NULL, 0);
-		}
-		child_pid = 0;
-	}
+	target_start(&cmd, NULL, script ? script : env.command);
+	cmd.what = prog ? prog : env.command;
+	/* script stays allocated: the child has its own copy, and it is small */
 }
 
 static void cleanup_exit(void)
 {
-	stop_child();
+	target_stop(&cmd);
 }
 
 /*
@@ -1171,14 +1408,12 @@ static void keep_maps(void)
 
 static bool target_gone(int pidfd)
 {
-	if (child_pid > 0) {
+	if (following) {
 		int status;
 
-		if (waitpid(child_pid, &status, WNOHANG) == child_pid) {
-			child_pid = 0;
-			return true;
-		}
-		return false;
+		/* the command's process is gone, and every process it started */
+		target_exited(&cmd, &status);
+		return cmd.pid <= 0 && !follow_any_alive(skel->obj);
 	}
 	if (pidfd >= 0) {
 		struct pollfd p = { .fd = pidfd, .events = POLLIN };
@@ -1198,7 +1433,7 @@ static void static_target_check(const char *obj)
 	struct stat sh, self, exe;
 	char fn[64], path[4096];
 
-	if (done || !env.command || child_pid <= 0 || strchr(env.obj, '/'))
+	if (done || !env.command || cmd.pid <= 0 || strchr(env.obj, '/'))
 		return;
 	snprintf(fn, sizeof(fn), "/proc/%d/exe", target_pid);
 	if (stat(fn, &exe) || stat("/proc/self/exe", &self))
@@ -1218,24 +1453,30 @@ int main(int argc, char **argv)
 {
 	size_t ring_bytes, perf_bytes;
 	char *obj_path;
-	int pidfd = -1, err, reports = 0;
+	int pidfd = -1, err, reports = 0, status = 0;
+	const char *why;
 
 	tool_name = "memleak";
 	parse_args(argc, argv);
 	tool_verbose = env.verbose;
 	st.max = env.max_stacks;
-	if (!env.pid && !env.command)
-		die("kernel allocations are not traced by this memleak: use -p PID or -c COMMAND");
-	if (!have_privileges(true))
-		die("need root (CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE)");
-	if (env.pid && kill(env.pid, 0) && errno == ESRCH)
-		die("pid %d: no such process", env.pid);
+#ifdef HAVE_DWUNW
+	frames_max = env.max_frames;
+#endif
+	if (!env.pid && !env.command && !env.prog_argv)
+		usage_error("kernel allocations are not traced by this memleak: use -p PID, -c COMMAND or -- PROG ARGS");
+	following = env.command || env.prog_argv;
+	tool_signals_init();
+	if ((why = tool_missing_privileges(true)))
+		tool_fail(TOOL_EXIT_PRIVILEGE, "%s", why);
+	if (env.pid && (why = tool_pid_problem(env.pid, &status)))
+		tool_fail(status, "%s", why);
 	if (env.pid) {
 		char fn[64];
 
 		snprintf(fn, sizeof(fn), "/proc/%d/maps", env.pid);
 		if (access(fn, R_OK))
-			die("pid %d: no such process", env.pid);
+			tool_fail(TOOL_EXIT_NO_PROCESS, "pid %d: no such process", env.pid);
 	}
 	obj_path = resolve_obj(env.pid);
 	libbpf_set_print(tool_libbpf_print);
@@ -1256,6 +1497,7 @@ int main(int argc, char **argv)
 	skel->rodata->dwarf_fp_ids = env.fp_ids;
 	skel->rodata->cap_use_perfbuf = env.perfbuf;
 	skel->rodata->cap_stack_bytes = env.stack_size;
+	skel->rodata->follow_tree = following;
 	skel->rodata->cap_scratch_slots = dwunw_cap_scratch_slots(env.perfbuf);
 	ring_bytes = env.buffer_size && !env.perfbuf ? env.buffer_size : 64u << 20;
 	skel->rodata->cap_wakeup_bytes = ring_bytes / 8;
@@ -1268,19 +1510,27 @@ int main(int argc, char **argv)
 	if (err)
 		die("cannot size the maps: %s", strerror(-err));
 
-	if (env.command) {
-		child_pid = start_command(env.command);
+	if (following) {
+		start_command();
 		atexit(cleanup_exit);
-		target_pid = child_pid;
+		target_pid = cmd.pid;
 	} else {
 		target_pid = env.pid;
+		skel->rodata->target_tgid = (uint32_t)target_pid;
 	}
-	skel->rodata->target_tgid = (uint32_t)target_pid;
 
 	err = memleak_bpf__load(skel);
 	if (err)
 		die("cannot load the BPF programs: %s (run with -v for the verifier log)", strerror(-err));
-	attach_all(obj_path, target_pid);
+	/* uprobes are per file: following a tree, every process is probed and the BPF side filters */
+	attach_all(obj_path, following ? -1 : target_pid);
+	if (following) {
+		err = follow_attach(skel->obj, &links, &nlinks);
+		if (!err)
+			err = follow_add_root(skel->obj, target_pid);
+		if (err)
+			die("cannot follow the command's processes: %s", strerror(-err));
+	}
 
 	reader = dwunw_cap_reader_new(skel->obj, env.perfbuf, perf_bytes, on_record, NULL);
 	if (!reader)
@@ -1296,19 +1546,14 @@ int main(int argc, char **argv)
 	fpc.n = 1u << 15;
 	fpc.map = xcalloc(fpc.n, sizeof(*fpc.map));
 
-	signal(SIGINT, on_signal);
-	signal(SIGTERM, on_signal);
-	signal(SIGPIPE, SIG_IGN);
-
 	pidfd = (int)syscall(SYS_pidfd_open, target_pid, 0);
 	fprintf(env.json || env.folded ? stderr : stdout, "Attaching to pid %d, Ctrl+C to quit.\n",
 		target_pid);
 	fflush(stdout);
-	if (child_go >= 0) {
-		if (write(child_go, "g", 1) != 1)
-			die("cannot start the command: %s", strerror(errno));
-		close(child_go);
-		child_go = -1;
+	if (following && (err = target_go(&cmd))) {
+		/* it could not exec: one line said why */
+		tool_links_destroy(links, nlinks);
+		exit(err);
 	}
 
 	uint64_t interval_ns = (uint64_t)env.interval * 1000000000ull;
@@ -1316,13 +1561,15 @@ int main(int argc, char **argv)
 	bool gone = false;
 
 	next_report_ns = mono_ns() + interval_ns;
-	while (!exiting) {
+	while (!tool_stop_requested()) {
 		uint64_t now = mono_ns();
 
 		if (now >= next_report_ns) {
 			keep_maps();
 			report();
 			reports++;
+			if (!tool_flush_stdout())
+				break;
 			if (env.count > 0 && reports >= env.count)
 				break;
 			next_report_ns += interval_ns;
@@ -1343,6 +1590,8 @@ int main(int argc, char **argv)
 		now = mono_ns();
 		if (now - last_check >= 50000000ull) {
 			last_check = now;
+			if (tool_stdout_closed())
+				break;
 			if (target_gone(pidfd)) {
 				gone = true;
 				break;
@@ -1354,17 +1603,18 @@ int main(int argc, char **argv)
 			keep_maps();
 		}
 	}
-	if (gone || exiting) {
+	/* a last report, unless nobody reads it any more */
+	if ((gone || tool_stop_requested()) && !tool_stdout_closed()) {
 		report();
+		tool_flush_stdout();
 		if (gone)
 			fprintf(stderr, "memleak: target pid %d exited\n", target_pid);
 	}
 
-	for (size_t i = 0; i < nlinks; i++)
-		bpf_link__destroy(links[i]);
+	tool_links_destroy(links, nlinks);
 	dwunw_cap_reader_free(reader);
 	memleak_bpf__destroy(skel);
-	stop_child();
+	target_stop(&cmd);
 #ifdef HAVE_DWUNW
 	frames_shutdown();
 #else

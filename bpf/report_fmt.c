@@ -32,14 +32,19 @@ void print_frame_text(size_t i, const struct uframe *f)
 		       f->module);
 }
 
-void print_frame_folded(const struct uframe *f)
+void fprint_frame_folded(FILE *out, const struct uframe *f)
 {
 	if (f->name)
-		fputs(f->name, stdout);
+		fputs(f->name, out);
 	else if (f->module)
-		printf("[%s]", base_name(f->module));
+		fprintf(out, "[%s]", base_name(f->module));
 	else
-		fputs("[unknown]", stdout);
+		fputs("[unknown]", out);
+}
+
+void print_frame_folded(const struct uframe *f)
+{
+	fprint_frame_folded(stdout, f);
 }
 
 void print_frame_json(const struct uframe *f)

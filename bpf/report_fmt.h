@@ -4,6 +4,7 @@
 #define DWUNW_REPORT_FMT_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include "stack_store.h"
 
 /* s as a JSON string, quotes included. */
@@ -14,6 +15,8 @@ void print_frame_text(size_t i, const struct uframe *f);
 
 /* A frame in folded stacks: its name, else "[module]" (base name), else "[unknown]". */
 void print_frame_folded(const struct uframe *f);
+/* The same into a stream (a line built in memory: memleak merges identical folded lines). */
+void fprint_frame_folded(FILE *out, const struct uframe *f);
 
 /* {"pc":"0x..","symbol":..,"offset":N,"module":..} */
 void print_frame_json(const struct uframe *f);

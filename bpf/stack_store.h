@@ -17,6 +17,7 @@ struct uframe {
 	const char *name;      /* NULL: no symbol */
 	uint64_t offset;
 	const char *module;    /* NULL: not in a file mapping */
+	uint64_t maddr;        /* pc as an address of the module's file (0: unknown) */
 	uint32_t how;          /* enum dwunw_how for unwound frames (0 otherwise) */
 	uint32_t flags;        /* UF_* */
 };

@@ -15,7 +15,7 @@ import type { ChalkInstance } from 'chalk';
 import type { ArgumentsCamelCase, Argv } from 'yargs';
 import { memleakPath } from '../lib/memleak.js';
 import { demoJson, demoText, runDemo } from '../lib/memleak-demo.js';
-import { CliError, colorsFor } from '../lib/output.js';
+import { CliError, ExitCode, colorsFor } from '../lib/output.js';
 
 interface Args {
   args?: (string | number)[];
@@ -47,7 +47,8 @@ export async function handler(argv: ArgumentsCamelCase<Args>): Promise<void> {
   const before = (argv.args ?? []).map(String);
   const after = argv._.slice(1).map(String);
   if (before.includes('--demo')) await demo(before, after);
-  else await memleak([...before, ...after]);
+  // `-- PROG ARGS`: the program memleak runs and follows (yargs took the `--` away)
+  else await memleak(after.length ? [...before, '--', ...after] : before);
 }
 
 const DEMO_HELP = `
@@ -65,7 +66,11 @@ export async function memleak(args: string[]): Promise<void> {
   if (!existsSync(bin)) throw new CliError('memleak', `${bin} is not built (run make bpf)`);
   const c = colorsFor(process.stdout);
   const colored = c.level > 0;
-  const child = spawn(bin, args, { stdio: ['inherit', colored ? 'pipe' : 'inherit', 'inherit'] });
+  // DWUNW_PARENT_PID: memleak dies with this process (PR_SET_PDEATHSIG), even of SIGKILL
+  const child = spawn(bin, args, {
+    stdio: ['inherit', colored ? 'pipe' : 'inherit', 'inherit'],
+    env: { ...process.env, DWUNW_PARENT_PID: String(process.pid) },
+  });
   const forward = (sig: NodeJS.Signals) => () => {
     if (child.exitCode === null && child.signalCode === null) child.kill(sig);
   };
@@ -133,9 +138,10 @@ async function demo(before: string[], after: string[]): Promise<void> {
     if (a === '--json') json = true;
     else if (a === '--rounds' || a.startsWith('--rounds=')) {
       v = a === '--rounds' ? rest[++i] : a.slice('--rounds='.length);
-      if (v === undefined || !/^\d+$/.test(v) || Number(v) < 1 || Number(v) > 60) throw new CliError('usage', `--rounds: expected 1 to 60, got ${v ?? 'nothing'}`);
+      if (v === undefined || !/^\d+$/.test(v) || Number(v) < 1 || Number(v) > 60)
+        throw new CliError('usage', `--rounds: expected 1 to 60, got ${v ?? 'nothing'} (see dwunw memleak --help)`, ExitCode.USAGE);
       rounds = Number(v);
-    } else throw new CliError('usage', `memleak --demo takes --rounds N and --json only, not ${a}`);
+    } else throw new CliError('usage', `memleak --demo takes --rounds N and --json only, not ${a} (see dwunw memleak --help)`, ExitCode.USAGE);
   }
   const err = colorsFor(process.stderr);
   const r = await runDemo({ rounds, progress: (l) => process.stderr.write(err.dim(`dwunw: ${l}\n`)) });

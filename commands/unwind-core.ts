@@ -23,7 +23,7 @@ import {
   DWUNW_ERR_NOT_ELF,
   DWUNW_ERR_UNSUPPORTED_ARCH,
 } from '../lib/native.js';
-import { ChunkedWriter, CliError, colorsFor } from '../lib/output.js';
+import { ChunkedWriter, CliError, ExitCode, colorsFor } from '../lib/output.js';
 import { Warnings } from '../lib/warnings.js';
 import { type ProcessReport, type ThreadReport, processHeader, processJson, threadJson, threadText } from '../lib/stacks.js';
 
@@ -125,6 +125,38 @@ function describeElf(file: string): string {
   }
 }
 
+/**
+ * A core cut short: the size the program headers promise (the end of the last segment or of the
+ * headers) against the file's size; null when the file is whole or its headers cannot be read.
+ */
+export function coreTruncation(file: string): { size: number; expected: number } | null {
+  let b: Buffer;
+  try {
+    b = readFileSync(file);
+  } catch {
+    return null;
+  }
+  if (b.length < 52 || b.readUInt32BE(0) !== 0x7f454c46) return null;
+  const is64 = b[4] === 2;
+  const le = b[5] !== 2;
+  const u16 = (o: number): number => (le ? b.readUInt16LE(o) : b.readUInt16BE(o));
+  const u32 = (o: number): number => (le ? b.readUInt32LE(o) : b.readUInt32BE(o));
+  const u64 = (o: number): number => Number(le ? b.readBigUInt64LE(o) : b.readBigUInt64BE(o));
+  if (is64 && b.length < 64) return { size: b.length, expected: 64 };
+  const phoff = is64 ? u64(32) : u32(28);
+  const phentsize = u16(is64 ? 54 : 42);
+  const phnum = u16(is64 ? 56 : 44);
+  let expected = phoff + phentsize * phnum;
+  for (let i = 0; i < phnum; i++) {
+    const o = phoff + i * phentsize;
+    if (o + phentsize > b.length) break; // the headers themselves are cut: expected covers them
+    const off = is64 ? u64(o + 8) : u32(o + 4);
+    const filesz = is64 ? u64(o + 32) : u32(o + 16);
+    expected = Math.max(expected, off + filesz);
+  }
+  return b.length < expected ? { size: b.length, expected } : null;
+}
+
 function checkPath(path: string, what: string, dir: boolean): void {
   let st;
   try {
@@ -164,8 +196,9 @@ function load(d: Dwunw, core: string, o: UnwindCoreOptions, maps: string | undef
 
 export async function unwindCore(core: string, o: UnwindCoreOptions): Promise<void> {
   if (!Number.isInteger(o.maxFrames) || o.maxFrames < 1 || o.maxFrames > 65536)
-    throw new CliError('--max-frames', `not a number of frames (1-65536): ${o.maxFrames}`);
+    throw new CliError('--max-frames', `not a number of frames (1-65536): ${o.maxFrames}`, ExitCode.USAGE);
   checkPath(core, core, false);
+  const cut = coreTruncation(core);
   if (o.exe !== undefined) checkPath(o.exe, o.exe, false);
   if (o.sysroot !== undefined) checkPath(o.sysroot, o.sysroot, true);
   const maps = o.maps !== undefined ? readMaps(o.maps) : undefined;
@@ -221,6 +254,10 @@ export async function unwindCore(core: string, o: UnwindCoreOptions): Promise<vo
       await out.write(`${JSON.stringify(json, null, 1)}\n`);
     }
     await out.flush();
+    // what could be unwound is above; the exit status says it is not the whole story
+    if (cut) {
+      throw new CliError(core, `truncated core (${cut.size} of ${cut.expected} bytes): the stacks above are what could be unwound`, ExitCode.TRUNCATED);
+    }
   } finally {
     warnings.flush(sysroot ?? undefined);
     d.close();

@@ -25,9 +25,10 @@ import {
   detachAll,
 } from '../lib/dwunw.js';
 import { DWUNW_ERR_IO, DWUNW_ERR_PERM } from '../lib/native.js';
-import { ChunkedWriter, CliError, colorsFor, reportError } from '../lib/output.js';
+import { ChunkedWriter, CliError, ExitCode, colorsFor, reportError } from '../lib/output.js';
 import { type Snapshot, type SnapshotThread, snapshotToJson } from '../lib/snapshot.js';
 import { type ProcessReport, type ThreadReport, processHeader, processJson, threadText } from '../lib/stacks.js';
+import { checkTraceable } from '../lib/traceable.js';
 
 // Option names as given (yargs also provides them camelCased to the handler).
 interface Args {
@@ -136,11 +137,11 @@ function threadsOf(pid: number): number[] {
     names = readdirSync(`/proc/${pid}/task`);
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
-    if (code === 'ENOENT' || code === 'ESRCH') throw new CliError(`pid ${pid}`, 'no such process');
+    if (code === 'ENOENT' || code === 'ESRCH') throw new CliError(`pid ${pid}`, 'no such process', ExitCode.NO_PROCESS);
     throw new CliError(`pid ${pid}`, `cannot list threads: ${(e as Error).message}`);
   }
   const tids = names.filter((n) => /^\d+$/.test(n)).map(Number);
-  if (tids.length === 0) throw new CliError(`pid ${pid}`, 'no such process');
+  if (tids.length === 0) throw new CliError(`pid ${pid}`, 'no such process', ExitCode.NO_PROCESS);
   return tids.sort((a, b) => (a === pid ? -1 : b === pid ? 1 : a - b));
 }
 
@@ -211,16 +212,16 @@ async function letSignalsIn(): Promise<void> {
 // ---- The command ---------------------------------------------------------------------------------
 
 function checkOptions(o: UnwindPidOptions): { pid: number; holdMs: number } {
-  if (!/^[1-9]\d*$/.test(o.pid.trim()) || Number(o.pid) > 0x7fffffff) throw new CliError(`pid ${o.pid}`, 'not a process id');
+  if (!/^[1-9]\d*$/.test(o.pid.trim()) || Number(o.pid) > 0x7fffffff) throw new CliError(`pid ${o.pid}`, 'not a process id', ExitCode.USAGE);
   const pid = Number(o.pid);
   if (o.tid !== undefined && (!Number.isInteger(o.tid) || o.tid <= 0 || o.tid > 0x7fffffff))
-    throw new CliError('--tid', `not a thread id: ${o.tid}`);
+    throw new CliError('--tid', `not a thread id: ${o.tid}`, ExitCode.USAGE);
   if (!Number.isInteger(o.maxFrames) || o.maxFrames < 1 || o.maxFrames > 65536)
-    throw new CliError('--max-frames', `not a number of frames (1-65536): ${o.maxFrames}`);
+    throw new CliError('--max-frames', `not a number of frames (1-65536): ${o.maxFrames}`, ExitCode.USAGE);
   if (!Number.isInteger(o.stackSize) || o.stackSize < 0 || o.stackSize > MAX_STACK_SIZE)
-    throw new CliError('--stack-size', `not a size in bytes (0-${MAX_STACK_SIZE}): ${o.stackSize}`);
+    throw new CliError('--stack-size', `not a size in bytes (0-${MAX_STACK_SIZE}): ${o.stackSize}`, ExitCode.USAGE);
   if (o.attachTimeout !== undefined && (!Number.isInteger(o.attachTimeout) || o.attachTimeout < 1 || o.attachTimeout > MAX_ATTACH_TIMEOUT_MS))
-    throw new CliError('--attach-timeout', `not a time in ms (1-${MAX_ATTACH_TIMEOUT_MS}): ${o.attachTimeout}`);
+    throw new CliError('--attach-timeout', `not a time in ms (1-${MAX_ATTACH_TIMEOUT_MS}): ${o.attachTimeout}`, ExitCode.USAGE);
   const hold = process.env.DWUNW_TEST_HOLD_MS;
   const holdMs = hold && /^\d+$/.test(hold) ? Number(hold) : 0;
   return { pid, holdMs };
@@ -231,13 +232,15 @@ export async function unwindPid(o: UnwindPidOptions): Promise<void> {
   try {
     statSync(`/proc/${pid}`);
   } catch {
-    throw new CliError(`pid ${pid}`, 'no such process');
+    throw new CliError(`pid ${pid}`, 'no such process', ExitCode.NO_PROCESS);
   }
   const tgid = tgidOf(pid);
-  if (tgid !== null && tgid !== pid) throw new CliError(`pid ${pid}`, `not a process but a thread of pid ${tgid} (use --tid)`);
+  if (tgid !== null && tgid !== pid) throw new CliError(`pid ${pid}`, `not a process but a thread of pid ${tgid} (use --tid)`, ExitCode.USAGE);
+  // a kernel thread, a zombie, another tracer, Yama: named before attaching (ptrace says EPERM)
+  checkTraceable(pid);
   let tids = threadsOf(pid);
   if (o.tid !== undefined) {
-    if (!tids.includes(o.tid)) throw new CliError(`pid ${pid}`, `no thread ${o.tid}`);
+    if (!tids.includes(o.tid)) throw new CliError(`pid ${pid}`, `no thread ${o.tid}`, ExitCode.NO_PROCESS);
     tids = [o.tid];
   }
 

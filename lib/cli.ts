@@ -7,13 +7,14 @@ import { hideBin } from 'yargs/helpers';
 import * as bench from '../commands/bench.js';
 import * as dumpTable from '../commands/dump-table.js';
 import * as memleakCmd from '../commands/memleak.js';
+import * as profileCmd from '../commands/profile.js';
 import * as unwindCore from '../commands/unwind-core.js';
 import * as unwindPid from '../commands/unwind-pid.js';
 import * as unwindSnapshot from '../commands/unwind-snapshot.js';
 import * as verifyCmd from '../commands/verify.js';
 import { Dwunw, DwunwError } from './dwunw.js';
 import { packageRoot } from './native.js';
-import { CliError, reportError } from './output.js';
+import { CliError, ExitCode, reportError } from './output.js';
 
 function cliVersion(): string {
   try {
@@ -35,7 +36,7 @@ function printVersion(): void {
 }
 
 function report(e: unknown): void {
-  if (e instanceof CliError) reportError(e.what, e.reason);
+  if (e instanceof CliError) reportError(e.what, e.reason, e.status);
   else if (e instanceof DwunwError) reportError('libdwunw', e.message);
   else if (e instanceof Error) reportError(e.message);
   else reportError(String(e));
@@ -66,6 +67,7 @@ export async function main(argv: string[] = hideBin(process.argv)): Promise<void
     .command(verifyCmd)
     .command(unwindCore)
     .command(memleakCmd)
+    .command(profileCmd)
     .demandCommand(1, 'no command given')
     .recommendCommands()
     .strict()
@@ -76,7 +78,7 @@ export async function main(argv: string[] = hideBin(process.argv)): Promise<void
     .wrap(Math.min(110, process.stdout.columns || 80))
     .fail((msg, err) => {
       if (err) throw err;
-      throw new CliError('usage', `${msg.replace(/\s*\n\s*/g, ' ')} (see dwunw --help)`);
+      throw new CliError('usage', `${msg.replace(/\s*\n\s*/g, ' ')} (see dwunw --help)`, ExitCode.USAGE);
     });
   try {
     await y.parseAsync();

@@ -2,13 +2,13 @@
 import { once } from 'node:events';
 import chalk, { Chalk, type ChalkInstance } from 'chalk';
 
-export { CliError } from './errors.js';
+export { CliError, ExitCode } from './errors.js';
 
-/** Write `dwunw: <what>: <cause>` to stderr and make the process exit with status 1. */
-export function reportError(what: string, reason?: string): void {
-  const line = reason === undefined ? what : `${what}: ${reason}`;
+/** Write `dwunw: <what>: <cause>` to stderr and make the process exit with `status` (1). */
+export function reportError(what: string, reason?: string, status = 1): void {
+  const line = reason === undefined || reason === '' ? what : `${what}: ${reason}`;
   process.stderr.write(`dwunw: ${line.replace(/\s*\n\s*/g, ' ').trim()}\n`);
-  process.exitCode = 1;
+  process.exitCode = status;
 }
 
 /**

@@ -85,7 +85,7 @@ t.test('--version names the CLI and the library', async (t) => {
 t.test('usage errors are one line', async (t) => {
   for (const args of [[], ['dump-table'], ['no-such-command'], ['dump-table', libc, '--no-such-option']]) {
     const r = dwunw(args);
-    t.equal(r.status, 1, `${args.join(' ')}: exit status 1`);
+    t.equal(r.status, 2, `${args.join(' ')}: exit status 2 (usage)`);
     t.match(r.stderr, /^dwunw: usage: [^\n]+\n$/, `${args.join(' ')}: one line`);
   }
   const r = dwunw(['dump-table', libc, '--pc', 'not-an-address']);

@@ -468,28 +468,28 @@ t.test('text output', async (t) => {
   t.match(colored.stdout, /\x1b\[/, 'FORCE_COLOR colors the output');
 });
 
-t.test('errors are one line, exit status 1', async (t) => {
+t.test('errors are one line, each its exit status (README.md)', async (t) => {
   const none = nonexistentPid();
   const r = dwunw(['unwind-pid', String(none)]);
-  t.equal(r.status, 1, 'nonexistent pid: exit status 1');
+  t.equal(r.status, 3, 'nonexistent pid: exit status 3');
   t.equal(r.stderr, `dwunw: pid ${none}: no such process\n`, 'nonexistent pid: one line');
   t.equal(r.stdout, '', 'nonexistent pid: nothing on stdout');
   const rj = dwunw(['unwind-pid', String(none), '--json']);
-  t.equal(rj.status, 1);
+  t.equal(rj.status, 3);
   t.equal(rj.stderr, `dwunw: pid ${none}: no such process\n`, 'nonexistent pid, --json: one line');
 
   const bad = dwunw(['unwind-pid', 'abc']);
-  t.equal(bad.status, 1);
+  t.equal(bad.status, 2);
   t.equal(bad.stderr, 'dwunw: pid abc: not a process id\n');
 
   const pid = await startSleep(t);
   const noThread = dwunw(['unwind-pid', String(pid), '--tid', String(none)]);
-  t.equal(noThread.status, 1);
+  t.equal(noThread.status, 3);
   t.equal(noThread.stderr, `dwunw: pid ${pid}: no thread ${none}\n`);
 
   for (const args of [['unwind-pid'], ['unwind-pid', String(pid), '--max-frames', '0'], ['unwind-pid', String(pid), '--bogus']]) {
     const u = dwunw(args);
-    t.equal(u.status, 1, `${args.join(' ')}: exit status 1`);
+    t.equal(u.status, 2, `${args.join(' ')}: exit status 2 (usage)`);
     t.match(u.stderr, /^dwunw: [^\n]+\n$/, `${args.join(' ')}: one line`);
   }
   const save = dwunw(['unwind-pid', String(pid), '--save', join(work, 'no-such-dir', 'x.json')]);
@@ -607,14 +607,14 @@ t.test('a target that dies while held: a clean stop, no hang', async (t) => {
   );
   t.equal(exit, 'SIGKILL', 'its parent still sees how it died');
 
-  // A thread that has exited before dwunw attaches (a zombie): reported as exited.
+  // A process that has exited before dwunw attaches (a zombie): one line naming it, exit 3.
   const sh = start(t, 'sh', ['-c', 'sleep 0 & echo $!; exec sleep 30']);
   const zombie = Number(await firstLine(sh));
   await waitFor(() => stateOf(zombie) === 'Z', 10_000, 'the zombie');
   const z = dwunw(['unwind-pid', String(zombie)]);
-  t.equal(z.status, 0, 'zombie: exit status 0');
-  t.equal(z.stderr, '', 'zombie: nothing on stderr');
-  t.equal(z.stdout, `PID ${zombie} (sleep)\nThread ${zombie} (sleep):\nstop: target process or thread exited (NO_PROCESS)\n`);
+  t.equal(z.status, 3, 'zombie: exit status 3');
+  t.equal(z.stderr, `dwunw: pid ${zombie} is a zombie: it has exited, no stack is left\n`, 'zombie: one line naming it');
+  t.equal(z.stdout, '', 'zombie: nothing on stdout');
 });
 
 t.test('--save, then unwind-snapshot: the same frames offline', async (t) => {
@@ -770,7 +770,7 @@ t.test('--attach-timeout: a thread that cannot stop (vfork parent, state D) is n
 
   for (const bad of ['0', '-5', 'abc']) {
     const u = dwunw(['unwind-pid', String(pid), '--attach-timeout', bad]);
-    t.equal(u.status, 1, `--attach-timeout ${bad}: exit status 1`);
+    t.equal(u.status, 2, `--attach-timeout ${bad}: exit status 2 (usage)`);
     t.match(u.stderr, /^dwunw: --attach-timeout: [^\n]+\n$/, `--attach-timeout ${bad}: one line`);
   }
 });

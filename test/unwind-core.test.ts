@@ -453,7 +453,8 @@ t.test('errors and damaged cores', async (t) => {
   const cut = join(bad, 'cut.core');
   writeFileSync(cut, whole.subarray(0, Math.floor(whole.length * 0.6)));
   const part = await unwindCoreJson([cut]);
-  t.equal(part.r.code, 0, 'truncated: exit 0 (what could be read is unwound)');
+  t.equal(part.r.code, 8, 'truncated: exit 8 after what could be read is unwound (README.md, exit status)');
+  t.match(part.r.stderr, /cut\.core: truncated core \(\d+ of \d+ bytes\)/, 'truncated: the last line names it');
   t.match(part.r.stderr, /cut\.core: malformed or truncated core: unwinding what could be read/, 'truncated: warned');
   t.equal(part.json.threads.length, 5, 'truncated: every thread (the notes are whole)');
   t.ok(part.json.threads.every((x) => x.frames.length >= 1), 'truncated: each thread has at least frame 0');
@@ -470,6 +471,7 @@ t.test('errors and damaged cores', async (t) => {
   const h = await unwindCoreJson([head]);
   t.equal(h.json.threads.length, 5, 'headers only: the threads are still listed');
   t.match(h.r.stderr, /malformed or truncated/, 'headers only: warned');
+  t.equal(h.r.code, 8, 'headers only: exit 8 (truncated)');
 
   // --maps with no mapping in it: nothing can be registered, the threads are still listed.
   const nomaps = await unwindCoreJson([core, '--maps', join(root, 'package.json')]);

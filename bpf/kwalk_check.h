@@ -1,0 +1,9 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/* kwalk-check: settings shared by its BPF programs and its user space. */
+#ifndef DWUNW_KWALK_CHECK_H
+#define DWUNW_KWALK_CHECK_H
+
+/* Stack bytes carried with every event (the snapshot half of the comparison). */
+#define KC_WINDOW 32768
+
+#endif

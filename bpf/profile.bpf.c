@@ -1,0 +1,134 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * profile: CPU samples by stack. One perf event per CPU (cpu-clock, or cycles where the PMU has
+ * it) runs sample(); the kernel stack comes from bpf_get_stackid (the kernel unwinds itself).
+ * User stack, --unwind=dwarf: a snapshot of the thread's user registers and stack window
+ * (capture.bpf.h) unwound by libdwunw in user space, with the frame-pointer stack id as
+ * fallback; --unwind=fp: bpf_get_stackid(BPF_F_USER_STACK) only. Every sample becomes one
+ * record; counting is done in user space (nothing is aggregated or lost silently here).
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include "capture.bpf.h"
+#include "profile.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+const volatile __u32 unwind_mode = PR_UNWIND_DWARF;
+const volatile __u32 want_user = 1;          /* not -K */
+const volatile __u32 want_kernel = 1;        /* not -U */
+const volatile __u32 include_idle = 0;       /* -I */
+const volatile __u32 filter_tgid = 0;        /* -p / -- COMMAND: only tgids in `tgids` */
+const volatile __u32 filter_tid = 0;         /* -L: only tids in `tids` */
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, PR_MAX_FILTER);
+	__type(key, __u32);
+	__type(value, __u8);
+} tgids SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, PR_MAX_FILTER);
+	__type(key, __u32);
+	__type(value, __u8);
+} tids SEC(".maps");
+
+/* max_entries set by user space (--stack-storage-size) */
+struct {
+	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
+	__uint(max_entries, 16384);
+	__uint(key_size, sizeof(__u32));
+	__uint(value_size, PR_MAX_STACK_DEPTH * sizeof(__u64));
+} stack_traces SEC(".maps");
+
+/* tid -> comm of the thread at its latest sample (read by user space for each new key) */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, char[PR_COMM_LEN]);
+} comms SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, PR_CNT_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} pr_counters SEC(".maps");
+
+static __always_inline void pr_count(__u32 idx)
+{
+	__u64 *v = bpf_map_lookup_elem(&pr_counters, &idx);
+
+	if (v)
+		__sync_fetch_and_add(v, 1);
+}
+
+static __always_inline int selected(__u32 tgid, __u32 tid)
+{
+	if (!include_idle && tid == 0)
+		return 0;
+	if (filter_tgid && !bpf_map_lookup_elem(&tgids, &tgid))
+		return 0;
+	if (filter_tid && !bpf_map_lookup_elem(&tids, &tid))
+		return 0;
+	return 1;
+}
+
+SEC("perf_event")
+int sample(struct bpf_perf_event_data *ctx)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u32 tgid = pid_tgid >> 32, tid = (__u32)pid_tgid;
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct pr_sample_rec r = {};
+	char comm[PR_COMM_LEN];
+	int kid = PR_STACK_NONE, uid = PR_STACK_NONE;
+	int has_user = task->mm != NULL;
+
+	pr_count(PR_CNT_SAMPLES);
+	if (!selected(tgid, tid)) {
+		pr_count(PR_CNT_FILTERED);
+		return 0;
+	}
+	bpf_get_current_comm(comm, sizeof(comm));
+	bpf_map_update_elem(&comms, &tid, comm, BPF_ANY);
+	if (want_kernel)
+		kid = bpf_get_stackid(ctx, &stack_traces, 0);
+	if (want_user && has_user)
+		uid = bpf_get_stackid(ctx, &stack_traces, BPF_F_USER_STACK);
+
+	if (want_user && has_user && unwind_mode == PR_UNWIND_DWARF) {
+		struct pt_regs *uregs = (struct pt_regs *)bpf_task_pt_regs(task);
+		struct cap_thread *t = cap_thread_get(tid, 1);
+
+		if (cap_snapshot(ctx, uregs, PR_COOKIE(kid, bpf_get_smp_processor_id()), uid, 0, t) == 0)
+			return 0;
+		pr_count(PR_CNT_SNAP_LOST);
+		r.flags |= PR_S_LOST_SNAP;
+	}
+	r.h.kind = PR_REC_SAMPLE;
+	r.h.hdr_size = sizeof(r);
+	r.pid = tgid;
+	r.tid = tid;
+	r.kstack = kid;
+	r.ustack = uid;
+	r.cpu = bpf_get_smp_processor_id();
+	if (!has_user)
+		r.flags |= PR_S_KTHREAD;
+	if (cap_emit(ctx, &r, sizeof(r)))
+		pr_count(PR_CNT_REC_LOST);
+	return 0;
+}
+
+/* forget the thread's cached stack VMA when it exits */
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(pr_thread_exit, struct task_struct *p)
+{
+	cap_thread_exit((__u32)BPF_CORE_READ(p, pid));
+	return 0;
+}

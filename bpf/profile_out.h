@@ -1,0 +1,34 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * profile's report: text as libbpf-tools profile prints it, folded (bcc's form), or NDJSON; then
+ * a summary line (samples, share of user stacks complete to a known bottom frame, losses and
+ * early stops by reason, the tool's own CPU and RSS, processes and modules seen).
+ */
+#ifndef DWUNW_PROFILE_OUT_H
+#define DWUNW_PROFILE_OUT_H
+
+#include <stdint.h>
+#include "frames.h"
+
+struct bpf_map;
+
+struct pr_stats {
+	const char *event;     /* "cycles" or "cpu-clock" */
+	int ncpus;
+	uint64_t start_ns, end_ns;
+	struct unwind_stats unw;
+	uint64_t ulost, klost; /* samples whose user / kernel stack was lost */
+	uint64_t output_failed, read_failed;
+	uint64_t bpf[8];       /* enum pr_counter */
+	uint64_t npids;
+};
+
+extern struct pr_stats prs;
+
+void pr_note_pid(uint32_t pid);
+void pr_print_header(void);
+/* Sum the BPF side's per-CPU counters into prs.bpf. */
+void pr_counters(struct bpf_map *m);
+void pr_report(void);
+
+#endif /* DWUNW_PROFILE_OUT_H */

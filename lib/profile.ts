@@ -1,0 +1,126 @@
+// profile (bpf/profile.c, built into build/bpf/profile) from TypeScript: where the binaries are,
+// its --json output (one line per stack, then a summary line), and the views built from it here:
+// folded lines, pprof (lib/profile-pprof.ts) and the HTML flame graph (lib/profile-html.ts).
+// Used by `dwunw profile` (commands/profile.ts), the tests and scripts/profile-cost.
+import { join } from 'node:path';
+import { packageRoot } from './native.js';
+
+export const profilePath = (): string => join(packageRoot(), 'build', 'bpf', 'profile');
+export const hotPath = (): string => join(packageRoot(), 'fixtures', 'x86_64', 'build', 'hot');
+
+// ---- profile --json ------------------------------------------------------------------------------
+
+export interface PrFrame {
+  pc: string;
+  symbol: string | null;
+  offset: number;
+  module: string | null;
+}
+
+export interface PrStack {
+  frames: PrFrame[];
+  /** user stacks only */
+  kind?: 'dwarf' | 'fp' | 'none';
+  complete?: boolean;
+  stop?: string;
+  /** module addresses (pc - load bias) of the frames, 0 when unknown (user stacks) */
+  maddr?: number[];
+  /** indices of frames recovered by frame pointers inside a DWARF walk */
+  fp_frames?: number[];
+  /** pseudo-frame: why the stack is missing or stopped */
+  reason?: string;
+}
+
+export interface PrEntry {
+  pid: number;
+  comm: string;
+  count: number;
+  user: PrStack | null;
+  kernel: PrStack | null;
+}
+
+export interface PrSummary {
+  samples: number;
+  event: string;
+  frequency: number;
+  period: number;
+  cpus: number;
+  duration_ns: number;
+  start_unix_ns: number;
+  unwind: 'dwarf' | 'fp';
+  user_samples: number;
+  user_complete: number;
+  user_fp_stacks: number;
+  fp_frames_in_dwarf: number;
+  lost: Record<string, number>;
+  stopped: Record<string, number>;
+  kernel_lost: number;
+  records_lost: number;
+  stack_read_failed: number;
+  keys: number;
+  keys_overflow: number;
+  stacks: number;
+  stack_table_full: number;
+  unwind_ns_avg: number;
+  processes: number;
+  self: { user_s: number; sys_s: number; max_rss_kib: number };
+  modules: { path: string; build_id: string | null }[];
+}
+
+export interface PrOutput {
+  entries: PrEntry[];
+  summary: PrSummary | null;
+}
+
+/** profile --json output: entries and the summary (a line cut short is ignored). */
+export function parseProfileJson(text: string): PrOutput {
+  const out: PrOutput = { entries: [], summary: null };
+  for (const line of text.split('\n')) {
+    if (!line.startsWith('{')) continue;
+    let v: unknown;
+    try {
+      v = JSON.parse(line);
+    } catch {
+      continue;
+    }
+    const o = v as { summary?: PrSummary; count?: number; comm?: string };
+    if (o.summary) out.summary = o.summary;
+    else if (typeof o.count === 'number' && typeof o.comm === 'string') out.entries.push(v as PrEntry);
+    // anything else: the profiled command's own output on the same stdout
+  }
+  return out;
+}
+
+/** A frame's name as the folded form shows it. */
+export function frameName(f: PrFrame): string {
+  if (f.symbol) return f.symbol;
+  if (f.module) return `[unknown] (${f.module.slice(f.module.lastIndexOf('/') + 1)})`;
+  return '[unknown]';
+}
+
+/** Frames of an entry root first: comm, [user stop/loss], user root..leaf, then kernel root..leaf. */
+export function rootFirst(e: PrEntry): { names: string[]; kernelFrom: number } {
+  const names = [e.comm];
+  if (e.user) {
+    if (e.user.reason) names.push(e.user.reason);
+    for (let i = e.user.frames.length - 1; i >= 0; i--) names.push(frameName(e.user.frames[i]!));
+  }
+  const kernelFrom = names.length;
+  if (e.kernel) {
+    if (e.kernel.reason) names.push(e.kernel.reason);
+    for (let i = e.kernel.frames.length - 1; i >= 0; i--) names.push(frameName(e.kernel.frames[i]!));
+  }
+  return { names, kernelFrom };
+}
+
+/** bcc's folded lines (comm;user_root;...;user_leaf;-;kernel_root;...;kernel_leaf COUNT), merged. */
+export function foldedLines(entries: PrEntry[]): string[] {
+  const m = new Map<string, number>();
+  for (const e of entries) {
+    const { names, kernelFrom } = rootFirst(e);
+    if (e.user && e.kernel) names.splice(kernelFrom, 0, '-');
+    const k = names.join(';');
+    m.set(k, (m.get(k) ?? 0) + e.count);
+  }
+  return [...m].sort((a, b) => a[1] - b[1] || (a[0] < b[0] ? -1 : 1)).map(([k, n]) => `${k} ${n}`);
+}

@@ -1,0 +1,205 @@
+// The in-kernel DWARF walker (bpf/kwalk.bpf.h), differential: build/bpf/kwalk-check runs a
+// program, and at each sample (uprobes on the fixture's functions, cpu-clock events on the real
+// programs) the kernel walks the user stack from the tables in BPF maps AND takes the snapshot, in
+// one event; the snapshot is unwound with libdwunw in user space and the two are compared frame
+// by frame. Asserted: no difference at all (each one would be printed with its pc and rule),
+// >= 99.9 % of events identical, every fallback to the snapshot path explained (a first sample
+// before the tables are loaded, a rule the walker does not evaluate, a fresh dlopen), and the
+// fixture's hard cases actually walked in the kernel: callbacks through glibc (qsort, bsearch,
+// dl_iterate_phdr, _Unwind_Backtrace), signal frames (rt_sigframe), PLT entries (the PLT
+// expression, probed at three instructions), deep recursion (the 128-frame limit), threads,
+// [vdso] (python and perl sampled in time()). Also real programs: python3, perl, openssl speed,
+// sqlite3. Figures (ns per frame, bytes per row, verifier instructions, the binary-search peer
+// side by side) are printed as comments, never asserted.
+//
+// Needs root, BTF, BPF and perf events. Skipped with the reason otherwise, unless
+// DWUNW_REQUIRE_BPF=1 (CI), which turns that into a failure.
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import t, { type Test } from 'tap';
+
+const root = fileURLToPath(new URL('..', import.meta.url));
+const check = join(root, 'build', 'bpf', 'kwalk-check');
+const zoo = join(root, 'fixtures', 'x86_64', 'build', 'unwind_zoo-pie');
+const REQUIRE = process.env.DWUNW_REQUIRE_BPF === '1';
+
+interface Figures {
+  ns_per_sample: number;
+  ns_per_frame: number;
+  frames_per_sample: number;
+  bytes_per_row?: number;
+  map_bytes?: number;
+  verifier_insns: number;
+  fallback_pct: number;
+  samples: number;
+  src_rows?: number;
+  rows?: number;
+  rules?: number;
+  modules?: number;
+}
+
+interface Report {
+  command: string;
+  events: number;
+  identical: number;
+  identical_pct: number;
+  differences: number;
+  fallback: number;
+  complete: number;
+  lost: number;
+  signal_frames: number;
+  vdso_events: number;
+  deep_events: number;
+  max_frames: number;
+  threads: number;
+  by_status: Record<string, number>;
+  fallback_sites: { where: string; status: string; why: string; rule: string; count: number }[];
+  kernel: Figures;
+  peer?: Figures;
+}
+
+function unavailable(): string | null {
+  if (process.platform !== 'linux' || process.arch !== 'x64') return 'needs Linux on x86_64';
+  if (process.getuid?.() !== 0) return 'not root (BPF and perf events)';
+  if (!existsSync('/sys/kernel/btf/vmlinux')) return 'the kernel has no BTF';
+  if (!existsSync(check)) return `${check} is not built (make bpf)`;
+  if (!existsSync(zoo)) return `${zoo} is not built (make fixtures)`;
+  return null;
+}
+
+function run(args: string[], timeoutMs = 60_000): { rep: Report | null; stderr: string; status: number | null } {
+  const env = { ...process.env };
+  delete env.NODE_OPTIONS;
+  const r = spawnSync(check, ['--json', ...args], { cwd: root, env, encoding: 'utf8', timeout: timeoutMs });
+  const line = (r.stdout ?? '').split('\n').find((l) => l.startsWith('{"command"'));
+  let rep: Report | null = null;
+  try {
+    rep = line ? (JSON.parse(line) as Report) : null;
+  } catch {
+    rep = null;
+  }
+  return { rep, stderr: r.stderr ?? '', status: r.status };
+}
+
+/** Fallback reasons that are expected (the hybrid's design), with what makes each legitimate. */
+function unexplained(rep: Report): string[] {
+  const bad: string[] = [];
+  for (const s of rep.fallback_sites) {
+    if (s.status === 'no-proc' || s.status === 'no-mapping') continue; // before the (re)load: tables come next
+    if (s.status === 'unsupported-rule' && s.why !== '') continue; // a rule the walker leaves to libdwunw, named
+    if (s.status === 'no-table' || s.status === 'busy') continue;
+    // code without CFI (ld.so's entry, hand-written stubs): the snapshot path's frame-pointer and
+    // [sp] heuristics take over; the walker never guesses
+    if (s.status === 'no-dwarf') continue;
+    // a stack page not present (bpf_probe_read_user cannot fault it in: a sample while the kernel
+    // tears the mm down, a page never touched), a register the CFA needs that no rule restored
+    if (s.status === 'read-fault' || s.status === 'register-unknown' || s.status === 'no-progress') continue;
+    bad.push(`${s.where} ${s.status} ${s.rule} x${s.count}`);
+  }
+  return bad;
+}
+
+function common(tt: Test, name: string, r: ReturnType<typeof run>, minEvents: number): Report | null {
+  const rep = r.rep;
+  if (!tt.ok(rep, `${name}: kwalk-check printed its JSON report`, { stderr: r.stderr.slice(-2000) })) return null;
+  tt.equal(rep!.differences, 0, `${name}: no frame differs between the kernel walker and libdwunw`, {
+    diffs: r.stderr.split('\n').filter((l) => l.startsWith('difference') || l.startsWith('  ')).slice(0, 40),
+  });
+  tt.ok(rep!.events >= minEvents, `${name}: ${rep!.events} events (>= ${minEvents})`);
+  tt.ok(rep!.identical_pct >= 99.9, `${name}: ${rep!.identical_pct.toFixed(3)} % identical (>= 99.9 %)`);
+  tt.equal(rep!.lost, 0, `${name}: no event lost`);
+  tt.same(unexplained(rep!), [], `${name}: every fallback explained`);
+  tt.ok(rep!.complete >= rep!.events * 0.9, `${name}: ${rep!.complete} of ${rep!.events} walks complete in the kernel`);
+  tt.ok(rep!.kernel.bytes_per_row! > 0 && rep!.kernel.bytes_per_row! <= 4, `${name}: ${rep!.kernel.bytes_per_row} B per source row (<= 4, every index and rule included)`);
+  const k = rep!.kernel;
+  const p = rep!.peer;
+  tt.comment(
+    `${name}: kernel ${k.ns_per_sample.toFixed(0)} ns/sample ${k.ns_per_frame.toFixed(1)} ns/frame ` +
+      `${k.frames_per_sample.toFixed(1)} frames/sample, ${k.verifier_insns} insns, ${k.map_bytes} map bytes, ` +
+      `fallback ${k.fallback_pct.toFixed(2)} %` +
+      (p ? `; peer (binary search) ${p.ns_per_sample.toFixed(0)} ns/sample ${p.ns_per_frame.toFixed(1)} ns/frame, ${p.verifier_insns} insns` : ''),
+  );
+  return rep;
+}
+
+const why = unavailable();
+if (why) {
+  if (REQUIRE) t.fail(`DWUNW_REQUIRE_BPF=1 but ${why}`);
+  else t.pass(`kwalk tests skipped: ${why}`, { skip: why });
+} else {
+  t.test('fixture: unwind_zoo run, uprobes on every scenario', { timeout: 120_000 }, async (tt) => {
+    const probes = [
+      'main', 'zoo_park', 'zoo_qsort_cmp', 'zoo_bsearch_cmp', 'zoo_phdr_cb', 'zoo_backtrace_cb', 'zoo_cfi_cb3',
+      'zoo_recurse', 'zoo_thread_sleep', 'zoo_thread_read', 'zoo_handler',
+    ];
+    // dl_iterate_phdr@plt at its three instructions: jmp *GOT (CFA rsp+8), push, jmp PLT0 (CFA rsp+16)
+    const plt = pltEntry(zoo, 'dl_iterate_phdr');
+    const args = ['-n', '-s', ...probes.flatMap((p) => ['-u', `${zoo}:${p}`])];
+    if (plt !== null) for (const d of [0, 6, 11]) args.push('-u', `${zoo}:+0x${(plt + d).toString(16)}`);
+    tt.ok(plt !== null, 'dl_iterate_phdr@plt found in .plt');
+    const r = run([...args, '--', zoo, 'run']);
+    if (REQUIRE === false && r.rep === null && /load|attach|perf_event_open/.test(r.stderr)) {
+      tt.pass(`skipped: ${r.stderr.trim().split('\n').pop()}`, { skip: true });
+      return;
+    }
+    const rep = common(tt, 'unwind_zoo', r, 200);
+    if (!rep) return;
+    tt.ok(rep.signal_frames >= 2, `signal frames walked in the kernel (${rep.signal_frames}: signal, sigaltstack)`);
+    tt.ok((rep.by_status.depth ?? 0) >= 1 && rep.max_frames === 128, `deep recursion: walks stop at 128 frames (${rep.by_status.depth ?? 0} did)`);
+    tt.ok(rep.threads >= 6, `samples from ${rep.threads} threads`);
+  });
+
+  const dir = mkdtempSync(join(tmpdir(), 'kwalk-'));
+
+  // A row capacity too small for both programs of one pid: perl, then exec python3. The loader
+  // evicts perl's modules (least recently used) for python's; nothing fails, nothing differs.
+  t.test('budget: eviction when the maps are full', { timeout: 90_000 }, async (tt) => {
+    const r = run(['-d', '4', '-r', '110000', '--', 'perl', '-e',
+      'my $t = time; while (time - $t < 2) {} exec "/usr/bin/python3", "-c", "import json\nfor i in range(300000): json.dumps([i] * 4)"']);
+    const rep = r.rep;
+    if (!tt.ok(rep, 'kwalk-check printed its JSON report', { stderr: r.stderr.slice(-2000) })) return;
+    tt.equal(rep!.differences, 0, 'no frame differs');
+    tt.ok(rep!.identical_pct >= 99.9, `${rep!.identical_pct.toFixed(3)} % identical`);
+    const k = rep!.kernel as Figures & { evictions: number; rows: number; map_bytes: number };
+    tt.ok(k.evictions >= 1, `${k.evictions} modules evicted`);
+    tt.ok(k.rows <= 110000, `${k.rows} rows in use within the 110000-row capacity`);
+    tt.ok((rep!.by_status.ok ?? 0) >= rep!.events / 2, `${rep!.by_status.ok ?? 0} of ${rep!.events} walks complete after the reload`);
+    tt.comment(`budget: map bytes ${k.map_bytes}, ${k.evictions} evictions, ${rep!.fallback} fallbacks of ${rep!.events}`);
+  });
+  const py = join(dir, 'load.py');
+  writeFileSync(py, 'import time, json, re\ns = 0\nfor i in range(150000):\n    s += len(json.dumps({"a": [time.time()] * 5, "b": str(i)}))\n    re.sub(r"[0-9]+", "x", "abc123def456")\nprint(s)\n');
+  const pl = join(dir, 'load.pl');
+  writeFileSync(pl, 'use Time::HiRes;\nmy $s = 0;\nfor my $i (1..1000000) { $s += Time::HiRes::time(); my $t = "abc$i"; $t =~ s/[0-9]+/x/g; }\nprint $s > 0, "\\n";\n');
+  const sql = join(dir, 'load.sql');
+  writeFileSync(sql, 'WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 300000) SELECT count(*), sum(length(printf("%08d", x))) FROM c ORDER BY 1;\n');
+
+  const programs: { name: string; cmd: string[]; vdso?: boolean }[] = [
+    { name: 'python3', cmd: ['/usr/bin/python3', py], vdso: true },
+    { name: 'perl', cmd: ['perl', pl], vdso: true },
+    { name: 'openssl', cmd: ['openssl', 'speed', '-seconds', '1', 'sha256', 'aes-128-cbc'] },
+    { name: 'sqlite3', cmd: ['sqlite3', ':memory:', `.read ${sql}`] },
+  ];
+  for (const p of programs) {
+    t.test(`real program: ${p.name}`, { timeout: 90_000 }, async (tt) => {
+      const which = spawnSync('sh', ['-c', `command -v ${p.cmd[0]}`], { encoding: 'utf8' });
+      if (which.status !== 0) {
+        tt.pass(`${p.cmd[0]} is not installed (scripts/ensure-deps installs it)`, { skip: !REQUIRE });
+        if (REQUIRE) tt.fail(`${p.cmd[0]} missing`);
+        return;
+      }
+      const r = run(['-s', '-d', '4', '-F', '1999', '--', ...p.cmd]);
+      const rep = common(tt, p.name, r, 100);
+      if (rep && p.vdso) tt.ok(rep.vdso_events >= 1, `${p.name}: ${rep.vdso_events} samples in [vdso] walked through its own CFI`);
+    });
+  }
+}
+
+/** Address (= file offset in these PIEs' first text segment) of NAME@plt, from objdump. */
+function pltEntry(bin: string, name: string): number | null {
+  const r = spawnSync('objdump', ['-d', '-j', '.plt', bin], { encoding: 'utf8' });
+  const m = new RegExp(`^([0-9a-f]+) <${name}@plt>:`, 'm').exec(r.stdout ?? '');
+  return m ? parseInt(m[1]!, 16) : null;
+}

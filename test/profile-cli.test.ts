@@ -1,0 +1,254 @@
+// `dwunw profile` end to end: bad input gives one line and exit status 1; --pprof opens in
+// `go tool pprof -top` with hot's functions on top; --html renders in headless Chromium (no
+// console error, the hot function in the DOM, a screenshot written for the docs); -p PID -f prints
+// complete folded stacks; -a sees a second process and a short-lived-process loop, with every
+// sample counted; -p of a process in its own mount namespace and of a deleted binary gives named,
+// complete stacks.
+//
+// Needs root, the kernel's BTF and BPF: without them the checks that sample are skipped with the
+// reason, unless DWUNW_REQUIRE_BPF=1 (CI), which makes that a failure.
+import { type ChildProcess, spawn } from 'node:child_process';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, unlinkSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
+import t, { type Test } from 'tap';
+import { splitArgs } from '../commands/profile.js';
+import { parseProfileJson } from '../lib/profile.js';
+
+const root = fileURLToPath(new URL('..', import.meta.url));
+const dwunwBin = join(root, 'bin', 'dwunw');
+const profileBin = join(root, 'build', 'bpf', 'profile');
+const hotDir = join(root, 'fixtures', 'x86_64', 'build');
+const hot = join(hotDir, 'hot');
+const REQUIRE = process.env.DWUNW_REQUIRE_BPF === '1';
+const shots = join(root, 'build', 'doc');
+
+interface Run {
+  status: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+const children = new Set<ChildProcess>();
+t.teardown(() => {
+  for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
+});
+
+function start(cmd: string, args: string[], timeoutMs = 60_000): { child: ChildProcess; done: Promise<Run> } {
+  const env = { ...process.env };
+  delete env.NODE_OPTIONS;
+  const child = spawn(cmd, args, { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  children.add(child);
+  const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+  let stdout = '';
+  let stderr = '';
+  child.stdout!.setEncoding('utf8').on('data', (d: string) => (stdout += d));
+  child.stderr!.setEncoding('utf8').on('data', (d: string) => (stderr += d));
+  const done = new Promise<Run>((resolve) =>
+    child.on('close', (status) => {
+      clearTimeout(timer);
+      children.delete(child);
+      resolve({ status, stdout, stderr });
+    }),
+  );
+  return { child, done };
+}
+const run = (cmd: string, args: string[], timeoutMs?: number): Promise<Run> => start(cmd, args, timeoutMs).done;
+const dwunw = (args: string[], timeoutMs?: number): Promise<Run> => run(process.execPath, [dwunwBin, 'profile', ...args], timeoutMs);
+
+// ---- Without BPF ----------------------------------------------------------------------------------
+
+t.test('our options are taken out, profile\'s passed on', async (tt) => {
+  tt.same(splitArgs(['-U', '--pprof', 'a.pb.gz', '-f', '--html=b.html', '--', 'x', '--pprof', 'y']), {
+    pprof: 'a.pb.gz',
+    html: 'b.html',
+    folded: true,
+    json: false,
+    rest: ['-U', '-f', '--', 'x', '--pprof', 'y'],
+  });
+  const h = await dwunw(['--help']);
+  tt.equal(h.status, 0, '--help: exit status 0');
+  tt.match(h.stdout, /^Usage: profile \[OPTION\.\.\.\] \[DURATION\] \[-- COMMAND \[ARG\.\.\.\]\]$/m, 'profile\'s usage');
+  tt.match(h.stdout, /--pprof=FILE/, 'and ours');
+});
+
+const oneLine = (tt: Test, r: Run, re: RegExp, what: string): void => {
+  tt.equal(r.status, 1, `${what}: exit status 1`);
+  tt.equal(r.stdout, '', `${what}: nothing on stdout`);
+  const lines = r.stderr.split('\n').filter(Boolean);
+  tt.equal(lines.length, 1, `${what}: one line on stderr`);
+  tt.match(lines[0] ?? '', re, `${what}: ${lines[0]}`);
+};
+
+t.test('bad input: one line, exit status 1', async (tt) => {
+  if (process.getuid?.() !== 0) return void tt.pass('not root: skipped', { skip: 'not root' });
+  oneLine(tt, await dwunw(['-p', '4000000', '1']), /^profile: pid 4000000: no such process$/, '-p of no such pid');
+  oneLine(tt, await dwunw(['-F', '0', '1']), /^profile: -F 0: out of range \(1 \.\. 10000 Hz\)$/, '-F 0');
+  oneLine(tt, await dwunw(['-F', '100000', '1']), /^profile: -F 100000: out of range \(1 \.\. 10000 Hz\)$/, '-F 100000');
+  oneLine(tt, await dwunw(['-C', '99', '1']), /^profile: -C 99: no such online CPU \(online: [-0-9,]+\)$/, '-C 99');
+  oneLine(tt, await dwunw(['-U', '-K', '1']), /^profile: -U and -K exclude each other$/, '-U -K');
+  oneLine(tt, await dwunw(['--unwind=lbr', '1']), /^profile: --unwind: expected dwarf or fp, got lbr$/, '--unwind=lbr');
+  oneLine(tt, await dwunw(['0']), /^profile: invalid duration: 0/, 'duration 0');
+  const nonRoot = await run('setpriv', ['--reuid=65534', '--regid=65534', '--clear-groups', profileBin, '1']);
+  oneLine(tt, nonRoot, /^profile: need root \(CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE\)$/, 'not root');
+});
+
+// ---- With BPF -------------------------------------------------------------------------------------
+
+function unavailable(): string | null {
+  if (process.platform !== 'linux' || process.arch !== 'x64') return 'needs Linux on x86_64';
+  if (process.getuid?.() !== 0) return 'not root';
+  if (!existsSync('/sys/kernel/btf/vmlinux')) return 'the kernel has no BTF';
+  if (!existsSync(profileBin)) return `${profileBin} is not built (make bpf)`;
+  if (!existsSync(hot)) return `${hot} is not built (make fixtures)`;
+  return null;
+}
+
+/** Share of a pid's samples whose user stack is complete, and the functions seen. */
+function ofPid(text: string, pid: number): { total: number; complete: number; fns: Set<string> } {
+  const out = parseProfileJson(text);
+  let total = 0;
+  let complete = 0;
+  const fns = new Set<string>();
+  for (const e of out.entries.filter((x) => x.pid === pid)) {
+    total += e.count;
+    if (e.user?.complete) complete += e.count;
+    for (const f of e.user?.frames ?? []) if (f.symbol) fns.add(f.symbol);
+  }
+  return { total, complete, fns };
+}
+
+const why = unavailable();
+if (why) {
+  if (REQUIRE) t.fail(`DWUNW_REQUIRE_BPF=1 but ${why}`);
+  else t.pass(`profile tests skipped: ${why}`, { skip: why });
+} else {
+  t.test('-p PID -U -f: complete folded stacks', async (tt) => {
+    // hot runs until told to stop: the CLI can take seconds to start on a loaded machine
+    const h = start(hot, ['120']);
+    await sleep(300);
+    const r = await dwunw(['-p', String(h.child.pid), '-U', '-F', '499', '-f', '2']);
+    h.child.kill('SIGTERM');
+    await h.done;
+    tt.equal(r.status, 0, 'exit status 0');
+    const lines = r.stdout.split('\n').filter(Boolean);
+    tt.ok(lines.length >= 5, `${lines.length} folded lines`);
+    const bad = lines.filter((l) => !/^hot;(_start;__libc_start_main;__libc_start_call_main;main|clone3;start_thread;thread_main);.* \d+$/.test(l));
+    const badN = bad.reduce((a, l) => a + Number(l.slice(l.lastIndexOf(' ') + 1)), 0);
+    const all = lines.reduce((a, l) => a + Number(l.slice(l.lastIndexOf(' ') + 1)), 0);
+    tt.ok(badN / all <= 0.01, `complete from the root: ${all - badN}/${all} (${bad.slice(0, 3).join(' | ')})`);
+  });
+
+  t.test('--pprof: go tool pprof -top reads it', async (tt) => {
+    const dir = mkdtempSync(join(tmpdir(), 'dwunw-pprof-'));
+    try {
+      const file = join(dir, 'hot.pb.gz');
+      const r = await dwunw(['-F', '499', '--pprof', file, '--', hot, '2']);
+      tt.equal(r.status, 0, `exit status 0 ${r.stderr.slice(-300)}`);
+      tt.ok(existsSync(file) && statSync(file).size > 100, 'profile written');
+      tt.same([...readFileSync(file).subarray(0, 2)], [0x1f, 0x8b], 'gzip');
+      if (!existsSync('/usr/bin/go')) {
+        if (REQUIRE) tt.fail('go is not installed (golang-go)');
+        else tt.pass('go not installed: skipped', { skip: 'no go' });
+        return;
+      }
+      const go = await run('go', ['tool', 'pprof', '-top', '-nodecount=30', file], 120_000);
+      tt.equal(go.status, 0, `go tool pprof exit status 0 ${go.stderr.slice(-300)}`);
+      tt.match(go.stdout, /Type: cpu/, 'a CPU profile');
+      tt.match(go.stdout, /\bspin\b/, 'spin (the hot leaf) listed');
+      tt.match(go.stdout, /\bhotlib_leaf\b/, 'hotlib_leaf (libhot.so) listed');
+      const raw = await run('go', ['tool', 'pprof', '-raw', file], 120_000);
+      tt.match(raw.stdout, /Mappings\n[\s\S]*libhot\.so [0-9a-f]{40}/, 'mappings with build ids');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  t.test('--html: renders in headless Chromium', async (tt) => {
+    const dir = mkdtempSync(join(tmpdir(), 'dwunw-html-'));
+    try {
+      const file = join(dir, 'hot.html');
+      const r = await dwunw(['-F', '499', '--html', file, '--', hot, '2']);
+      tt.equal(r.status, 0, `exit status 0 ${r.stderr.slice(-300)}`);
+      const html = readFileSync(file, 'utf8');
+      tt.notMatch(html, /<script[^>]+src=/, 'no external script');
+      const chrome = ['--headless', '--no-sandbox', '--disable-gpu', '--enable-logging=stderr', '--v=0', '--window-size=1400,900', '--virtual-time-budget=3000'];
+      if (!existsSync('/usr/bin/chromium')) {
+        if (REQUIRE) tt.fail('chromium is not installed');
+        else tt.pass('chromium not installed: skipped', { skip: 'no chromium' });
+        return;
+      }
+      const dom = await run('chromium', [...chrome, '--dump-dom', `file://${file}`], 120_000);
+      tt.equal(dom.status, 0, 'chromium ran');
+      const consoleErrors = dom.stderr.split('\n').filter((l) => /CONSOLE/.test(l) && /error|Uncaught/i.test(l));
+      tt.same(consoleErrors, [], 'no console error');
+      tt.match(dom.stdout, /<svg[\s\S]*thread_work/, 'the flame graph drawn, thread_work in the DOM');
+      mkdirSync(shots, { recursive: true });
+      const png = join(shots, 'profile-flamegraph.png');
+      rmSync(png, { force: true });
+      const shot = await run('chromium', [...chrome, `--screenshot=${png}`, `file://${file}`], 120_000);
+      tt.equal(shot.status, 0, 'screenshot taken');
+      tt.ok(existsSync(png) && statSync(png).size > 10_000, `screenshot written: ${png}`);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  t.test('-a: a second process and a short-lived-process loop', async (tt) => {
+    const h = start(hot, ['120']);
+    const loop = start('/bin/sh', ['-c', 'while :; do /bin/true; done']);
+    await sleep(300);
+    const r = await dwunw(['-a', '-F', '199', '--json', '3']);
+    h.child.kill('SIGTERM');
+    loop.child.kill('SIGKILL');
+    await h.done;
+    await loop.done;
+    tt.equal(r.status, 0, 'exit status 0');
+    const out = parseProfileJson(r.stdout);
+    tt.ok(out.summary, 'summary');
+    tt.equal(out.summary?.samples, out.entries.reduce((a, e) => a + e.count, 0), 'every sample in an entry');
+    const mine = ofPid(r.stdout, h.child.pid!);
+    tt.ok(mine.total > 50 && mine.complete / mine.total >= 0.95, `hot: ${mine.complete}/${mine.total} complete`);
+    const comms = new Set(out.entries.map((e) => e.comm));
+    tt.ok(comms.has('sh') || comms.has('true') || comms.has('date'), `the loop seen (${[...comms].slice(0, 12).join(', ')})`);
+    tt.ok((out.summary?.processes ?? 0) >= 3, `processes seen: ${out.summary?.processes}`);
+    const lost = Object.values(out.summary?.lost ?? {}).reduce((a, b) => a + b, 0);
+    const stopped = Object.values(out.summary?.stopped ?? {}).reduce((a, b) => a + b, 0);
+    tt.pass(`-a: ${out.summary?.samples} samples, ${out.summary?.user_complete}/${out.summary?.user_samples} user stacks complete, lost ${lost}, stopped ${stopped} (${JSON.stringify(out.summary?.stopped)})`);
+  });
+
+  t.test('-p of a process in its own mount namespace, and of a deleted binary', async (tt) => {
+    const dir = mkdtempSync(join(tmpdir(), 'dwunw-ns-'));
+    try {
+      // a tmpfs only the namespace sees, holding copies of hot and libhot.so
+      const ns = start('unshare', ['-m', '--propagation', 'private', 'sh', '-c',
+        `mkdir -p ${dir}/m && mount -t tmpfs none ${dir}/m && cp ${hot} ${hotDir}/libhot.so ${dir}/m/ && exec ${dir}/m/hot 120`]);
+      const del = join(dir, 'del');
+      mkdirSync(del);
+      copyFileSync(hot, join(del, 'hot'));
+      copyFileSync(join(hotDir, 'libhot.so'), join(del, 'libhot.so'));
+      const d = start(join(del, 'hot'), ['120']);
+      await sleep(500);
+      unlinkSync(join(del, 'hot'));
+      unlinkSync(join(del, 'libhot.so'));
+      const nsPid = ns.child.pid!; // unshare and sh exec: the same process runs hot
+      tt.ok(nsPid > 0, `process in the namespace: ${nsPid}`);
+      tt.notOk(existsSync(`${dir}/m/hot`), 'its binary is not visible here');
+      const r = await dwunw(['-p', `${nsPid},${d.child.pid}`, '-U', '-F', '499', '--json', '2']);
+      ns.child.kill('SIGTERM');
+      d.child.kill('SIGTERM');
+      await ns.done;
+      await d.done;
+      tt.equal(r.status, 0, `exit status 0 ${r.stderr.slice(-300)}`);
+      for (const [what, pid] of [['mount namespace', nsPid], ['deleted binary', d.child.pid!]] as const) {
+        const m = ofPid(r.stdout, pid);
+        tt.ok(m.total > 20 && m.complete / m.total >= 0.95, `${what}: ${m.complete}/${m.total} complete`);
+        tt.ok(m.fns.has('chain_plain') && m.fns.has('hotlib_leaf'), `${what}: hot's and libhot.so's functions named`);
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+}

@@ -1,0 +1,205 @@
+// dwunw profile (bpf/profile.c) on fixtures/x86_64/hot (-O2 -fomit-frame-pointer, six known
+// chains, its own per-chain CPU time printed at exit): DWARF user stacks complete to _start /
+// thread start for >= 99 % of the samples, each chain's share of the samples within 5 points of
+// its measured share of the CPU time; frame-pointer mode reported beside it; and
+// `perf record --call-graph dwarf` on the same workload as the peer oracle, chain by chain (the
+// same frames from the chain's entry to its leaf, and its own shares against its run's split).
+//
+// Needs root, the kernel's BTF and BPF (and perf for the oracle): without them the checks are
+// skipped with the reason, unless DWUNW_REQUIRE_BPF=1 (CI), which makes that a failure.
+import { spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import t from 'tap';
+import { type PrEntry, parseProfileJson } from '../lib/profile.js';
+
+const root = fileURLToPath(new URL('..', import.meta.url));
+const profileBin = join(root, 'build', 'bpf', 'profile');
+const hot = join(root, 'fixtures', 'x86_64', 'build', 'hot');
+const REQUIRE = process.env.DWUNW_REQUIRE_BPF === '1';
+
+/** hot's chains: the function found in every stack of the chain, and its entry in hot's report. */
+const CHAINS: Record<string, string> = {
+  plain: 'chain_plain',
+  qsort: 'chain_qsort',
+  recurse: 'chain_recurse',
+  lib: 'chain_lib',
+  signal: 'chain_signal',
+  thread: 'thread_main',
+};
+
+interface Run {
+  status: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+function run(cmd: string, args: string[], timeoutMs = 60_000): Promise<Run> {
+  return new Promise((resolve) => {
+    const child = spawn(cmd, args, { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
+    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d));
+    child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
+    child.on('close', (status) => {
+      clearTimeout(timer);
+      resolve({ status, stdout, stderr });
+    });
+  });
+}
+
+/** hot's own report: {"pid":N,"cpu_ns":{chain: ns}}. */
+function hotReport(text: string): { pid: number; cpu_ns: Record<string, number> } | null {
+  const line = text.split('\n').find((l) => l.startsWith('{"pid":') && l.includes('"cpu_ns"'));
+  return line ? (JSON.parse(line) as { pid: number; cpu_ns: Record<string, number> }) : null;
+}
+
+const cpuShares = (cpu: Record<string, number>): Record<string, number> => {
+  const total = Object.keys(CHAINS).reduce((a, c) => a + (cpu[c] ?? 0), 0);
+  return Object.fromEntries(Object.keys(CHAINS).map((c) => [c, (cpu[c] ?? 0) / total]));
+};
+
+/** A stack's names leaf first, and the part from the leaf up to the chain's marker. */
+const names = (e: PrEntry): string[] => (e.user?.frames ?? []).map((f) => f.symbol ?? '?');
+function chainOf(ns: string[]): string | null {
+  for (const [c, m] of Object.entries(CHAINS)) if (ns.includes(m)) return c;
+  return null;
+}
+const toMarker = (ns: string[], marker: string): string => ns.slice(0, ns.indexOf(marker) + 1).join(';');
+
+/** Samples per chain, and per chain the most frequent leaf..marker frame list. */
+function byChain(samples: { names: string[]; count: number }[]) {
+  const counts: Record<string, number> = {};
+  const paths: Record<string, Map<string, number>> = {};
+  let total = 0;
+  for (const s of samples) {
+    total += s.count;
+    const c = chainOf(s.names);
+    if (!c) continue;
+    counts[c] = (counts[c] ?? 0) + s.count;
+    const p = toMarker(s.names, CHAINS[c]!);
+    (paths[c] ??= new Map()).set(p, (paths[c]!.get(p) ?? 0) + s.count);
+  }
+  const top = Object.fromEntries(Object.entries(paths).map(([c, m]) => [c, [...m].sort((a, b) => b[1] - a[1])[0]![0]]));
+  return { counts, total, top };
+}
+
+/*
+ * Frame lists equal up to naming: perf names glibc functions by their internal aliases
+ * (__GI___qsort_r for qsort_r), keeps or drops compiler suffixes (.part.0), and names
+ * __restore_rt [unknown]; glibc's merge sort recurses to a data-dependent depth (runs of
+ * msort_with_tmp are compared once).
+ */
+function sameFrames(a: string, b: string): boolean {
+  const norm = (p: string): string[] =>
+    p
+      .split(';')
+      .map((n) => n.replace(/^__GI_+/, '').replace(/\.(part|isra|constprop|cold)\.\d+$/, ''))
+      .filter((n, i, v) => !(n.startsWith('msort_with_tmp') && v[i - 1]?.startsWith('msort_with_tmp')));
+  const x = norm(a);
+  const y = norm(b);
+  return x.length === y.length && x.every((n, i) => n === y[i] || y[i] === '[unknown]' || x[i] === '[unknown]');
+}
+
+function unavailable(): string | null {
+  if (process.platform !== 'linux' || process.arch !== 'x64') return 'needs Linux on x86_64';
+  if (process.getuid?.() !== 0) return 'not root (profile needs CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE)';
+  if (!existsSync('/sys/kernel/btf/vmlinux')) return 'the kernel has no BTF (/sys/kernel/btf/vmlinux)';
+  if (!existsSync(profileBin)) return `${profileBin} is not built (make bpf)`;
+  if (!existsSync(hot)) return `${hot} is not built (make fixtures)`;
+  return null;
+}
+
+const why = unavailable();
+if (why) {
+  if (REQUIRE) t.fail(`DWUNW_REQUIRE_BPF=1 but ${why}`);
+  else t.pass(`profile tests skipped: ${why}`, { skip: why });
+} else {
+  let dwarfTop: Record<string, string> = {};
+
+  t.test('dwarf: complete stacks, chain shares match the measured CPU split', async (tt) => {
+    const r = await run(profileBin, ['-U', '-F', '999', '--json', '--', hot, '4']);
+    tt.equal(r.status, 0, `exit status 0 ${r.stderr}`);
+    const rep = hotReport(r.stdout);
+    if (!rep) return void tt.fail(`no report from hot in: ${r.stdout.slice(-500)}`);
+    const out = parseProfileJson(r.stdout);
+    tt.ok(out.summary, 'a summary line in the JSON');
+    const mine = out.entries.filter((e) => e.pid === rep.pid);
+    const total = mine.reduce((a, e) => a + e.count, 0);
+    const complete = mine.filter((e) => e.user?.complete).reduce((a, e) => a + e.count, 0);
+    tt.ok(total >= 300, `enough samples of hot (${total})`);
+    tt.ok(complete / total >= 0.99, `>= 99 % complete to _start/thread start: ${complete}/${total}`);
+    tt.equal(out.summary?.samples, out.entries.reduce((a, e) => a + e.count, 0), 'every sample counted in an entry (none dropped)');
+    tt.match(r.stderr, /user stacks: \d+, \d+\.\d% complete to _start\/__libc_start_main\/thread start \(dwarf\)/, 'summary line');
+    tt.match(r.stderr, /profile: self: CPU [\d.]+ s .* max RSS [\d.]+ MiB; \d+ processes, \d+ modules seen/, 'own CPU/RSS line');
+    const bc = byChain(mine.map((e) => ({ names: names(e), count: e.count })));
+    const cpu = cpuShares(rep.cpu_ns);
+    for (const c of Object.keys(CHAINS)) {
+      const share = (bc.counts[c] ?? 0) / total;
+      tt.ok(Math.abs(share - cpu[c]!) <= 0.05, `${c}: ${(100 * share).toFixed(1)} % of samples vs ${(100 * cpu[c]!).toFixed(1)} % of CPU`);
+    }
+    // the chains' frames as hot builds them
+    tt.match(bc.top.plain, /^spin;plain_leaf;plain_b;plain_a;chain_plain$/, 'plain chain');
+    tt.match(bc.top.qsort, /^spin;cmp_work;(qsort_cmp;)?(msort_with_tmp[^;]*;)+qsort_r;chain_qsort$/, 'qsort callback through glibc');
+    tt.equal(bc.top.recurse?.split(';').filter((n) => n === 'recurse').length, 26, 'recursion 26 frames deep');
+    tt.match(bc.top.lib, /^hotlib_leaf;hotlib_work;chain_lib$/, 'shared library chain');
+    tt.match(bc.top.signal, /^spin;signal_work;on_signal;__restore_rt;.*chain_signal$/, 'through the signal frame');
+    tt.match(bc.top.thread, /^spin;thread_work;thread_main$/, 'second thread');
+    const libMod = mine.find((e) => names(e).includes('hotlib_leaf'))?.user?.frames.find((f) => f.symbol === 'hotlib_leaf')?.module;
+    tt.match(libMod ?? '', /libhot\.so$/, 'hotlib_leaf in libhot.so');
+    dwarfTop = bc.top;
+  });
+
+  t.test('fp mode: reported for comparison', async (tt) => {
+    const r = await run(profileBin, ['-U', '-F', '999', '--unwind=fp', '--json', '--', hot, '2']);
+    tt.equal(r.status, 0, 'exit status 0');
+    const rep = hotReport(r.stdout);
+    const out = parseProfileJson(r.stdout);
+    const mine = out.entries.filter((e) => e.pid === rep?.pid);
+    const total = mine.reduce((a, e) => a + e.count, 0);
+    const complete = mine.filter((e) => e.user?.complete).reduce((a, e) => a + e.count, 0);
+    tt.equal(out.summary?.unwind, 'fp', 'summary says fp');
+    tt.ok(mine.every((e) => !e.user || e.user.kind === 'fp' || e.user.kind === 'none'), 'frame-pointer stacks');
+    tt.match(r.stderr, /complete to _start\/__libc_start_main\/thread start \(fp\)/, 'summary line names fp');
+    tt.pass(`fp: ${complete}/${total} samples complete (${total ? ((100 * complete) / total).toFixed(1) : 0} %); dwarf >= 99 %`);
+  });
+
+  t.test('perf record --call-graph dwarf: the peer oracle, chain by chain', async (tt) => {
+    const perf = await run('perf', ['--version']);
+    if (perf.status !== 0) {
+      if (REQUIRE) tt.fail('perf is not installed (linux-perf)');
+      else tt.pass('perf not installed: skipped', { skip: 'no perf' });
+      return;
+    }
+    const dir = mkdtempSync(join(tmpdir(), 'dwunw-perf-'));
+    try {
+      const data = join(dir, 'perf.data');
+      const rec = await run('perf', ['record', '-q', '-F', '999', '--call-graph', 'dwarf,16384', '-o', data, '--', hot, '3'], 120_000);
+      tt.equal(rec.status, 0, `perf record ran ${rec.stderr.slice(-300)}`);
+      const rep = hotReport(rec.stdout);
+      const sc = await run('perf', ['script', '-i', data, '-F', 'pid,tid,ip,sym'], 120_000);
+      tt.equal(sc.status, 0, 'perf script ran');
+      const samples: { names: string[]; count: number }[] = [];
+      for (const block of sc.stdout.split(/\n\s*\n/)) {
+        const lines = block.split('\n').filter((l) => l.trim());
+        if (!lines.length || !new RegExp(`^\\s*${rep?.pid}/`).test(lines[0]!)) continue;
+        samples.push({ names: lines.slice(1).map((l) => l.trim().split(/\s+/)[1] ?? '?'), count: 1 });
+      }
+      const bc = byChain(samples);
+      const complete = samples.filter((s) => ['_start', 'clone3', '__clone3'].includes(s.names[s.names.length - 1]!)).length;
+      tt.ok(bc.total >= 200, `perf samples of hot: ${bc.total}`);
+      tt.ok(complete / bc.total >= 0.95, `perf: ${complete}/${bc.total} complete`);
+      const cpu = cpuShares(rep!.cpu_ns);
+      for (const c of Object.keys(CHAINS)) {
+        const share = (bc.counts[c] ?? 0) / bc.total;
+        tt.ok(Math.abs(share - cpu[c]!) <= 0.05, `perf ${c}: ${(100 * share).toFixed(1)} % of samples vs ${(100 * cpu[c]!).toFixed(1)} % of CPU`);
+        if (dwarfTop[c]) tt.ok(sameFrames(dwarfTop[c]!, bc.top[c] ?? ''), `${c}: same frames as perf (dwunw ${dwarfTop[c]}; perf ${bc.top[c]})`);
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+}
