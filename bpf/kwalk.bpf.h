@@ -568,6 +568,8 @@ static __always_inline int kw_is_code(__u64 addr)
 #define KW_MODE_MAIN  0
 #define KW_MODE_PEER  1            /* binary search over full pcs (the peer) */
 #define KW_MODE_BENCH 2            /* the block index, walk only (timing) */
+#define KW_MODE_BENCH1 3           /* the same, one frame only (the fixed cost per sample) */
+#define KW_MODE_PEER1 4            /* the peer, one frame only */
 
 /*
  * Walk the user stack of `regs` (the current task's) into the per-CPU scratch. Returns the
@@ -583,7 +585,7 @@ static __always_inline struct kw_scratch *kw_walk(struct kw_walk *w, struct pt_r
 	__builtin_memset(w, 0, sizeof(*w));
 	w->status = KW_ST_MAX;
 	w->stop_rule = ~0u;
-	w->peer = mode == KW_MODE_PEER;
+	w->peer = mode == KW_MODE_PEER || mode == KW_MODE_PEER1;
 #if KW_ARM64
 	for (int i = 0; i < 31; i++)
 		w->rs.regs[i] = regs->regs[i];
@@ -623,6 +625,8 @@ static __always_inline struct kw_scratch *kw_walk(struct kw_walk *w, struct pt_r
 	w->proc = bpf_map_lookup_elem(&kw_procs, &pid);
 	if (max > KW_MAX_FRAMES || max == 0)
 		max = KW_MAX_FRAMES;
+	if (mode == KW_MODE_BENCH1 || mode == KW_MODE_PEER1)
+		max = 1;
 	bpf_loop(max, kw_frame_cb, w, 0);
 	if (w->status == KW_ST_MAX) {
 		w->status = KW_ST_DEPTH;
@@ -633,7 +637,11 @@ static __always_inline struct kw_scratch *kw_walk(struct kw_walk *w, struct pt_r
 	 * chain (a garbage return address past the outermost frame). Once per walk, not per frame. */
 	if (w->status == KW_ST_NO_MAPPING && w->n > 1 && !kw_is_code(w->stop_addr))
 		w->status = KW_ST_NO_CODE;
-	if (mode == KW_MODE_BENCH) {
+	if (mode == KW_MODE_BENCH1) {
+		kw_count(KW_C_BENCH1_SAMPLES, 1);
+	} else if (mode == KW_MODE_PEER1) {
+		kw_count(KW_C_PEER1_SAMPLES, 1);
+	} else if (mode == KW_MODE_BENCH) {
 		kw_count(KW_C_BENCH_SAMPLES, 1);
 		kw_count(KW_C_BENCH_FRAMES, w->n);
 	} else if (mode == KW_MODE_PEER) {
@@ -660,7 +668,7 @@ static __always_inline void kw_walk_done(struct kw_scratch *s)
 }
 
 static __always_inline void kw_event_fill(struct kw_event *ev, struct kw_walk *w, struct kw_scratch *s,
-					  __u32 pid, __u32 tid, __u32 flags)
+					  __u32 pid, __u32 tid, __u32 flags, __u64 cookie, __s64 aux)
 {
 	ev->h.kind = KW_KIND_EVENT;
 	ev->h.hdr_size = sizeof(struct kw_event);
@@ -668,6 +676,8 @@ static __always_inline void kw_event_fill(struct kw_event *ev, struct kw_walk *w
 	ev->pid = pid;
 	ev->tid = tid;
 	ev->ts = bpf_ktime_get_ns();
+	ev->cookie = cookie;
+	ev->aux = aux;
 	ev->flags = flags;
 	ev->nframes = w->n > KW_MAX_FRAMES ? KW_MAX_FRAMES : w->n;
 	ev->status = w->status;
@@ -687,10 +697,11 @@ static __always_inline void kw_event_fill(struct kw_event *ev, struct kw_walk *w
 /*
  * Walk and emit one event on cap_ringbuf: the walker's frames alone when the walk completed,
  * with the snapshot (registers + `room` bytes of stack, a constant) when it stopped short or
- * when `always_snapshot` (the differential test). Evaluates to the walk's status (enum
+ * when `always_snapshot` (the differential test). `cookie` and `aux` go into the event and its
+ * snapshot, as cap_snapshot()'s do. Evaluates to the walk's status (enum
  * kw_status); an event that could not be output is counted (KW_C_LOST).
  */
-#define KW_EMIT(ctx, regs, always_snapshot, room)                                                  \
+#define KW_EMIT(ctx, regs, always_snapshot, room, cookie, aux)                                     \
 	({                                                                                         \
 		struct kw_walk __w;                                                                \
 		__u64 __pt = bpf_get_current_pid_tgid();                                           \
@@ -701,7 +712,7 @@ static __always_inline void kw_event_fill(struct kw_event *ev, struct kw_walk *w
 			struct kw_event *__ev = bpf_ringbuf_reserve(&cap_ringbuf,                  \
 					offsetof(struct kw_event, snap), 0);                       \
 			if (__ev) {                                                                \
-				kw_event_fill(__ev, &__w, __s, __pid, __tid, 0);                   \
+				kw_event_fill(__ev, &__w, __s, __pid, __tid, 0, (cookie), (aux));  \
 				bpf_ringbuf_submit(__ev, cap_rb_wakeup());                         \
 			} else {                                                                   \
 				__err = -ENOSPC;                                                   \
@@ -713,11 +724,12 @@ static __always_inline void kw_event_fill(struct kw_event *ev, struct kw_walk *w
 				__u32 __fl = 0;                                                    \
 				__u64 __n, __sp = cap_regs_sp(regs);                               \
 				int __known = cap_stack_avail(NULL, __sp, (room), &__n, &__fl);    \
-				kw_event_fill(__ev, &__w, __s, __pid, __tid, KW_EV_SNAPSHOT);      \
+				kw_event_fill(__ev, &__w, __s, __pid, __tid, KW_EV_SNAPSHOT,       \
+					      (cookie), (aux));                                    \
 				__ev->snap.stack_size = cap_read_stack(__ev->snap.stack, (room),   \
 						__sp, __n, __known, &__fl, NULL);                  \
 				__ev->snap.want = (room);                                          \
-				cap_fill(&__ev->snap, (regs), 0, 0, __fl, NULL);                   \
+				cap_fill(&__ev->snap, (regs), (cookie), (aux), __fl, NULL);        \
 				bpf_ringbuf_submit(__ev, cap_rb_wakeup());                         \
 			} else {                                                                   \
 				__err = -ENOSPC;                                                   \

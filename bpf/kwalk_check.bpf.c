@@ -48,7 +48,7 @@ int kc_uprobe(struct pt_regs *ctx)
 {
 	if (!kc_target())
 		return 0;
-	kc_after(KW_EMIT(ctx, ctx, always_snapshot, KC_WINDOW));
+	kc_after(KW_EMIT(ctx, ctx, always_snapshot, KC_WINDOW, 0, 0));
 	return 0;
 }
 
@@ -60,7 +60,7 @@ int kc_perf(struct bpf_perf_event_data *ctx)
 	if (!kc_target())
 		return 0;
 	regs = kc_user_regs();
-	kc_after(KW_EMIT(ctx, regs, always_snapshot, KC_WINDOW));
+	kc_after(KW_EMIT(ctx, regs, always_snapshot, KC_WINDOW, 0, 0));
 	return 0;
 }
 
@@ -102,5 +102,37 @@ int kc_peer_perf(struct bpf_perf_event_data *ctx)
 {
 	if (kc_target())
 		kc_walk_only(kc_user_regs(), KW_MODE_PEER);
+	return 0;
+}
+
+SEC("uprobe")
+int kc_bench1_uprobe(struct pt_regs *ctx)
+{
+	if (kc_target())
+		kc_walk_only(ctx, KW_MODE_BENCH1);
+	return 0;
+}
+
+SEC("perf_event")
+int kc_bench1_perf(struct bpf_perf_event_data *ctx)
+{
+	if (kc_target())
+		kc_walk_only(kc_user_regs(), KW_MODE_BENCH1);
+	return 0;
+}
+
+SEC("uprobe")
+int kc_peer1_uprobe(struct pt_regs *ctx)
+{
+	if (kc_target())
+		kc_walk_only(ctx, KW_MODE_PEER1);
+	return 0;
+}
+
+SEC("perf_event")
+int kc_peer1_perf(struct bpf_perf_event_data *ctx)
+{
+	if (kc_target())
+		kc_walk_only(kc_user_regs(), KW_MODE_PEER1);
 	return 0;
 }

@@ -33,6 +33,7 @@
 #include "dwunw.h"
 #include "capture_user.h"
 #include "kwalk_check.h"
+#include "kwalk_event.h"
 #include "kwalk_user.h"
 #include "kwalk_check.skel.h"
 
@@ -53,6 +54,7 @@ static struct {
 	int nuprobes;
 	int no_perf;
 	int stop_unknown;
+	int preload;
 	char **cmd;
 } opt = { .freq = 997, .duration = 10, .frames = KW_MAX_FRAMES, .peer = 1, .max_diffs = 20 };
 
@@ -69,6 +71,8 @@ static const struct argp_option options[] = {
 	  "(a file offset) (repeatable)", 0 },
 	{ "no-perf", 'n', NULL, 0, "No cpu-clock sampling (uprobes only)", 0 },
 	{ "max-diffs", 'm', "N", 0, "Print at most N differences (default 20)", 0 },
+	{ "preload", 'p', NULL, 0, "Load the tables of the command and of the libraries ldd lists "
+	  "before it starts", 0 },
 	{ "stop-unknown", 's', NULL, 0, "Stop the process at a sample whose mappings are not loaded, "
 	  "continue it once they are (short runs)", 0 },
 	{},
@@ -87,6 +91,7 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 	case 'P': opt.peer = 0; break;
 	case 'n': opt.no_perf = 1; break;
 	case 's': opt.stop_unknown = 1; break;
+	case 'p': opt.preload = 1; break;
 	case 'm': opt.max_diffs = atoi(arg); break;
 	case 'u':
 		if (opt.nuprobes >= KC_MAX_UPROBES || !strchr(arg, ':'))
@@ -125,6 +130,8 @@ static struct {
 	uint64_t by_status[KW_ST_MAX];
 	uint64_t frames_walker, frames_lib;
 	uint64_t signal_frames, vdso_events, deep_events, max_frames;
+	uint64_t hybrid_kernel, hybrid_snapshot, hybrid_mismatch;
+	struct kw_event_scratch hs;
 	int tids[64];
 	int ntids;
 	uint64_t last_reload_ns;
@@ -331,8 +338,67 @@ static int on_record(void *ctx, const void *data, size_t size)
 		S.differences++;
 		print_diff(ev, lf, ln, lerr, at);
 	}
+	/* What a tool's consumer (kw_event_stack) makes of this event: the walker's pcs when the walk
+	 * completed, else libdwunw's unwinding of the snapshot carried along. */
+	{
+		uint64_t hp[KC_LIB_FRAMES];
+		size_t hn = KC_LIB_FRAMES;
+		int from = kw_event_stack(NULL, &S.ctx, data, size, hp, &hn, &S.hs);
+		int ok = from > 0;
+
+		if (from == KW_FROM_KERNEL) {
+			S.hybrid_kernel++;
+			ok = hn == n;
+			for (size_t i = 0; ok && i < hn; i++)
+				ok = hp[i] == ev->pcs[i];
+		} else if (from == KW_FROM_SNAPSHOT) {
+			S.hybrid_snapshot++;
+			ok = hn == ln;
+			for (size_t i = 0; ok && i < hn; i++)
+				ok = hp[i] == lf[i].pc;
+		}
+		if (!ok)
+			S.hybrid_mismatch++;
+	}
 	dwunw_module_cache_release(&S.ctx, lf, ln);
 	return 0;
+}
+
+/* The command's executable and what `ldd` says it loads: into the maps before it starts. */
+static void preload(const char *cmd)
+{
+	char line[1300], exe[1024], q[1200], *p, *e;
+	FILE *f;
+
+	snprintf(q, sizeof(q), "command -v '%s'", cmd);
+	f = popen(q, "r");
+	if (!f)
+		return;
+	exe[0] = 0;
+	if (!fgets(exe, sizeof(exe), f))
+		exe[0] = 0;
+	pclose(f);
+	exe[strcspn(exe, "\n")] = 0;
+	if (!exe[0] || !realpath(exe, q))
+		return;
+	kw_preload_file(S.kl, q);
+	snprintf(line, sizeof(line), "ldd '%s' 2>/dev/null", q);
+	f = popen(line, "r");
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		/* "\tlibc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x...)" or "\t/lib64/ld-linux... (0x...)" */
+		p = strchr(line, '/');
+		if (!p)
+			continue;
+		e = strstr(p, " (");
+		if (e)
+			*e = 0;
+		p[strcspn(p, "\n")] = 0;
+		if (realpath(p, exe))
+			kw_preload_file(S.kl, exe);
+	}
+	pclose(f);
 }
 
 /* ---- Attaching ---------------------------------------------------------------------------- */
@@ -353,17 +419,20 @@ static int perf_open(int pid, int cpu, unsigned freq)
 }
 
 struct links {
-	struct bpf_link *l[4 * 256 + 3 * KC_MAX_UPROBES];
+	struct bpf_link *l[5 * 256 + 5 * KC_MAX_UPROBES];
 	int n;
-	int fds[3 * 256];
+	int fds[5 * 256];
 	int nfds;
 };
 
 static int attach_all(struct kwalk_check_bpf *skel, int pid, struct links *L)
 {
-	struct bpf_program *perf_progs[3] = { skel->progs.kc_perf, skel->progs.kc_bench_perf, skel->progs.kc_peer_perf };
-	struct bpf_program *up_progs[3] = { skel->progs.kc_uprobe, skel->progs.kc_bench_uprobe, skel->progs.kc_peer_uprobe };
-	int nprogs = opt.peer ? 3 : 2, ncpu = libbpf_num_possible_cpus();
+	/* the peer's programs last: --no-peer attaches the first three */
+	struct bpf_program *perf_progs[5] = { skel->progs.kc_perf, skel->progs.kc_bench_perf, skel->progs.kc_bench1_perf,
+					      skel->progs.kc_peer_perf, skel->progs.kc_peer1_perf };
+	struct bpf_program *up_progs[5] = { skel->progs.kc_uprobe, skel->progs.kc_bench_uprobe, skel->progs.kc_bench1_uprobe,
+					    skel->progs.kc_peer_uprobe, skel->progs.kc_peer1_uprobe };
+	int nprogs = opt.peer ? 5 : 3, ncpu = libbpf_num_possible_cpus();
 
 	if (!opt.no_perf) {
 		for (int cpu = 0; cpu < ncpu && cpu < 256; cpu++) {
@@ -458,7 +527,7 @@ int main(int argc, char **argv)
 	struct kwalk_check_bpf *skel = NULL;
 	struct dwunw_cap_reader *rd = NULL;
 	static struct links L;
-	struct prog_fig main_f = {}, bench_f = {}, peer_f = {};
+	struct prog_fig main_f = {}, bench_f = {}, peer_f = {}, bench1_f = {}, peer1_f = {};
 	struct kw_stats ks;
 	uint64_t c[KW_C_MAX], t0;
 	int go[2], stats_fd, status = 0, exited = 0, rc = 1;
@@ -508,6 +577,8 @@ int main(int argc, char **argv)
 	if (!opt.peer) {
 		bpf_program__set_autoload(skel->progs.kc_peer_perf, false);
 		bpf_program__set_autoload(skel->progs.kc_peer_uprobe, false);
+		bpf_program__set_autoload(skel->progs.kc_peer1_perf, false);
+		bpf_program__set_autoload(skel->progs.kc_peer1_uprobe, false);
 	}
 	if (kwalk_check_bpf__load(skel)) {
 		fprintf(stderr, "kwalk-check: load: %s\n", strerror(errno));
@@ -519,6 +590,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "kwalk-check: loader/libdwunw init failed\n");
 		goto out;
 	}
+	if (opt.preload)
+		preload(opt.cmd[0]);
 	rd = dwunw_cap_reader_new(skel->obj, 0, 0, on_record, NULL);
 	if (!rd || attach_all(skel, pid, &L))
 		goto out;
@@ -527,8 +600,12 @@ int main(int argc, char **argv)
 	close(go[1]);
 	t0 = now_ns();
 	for (;;) {
-		if (dwunw_cap_reader_poll(rd, 20) == 0 && opt.stop_unknown)
-			kill(pid, SIGCONT); /* a stop whose event was lost must not hang the run */
+		dwunw_cap_reader_poll(rd, 20);
+		/* Every stop's event was handled in the poll (tables loaded, then SIGCONT); continue
+		 * again anyway: a stop delivered after its SIGCONT (the signal is sent from the BPF
+		 * program asynchronously) must not hang the run. */
+		if (opt.stop_unknown)
+			kill(pid, SIGCONT);
 		if (!exited && waitpid(pid, &status, WNOHANG) == pid)
 			exited = 1;
 		if (exited)
@@ -549,9 +626,13 @@ int main(int argc, char **argv)
 	prog_fig(skel->progs.kc_uprobe, &main_f);
 	prog_fig(skel->progs.kc_bench_perf, &bench_f);
 	prog_fig(skel->progs.kc_bench_uprobe, &bench_f);
+	prog_fig(skel->progs.kc_bench1_perf, &bench1_f);
+	prog_fig(skel->progs.kc_bench1_uprobe, &bench1_f);
 	if (opt.peer) {
 		prog_fig(skel->progs.kc_peer_perf, &peer_f);
 		prog_fig(skel->progs.kc_peer_uprobe, &peer_f);
+		prog_fig(skel->progs.kc_peer1_perf, &peer1_f);
+		prog_fig(skel->progs.kc_peer1_uprobe, &peer1_f);
 	}
 	counters(skel->obj, c);
 	kw_get_stats(S.kl, &ks);
@@ -562,20 +643,27 @@ int main(int argc, char **argv)
 		double krow = ratio((double)(ks.rows * 4 + ks.blocks * 4), (double)ks.src_rows);
 		double b_fps = ratio((double)c[KW_C_BENCH_FRAMES], (double)c[KW_C_BENCH_SAMPLES]);
 		double p_fps = ratio((double)c[KW_C_PEER_FRAMES], (double)c[KW_C_PEER_SAMPLES]);
+		/* the cost of one frame more: (full walk - one-frame walk) / (frames - 1), per sample */
+		double b_first = ratio((double)bench1_f.run_ns, (double)bench1_f.run_cnt);
+		double p_first = ratio((double)peer1_f.run_ns, (double)peer1_f.run_cnt);
+		double b_extra = b_fps > 1 ? (ratio((double)bench_f.run_ns, (double)bench_f.run_cnt) - b_first) / (b_fps - 1) : 0;
+		double p_extra = p_fps > 1 ? (ratio((double)peer_f.run_ns, (double)peer_f.run_cnt) - p_first) / (p_fps - 1) : 0;
 		unsigned long long lost = c[KW_C_LOST];
 
 		if (opt.json) {
 			printf("{\"command\":\"%s\",\"exit\":%d,\"events\":%llu,\"identical\":%llu,\"identical_pct\":%.3f,"
 			       "\"differences\":%llu,\"fallback\":%llu,\"complete\":%llu,\"snapshot_short\":%llu,\"lost\":%llu,"
 			       "\"no_snapshot\":%llu,\"signal_frames\":%llu,\"vdso_events\":%llu,\"deep_events\":%llu,"
-			       "\"max_frames\":%llu,\"threads\":%d,\"by_status\":{",
+			       "\"max_frames\":%llu,\"threads\":%d,\"hybrid_kernel\":%llu,\"hybrid_snapshot\":%llu,"
+			       "\"hybrid_mismatch\":%llu,\"by_status\":{",
 			       opt.cmd[0], exited == 2 ? -1 : WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status),
 			       (unsigned long long)S.events, (unsigned long long)S.identical, ident_pct,
 			       (unsigned long long)S.differences, (unsigned long long)S.fallback,
 			       (unsigned long long)S.complete, (unsigned long long)S.snapshot_short, lost,
 			       (unsigned long long)S.no_lib, (unsigned long long)S.signal_frames,
 			       (unsigned long long)S.vdso_events, (unsigned long long)S.deep_events,
-			       (unsigned long long)S.max_frames, S.ntids);
+			       (unsigned long long)S.max_frames, S.ntids, (unsigned long long)S.hybrid_kernel,
+			       (unsigned long long)S.hybrid_snapshot, (unsigned long long)S.hybrid_mismatch);
 			for (int i = 0, first = 1; i < KW_ST_MAX; i++)
 				if (S.by_status[i]) {
 					printf("%s\"%s\":%llu", first ? "" : ",", kw_status_name(i),
@@ -594,7 +682,8 @@ int main(int argc, char **argv)
 			       "\"bytes_per_row\":%.3f,\"row_index_bytes_per_row\":%.3f,\"map_bytes\":%llu,\"verifier_insns\":%u,"
 			       "\"fallback_pct\":%.3f,\"samples\":%llu,\"src_rows\":%llu,\"rows\":%llu,\"blocks\":%llu,"
 			       "\"rules\":%llu,\"unsupported_rules\":%llu,\"modules\":%llu,\"evictions\":%llu,"
-			       "\"skipped_modules\":%llu,\"emit_ns_per_sample\":%.1f,\"emit_verifier_insns\":%u}",
+			       "\"skipped_modules\":%llu,\"emit_ns_per_sample\":%.1f,\"emit_verifier_insns\":%u,"
+			       "\"ns_first_frame\":%.1f,\"ns_per_extra_frame\":%.1f}",
 			       ratio((double)bench_f.run_ns, (double)bench_f.run_cnt),
 			       ratio((double)bench_f.run_ns, (double)c[KW_C_BENCH_FRAMES]), b_fps, bpr, krow,
 			       (unsigned long long)ks.map_bytes, bench_f.insns, fb_pct,
@@ -602,28 +691,31 @@ int main(int argc, char **argv)
 			       (unsigned long long)ks.rows, (unsigned long long)ks.blocks, (unsigned long long)ks.rules,
 			       (unsigned long long)ks.unsup_rules, (unsigned long long)ks.modules,
 			       (unsigned long long)ks.evictions, (unsigned long long)ks.skipped,
-			       ratio((double)main_f.run_ns, (double)main_f.run_cnt), main_f.insns);
+			       ratio((double)main_f.run_ns, (double)main_f.run_cnt), main_f.insns, b_first, b_extra);
 			if (opt.peer)
 				printf(",\"peer\":{\"ns_per_sample\":%.1f,\"ns_per_frame\":%.1f,\"frames_per_sample\":%.2f,"
-				       "\"bytes_per_row\":%.3f,\"verifier_insns\":%u,\"fallback_pct\":%.3f,\"samples\":%llu}",
+				       "\"bytes_per_row\":%.3f,\"verifier_insns\":%u,\"fallback_pct\":%.3f,\"samples\":%llu,"
+				       "\"ns_first_frame\":%.1f,\"ns_per_extra_frame\":%.1f}",
 				       ratio((double)peer_f.run_ns, (double)peer_f.run_cnt),
 				       ratio((double)peer_f.run_ns, (double)c[KW_C_PEER_FRAMES]), p_fps,
 				       ratio((double)(ks.rows * 8) + (double)ks.rules * sizeof(struct kw_rule), (double)ks.src_rows),
 				       peer_f.insns, 100.0 * ratio((double)c[KW_C_PEER_FALLBACK], (double)c[KW_C_PEER_SAMPLES]),
-				       (unsigned long long)c[KW_C_PEER_SAMPLES]);
+				       (unsigned long long)c[KW_C_PEER_SAMPLES], p_first, p_extra);
 			printf(",\"bpf_stats\":%s}\n", stats_fd >= 0 ? "true" : "false");
 		} else {
 			printf("%s: %llu events, %llu identical (%.3f%%), %llu differences, %llu fell back (%.3f%%), "
 			       "%llu lost\n", opt.cmd[0], (unsigned long long)S.events, (unsigned long long)S.identical,
 			       ident_pct, (unsigned long long)S.differences, (unsigned long long)S.fallback, fb_pct, lost);
-			printf("walker: %.0f ns/sample, %.1f ns/frame, %.1f frames/sample, %.2f B/row, %llu map bytes, "
-			       "%u insns verified\n", ratio((double)bench_f.run_ns, (double)bench_f.run_cnt),
-			       ratio((double)bench_f.run_ns, (double)c[KW_C_BENCH_FRAMES]), b_fps, bpr,
+			printf("walker: %.0f ns/sample, %.1f ns/frame (first %.0f, then %.1f each), %.1f frames/sample, "
+			       "%.2f B/row, %llu map bytes, %u insns verified\n",
+			       ratio((double)bench_f.run_ns, (double)bench_f.run_cnt),
+			       ratio((double)bench_f.run_ns, (double)c[KW_C_BENCH_FRAMES]), b_first, b_extra, b_fps, bpr,
 			       (unsigned long long)ks.map_bytes, bench_f.insns);
 			if (opt.peer)
-				printf("peer (binary search): %.0f ns/sample, %.1f ns/frame, %.1f frames/sample, %u insns\n",
-				       ratio((double)peer_f.run_ns, (double)peer_f.run_cnt),
-				       ratio((double)peer_f.run_ns, (double)c[KW_C_PEER_FRAMES]), p_fps, peer_f.insns);
+				printf("peer (binary search): %.0f ns/sample, %.1f ns/frame (first %.0f, then %.1f each), "
+				       "%.1f frames/sample, %u insns\n", ratio((double)peer_f.run_ns, (double)peer_f.run_cnt),
+				       ratio((double)peer_f.run_ns, (double)c[KW_C_PEER_FRAMES]), p_first, p_extra, p_fps,
+				       peer_f.insns);
 			for (int i = 0; i < S.nsites; i++) {
 				char r[160];
 				kw_rule_text(S.kl, S.sites[i].rule, r, sizeof(r));
@@ -648,5 +740,6 @@ out:
 		dwunw_shutdown(&S.ctx);
 	kwalk_check_bpf__destroy(skel);
 	free(S.buf);
+	free(S.hs.buf);
 	return rc;
 }

@@ -157,6 +157,8 @@ struct kw_event {
 	__u32 pid;
 	__u32 tid;
 	__u64 ts;
+	__u64 cookie;              /* caller-defined, as cap_record's (profile: kernel stack id + cpu) */
+	__s64 aux;                 /* caller-defined (profile: the frame-pointer stack id) */
 	__u32 flags;               /* KW_EV_* */
 	__u16 nframes;             /* pcs[] used */
 	__u8 status;               /* enum kw_status */
@@ -181,6 +183,8 @@ enum kw_counter {
 	KW_C_PEER_FALLBACK,
 	KW_C_BENCH_SAMPLES,        /* the walk-only (timing) program */
 	KW_C_BENCH_FRAMES,
+	KW_C_BENCH1_SAMPLES,       /* one-frame walks (the fixed cost per sample) */
+	KW_C_PEER1_SAMPLES,
 	KW_C_ST_BASE,              /* + status: walks per stop reason */
 	KW_C_MAX = KW_C_ST_BASE + KW_ST_MAX,
 };

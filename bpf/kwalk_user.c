@@ -916,6 +916,32 @@ int kw_load_pid(struct kw_loader *l, int pid)
 	return err;
 }
 
+int kw_preload_file(struct kw_loader *l, const char *path)
+{
+	char key[128];
+	struct stat st;
+	struct kw_umod *um;
+
+	if (stat(path, &st))
+		return -errno;
+	snprintf(key, sizeof(key), "%llx:%llx:%lld:%lld.%09ld", (unsigned long long)st.st_dev,
+		 (unsigned long long)st.st_ino, (long long)st.st_size, (long long)st.st_mtim.tv_sec,
+		 st.st_mtim.tv_nsec);
+	um = mod_find_or_add(l, key, path);
+	if (!um)
+		return -ENOSPC;
+	if (!um->nsegs)
+		read_segs(um);
+	um->last_use = ++l->clock;
+	if (um->state == 0) {
+		int e = mod_load(l, um, um->last_use);
+		if (e)
+			um->state = e < 0 ? e : -1;
+		return e;
+	}
+	return um->state == 1 ? 0 : um->state;
+}
+
 void kw_forget_pid(struct kw_loader *l, int pid)
 {
 	struct kw_uproc **slot = proc_slot(l, pid, 0);

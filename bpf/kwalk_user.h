@@ -59,6 +59,9 @@ void kw_loader_free(struct kw_loader *l);
 /* Load (or refresh) a process's executable mappings and their tables: 0, or a negative errno
  * (the process is gone). Cheap when its maps did not change. */
 int kw_load_pid(struct kw_loader *l, int pid);
+/* Load the table of an ELF file before any process maps it (a command's executable and the
+ * libraries it needs), so its first samples find it: 0 or a negative errno / DWUNW_ERR_*. */
+int kw_preload_file(struct kw_loader *l, const char *path);
 /* The process exited: drop its entry (its modules stay cached until evicted). */
 void kw_forget_pid(struct kw_loader *l, int pid);
 /* Should an event with this status make user space reload the process? */

@@ -1424,7 +1424,7 @@ static bool target_gone(int pidfd)
 }
 
 /*
- * -c: once the command runs (neither our fork nor /bin/sh any more), a static executable maps
+ * -c, --: once the command runs (neither our fork nor /bin/sh any more), a static executable maps
  * no libc.so.6: the probes cannot see its allocations, say so rather than print empty reports.
  */
 static void static_target_check(const char *obj)
@@ -1433,14 +1433,14 @@ static void static_target_check(const char *obj)
 	struct stat sh, self, exe;
 	char fn[64], path[4096];
 
-	if (done || !env.command || cmd.pid <= 0 || strchr(env.obj, '/'))
+	if (done || !following || cmd.pid <= 0 || strchr(env.obj, '/'))
 		return;
 	snprintf(fn, sizeof(fn), "/proc/%d/exe", target_pid);
 	if (stat(fn, &exe) || stat("/proc/self/exe", &self))
 		return;
 	if (exe.st_dev == self.st_dev && exe.st_ino == self.st_ino)
 		return; /* not exec'd yet */
-	if (simple_command(env.command) && stat("/bin/sh", &sh) == 0 && exe.st_dev == sh.st_dev &&
+	if (env.command && simple_command(env.command) && stat("/bin/sh", &sh) == 0 && exe.st_dev == sh.st_dev &&
 	    exe.st_ino == sh.st_ino)
 		return; /* the shell, before its exec of the command */
 	done = true;

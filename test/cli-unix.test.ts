@@ -221,7 +221,7 @@ t.test('dwunw unwind-pid of a kernel thread: "pid N is a kernel thread: no user 
 });
 
 t.test('dwunw unwind-pid of a zombie: one line, exit 3', async (tt) => {
-  const sh = start('/bin/sh', ['-c', `${prog} sleep 0 & echo $!; exec ${prog} sleep 20000`]);
+  const sh = start('/bin/sh', ['-c', `${prog} sleep 300 & echo $!; exec ${prog} sleep 20000`]);
   const zombie = await new Promise<number>((resolve) => sh.child.stdout!.once('data', (d: Buffer) => resolve(Number(String(d).trim()))));
   tt.ok(await waitFor(() => !alive(zombie) && existsSync(`/proc/${zombie}`), 10_000), 'the child is a zombie');
   const r = await dwunw(['unwind-pid', String(zombie)]).done;
@@ -236,7 +236,7 @@ t.test('dwunw unwind-pid of a zombie: one line, exit 3', async (tt) => {
 
 t.test('dwunw unwind-pid of a process traced by another: "pid N is traced by PID M (strace)", exit 5', async (tt) => {
   if (spawnSync('strace', ['-V']).status !== 0) return void tt.pass('no strace', { skip: 'strace missing' });
-  const target = start(prog, ['sleep', '30000']);
+  const target = start(prog, ['sleep', '600000']);
   const pid = target.child.pid!;
   const tracer = start('strace', ['-p', String(pid), '-o', '/dev/null']);
   const traced = await waitFor(() => /^TracerPid:\s*[1-9]/m.test(readFileSync(`/proc/${pid}/status`, 'utf8')), 10_000);
@@ -253,7 +253,7 @@ t.test('dwunw unwind-pid of a process traced by another: "pid N is traced by PID
 t.test('dwunw unwind-pid under Yama ptrace_scope: one line naming the sysctl, exit 6', async (tt) => {
   // Yama's sysctl is global (changing it would change every other test on the machine): its
   // value comes from a stand-in file here (DWUNW_TEST_YAMA_FILE), the checks are the real ones.
-  const target = start(prog, ['sleep', '30000']);
+  const target = start(prog, ['sleep', '600000']);
   const pid = target.child.pid!;
   const f = join(work, 'ptrace_scope');
   writeFileSync(f, '3\n');
@@ -330,11 +330,16 @@ bpfTest('memleak -c through a shell (cd / && prog; python3 -c): the program\'s a
 
   if (spawnSync('/usr/bin/python3', ['-c', 'pass']).status !== 0) return void tt.pass('no /usr/bin/python3', { skip: 'python3 missing' });
   // python frees its objects when it ends: the reports while it sleeps show them
-  const py = await dwunw(['memleak', '--json', '-c', `/usr/bin/python3 -c 'import time; keep = [bytearray(123456) for _ in range(7)]; time.sleep(4)'`, '1']).done;
+  const py = await dwunw(['memleak', '--json', '-c', `/usr/bin/python3 -c 'import time; keep = [bytearray(123456) for _ in range(7)]; time.sleep(6)'`, '1']).done;
   tt.equal(py.status, 0, 'python3: exit 0', { stderr: py.stderr });
-  const pst = reports(py.stdout).flatMap((x) => x.stacks);
-  const big = pst.filter((s) => s.comm?.startsWith('python3') && s.bytes >= 7 * 123456 && s.allocations >= 7);
-  tt.ok(big.length >= 1, `python3's seven bytearrays: ${big.map((s) => `${s.bytes} bytes in ${s.allocations}`).join(', ') || 'not found'}`);
+  const all = reports(py.stdout);
+  const pst = all.flatMap((x) => x.stacks);
+  const big = pst.filter((s) => s.comm?.startsWith('python3') && s.bytes >= 7 * 123456 && s.allocations >= 7 && names(s).includes('PyByteArray_Resize'));
+  tt.ok(big.length >= 1, `python3's seven bytearrays (PyByteArray_Resize): ${big.map((s) => `${s.bytes} bytes in ${s.allocations}`).join(', ') || 'not found'}`, {
+    reports: all.length,
+    stacks: pst.slice(0, 12).map((s) => `${s.comm} ${s.bytes}/${s.allocations} ${names(s).slice(0, 4).join(',')}`),
+    stderr: py.stderr,
+  });
 });
 
 bpfTest('memleak --folded: every stack (not the top 10), identical lines merged, weights summed', async (tt) => {

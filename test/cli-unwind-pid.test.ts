@@ -199,7 +199,7 @@ async function heldBy(pid: number, tracer: number): Promise<void> {
 }
 
 async function startSleep(t: Test): Promise<number> {
-  const c = start(t, 'sleep', ['30']);
+  const c = start(t, 'sleep', ['300']);
   await blocked(c.pid!);
   return c.pid!;
 }
@@ -608,7 +608,7 @@ t.test('a target that dies while held: a clean stop, no hang', async (t) => {
   t.equal(exit, 'SIGKILL', 'its parent still sees how it died');
 
   // A process that has exited before dwunw attaches (a zombie): one line naming it, exit 3.
-  const sh = start(t, 'sh', ['-c', 'sleep 0 & echo $!; exec sleep 30']);
+  const sh = start(t, 'sh', ['-c', 'sleep 0.3 & echo $!; exec sleep 30']);
   const zombie = Number(await firstLine(sh));
   await waitFor(() => stateOf(zombie) === 'Z', 10_000, 'the zombie');
   const z = dwunw(['unwind-pid', String(zombie)]);

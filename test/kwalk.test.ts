@@ -8,7 +8,7 @@
 // fixture's hard cases actually walked in the kernel: callbacks through glibc (qsort, bsearch,
 // dl_iterate_phdr, _Unwind_Backtrace), signal frames (rt_sigframe), PLT entries (the PLT
 // expression, probed at three instructions), deep recursion (the 128-frame limit), threads,
-// [vdso] (python and perl sampled in time()). Also real programs: python3, perl, openssl speed,
+// [vdso] (perl sampled in Time::HiRes::time()). Also real programs: python3, perl, openssl speed,
 // sqlite3. Figures (ns per frame, bytes per row, verifier instructions, the binary-search peer
 // side by side) are printed as comments, never asserted.
 //
@@ -28,6 +28,8 @@ const REQUIRE = process.env.DWUNW_REQUIRE_BPF === '1';
 
 interface Figures {
   ns_per_sample: number;
+  ns_first_frame?: number;
+  ns_per_extra_frame?: number;
   ns_per_frame: number;
   frames_per_sample: number;
   bytes_per_row?: number;
@@ -55,6 +57,9 @@ interface Report {
   deep_events: number;
   max_frames: number;
   threads: number;
+  hybrid_kernel: number;
+  hybrid_snapshot: number;
+  hybrid_mismatch: number;
   by_status: Record<string, number>;
   fallback_sites: { where: string; status: string; why: string; rule: string; count: number }[];
   kernel: Figures;
@@ -102,7 +107,7 @@ function unexplained(rep: Report): string[] {
   return bad;
 }
 
-function common(tt: Test, name: string, r: ReturnType<typeof run>, minEvents: number): Report | null {
+function common(tt: Test, name: string, r: ReturnType<typeof run>, minEvents: number, minComplete: number): Report | null {
   const rep = r.rep;
   if (!tt.ok(rep, `${name}: kwalk-check printed its JSON report`, { stderr: r.stderr.slice(-2000) })) return null;
   tt.equal(rep!.differences, 0, `${name}: no frame differs between the kernel walker and libdwunw`, {
@@ -111,16 +116,21 @@ function common(tt: Test, name: string, r: ReturnType<typeof run>, minEvents: nu
   tt.ok(rep!.events >= minEvents, `${name}: ${rep!.events} events (>= ${minEvents})`);
   tt.ok(rep!.identical_pct >= 99.9, `${name}: ${rep!.identical_pct.toFixed(3)} % identical (>= 99.9 %)`);
   tt.equal(rep!.lost, 0, `${name}: no event lost`);
+  tt.equal(rep!.hybrid_mismatch, 0, `${name}: kw_event_stack gives the walker's pcs (${rep!.hybrid_kernel}) or libdwunw's (${rep!.hybrid_snapshot}), as each event says`);
   tt.same(unexplained(rep!), [], `${name}: every fallback explained`);
-  tt.ok(rep!.complete >= rep!.events * 0.9, `${name}: ${rep!.complete} of ${rep!.events} walks complete in the kernel`);
+  // The first samples of a process (and of a fresh dlopen) fall back while user space loads the
+  // tables: how many depends on the machine's load, hence a loose bound.
+  tt.ok(rep!.complete >= rep!.events * minComplete, `${name}: ${rep!.complete} of ${rep!.events} walks complete in the kernel (>= ${minComplete * 100} %)`);
   tt.ok(rep!.kernel.bytes_per_row! > 0 && rep!.kernel.bytes_per_row! <= 4, `${name}: ${rep!.kernel.bytes_per_row} B per source row (<= 4, every index and rule included)`);
   const k = rep!.kernel;
   const p = rep!.peer;
   tt.comment(
     `${name}: kernel ${k.ns_per_sample.toFixed(0)} ns/sample ${k.ns_per_frame.toFixed(1)} ns/frame ` +
+      `(first ${k.ns_first_frame?.toFixed(0)}, then ${k.ns_per_extra_frame?.toFixed(1)} each) ` +
       `${k.frames_per_sample.toFixed(1)} frames/sample, ${k.verifier_insns} insns, ${k.map_bytes} map bytes, ` +
       `fallback ${k.fallback_pct.toFixed(2)} %` +
-      (p ? `; peer (binary search) ${p.ns_per_sample.toFixed(0)} ns/sample ${p.ns_per_frame.toFixed(1)} ns/frame, ${p.verifier_insns} insns` : ''),
+      (p ? `; peer (binary search) ${p.ns_per_sample.toFixed(0)} ns/sample ${p.ns_per_frame.toFixed(1)} ns/frame ` +
+        `(first ${p.ns_first_frame?.toFixed(0)}, then ${p.ns_per_extra_frame?.toFixed(1)} each), ${p.verifier_insns} insns` : ''),
   );
   return rep;
 }
@@ -145,7 +155,7 @@ if (why) {
       tt.pass(`skipped: ${r.stderr.trim().split('\n').pop()}`, { skip: true });
       return;
     }
-    const rep = common(tt, 'unwind_zoo', r, 200);
+    const rep = common(tt, 'unwind_zoo', r, 200, 0.9);
     if (!rep) return;
     tt.ok(rep.signal_frames >= 2, `signal frames walked in the kernel (${rep.signal_frames}: signal, sigaltstack)`);
     tt.ok((rep.by_status.depth ?? 0) >= 1 && rep.max_frames === 128, `deep recursion: walks stop at 128 frames (${rep.by_status.depth ?? 0} did)`);
@@ -177,7 +187,7 @@ if (why) {
   writeFileSync(sql, 'WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 300000) SELECT count(*), sum(length(printf("%08d", x))) FROM c ORDER BY 1;\n');
 
   const programs: { name: string; cmd: string[]; vdso?: boolean }[] = [
-    { name: 'python3', cmd: ['/usr/bin/python3', py], vdso: true },
+    { name: 'python3', cmd: ['/usr/bin/python3', py] },
     { name: 'perl', cmd: ['perl', pl], vdso: true },
     { name: 'openssl', cmd: ['openssl', 'speed', '-seconds', '1', 'sha256', 'aes-128-cbc'] },
     { name: 'sqlite3', cmd: ['sqlite3', ':memory:', `.read ${sql}`] },
@@ -190,8 +200,11 @@ if (why) {
         if (REQUIRE) tt.fail(`${p.cmd[0]} missing`);
         return;
       }
-      const r = run(['-s', '-d', '4', '-F', '1999', '--', ...p.cmd]);
-      const rep = common(tt, p.name, r, 100);
+      // --preload: the command's and its libraries' tables are in before it starts (as a tool
+      // would load a process's at its exec); a dlopen'ed module comes at its first sample
+      const r = run(['-p', '-d', '4', '-F', '997', '--', ...p.cmd]);
+      const rep = common(tt, p.name, r, 100, 0.9);
+      if (rep) tt.comment(`${p.name}: ${rep.vdso_events} samples in [vdso]`);
       if (rep && p.vdso) tt.ok(rep.vdso_events >= 1, `${p.name}: ${rep.vdso_events} samples in [vdso] walked through its own CFI`);
     });
   }

@@ -24,6 +24,8 @@ struct state {
 	uint64_t regs[DWUNW_MAX_REGS];
 };
 
+#define DW_LIVE_PAGE 4096
+
 struct walk {
 	struct dwunw_ctx_impl *c;
 	const struct dwunw_arch_ops *arch;
@@ -45,11 +47,14 @@ struct walk {
 	unsigned asz;
 	uint64_t lr_bit;           /* the arch's link register as a mask, 0 if none */
 	uint8_t fast_flag;         /* DW_RULEF_SIMPLE where step_fast applies (8-byte words), else 0 */
+	uint8_t live_ok;           /* live_page holds the process's page at live_lo */
+	uint64_t live_lo;
 	struct {
 		struct dwunw_module *m;
 		uint32_t frame;    /* first frame using it: it carries the reference */
 	} held[DW_HELD_MAX];
 	unsigned nheld;
+	uint8_t live_page[DW_LIVE_PAGE]; /* not cleared per capture: live_ok says what it holds */
 };
 
 static int read_module_data(struct walk *w, uint64_t addr, void *buf, size_t len)
@@ -72,6 +77,25 @@ static int read_module_data(struct walk *w, uint64_t addr, void *buf, size_t len
 	return err ? DWUNW_ERR_IO : DWUNW_OK;
 }
 
+/* Memory beyond the snapshot, read from the live process a page at a time: a deep walk past the
+ * window costs one read per page, not one per word. A read across a page edge goes straight. */
+static int live_read(struct walk *w, uint64_t addr, void *buf, size_t len)
+{
+	uint64_t page = addr & ~(uint64_t)(DW_LIVE_PAGE - 1);
+
+	if (len > DW_LIVE_PAGE || addr - page > DW_LIVE_PAGE - len)
+		return dw_remote_read(&w->remote, addr, buf, len);
+	if (!w->live_ok || w->live_lo != page) {
+		w->live_ok = 0;
+		if (dw_remote_read(&w->remote, page, w->live_page, DW_LIVE_PAGE) != DWUNW_OK)
+			return dw_remote_read(&w->remote, addr, buf, len); /* its own error */
+		w->live_ok = 1;
+		w->live_lo = page;
+	}
+	memcpy(buf, w->live_page + (addr - page), len);
+	return DWUNW_OK;
+}
+
 static int wread(void *arg, uint64_t addr, void *buf, size_t len)
 {
 	struct walk *w = arg;
@@ -89,7 +113,7 @@ static int wread(void *arg, uint64_t addr, void *buf, size_t len)
 			dw_remote_begin(&w->remote, w->in->pid, w->c->cfg.audit, w->c->cfg.audit_arg);
 			w->remote_on = 1;
 		}
-		err = dw_remote_read(&w->remote, addr, buf, len);
+		err = live_read(w, addr, buf, len);
 		if (!err) {
 			w->beyond = 1;
 			return DWUNW_OK;
@@ -465,24 +489,31 @@ static int is_sigtramp(struct walk *w, const struct state *s)
 	return w->arch->sigframe(&in, &out, wread, w) > 0;
 }
 
-/* A frame-pointer step is believed only when the return address it found lies in executable
- * memory of the process (when its maps are known): garbage in rbp/x29 stops the walk instead of
- * producing frames at addresses nothing maps. */
-static int fp_plausible(const struct walk *w, const struct dwunw_regs *out)
+/* A frame-pointer step is believed only when it is plausible where the maps are known: the
+ * return address lies in executable memory, and the caller's stack pointer moves outward inside
+ * the stack mapping of the callee's. Garbage in rbp/x29 then stops the walk instead of producing
+ * frames at addresses nothing maps, or frames built from heap words. */
+static int fp_plausible(const struct walk *w, const struct dwunw_regs *in, const struct dwunw_regs *out)
 {
 	const struct dw_map *m;
+	unsigned sp = w->arch->sp_reg;
 
 	if (!w->proc)
 		return 1;
 	m = dw_proc_find(w->proc, out->pc);
-	return m && (m->prot & DW_PROT_X);
+	if (!m || !(m->prot & DW_PROT_X))
+		return 0;
+	if (!((in->valid >> sp) & 1) || !((out->valid >> sp) & 1))
+		return 1;
+	m = dw_proc_find(w->proc, in->regs[sp]);
+	return !m || (out->regs[sp] > in->regs[sp] && out->regs[sp] <= m->end);
 }
 
 /*
  * Steps without CFI, through the arch: a signal trampoline recognised by its code; at an exact pc
  * (frame 0, or after a signal) a linker stub; at frame 0 a leaf that still has its return address
- * in the link register; frame pointers only where there is no CFI to trust at all (JIT code, a
- * module without unwind tables), never inside a module whose CFI merely misses this pc.
+ * in the link register (mips/arm64: the prologue analyser first); last, frame pointers, when
+ * they look plausible (fp_plausible).
  */
 static int step_fallback(struct walk *w, const struct state *s, struct state *n, uint32_t fi,
 			 int exact, const struct place *pl, uint32_t *how)
@@ -531,8 +562,11 @@ static int step_fallback(struct walk *w, const struct state *s, struct state *n,
 		*how = DWUNW_HOW_LR;
 		goto done;
 	}
-	if (!pl->table && !(w->c->cfg.flags & DWUNW_CFG_NO_FP_FALLBACK) && arch->fp_step &&
-	    arch->fp_step(&in, &out, wread, w) > 0 && fp_plausible(w, &out)) {
+	/* Frame pointers where no CFI covers the pc (JIT code, a module without tables, code its
+	 * tables miss such as hand-written assembly or V8's builtins), one frame at a time: the next
+	 * frame goes back to CFI when it has some. Marked DWUNW_HOW_FP. */
+	if (!(w->c->cfg.flags & DWUNW_CFG_NO_FP_FALLBACK) && arch->fp_step &&
+	    arch->fp_step(&in, &out, wread, w) > 0 && fp_plausible(w, &in, &out)) {
 		*how = DWUNW_HOW_FP;
 		goto done;
 	}

@@ -276,7 +276,12 @@ int main(void)
 	zombie = fork();
 	if (zombie == 0)
 		_exit(0);
-	usleep(20000);
+	{
+		/* until it has exited, left unreaped (a sleep is not enough on a loaded machine) */
+		siginfo_t si;
+		while (waitid(P_PID, (id_t)zombie, &si, WEXITED | WNOWAIT) < 0 && errno == EINTR)
+			;
+	}
 	wrong = 0;
 	for (unsigned i = 0; i < 200; i++) {
 		struct dwunw_stack_reader rd;
