@@ -186,6 +186,22 @@ static __always_inline void cap_entry_ret(struct pt_regs *regs, __u64 *slot, __u
 #endif
 }
 
+/*
+ * Where a pending uretprobe's return address points (the first slot of the process's uprobe
+ * XOL area), for patching it by value on arches whose return address is in a register at entry;
+ * 0 on x86_64, whose records name the stack slot.
+ */
+static __always_inline __u64 cap_uretprobe_tramp(void)
+{
+#if defined(__TARGET_ARCH_x86)
+	return 0;
+#else
+	struct task_struct *task = bpf_get_current_task_btf();
+
+	return BPF_CORE_READ(task, mm, uprobes_state.xol_area, vaddr);
+#endif
+}
+
 /* ---- Counters ------------------------------------------------------------------------------ */
 
 static __always_inline void cap_count(__u32 idx)
@@ -457,12 +473,13 @@ static __always_inline void cap_fill(struct cap_record *rec, struct pt_regs *reg
 			struct cap_pending *e = &t->e[(d - 1 - i) & (CAP_MAX_PENDING - 1)];
 			if (e->sp < rec->stack_start)
 				continue;
-			rec->pending[k & (CAP_MAX_PENDING - 1)].slot = e->slot;
+			rec->pending[k & (CAP_MAX_PENDING - 1)].slot = e->slot ? e->slot : (e->sp | CAP_SLOT_LR);
 			rec->pending[k & (CAP_MAX_PENDING - 1)].ret = e->ret;
 			k++;
 		}
 		rec->npending = k;
 	}
+	rec->tramp = rec->npending ? cap_uretprobe_tramp() : 0;
 	rec->h.flags = flags;
 }
 

@@ -56,9 +56,13 @@ enum cap_kind {
  * A return probe pending on the thread when the record was taken. The kernel replaces the
  * return address of a probed function with its [uprobes] trampoline at function entry (after
  * the entry handlers ran): `ret` is the real one, `slot` where it lies on the stack (x86_64).
- * slot == 0: the address was in a register at entry (arm64's link register) and the slot is
- * not known: dwunw_cap_patch skips such entries (not implemented for arm64 yet).
+ * slot with CAP_SLOT_LR set (arm64, mips): the address was in the link register at entry, and
+ * slot & ~CAP_SLOT_LR is the stack pointer at entry. The function's prologue may have stored
+ * the trampoline's address anywhere in its frame, between the next inner pending call's entry
+ * stack pointer (or the record's) and its own: dwunw_cap_patch replaces it there by value
+ * (struct cap_record.tramp), and in the link register itself.
  */
+#define CAP_SLOT_LR 1ull
 struct cap_pending_slot {
 	__u64 slot;
 	__u64 ret;
@@ -79,6 +83,7 @@ struct cap_record {
 	__u64 valid;           /* bit n set: regs[n] holds a value */
 	__u64 regs[CAP_NREGS];
 	__u64 stack_start;     /* user address of stack[0] (the stack pointer) */
+	__u64 tramp;           /* the uretprobe trampoline's address when a CAP_SLOT_LR entry is pending, else 0 */
 	struct cap_pending_slot pending[CAP_MAX_PENDING];
 	__u8 stack[];
 };

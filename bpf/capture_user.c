@@ -215,15 +215,75 @@ const struct cap_record *dwunw_cap_check(const void *data, size_t size)
 	return rec;
 }
 
-/* The slot of pending entry i when it lies inside the copy, else NULL. */
+/* The slot of pending entry i when it lies inside the copy, else NULL (link-register entries too). */
 static uint8_t *slot_in_copy(const struct cap_record *rec, unsigned i)
 {
 	uint64_t slot = rec->pending[i].slot;
 
-	if (!slot || slot < rec->stack_start || slot - rec->stack_start > rec->stack_size ||
+	if (!slot || (slot & CAP_SLOT_LR) || slot < rec->stack_start ||
+	    slot - rec->stack_start > rec->stack_size ||
 	    rec->stack_size - (slot - rec->stack_start) < sizeof(uint64_t))
 		return NULL;
 	return (uint8_t *)rec->stack + (slot - rec->stack_start);
+}
+
+/* Link register and word size of an arch whose return address is in a register at entry; 0: none. */
+static unsigned lr_arch(uint32_t arch, unsigned *lr)
+{
+	switch (arch) {
+	case CAP_ARCH_ARM64:
+		*lr = 30;
+		return 8;
+	case CAP_ARCH_MIPS32:
+		*lr = 31;
+		return 4;
+	default:
+		return 0;
+	}
+}
+
+/*
+ * Link-register entries (CAP_SLOT_LR): the trampoline's address stands in the link register
+ * (innermost call, before its prologue saved it) or somewhere in the frame the call's prologue
+ * built, between the next inner pending call's entry sp and its own. Replace it by value there:
+ * any other word holding the trampoline's address in that range is a dead copy of it, which no
+ * walk reads as a return address. Only counts (changes nothing) when `apply` is 0.
+ */
+static int patch_lr(struct cap_record *rec, int apply)
+{
+	unsigned lr, w = lr_arch(rec->arch, &lr);
+	uint64_t lo = rec->stack_start;
+	int n = 0;
+
+	if (!w || !rec->tramp)
+		return 0;
+	for (unsigned i = 0; i < rec->npending && i < CAP_MAX_PENDING; i++) {
+		uint64_t slot = rec->pending[i].slot, hi = slot & ~CAP_SLOT_LR;
+
+		if (!(slot & CAP_SLOT_LR))
+			continue;
+		if (i == 0 && rec->regs[lr] == rec->tramp) {
+			if (apply)
+				rec->regs[lr] = rec->pending[i].ret;
+			n++;
+		}
+		if (hi > rec->stack_start + rec->stack_size)
+			hi = rec->stack_start + rec->stack_size;
+		for (uint64_t a = (lo + w - 1) & ~(uint64_t)(w - 1); a + w <= hi; a += w) {
+			uint8_t *p = (uint8_t *)rec->stack + (a - rec->stack_start);
+			uint64_t v = 0;
+
+			memcpy(&v, p, w); /* little-endian targets: the low bytes first */
+			if (v != rec->tramp)
+				continue;
+			if (apply)
+				memcpy(p, &rec->pending[i].ret, w);
+			n++;
+		}
+		if ((slot & ~CAP_SLOT_LR) > lo)
+			lo = slot & ~CAP_SLOT_LR;
+	}
+	return n;
 }
 
 int dwunw_cap_patch(struct cap_record *rec)
@@ -242,7 +302,7 @@ int dwunw_cap_patch(struct cap_record *rec)
 			n++;
 		}
 	}
-	return n;
+	return n + patch_lr(rec, 1);
 }
 
 const struct cap_record *dwunw_cap_prepare(const void *data, size_t size, void **buf,
@@ -267,6 +327,8 @@ const struct cap_record *dwunw_cap_prepare(const void *data, size_t size, void *
 			need = v != rec->pending[i].ret;
 		}
 	}
+	if (!need)
+		need = patch_lr((struct cap_record *)rec, 0) > 0; /* counts only: rec stays untouched */
 	if (!need)
 		return rec;
 	len = sizeof(*rec) + rec->stack_size;

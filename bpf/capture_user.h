@@ -67,7 +67,9 @@ const struct cap_record *dwunw_cap_check(const void *data, size_t size);
 
 /*
  * Write the original return addresses of pending return probes back into the record's
- * stack copy where their slots lie inside it. Returns the number of slots changed.
+ * stack copy where their slots lie inside it (x86_64), or where the trampoline's address stands
+ * in the frame of a call whose return address was in the link register at entry, and in that
+ * register (arm64, mips: CAP_SLOT_LR). Returns the number of words changed.
  */
 int dwunw_cap_patch(struct cap_record *rec);
 

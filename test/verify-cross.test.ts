@@ -19,6 +19,8 @@ const targets = [
   { cross: 'aarch64-linux-gnu-', machine: 183, is64: true },
   { cross: 'mipsel-linux-gnu-', machine: 8, is64: false },
 ];
+// test/kernels.test.ts builds the same cross memleaks: one make at a time in build/<triplet>
+const crossLock = join(root, 'build', '.cross.lock');
 const allowed = /^\/usr\/include\/(libelf\.h|gelf\.h|nlist\.h|elfutils\/[^/]+|zlib\.h|zconf\.h|zstd\.h|lzma\.h|lzma\/[^/]+)$/;
 
 function run(cmd: string, args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
@@ -40,7 +42,7 @@ for (const x of targets) {
       t.fail(`no ${x.cross}gcc (scripts/ensure-deps installs it)`);
       return;
     }
-    const b = await run('make', ['-s', '-j2', '-C', 'native', `CROSS=${x.cross}`, 'lib', 'cross-check']);
+    const b = await run('flock', [crossLock, 'make', '-s', '-j2', '-C', 'native', `CROSS=${x.cross}`, 'lib', 'cross-check']);
     t.equal(b.code, 0, `make -C native CROSS=${x.cross} lib cross-check${b.code ? `: ${b.stderr.slice(-1500)}` : ''}`);
     const lines = b.stdout.split('\n').filter((l) => /: exit \d+, \d+ ok, \d+ not ok$/.test(l));
     t.equal(lines.length, 3, `three unit tests ran under qemu (${lines.length})`);
@@ -86,9 +88,9 @@ const memleakTargets = [
 for (const x of memleakTargets) {
   const triplet = x.cross.slice(0, -1);
   t.test(`memleak builds for ${triplet}`, async (t) => {
-    const lib = await run('make', ['-s', '-j2', '-C', 'native', `CROSS=${x.cross}`, 'lib']);
+    const lib = await run('flock', [crossLock, 'make', '-s', '-j2', '-C', 'native', `CROSS=${x.cross}`, 'lib']);
     t.equal(lib.code, 0, `make -C native CROSS=${x.cross} lib${lib.code ? `: ${lib.stderr.slice(-1500)}` : ''}`);
-    const b = await run('make', ['-s', '-C', 'bpf', `CROSS=${x.cross}`]);
+    const b = await run('flock', [crossLock, 'make', '-s', '-C', 'bpf', `CROSS=${x.cross}`]);
     t.equal(b.code, 0, `make -C bpf CROSS=${x.cross}${b.code ? `: ${b.stderr.slice(-1500)}` : ''}`);
     const out = join(root, 'build', triplet, 'bpf');
     for (const name of ['memleak', 'memleak-fp']) {
