@@ -437,7 +437,10 @@ bpfTest('kill -9 of dwunw memleak: the tracer, the command and the probes gone',
   const node = m.child.pid!;
   const tracer = childrenOf(node).find((p) => commOf(p) === 'memleak');
   if (!tracer) return void tt.fail('no memleak under dwunw');
-  const target = childrenOf(tracer).find((p) => commOf(p) === 'cli_tree');
+  // The command execs once the probes are attached: on a loaded machine that can come after
+  // the "Attaching" line, so wait for its new name rather than look once.
+  let target: number | undefined;
+  await waitFor(() => (target = childrenOf(tracer).find((p) => commOf(p) === 'cli_tree')) !== undefined, 60_000);
   const held = bpfHolds(tracer);
   tt.ok(held.links.length >= 20 && held.perfEvents >= 20, `the tracer holds ${held.links.length} links, ${held.perfEvents} perf_event fds`);
   process.kill(node, 'SIGKILL');
