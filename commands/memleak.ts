@@ -13,33 +13,19 @@ import { existsSync } from 'node:fs';
 import { constants as osConstants } from 'node:os';
 import type { ChalkInstance } from 'chalk';
 import type { ArgumentsCamelCase, Argv } from 'yargs';
+import { type PassthroughArgs, passthroughBuilder } from '../lib/passthrough.js';
 import { memleakPath } from '../lib/memleak.js';
 import { demoJson, demoText, runDemo } from '../lib/memleak-demo.js';
 import { CliError, ExitCode, colorsFor } from '../lib/output.js';
 
-interface Args {
-  args?: (string | number)[];
-}
+type Args = PassthroughArgs;
 
 export const command = 'memleak [args..]';
 export const describe = 'Outstanding allocations of a process by stack, with DWARF stacks (memleak; --demo: a side-by-side demo)';
 
 export function builder(y: Argv): Argv<Args> {
   // Everything goes to memleak as given: no option of ours is parsed here, --help included.
-  return y
-    .help(false)
-    .version(false)
-    .strict(false)
-    .parserConfiguration({
-      'unknown-options-as-args': true,
-      'parse-numbers': false,
-      'parse-positional-numbers': false,
-      'short-option-groups': false,
-      'camel-case-expansion': false,
-      'dot-notation': false,
-      'boolean-negation': false,
-    })
-    .positional('args', { type: 'string', array: true, describe: 'memleak\'s arguments (see dwunw memleak --help)' }) as Argv<Args>;
+  return passthroughBuilder(y, 'memleak');
 }
 
 export async function handler(argv: ArgumentsCamelCase<Args>): Promise<void> {

@@ -8,34 +8,20 @@ import { spawn } from 'node:child_process';
 import { existsSync, writeFileSync } from 'node:fs';
 import { constants as osConstants } from 'node:os';
 import type { ArgumentsCamelCase, Argv } from 'yargs';
+import { type PassthroughArgs, passthroughBuilder } from '../lib/passthrough.js';
 import { CliError } from '../lib/errors.js';
 import { foldedLines, parseProfileJson, profilePath } from '../lib/profile.js';
 import { flameHtml } from '../lib/profile-html.js';
 import { encodePprof } from '../lib/profile-pprof.js';
 
-interface Args {
-  args?: (string | number)[];
-}
+type Args = PassthroughArgs;
 
 export const command = 'profile [args..]';
 export const describe = 'CPU profile by stack, system-wide or of processes, with DWARF user stacks (folded, pprof, HTML flame graph)';
 
 export function builder(y: Argv): Argv<Args> {
   // Everything goes to profile as given (--help included), except --pprof and --html.
-  return y
-    .help(false)
-    .version(false)
-    .strict(false)
-    .parserConfiguration({
-      'unknown-options-as-args': true,
-      'parse-numbers': false,
-      'parse-positional-numbers': false,
-      'short-option-groups': false,
-      'camel-case-expansion': false,
-      'dot-notation': false,
-      'boolean-negation': false,
-    })
-    .positional('args', { type: 'string', array: true, describe: 'profile\'s arguments (see dwunw profile --help)' }) as Argv<Args>;
+  return passthroughBuilder(y, 'profile');
 }
 
 const EXTRA_HELP = `
