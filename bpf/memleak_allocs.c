@@ -71,7 +71,12 @@ static uint64_t mix(uint64_t v)
 /* Slot of a hash in [0, cap) without a power-of-two capacity (multiply-shift). */
 static size_t slot_of(uint64_t evid, size_t cap)
 {
+#ifdef __SIZEOF_INT128__
 	return (size_t)(((unsigned __int128)mix(evid) * cap) >> 64);
+#else
+	/* 32-bit targets: cap < 2^32, the hash's high half scaled */
+	return (size_t)(((mix(evid) >> 32) * (uint64_t)cap) >> 32);
+#endif
 }
 
 static void tab_put_live(uint64_t evid, uint32_t stack);

@@ -357,7 +357,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (ns > 2000000000ull)
 		fail("a capture took more than 2 s", (long long)(ns / 1000000), (long long)nf);
 	for (size_t i = 0; i < nf; i++) {
-		if (frames[i].how > DWUNW_HOW_LR)
+		if (frames[i].how > DWUNW_HOW_PROLOGUE)
 			fail("unknown how", frames[i].how, (long long)i);
 		if (frames[i].module && dwunw_symbolize_frame(&ctx, &frames[i], &sym) > 0)
 			fail("dwunw_symbolize_frame", 0, (long long)i);

@@ -610,7 +610,7 @@ static inline __attribute__((always_inline)) int walk_fast(const struct fast_env
 {
 	/* Locals: stores to the registers and frames cannot alias them. */
 	const struct place *p = *plp, *a = *altp;
-	const uint8_t *const snapb = e->snap - e->snap_lo;
+	const uint8_t *const snap = e->snap;
 	const uint64_t snap_lo = e->snap_lo, snap_len = e->snap_len, keep = e->keep;
 	const unsigned spr = e->spr;
 	uint64_t (*const ra_to_pc)(uint64_t, int) = e->ra_to_pc;
@@ -622,7 +622,7 @@ static inline __attribute__((always_inline)) int walk_fast(const struct fast_env
 		const uint64_t lookup = pc - dec, sp = s->regs[spr];
 		const struct dw_rule *rule;
 		const struct dw_regrule *rr;
-		uint64_t key, ent, cfa, lo, npc;
+		uint64_t key, ent, cfa, rel, lo, npc;
 		const _Atomic uint64_t *slot;
 		const uint8_t *base;
 
@@ -663,11 +663,12 @@ static inline __attribute__((always_inline)) int walk_fast(const struct fast_env
 		cfa = s->regs[rule->cfa_reg] + (uint64_t)(int64_t)rule->cfa_off;
 		if (asz == 4)
 			cfa = (uint32_t)cfa;
-		lo = cfa + (uint64_t)(int64_t)rule->off_min - snap_lo;
+		rel = cfa - snap_lo; /* the CFA's offset in the snapshot (no pointer outside it is formed) */
+		lo = rel + (uint64_t)(int64_t)rule->off_min;
 		if (DW_UNLIKELY(lo > snap_len || rule->span > snap_len - lo))
 			break;
 		/* the step: from here on this frame is done */
-		base = snapb + cfa;
+		base = snap + rel;
 		rr = &p->regrules[rule->reg_first];
 		switch (rule->nregs) {
 		default:

@@ -129,7 +129,7 @@ static void decode(uint32_t i, struct insn *d)
 		d->val = imm9;
 	} else if ((i & 0xff800000u) == 0xd2800000u) {
 		d->k = K_MOVZ;
-		d->val = (int64_t)(((i >> 5) & 0xffff)) << (16 * ((i >> 21) & 3));
+		d->val = (int64_t)((uint64_t)((i >> 5) & 0xffff) << (16 * ((i >> 21) & 3)));
 	} else if ((i & 0xff800000u) == 0xf2800000u) {
 		d->k = K_MOVK;
 		d->val = (i >> 5) & 0xffff;
