@@ -16,6 +16,7 @@
 #include <string.h>
 #include "internal.h"
 #include "arch/arm64/prologue.h"
+#include "arch/code_reader.h"
 
 enum { X19 = 19, X29 = 29, X30 = 30, SP = 31 };
 
@@ -24,38 +25,6 @@ enum { X19 = 19, X29 = 29, X30 = 30, SP = 31 };
 #define SCAN_MAX  4096
 #define BACK_MAX  4096
 #define AHEAD_MAX 64
-
-typedef int (*read_fn)(void *arg, uint64_t addr, void *buf, size_t len);
-
-struct code {
-	read_fn read;
-	void *arg;
-	uint64_t base;
-	uint32_t len;
-	uint8_t buf[256];
-};
-
-static int fetch(struct code *c, uint64_t addr, uint32_t *insn)
-{
-	if (addr < c->base || addr + 4 > c->base + c->len) {
-		uint64_t b = addr & ~(uint64_t)(sizeof(c->buf) - 1);
-		c->len = 0;
-		if (c->read(c->arg, b, c->buf, sizeof(c->buf)) == DWUNW_OK) {
-			c->len = sizeof(c->buf);
-		} else {
-			b = addr;
-			if (c->read(c->arg, b, c->buf, 4) != DWUNW_OK)
-				return DWUNW_ERR_IO;
-			c->len = 4;
-		}
-		c->base = b;
-	}
-	{
-		const uint8_t *p = c->buf + (addr - c->base);
-		*insn = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-	}
-	return DWUNW_OK;
-}
 
 #define RD(i) ((i) & 31)
 #define RN(i) (((i) >> 5) & 31)

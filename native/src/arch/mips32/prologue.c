@@ -22,6 +22,7 @@
 #include <string.h>
 #include "internal.h"
 #include "arch/mips32/prologue.h"
+#include "arch/code_reader.h"
 
 enum { R_ZERO = 0, R_GP = 28, R_SP = 29, R_FP = 30, R_RA = 31, R_T9 = 25 };
 
@@ -33,39 +34,6 @@ enum { R_ZERO = 0, R_GP = 28, R_SP = 29, R_FP = 30, R_RA = 31, R_T9 = 25 };
 #define AHEAD_MAX 64   /* instructions from pc to an epilogue's jr ra */
 
 #define INSN_JR_RA 0x03e00008u
-
-typedef int (*read_fn)(void *arg, uint64_t addr, void *buf, size_t len);
-
-/* Code is read in blocks: one reader call per 256 bytes, not per instruction. */
-struct code {
-	read_fn read;
-	void *arg;
-	uint64_t base;
-	uint32_t len;
-	uint8_t buf[256];
-};
-
-static int fetch(struct code *c, uint64_t addr, uint32_t *insn)
-{
-	if (addr < c->base || addr + 4 > c->base + c->len) {
-		uint64_t b = addr & ~(uint64_t)(sizeof(c->buf) - 1);
-		c->len = 0;
-		if (c->read(c->arg, b, c->buf, sizeof(c->buf)) == DWUNW_OK) {
-			c->len = sizeof(c->buf);
-		} else {
-			b = addr; /* the end of a mapping: word by word */
-			if (c->read(c->arg, b, c->buf, 4) != DWUNW_OK)
-				return DWUNW_ERR_IO;
-			c->len = 4;
-		}
-		c->base = b;
-	}
-	{
-		const uint8_t *p = c->buf + (addr - c->base);
-		*insn = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-	}
-	return DWUNW_OK;
-}
 
 #define OP(i)    ((i) >> 26)
 #define RS(i)    (((i) >> 21) & 31)
