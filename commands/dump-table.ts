@@ -1,6 +1,5 @@
 // dwunw dump-table FILE [--json] [--pc ADDR]: print the unwind table libdwunw compiled from a
 // module's CFI, in readelf --debug-dump=frames-interp's notation.
-import { once } from 'node:events';
 import { statSync } from 'node:fs';
 import type { ArgumentsCamelCase, Argv } from 'yargs';
 import type { ChalkInstance } from 'chalk';
@@ -137,9 +136,9 @@ async function printJson(file: string, mod: Module, info: TableInfo, rows: () =>
 /** Every row, rendered by the library in bulk (same text as printJson/printText). */
 async function printAll(file: string, mod: Module, info: TableInfo, json: boolean): Promise<void> {
   const out = process.stdout;
-  const put = async (b: Buffer | string): Promise<void> => {
-    if (!out.write(b)) await once(out, 'drain');
-  };
+  // Resolves when the bytes are handed to the OS: the library's buffer is then free to refill.
+  const put = (b: Buffer | string): Promise<void> =>
+    new Promise((done, fail) => out.write(b, (e) => (e ? fail(e) : done())));
   if (json) {
     await put(
       `{"file":${JSON.stringify(file)},"arch":${JSON.stringify(mod.arch.name)},` +

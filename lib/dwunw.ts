@@ -204,7 +204,8 @@ export class Module {
 
   /**
    * The whole table rendered by the library (N.DWUNW_DUMP_*), a buffer at a time: one call per
-   * megabyte instead of one per row. Text starts with the column line.
+   * megabyte instead of one per row. Text starts with the column line. Each buffer yielded is
+   * reused for the next: write it out (and wait for the write) before going on.
    */
   *dump(format: number): Generator<Buffer> {
     const buf = Buffer.allocUnsafe(1 << 20);
@@ -213,8 +214,8 @@ export class Module {
       const n = Number(N.lib().dwunw_table_dump(this.owner.ctx, this.h, format, row, buf, buf.length));
       if (n < 0) throw new DwunwError(n);
       if (n === 0) return;
-      // A copy: the caller may hold it (a stream write) while the next call refills buf.
-      yield Buffer.from(buf.subarray(0, n));
+      // One buffer, refilled by the next call: the caller is done with it before asking for more.
+      yield buf.subarray(0, n);
     }
   }
 
