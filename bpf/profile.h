@@ -12,7 +12,12 @@
 enum pr_unwind {
 	PR_UNWIND_FP = 0,    /* bpf_get_stackid(BPF_F_USER_STACK), as libbpf-tools profile */
 	PR_UNWIND_DWARF = 1, /* registers + stack window, unwound by libdwunw in user space */
+	PR_UNWIND_KERNEL = 2, /* walked in the BPF program (kwalk.bpf.h); a walk that stops short
+	                       * carries the dwarf-mode snapshot in the same event */
 };
+
+/* --unwind=kernel: the stack window of a fallback snapshot (a constant of the BPF program) */
+#define PR_KW_WINDOW 16384
 
 /*
  * Stack ids carried by each sample: >= 0 an id in stack_traces, < 0 a negative errno from
@@ -25,6 +30,8 @@ enum pr_unwind {
 enum pr_rec_kind {
 	PR_REC_SAMPLE = CAP_KIND_TOOL, /* fp mode, or no user stack to capture */
 	PR_REC_EXEC,                   /* a process exec'd: its maps and addresses changed */
+	PR_REC_EXIT,                   /* --unwind=kernel: a process exited (its tables go) */
+	PR_REC_MMAP,                   /* --unwind=kernel: a process mapped a file executable */
 };
 
 struct pr_exec_rec {
@@ -59,6 +66,8 @@ enum pr_counter {
 	PR_CNT_FILTERED,        /* not a selected process/thread, or idle */
 	PR_CNT_SNAP_LOST,       /* snapshot not sent (buffer full); a small record went instead */
 	PR_CNT_REC_LOST,        /* no record at all could be sent */
+	PR_CNT_MMAP,            /* --unwind=kernel: executable file mappings seen (records sent) */
+	PR_CNT_MMAP_LOST,       /* of which not sent (pending table or buffer full) */
 	PR_CNT_MAX = 8,
 };
 
