@@ -82,6 +82,10 @@ static __always_inline int selected(__u32 tgid, __u32 tid)
 	return 1;
 }
 
+/* --unwind=kernel: executable mappings and exits of the selected processes */
+#define KW_TRACK_SELECTED(tgid, tid) selected(tgid, tid)
+#include "kwalk_track.bpf.h"
+
 SEC("perf_event")
 int sample(struct bpf_perf_event_data *ctx)
 {
@@ -153,17 +157,6 @@ int BPF_PROG(pr_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 	return 0;
 }
 
-static __always_inline void pr_proc_rec(void *ctx, __u32 kind, __u32 pid)
-{
-	struct pr_exec_rec r = {};
-
-	r.h.kind = kind;
-	r.h.hdr_size = sizeof(r);
-	r.pid = pid;
-	if (cap_emit(ctx, &r, sizeof(r)) && kind == PR_REC_MMAP)
-		pr_count(PR_CNT_MMAP_LOST);
-}
-
 /* forget the thread's cached stack VMA when it exits; --unwind=kernel: the process's tables */
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(pr_thread_exit, struct task_struct *p)
@@ -172,73 +165,6 @@ int BPF_PROG(pr_thread_exit, struct task_struct *p)
 
 	cap_thread_exit(tid);
 	if (unwind_mode == PR_UNWIND_KERNEL && tid == tgid && selected(tgid, tid))
-		pr_proc_rec(ctx, PR_REC_EXIT, tgid);
-	return 0;
-}
-
-/*
- * --unwind=kernel: a file mapped executable (the program's libraries at start, a dlopen) is
- * told to user space as it happens, so its table is loaded before the samples in it rather
- * than after the first of them fell back. mmap's entry notes the thread (bounded LRU), its exit
- * sends one small record when the call succeeded. The raw syscall tracepoints (BTF, no tracefs,
- * kprobes or syscall events needed: kernels without them are common) run for every system
- * call, so the first test is the call number; they are attached in kernel mode only.
- */
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 4096);
-	__type(key, __u32);
-	__type(value, __u8);
-} pr_mmap_pending SEC(".maps");
-
-#define PR_PROT_EXEC 0x4
-#if defined(__TARGET_ARCH_arm64)
-#define PR_NR_MMAP 222
-#define PR_SYSCALL_NR(r)   ((r)->syscallno)
-#define PR_MMAP_PROT(r)    ((r)->regs[2])
-#define PR_MMAP_FD(r)      ((int)(r)->regs[4])
-#else
-#define PR_NR_MMAP 9
-#define PR_SYSCALL_NR(r)   ((r)->orig_ax)
-#define PR_MMAP_PROT(r)    ((r)->dx)
-#define PR_MMAP_FD(r)      ((int)(r)->r8)
-#endif
-
-SEC("tp_btf/sys_enter")
-int BPF_PROG(pr_mmap_enter, struct pt_regs *regs, long id)
-{
-	__u64 pid_tgid;
-	__u32 tgid, tid;
-	__u8 one = 1;
-
-	if (id != PR_NR_MMAP || !(PR_MMAP_PROT(regs) & PR_PROT_EXEC) || PR_MMAP_FD(regs) < 0)
-		return 0;
-	pid_tgid = bpf_get_current_pid_tgid();
-	tgid = pid_tgid >> 32;
-	tid = (__u32)pid_tgid;
-	if (!selected(tgid, tid))
-		return 0;
-	if (bpf_map_update_elem(&pr_mmap_pending, &tid, &one, BPF_ANY))
-		pr_count(PR_CNT_MMAP_LOST);
-	return 0;
-}
-
-SEC("tp_btf/sys_exit")
-int BPF_PROG(pr_mmap_exit, struct pt_regs *regs, long ret)
-{
-	__u64 pid_tgid;
-	__u32 tid;
-
-	if (PR_SYSCALL_NR(regs) != PR_NR_MMAP)
-		return 0;
-	pid_tgid = bpf_get_current_pid_tgid();
-	tid = (__u32)pid_tgid;
-	if (!bpf_map_lookup_elem(&pr_mmap_pending, &tid))
-		return 0;
-	bpf_map_delete_elem(&pr_mmap_pending, &tid);
-	if (ret < 0 && ret >= -4095)
-		return 0;
-	pr_count(PR_CNT_MMAP);
-	pr_proc_rec(ctx, PR_REC_MMAP, pid_tgid >> 32);
+		kw_track_exit(ctx, tgid);
 	return 0;
 }

@@ -42,6 +42,7 @@
 #ifdef HAVE_KWALK
 #include "frames_kwalk.h"
 #include "kwalk_preload.h"
+#include "kwalk_track_user.h"
 #include "kwalk_user.h"
 #endif
 
@@ -219,32 +220,7 @@ static int64_t user_fp_stack(uint32_t pid, int32_t id)
 #ifdef HAVE_KWALK
 /* ---- --unwind=kernel: tables for the walker ------------------------------------------------ */
 
-static struct kw_loader *kwl;
-
-/*
- * (Re)load a process's tables: at once after an exec or an executable mmap (force), else at most
- * every 50 ms per process when its events say they are missing (a process that cannot be loaded
- * is not retried at every sample).
- */
-#define KW_RELOAD_SLOTS 1024
-static struct {
-	uint32_t pid;          /* pid + 1 */
-	uint64_t ns;
-} kw_tried[KW_RELOAD_SLOTS];
-
-static void kw_reload(uint32_t pid, bool force)
-{
-	size_t i = hash64(0, pid) & (KW_RELOAD_SLOTS - 1);
-	uint64_t t = mono_ns();
-
-	if (!force && kw_tried[i].pid == pid + 1 && t - kw_tried[i].ns < 50000000ull)
-		return;
-	kw_tried[i].pid = pid + 1;
-	kw_tried[i].ns = t;
-	prs.kw_loads++;
-	if (kw_load_pid(kwl, (int)pid) == 0)
-		dwunw_maps_refresh(&dctx, (int32_t)pid);
-}
+static struct kw_track kwt;
 
 /* An exec the BPF side reports for every process: only the profiled ones get tables. */
 static bool kw_selected(uint32_t pid)
@@ -271,7 +247,7 @@ static void on_kwalk(const void *data, size_t size)
 	if (uidx == FRAMES_FALLBACK)
 		uidx = user_fp_stack(ki.pid, (int32_t)ki.aux);
 	if (kw_wants_reload(ki.status))
-		kw_reload(ki.pid, false);
+		kw_track_reload(&kwt, ki.pid, false);
 	count_sample(ki.pid, ki.tid, kernel_stack(PR_COOKIE_KSTACK(ki.cookie)), uidx);
 }
 #endif
@@ -322,24 +298,14 @@ static int on_record(void *ctx, const void *data, size_t size)
 		memcpy(&r, data, sizeof(r));
 		on_exec(r.pid);
 #ifdef HAVE_KWALK
-		if (kwl && kw_selected(r.pid)) {
-			kw_forget_pid(kwl, (int)r.pid);
-			kw_reload(r.pid, true);
+		if (kwt.l && kw_selected(r.pid)) {
+			kw_forget_pid(kwt.l, (int)r.pid);
+			kw_track_reload(&kwt, r.pid, true);
 		}
 	} else if (h->kind == KW_KIND_EVENT) {
 		on_kwalk(data, size);
-	} else if (h->kind == PR_REC_MMAP && size >= sizeof(struct pr_exec_rec) && kwl) {
-		struct pr_exec_rec r;
-
-		memcpy(&r, data, sizeof(r));
-		prs.kw_mmaps++;
-		kw_reload(r.pid, true);
-	} else if (h->kind == PR_REC_EXIT && size >= sizeof(struct pr_exec_rec) && kwl) {
-		struct pr_exec_rec r;
-
-		memcpy(&r, data, sizeof(r));
-		prs.kw_exits++;
-		kw_forget_pid(kwl, (int)r.pid);
+	} else if (kw_track_record(&kwt, data, size)) {
+		/* an executable mapping or an exit: tables loaded or dropped */
 #endif
 	}
 	return 0;
@@ -510,11 +476,12 @@ int main(int argc, char **argv)
 		    strerror(-err));
 #ifdef HAVE_KWALK
 	if (opts.unwind == PR_UNWIND_KERNEL && opts.user) {
-		kwl = kw_loader_new(skel->obj, &kwo);
-		if (!kwl)
+		kwt.l = kw_loader_new(skel->obj, &kwo);
+		if (!kwt.l)
 			die("cannot set up the in-kernel walker's tables: %s", strerror(errno));
+		kwt.selected = kw_selected;
 		if (opts.command)
-			kw_preload_command(kwl, opts.command[0]);
+			kw_preload_command(kwt.l, opts.command[0]);
 	}
 #endif
 	if (opts.command) {
@@ -540,19 +507,14 @@ int main(int argc, char **argv)
 	if (!bpf_program__attach(skel->progs.pr_exec))
 		die("cannot attach sched_process_exec: %s", strerror(errno));
 #ifdef HAVE_KWALK
-	if (kwl) {
-		struct bpf_link *me = bpf_program__attach(skel->progs.pr_mmap_enter);
-		struct bpf_link *mx = me ? bpf_program__attach(skel->progs.pr_mmap_exit) : NULL;
-
-		if (!mx) {
-			/* the walker's fallback still reloads a process whose pcs it does not know */
+	if (kwt.l) {
+		err = kw_track_attach(&kwt, skel->obj);
+		if (err) /* the walker's fallback still reloads a process whose pcs it does not know */
 			fprintf(stderr, "profile: no mmap tracing (%s): new mappings load at their "
-				"first sample\n", strerror(errno));
-			bpf_link__destroy(me);
-		}
+				"first sample\n", strerror(-err));
 		for (size_t i = 0; i < opts.npids; i++)
 			if (!opts.command)
-				kw_reload(opts.pids[i], true);
+				kw_track_reload(&kwt, opts.pids[i], true);
 	}
 #endif
 	attach_events();
@@ -605,21 +567,29 @@ int main(int argc, char **argv)
 	}
 	pr_counters(skel->maps.pr_counters);
 #ifdef HAVE_KWALK
-	if (kwl) {
+	if (kwt.l) {
 		struct kw_stats ks;
+		uint64_t tc[KW_TC_MAX];
 
-		kw_get_stats(kwl, &ks);
+		kw_get_stats(kwt.l, &ks);
+		kw_track_counters(skel->obj, tc);
 		prs.kw_map_bytes = ks.map_bytes;
 		prs.kw_table_bytes = ks.table_bytes;
 		prs.kw_modules = ks.modules;
 		prs.kw_evictions = ks.evictions;
+		prs.kw_loads = kwt.loads;
+		prs.kw_mmaps = kwt.mmaps;
+		prs.kw_exits = kwt.exits;
+		prs.kw_mmaps_lost = tc[KW_TC_LOST];
 	}
 #endif
 	pr_report();
 	dwunw_cap_reader_free(reader);
 #ifdef HAVE_KWALK
-	if (kwl)
-		kw_loader_free(kwl);
+	if (kwt.l) {
+		kw_track_detach(&kwt);
+		kw_loader_free(kwt.l);
+	}
 #endif
 	profile_bpf__destroy(skel);
 	ptarget_stop();

@@ -30,8 +30,6 @@ enum pr_unwind {
 enum pr_rec_kind {
 	PR_REC_SAMPLE = CAP_KIND_TOOL, /* fp mode, or no user stack to capture */
 	PR_REC_EXEC,                   /* a process exec'd: its maps and addresses changed */
-	PR_REC_EXIT,                   /* --unwind=kernel: a process exited (its tables go) */
-	PR_REC_MMAP,                   /* --unwind=kernel: a process mapped a file executable */
 };
 
 struct pr_exec_rec {
@@ -66,8 +64,6 @@ enum pr_counter {
 	PR_CNT_FILTERED,        /* not a selected process/thread, or idle */
 	PR_CNT_SNAP_LOST,       /* snapshot not sent (buffer full); a small record went instead */
 	PR_CNT_REC_LOST,        /* no record at all could be sent */
-	PR_CNT_MMAP,            /* --unwind=kernel: executable file mappings seen (records sent) */
-	PR_CNT_MMAP_LOST,       /* of which not sent (pending table or buffer full) */
 	PR_CNT_MAX = 8,
 };
 

@@ -444,7 +444,7 @@ void pr_report(void)
 			printf("},\"table_loads\":%" PRIu64 ",\"mmaps\":%" PRIu64 ",\"mmaps_lost\":%" PRIu64
 			       ",\"exits\":%" PRIu64 ",\"map_bytes\":%" PRIu64 ",\"table_bytes\":%" PRIu64
 			       ",\"modules\":%" PRIu64 ",\"evictions\":%" PRIu64 "}",
-			       prs.kw_loads, prs.kw_mmaps, prs.bpf[PR_CNT_MMAP_LOST], prs.kw_exits,
+			       prs.kw_loads, prs.kw_mmaps, prs.kw_mmaps_lost, prs.kw_exits,
 			       prs.kw_map_bytes, prs.kw_table_bytes, prs.kw_modules, prs.kw_evictions);
 		}
 		printf("}}\n");
