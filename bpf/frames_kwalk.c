@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /* In-kernel walker event -> interned stack (frames_kwalk.h). */
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include "frames_kwalk.h"
@@ -11,16 +12,22 @@ struct kw_fill {
 	uint32_t skip;
 };
 
-/* A walked frame's pc is exact in frame 0 and after a signal frame, else a return address. */
+/*
+ * A walked frame's pc is exact in frame 0, after a signal frame, and in the signal trampoline
+ * itself (nothing called it: the handler "returns" to its first byte); else a return address.
+ */
 static void fill_kwalk(void *arg, struct uframe *out, uint32_t n)
 {
 	const struct kw_fill *k = arg;
+	const struct kw_event *ev = k->ev;
 
 	for (uint32_t i = 0; i < n; i++) {
 		uint32_t j = i + k->skip;
+		bool exact = j == 0 || ev->how[j] == KW_HOW_SIGNAL ||
+			     (j + 1 < ev->nframes && ev->how[j + 1] == KW_HOW_SIGNAL);
 
 		out[i].how = HOW_KERNEL;
-		fill_pc((pid_t)k->ev->pid, out, i, j == 0 || k->ev->how[j] == KW_HOW_SIGNAL);
+		fill_pc((pid_t)ev->pid, out, i, exact);
 	}
 }
 
