@@ -136,7 +136,7 @@ static struct {
 	struct kw_loader *kl;
 	struct dwunw_ctx ctx;
 	int pid;
-	uint64_t events, identical, differences, fallback, snapshot_short, complete, no_lib;
+	uint64_t events, identical, differences, fallback, snapshot_short, complete, no_lib, uprobe_tramp;
 	uint64_t by_status[KW_ST_MAX];
 	uint64_t frames_walker, frames_lib;
 	uint64_t signal_frames, vdso_events, deep_events, max_frames;
@@ -238,6 +238,29 @@ static void print_diff(const struct kw_event *ev, const struct dwunw_frame *lf, 
 		(unsigned long long)ev->stop_pc, (unsigned long long)ev->stop_addr, krule);
 }
 
+/*
+ * Is pc in the process's [uprobes] page? A sample taken while a uretprobe's handlers run (the
+ * thread is in the trampoline's syscall there; any tool's uretprobe on a library the target
+ * uses, e.g. another memleak's on libc) has no unwind info at frame 0, for either path.
+ */
+static int in_uprobes_page(int pid, uint64_t pc)
+{
+	char path[64], line[512];
+	unsigned long long lo, hi;
+	int yes = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/maps", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return 0;
+	while (!yes && fgets(line, sizeof(line), f))
+		if (sscanf(line, "%llx-%llx", &lo, &hi) == 2 && pc >= lo && pc < hi)
+			yes = strstr(line, "[uprobes]") != NULL;
+	fclose(f);
+	return yes;
+}
+
 static int on_record(void *ctx, const void *data, size_t size)
 {
 	const struct kw_event *ev = data;
@@ -269,6 +292,8 @@ static int on_record(void *ctx, const void *data, size_t size)
 	}
 	if (n >= 100)
 		S.deep_events++;
+	if (ev->status == KW_ST_NO_MAPPING && ev->stop_frame == 0 && in_uprobes_page((int)ev->pid, ev->stop_pc))
+		S.uprobe_tramp++;
 	{
 		int seen = 0;
 		for (int i = 0; i < S.ntids; i++)
@@ -686,7 +711,7 @@ int main(int argc, char **argv)
 			       "\"differences\":%llu,\"fallback\":%llu,\"complete\":%llu,\"snapshot_short\":%llu,\"lost\":%llu,"
 			       "\"no_snapshot\":%llu,\"signal_frames\":%llu,\"vdso_events\":%llu,\"deep_events\":%llu,"
 			       "\"max_frames\":%llu,\"threads\":%d,\"hybrid_kernel\":%llu,\"hybrid_snapshot\":%llu,"
-			       "\"hybrid_mismatch\":%llu,\"by_status\":{",
+			       "\"hybrid_mismatch\":%llu,\"uprobe_tramp\":%llu,\"by_status\":{",
 			       opt.cmd[0], exited == 2 ? -1 : WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status),
 			       (unsigned long long)S.events, (unsigned long long)S.identical, ident_pct,
 			       (unsigned long long)S.differences, (unsigned long long)S.fallback,
@@ -694,7 +719,8 @@ int main(int argc, char **argv)
 			       (unsigned long long)S.no_lib, (unsigned long long)S.signal_frames,
 			       (unsigned long long)S.vdso_events, (unsigned long long)S.deep_events,
 			       (unsigned long long)S.max_frames, S.ntids, (unsigned long long)S.hybrid_kernel,
-			       (unsigned long long)S.hybrid_snapshot, (unsigned long long)S.hybrid_mismatch);
+			       (unsigned long long)S.hybrid_snapshot, (unsigned long long)S.hybrid_mismatch,
+			       (unsigned long long)S.uprobe_tramp);
 			for (int i = 0, first = 1; i < KW_ST_MAX; i++)
 				if (S.by_status[i]) {
 					printf("%s\"%s\":%llu", first ? "" : ",", kw_status_name(i),
