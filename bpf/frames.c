@@ -297,7 +297,10 @@ int64_t frames_from_snapshot(const void *data, size_t size, uint32_t skip, uint6
 	/* time one unwind in 64 (clock reads cost as much as a short unwind) */
 	bool timed = (stats->records & 63) == 1;
 	t0 = timed ? mono_ns() : 0;
-	rc = dwunw_capture(&dctx, &regs, frames, &nf);
+	struct dwunw_stack_sample samples[CAP_NSAMPLES];
+	size_t nsamples = dwunw_cap_samples(rec, samples);
+
+	rc = dwunw_capture_sampled(&dctx, &regs, samples, nsamples, frames, &nf);
 	if (timed) {
 		stats->unwind_ns += mono_ns() - t0;
 		stats->timed++;
