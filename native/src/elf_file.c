@@ -982,24 +982,29 @@ int dw_elf_raw(struct dw_elf *e, uint64_t off, uint64_t len, const uint8_t **out
 
 int dw_elf_crc32(struct dw_elf *e, uint32_t *out)
 {
+	enum { CHUNK = 1 << 16 };
 	uLong crc = crc32(0L, Z_NULL, 0);
-	uint8_t buf[1 << 16];
+	uint8_t *buf = NULL;
+	int rc = DWUNW_OK;
 
 	if (!e || !out)
 		return DWUNW_ERR_INVALID_ARG;
-	for (uint64_t off = 0; off < e->size;) {
-		uint64_t n = e->size - off < sizeof(buf) ? e->size - off : sizeof(buf);
+	/* Read through a buffer: the checksum must not make the whole file resident. */
+	if (e->sparse && !(buf = malloc(CHUNK)))
+		return DWUNW_ERR_NOMEM;
+	for (uint64_t off = 0; off < e->size && !rc;) {
+		uint64_t n = e->size - off < CHUNK ? e->size - off : CHUNK;
 		const uint8_t *p = e->image + off;
-		if (e->sparse) {
-			/* Read through a buffer: the checksum must not make the whole file resident. */
-			int rc = read_file(e, off, buf, n);
-			if (rc)
-				return rc;
+		if (buf) {
+			rc = read_file(e, off, buf, n);
 			p = buf;
 		}
-		crc = crc32(crc, p, (uInt)n);
+		if (!rc)
+			crc = crc32(crc, p, (uInt)n);
 		off += n;
 	}
-	*out = (uint32_t)crc;
-	return DWUNW_OK;
+	free(buf);
+	if (!rc)
+		*out = (uint32_t)crc;
+	return rc;
 }
