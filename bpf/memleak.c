@@ -44,6 +44,7 @@
 #include "preflight.h"
 #include "report_fmt.h"
 #include "stack_store.h"
+#include "maps_view.h"
 #include "syms.h"
 #include "target.h"
 #include "tool_opts.h"
@@ -433,6 +434,8 @@ static int on_record(void *ctx, const void *data, size_t size)
 #ifdef HAVE_DWUNW
 		on_snapshot(data, size);
 #endif
+	} else if (h->kind == CAP_KIND_MAPEV) {
+		maps_view_event(data, size);
 	} else if (h->kind == ML_REC_TRACE && size >= sizeof(struct ml_trace_rec)) {
 		struct ml_trace_rec r;
 
@@ -996,6 +999,7 @@ static void report(void)
 			}
 		}
 		printf("}}");
+		maps_view_json();
 		ml_mem_json(skel->obj, report_outstanding);
 		printf("}\n");
 	} else if (env.folded) {
@@ -1018,6 +1022,7 @@ static void report(void)
 			       *reasons ? ")" : "", n_beyond, stats.records,
 			       stats.timed ? stats.unwind_ns / 1000.0 / (double)stats.timed : 0.0,
 			       stats.patched);
+		maps_view_text();
 		if (lost)
 			printf("lost %" PRIu64 " records (%s buffer full)\n", lost,
 			       env.perfbuf ? "perf" : "ring");
@@ -1202,6 +1207,12 @@ static void attach_all(const char *path, pid_t pid)
 			}
 			die("cannot probe %s in %s: %s", name, path, strerror(-err));
 		}
+	}
+	if (maps_view_on) {
+		int err = maps_view_attach(skel->obj, &links, &nlinks);
+
+		if (err)
+			die("cannot attach the mapping-change programs: %s", strerror(-err));
 	}
 	struct bpf_link *l = bpf_program__attach(skel->progs.ml_exec);
 	if (!l)
@@ -1400,6 +1411,10 @@ int main(int argc, char **argv)
 	skel->rodata->cap_use_perfbuf = env.perfbuf;
 	skel->rodata->cap_stack_bytes = env.stack_size;
 	skel->rodata->follow_tree = following;
+	/* dwarf mode: mapping changes in order with the records (DWUNW_MAPEV=0: off, to compare) */
+	maps_view_on = env.unwind == ML_UNWIND_DWARF && !(getenv("DWUNW_MAPEV") &&
+							  !strcmp(getenv("DWUNW_MAPEV"), "0"));
+	skel->rodata->mapev_enabled = maps_view_on;
 	skel->rodata->cap_scratch_slots = dwunw_cap_scratch_slots(env.perfbuf);
 	ring_bytes = env.buffer_size && !env.perfbuf ? env.buffer_size : ml_ring_bytes(env.expected_rate);
 	skel->rodata->cap_wakeup_bytes = ring_bytes / 8;
