@@ -364,12 +364,10 @@ void maps_view_text(void)
 {
 	const struct maps_view_stats *s = &maps_view_stats;
 
-	if (!maps_view_on || (!s->mmaps && !s->flagged))
+	/* only when something is flagged (the JSON summary always has the counts) */
+	if (!maps_view_on || (!s->unknown && !s->flagged))
 		return;
-	printf("maps: %" PRIu64 " file mappings and %" PRIu64 " unmaps applied in record order",
-	       s->mmaps, s->munmaps);
-	if (s->unknown || s->flagged)
-		printf("; %" PRIu64 " of unknown file, %" PRIu64 " records flagged MODULE_UNKNOWN",
-		       s->unknown, s->flagged);
-	putchar('\n');
+	printf("maps: %" PRIu64 " file mappings of unknown file, %" PRIu64
+	       " records flagged MODULE_UNKNOWN (of %" PRIu64 " mappings applied in record order)\n",
+	       s->unknown, s->flagged, s->mmaps);
 }
