@@ -108,6 +108,18 @@ static int live_read(struct walk *w, uint64_t addr, void *buf, size_t len)
 	return DWUNW_OK;
 }
 
+/* Code (read to recognise a signal trampoline where no CFI covers the pc, e.g. JIT code) is not
+ * stack memory that may hold other frames since the event: read straight, without the mark. The
+ * stack's own mapping is never code here, even when it is executable. */
+static int code_at(const struct walk *w, uint64_t addr)
+{
+	const struct dw_map *m;
+
+	if (!w->proc || !(m = dw_proc_find(w->proc, addr)) || !(m->prot & DW_PROT_X))
+		return 0;
+	return m != dw_proc_find(w->proc, w->snap_lo);
+}
+
 static int wread(void *arg, uint64_t addr, void *buf, size_t len)
 {
 	struct walk *w = arg;
@@ -125,6 +137,8 @@ static int wread(void *arg, uint64_t addr, void *buf, size_t len)
 			dw_remote_begin(&w->remote, w->in->pid, w->c->cfg.audit, w->c->cfg.audit_arg);
 			w->remote_on = 1;
 		}
+		if (code_at(w, addr) && dw_remote_read(&w->remote, addr, buf, len) == DWUNW_OK)
+			return DWUNW_OK;
 		err = live_read(w, addr, buf, len);
 		if (!err) {
 			w->beyond = 1;
