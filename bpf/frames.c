@@ -97,8 +97,9 @@ static void fill_anon(struct uframe *f, pid_t pid)
 	const char *name;
 	uint64_t off;
 
-	if (!frames_use_perf_map || !pid ||
-	    !(name = perf_map_lookup(pid, f->pc, (f->flags & UF_JIT) != 0, &off)))
+	/* a pc in no known mapping may be code the JIT made after the maps were read, or in a
+	 * process gone since: the perf map is read on for it too (rate-limited) */
+	if (!frames_use_perf_map || !pid || !(name = perf_map_lookup(pid, f->pc, true, &off)))
 		return;
 	f->name = name;
 	f->offset = off;

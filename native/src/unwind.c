@@ -507,6 +507,10 @@ static int fp_plausible(const struct walk *w, const struct dwunw_regs *in, const
 	if (!w->proc)
 		return 1;
 	m = dw_proc_find(w->proc, out->pc);
+	/* code mapped since the maps were read (a JIT's new code page): the next frame's look-up
+	 * reads them again, and stops there if the pc is still in no mapping */
+	if (!m && !w->refreshed && !w->proc->offline)
+		m = dw_proc_find(w->proc, in->pc);
 	if (!m || !(m->prot & DW_PROT_X))
 		return 0;
 	if (!((in->valid >> sp) & 1) || !((out->valid >> sp) & 1))
