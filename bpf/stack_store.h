@@ -18,7 +18,7 @@ struct uframe {
 	uint64_t offset;
 	const char *module;    /* NULL: not in a file mapping */
 	uint64_t maddr;        /* pc as an address of the module's file (0: unknown) */
-	uint32_t how;          /* enum dwunw_how for unwound frames (0 otherwise) */
+	uint32_t how;          /* enum dwunw_how for unwound frames (0 otherwise), or HOW_KERNEL */
 	uint32_t flags;        /* UF_* */
 };
 
@@ -53,6 +53,9 @@ static inline void uf_set_origin(struct uframe *f, enum uf_origin o)
 {
 	f->flags = (f->flags & ~UF_ORIGIN_MASK) | ((uint32_t)o << UF_ORIGIN_SHIFT);
 }
+
+/* uframe.how of a frame walked by the in-kernel walker (--unwind=kernel; not a dwunw_how) */
+#define HOW_KERNEL 16
 
 enum stack_kind {
 	SK_DWARF = 1,          /* unwound by libdwunw */
