@@ -147,6 +147,30 @@ static int rehash(struct builder *b)
 }
 
 /* The rule id of a state: an existing one when equal, else a new one. */
+/* A FAST rule's two slots the walk needs at every frame (return address, frame pointer), in
+ * words from the CFA: DW_RULEF_LEAN when the CFA is sp or fp based and both fit. */
+static void lean_shape(struct dw_rule *r, const struct dw_regrule *rr, uint32_t n,
+		       const struct dwunw_arch_ops *a)
+{
+	int64_t ra = 0, fp = 0;
+
+	if (r->cfa_reg != a->sp_reg && r->cfa_reg != a->fp_reg)
+		return;
+	for (uint32_t i = 0; i < n; i++) {
+		int64_t v = rr[i].val;
+		if (rr[i].reg != r->ra_reg && rr[i].reg != a->fp_reg)
+			continue;
+		if (v % a->addr_size || v / a->addr_size < INT8_MIN || v / a->addr_size > INT8_MAX || !v)
+			return;
+		*(rr[i].reg == r->ra_reg ? &ra : &fp) = v / a->addr_size;
+	}
+	if (!ra || r->ra_reg == a->fp_reg)
+		return;
+	r->ra_slot = (int8_t)ra;
+	r->fp_slot = (int8_t)fp;
+	r->flags |= DW_RULEF_LEAN | (r->cfa_reg == a->fp_reg && r->cfa_reg != a->sp_reg ? DW_RULEF_CFA_FP : 0);
+}
+
 static int rule_id(struct builder *b, const struct dw_frame_state *st, uint32_t *out)
 {
 	struct dw_rule r = { 0 };
@@ -230,6 +254,7 @@ static int rule_id(struct builder *b, const struct dw_frame_state *st, uint32_t 
 			r.flags |= DW_RULEF_FAST;
 			r.step_mask = (set_mask & (a->nregs >= 64 ? ~0ull : (1ull << a->nregs) - 1)) |
 				      (a->sp_reg < 64 ? 1ull << a->sp_reg : 0);
+			lean_shape(&r, b->tmp, n, a);
 		}
 		/* slots one word wide: [lo, hi + word) */
 		if (lo <= hi) {

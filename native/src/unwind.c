@@ -586,10 +586,11 @@ static inline uint64_t word_at(const uint8_t *p, unsigned asz)
 
 /* What walk_fast needs of the walk, in one place the register stores cannot alias. */
 struct fast_env {
+	struct walk *w;
 	const uint8_t *snap;
 	uint64_t snap_lo, snap_len;
 	uint64_t keep;             /* registers a step keeps: callee-saved and link, < nregs */
-	unsigned spr;
+	unsigned spr, fpr;         /* the frame pointer is callee-saved on every backend */
 	uint64_t (*ra_to_pc)(uint64_t ra, int ra_signed);
 	const struct place *places, *places_end; /* every recent place */
 };
@@ -597,34 +598,43 @@ struct fast_env {
 enum { FAST_MORE, FAST_END, FAST_NO_PROGRESS, FAST_DEPTH };
 
 /*
- * The common frames: a return address in one of two recent places, its rule in the look-up
- * cache, the rule a FAST one (CFA = register + offset, every other rule a slot, the return address
- * among them) whose slots lie in the snapshot. Steps in place and writes each frame's record; stops
- * (FAST_MORE) before the first frame that needs more, or at the end of the chain. Entered with a
- * known sp, after a CFI step (not exact, not a signal), nothing read beyond the snapshot.
+ * The common frames: a return address in one of two recent places (a module not seen yet in
+ * this capture gets its place here), its rule in the look-up cache, the rule a LEAN one (CFA = sp
+ * or fp + offset, every other rule a slot, the return address among them) whose slots lie in the
+ * snapshot. Writes each frame's record; stops (FAST_MORE) before the first frame that needs more,
+ * or at the end of the chain. Entered with a known sp, after a CFI step (not exact, not a signal),
+ * nothing read beyond the snapshot.
+ *
+ * Only the pc, sp and fp go from frame to frame, and `saved`, the registers some step restored:
+ * a LEAN step needs no other register. On FAST_MORE, fast_restore then sets the others and the
+ * valid mask from the frames written, as the steps would have one by one.
  */
 static inline __attribute__((always_inline)) int walk_fast(const struct fast_env *e, struct state *s,
 							   const struct place **plp, const struct place **altp,
 							   struct dwunw_frame *frames, size_t *nfp, size_t cap,
-							   int exact, const unsigned asz, const int has_ra_to_pc)
+							   uint64_t *savedp, int exact, const unsigned asz,
+							   const int has_ra_to_pc)
 {
-	/* Locals: stores to the registers and frames cannot alias them. */
+	/* Locals: stores to the frames cannot alias them. */
 	const struct place *p = *plp, *a = *altp;
-	const uint8_t *const snap = e->snap;
-	const uint64_t snap_lo = e->snap_lo, snap_len = e->snap_len, keep = e->keep;
-	const unsigned spr = e->spr;
+	const uint64_t snap_lo = e->snap_lo, snap_len = e->snap_len;
+	/* snapshot byte of address x: snap_base + x, formed only for x inside the snapshot */
+	const uintptr_t snap_base = (uintptr_t)e->snap - (uintptr_t)snap_lo;
+	const unsigned spr = e->spr, fpr = e->fpr;
+	/* valid on entry: registers kept by every step stay valid (sp is, always) */
+	const uint64_t v0 = (s->valid & e->keep) | (1ull << spr);
 	uint64_t (*const ra_to_pc)(uint64_t, int) = e->ra_to_pc;
-	uint64_t valid = s->valid, pc = s->pc, dec = !exact;
+	uint64_t pc = s->pc, dec = !exact, sp = s->regs[spr], fp = s->regs[fpr], saved = 0;
 	struct dwunw_frame *f = frames + *nfp, *const fend = frames + cap;
 	int ret = FAST_MORE;
 
 	for (;;) {
-		const uint64_t lookup = pc - dec, sp = s->regs[spr];
+		const uint64_t lookup = pc - dec;
 		const struct dw_rule *rule;
-		const struct dw_regrule *rr;
-		uint64_t key, ent, cfa, rel, lo, npc;
+		uint64_t key, ent, cfa, lo, end, npc;
 		const _Atomic uint64_t *slot;
-		const uint8_t *base;
+		uintptr_t base;
+		unsigned fl;
 
 		/* lookup and pc (= lookup + dec) both in the place */
 		if (DW_UNLIKELY(lookup - p->start >= p->len - dec)) {
@@ -632,10 +642,15 @@ static inline __attribute__((always_inline)) int walk_fast(const struct fast_env
 			if (DW_UNLIKELY(lookup - a->start >= a->len - dec)) {
 				/* a third module: the other recent places */
 				for (t = e->places; t < e->places_end; t++)
-					if (lookup - t->start < t->len - dec)
+					if (t->rcache && lookup - t->start < t->len - dec)
 						break;
-				if (t == e->places_end)
-					break;
+				if (t == e->places_end) {
+					/* not seen yet in this capture: its place, filled here */
+					uint64_t lk = lookup;
+					t = frame_place(e->w, &lk, pc, (uint32_t)(f - frames));
+					if (lk != lookup || lookup - t->start >= t->len - dec)
+						break;
+				}
 			}
 			if (!t->rcache)
 				break;
@@ -651,44 +666,39 @@ static inline __attribute__((always_inline)) int walk_fast(const struct fast_env
 				break;
 		}
 		rule = &p->rules[(uint32_t)ent];
-		if (DW_UNLIKELY(!(rule->flags & DW_RULEF_FAST) || !((valid >> rule->cfa_reg) & 1))) {
-			if ((rule->flags & DW_RULEF_OUTERMOST) && ((valid >> rule->cfa_reg) & 1)) {
-				/* the last frame, as step_cfi would end it: no caller, no CFA shown */
+		fl = rule->flags;
+		if (DW_UNLIKELY(!(fl & DW_RULEF_LEAN))) {
+			/* the last frame, as step_cfi would end it: no caller, no CFA shown (a CFA
+			 * register that is not kept by a step: left to the slow path) */
+			if ((fl & DW_RULEF_OUTERMOST) && (((v0 | saved) >> rule->cfa_reg) & 1)) {
 				*f++ = (struct dwunw_frame){ .pc = pc, .sp = sp, .module_addr = pc - p->bias,
 							     .module = p->mod, .how = DWUNW_HOW_CFI, .flags = p->fflags };
 				ret = FAST_END;
 			}
 			break;
 		}
-		cfa = s->regs[rule->cfa_reg] + (uint64_t)(int64_t)rule->cfa_off;
+		if (fl & DW_RULEF_CFA_FP) {
+			if (DW_UNLIKELY(!(((v0 | saved) >> fpr) & 1)))
+				break;
+			cfa = fp;
+		} else {
+			cfa = sp;
+		}
+		cfa += (uint64_t)(int64_t)rule->cfa_off;
 		if (asz == 4)
 			cfa = (uint32_t)cfa;
-		rel = cfa - snap_lo; /* the CFA's offset in the snapshot (no pointer outside it is formed) */
-		lo = rel + (uint64_t)(int64_t)rule->off_min;
-		if (DW_UNLIKELY(lo > snap_len || rule->span > snap_len - lo))
+		/* the slots [lo, end) inside the snapshot; lo below it wraps and carries */
+		lo = cfa - snap_lo + (uint64_t)(int64_t)rule->off_min;
+		if (DW_UNLIKELY(__builtin_add_overflow(lo, (uint64_t)rule->span, &end) || end > snap_len))
 			break;
 		/* the step: from here on this frame is done */
-		base = snap + rel;
-		rr = &p->regrules[rule->reg_first];
-		switch (rule->nregs) {
-		default:
-			for (unsigned i = 7; i < rule->nregs; i++)
-				s->regs[rr[i].reg] = word_at(base + rr[i].val, asz);
-			/* fall through */
-		case 7: s->regs[rr[6].reg] = word_at(base + rr[6].val, asz); /* fall through */
-		case 6: s->regs[rr[5].reg] = word_at(base + rr[5].val, asz); /* fall through */
-		case 5: s->regs[rr[4].reg] = word_at(base + rr[4].val, asz); /* fall through */
-		case 4: s->regs[rr[3].reg] = word_at(base + rr[3].val, asz); /* fall through */
-		case 3: s->regs[rr[2].reg] = word_at(base + rr[2].val, asz); /* fall through */
-		case 2: s->regs[rr[1].reg] = word_at(base + rr[1].val, asz); /* fall through */
-		case 1: s->regs[rr[0].reg] = word_at(base + rr[0].val, asz); /* fall through */
-		case 0: break;
-		}
-		s->regs[spr] = cfa;
-		valid = (valid & keep) | rule->step_mask;
-		npc = s->regs[rule->ra_reg];
+		base = snap_base + cfa;
+		npc = word_at((const uint8_t *)(base + (intptr_t)rule->ra_slot * asz), asz);
+		if (rule->fp_slot)
+			fp = word_at((const uint8_t *)(base + (intptr_t)rule->fp_slot * asz), asz);
+		saved |= rule->step_mask;
 		if (has_ra_to_pc)
-			npc = ra_to_pc(npc, !!(rule->flags & DW_RULEF_RA_SIGNED));
+			npc = ra_to_pc(npc, !!(fl & DW_RULEF_RA_SIGNED));
 		/* how and the first frame's EXACT_PC: set by the caller */
 		*f++ = (struct dwunw_frame){ .pc = pc, .sp = sp, .cfa = cfa, .module_addr = pc - p->bias,
 					     .module = p->mod, .how = DWUNW_HOW_CFI, .flags = p->fflags };
@@ -696,25 +706,73 @@ static inline __attribute__((always_inline)) int walk_fast(const struct fast_env
 		if (DW_UNLIKELY(npc == 0)) {
 			ret = FAST_END;
 			pc = npc;
+			sp = cfa;
 			break;
 		}
 		if (DW_UNLIKELY(cfa < sp || (cfa == sp && npc == pc))) {
 			ret = FAST_NO_PROGRESS;
 			pc = npc;
+			sp = cfa;
 			break;
 		}
 		pc = npc;
+		sp = cfa;
 		if (DW_UNLIKELY(f >= fend)) {
 			ret = FAST_DEPTH;
 			break;
 		}
 	}
-	s->valid = valid;
+	s->regs[spr] = sp;
+	s->regs[fpr] = fp;
 	s->pc = pc;
+	*savedp = saved;
 	*nfp = (size_t)(f - frames);
 	*plp = p;
 	*altp = a;
 	return ret;
+}
+
+/* The LEAN rule a frame written by walk_fast was stepped with (the tables do not change while
+ * the frames hold their modules; the look-up is the same). */
+static const struct dw_rule *fast_rule(const struct dwunw_frame *f, int dec, const struct dw_table **t)
+{
+	if (!f->module || dw_module_table(f->module, t) != DWUNW_OK)
+		return NULL;
+	return dw_table_rule_at(*t, f->module_addr - (uint64_t)dec);
+}
+
+/*
+ * After walk_fast stepped frames[n0 .. nf) (nf > n0) and stopped before a frame that needs a
+ * slow step: the state the steps would have left. Valid: what the last step set, and what every
+ * step keeps that was valid on entry or set by a step. Values: sp, fp and the pc are there; every
+ * other register a step restored (`saved`) comes from the slot of the newest frame whose rule
+ * has it (a LEAN rule's slots lie in the snapshot).
+ */
+static __attribute__((noinline)) void fast_restore(const struct walk *w, struct state *s,
+						   const struct dwunw_frame *frames, size_t n0, size_t nf,
+						   int exact0, uint64_t keep, uint64_t saved, unsigned fpr)
+{
+	const struct dw_table *t;
+	const struct dw_rule *r = fast_rule(&frames[nf - 1], !(nf - 1 == n0 && exact0), &t);
+	uint64_t need, sp_bit = 1ull << w->arch->sp_reg;
+
+	s->valid = ((s->valid | saved) & keep) | (r ? r->step_mask : sp_bit);
+	need = s->valid & saved & ~sp_bit & ~(1ull << fpr);
+	for (size_t i = nf; i-- > n0 && need;) {
+		const struct dwunw_frame *f = &frames[i];
+
+		if (!(r = fast_rule(f, !(i == n0 && exact0), &t)))
+			continue; /* not reached: walk_fast steps only in places with a table */
+		for (uint32_t j = 0; j < r->nregs; j++) {
+			const struct dw_regrule *rr = &t->regrules[r->reg_first + j];
+			uint64_t v;
+			if (rr->reg >= 64 || !((need >> rr->reg) & 1))
+				continue;
+			if (read_word((struct walk *)w, wrap(w, f->cfa + (uint64_t)(int64_t)rr->val), &v) == DWUNW_OK)
+				s->regs[rr->reg] = v;
+			need &= ~(1ull << rr->reg);
+		}
+	}
 }
 
 /*
@@ -860,8 +918,8 @@ DWUNW_API int dwunw_capture(struct dwunw_ctx *ctx, const struct dwunw_regs *regs
 	from_regs_n(regs, cur, arch->nregs);
 	exact = !(regs->flags & DWUNW_REGS_PC_IS_RETADDR);
 	pl = alt = &w.places[0]; /* empty: the first frame looks its place up */
-	fe = (struct fast_env){ .snap = snap, .snap_lo = snap_lo, .snap_len = snap_len, .keep = keep,
-				.spr = spr, .ra_to_pc = arch->ra_to_pc,
+	fe = (struct fast_env){ .w = &w, .snap = snap, .snap_lo = snap_lo, .snap_len = snap_len, .keep = keep,
+				.spr = spr, .fpr = arch->fp_reg, .ra_to_pc = arch->ra_to_pc,
 				.places = w.places, .places_end = w.places + DW_ARRAY_SIZE(w.places) };
 
 	for (;;) {
@@ -884,9 +942,10 @@ DWUNW_API int dwunw_capture(struct dwunw_ctx *ctx, const struct dwunw_regs *regs
 		if (how != DWUNW_HOW_SIGNAL && !w.beyond && pl->rcache && lookup == opc - !exact &&
 		    ((cur->valid >> spr) & 1)) {
 			size_t n0 = nf;
-			int fr = asz == 4 ? walk_fast(&fe, cur, &pl, &alt, frames, &nf, cap, exact, 4, 1)
-				 : fe.ra_to_pc ? walk_fast(&fe, cur, &pl, &alt, frames, &nf, cap, exact, 8, 1)
-				 : walk_fast(&fe, cur, &pl, &alt, frames, &nf, cap, exact, 8, 0);
+			uint64_t saved;
+			int fr = asz == 4 ? walk_fast(&fe, cur, &pl, &alt, frames, &nf, cap, &saved, exact, 4, 1)
+				 : fe.ra_to_pc ? walk_fast(&fe, cur, &pl, &alt, frames, &nf, cap, &saved, exact, 8, 1)
+				 : walk_fast(&fe, cur, &pl, &alt, frames, &nf, cap, &saved, exact, 8, 0);
 			if (nf != n0) {
 				frames[n0].how = how;
 				frames[n0].flags |= exact ? DWUNW_FRAME_EXACT_PC : 0;
@@ -896,6 +955,7 @@ DWUNW_API int dwunw_capture(struct dwunw_ctx *ctx, const struct dwunw_regs *regs
 				break;
 			}
 			if (nf != n0) {
+				fast_restore(&w, cur, frames, n0, nf, exact, keep, saved, arch->fp_reg);
 				exact = 0;
 				how = DWUNW_HOW_CFI;
 				continue;
