@@ -164,7 +164,7 @@ static void lean_shape(struct dw_rule *r, const struct dw_regrule *rr, uint32_t 
 			return;
 		*(rr[i].reg == r->ra_reg ? &ra : &fp) = v / a->addr_size;
 	}
-	if (!ra || r->ra_reg == a->fp_reg)
+	if (!ra || r->ra_reg == a->fp_reg || r->span > DW_LEAN_SPAN_MAX)
 		return;
 	r->ra_slot = (int8_t)ra;
 	r->fp_slot = (int8_t)fp;
@@ -254,13 +254,14 @@ static int rule_id(struct builder *b, const struct dw_frame_state *st, uint32_t 
 			r.flags |= DW_RULEF_FAST;
 			r.step_mask = (set_mask & (a->nregs >= 64 ? ~0ull : (1ull << a->nregs) - 1)) |
 				      (a->sp_reg < 64 ? 1ull << a->sp_reg : 0);
-			lean_shape(&r, b->tmp, n, a);
 		}
 		/* slots one word wide: [lo, hi + word) */
 		if (lo <= hi) {
 			r.off_min = (int32_t)lo;
 			r.span = (uint32_t)(hi - lo) + (b->in->addr_size ? b->in->addr_size : 8);
 		}
+		if (r.flags & DW_RULEF_FAST)
+			lean_shape(&r, b->tmp, n, b->in->arch);
 	}
 
 	k = hash_rule(&r, b->tmp, n);

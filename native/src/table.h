@@ -30,6 +30,7 @@
 				    * pointer's slots in ra_slot/fp_slot: the walk loads only those two
 				    * and restores the other registers when it needs them */
 #define DW_RULEF_CFA_FP    0x80    /* LEAN with the frame pointer as the CFA's register */
+#define DW_LEAN_SPAN_MAX   512     /* a LEAN rule's slots span at most this many bytes */
 
 /* What the step function needs for one row. 32 bytes. */
 struct dw_rule {

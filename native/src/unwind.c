@@ -398,7 +398,10 @@ static void place_fill(struct walk *w, struct place *pl, uint64_t lookup, uint32
 found:
 	pl->mod = mod;
 	pl->bias = atomic_load_explicit(&m->bias, memory_order_relaxed);
-	if (dw_module_table(mod, &pl->table) != DWUNW_OK) {
+	/* a built table (the common case) without the call */
+	if (atomic_load_explicit(&mod->table_state, memory_order_acquire) == 1)
+		pl->table = &mod->table;
+	else if (dw_module_table(mod, &pl->table) != DWUNW_OK) {
 		pl->table = NULL;
 		return;
 	}
@@ -602,133 +605,145 @@ enum { FAST_MORE, FAST_END, FAST_NO_PROGRESS, FAST_DEPTH };
  * this capture gets its place here), its rule in the look-up cache, the rule a LEAN one (CFA = sp
  * or fp + offset, every other rule a slot, the return address among them) whose slots lie in the
  * snapshot. Writes each frame's record; stops (FAST_MORE) before the first frame that needs more,
- * or at the end of the chain. Entered with a known sp, after a CFI step (not exact, not a signal),
+ * or at the end of the chain. Entered with a known sp, a snapshot of DW_LEAN_SPAN_MAX bytes or more,
  * nothing read beyond the snapshot.
  *
  * Only the pc, sp and fp go from frame to frame, and `saved`, the registers some step restored:
  * a LEAN step needs no other register. On FAST_MORE, fast_restore then sets the others and the
  * valid mask from the frames written, as the steps would have one by one.
  */
+/* What goes from one walk_fast frame to the next (scalars once inlined). */
+struct fast_st {
+	const struct place *p, *a;
+	uint64_t pc, sp, fp;
+	uint64_t saved;            /* registers some step restored */
+	struct dwunw_frame *f;
+};
+
+/* One frame of walk_fast, `dec` known at compile time (0 only for an exact frame 0): -1 after a
+ * step, else FAST_* (FAST_MORE: this frame needs the slow path). */
+static inline __attribute__((always_inline)) int fast_frame(const struct fast_env *e, struct fast_st *st,
+							    struct dwunw_frame *frames,
+							    struct dwunw_frame *const fend, const uint64_t v0,
+							    const uintptr_t snap_base, const uint64_t dec,
+							    const unsigned asz, const int has_ra_to_pc)
+{
+	const struct place *p = st->p;
+	const uint64_t pc = st->pc, sp = st->sp, lookup = pc - dec;
+	const struct dw_rule *rule;
+	uint64_t key, ent, cfa, lo, npc;
+	const _Atomic uint64_t *slot;
+	struct dwunw_frame *f = st->f;
+	uintptr_t base;
+	unsigned fl;
+
+	/* lookup and pc (= lookup + dec) both in the place */
+	if (DW_UNLIKELY(lookup - p->start >= p->len - dec)) {
+		const struct place *t = st->a;
+		if (DW_UNLIKELY(lookup - t->start >= t->len - dec)) {
+			/* a third module: the other recent places */
+			for (t = e->places; t < e->places_end; t++)
+				if (t->rcache && lookup - t->start < t->len - dec)
+					break;
+			if (t == e->places_end) {
+				/* not seen yet in this capture: its place, filled here */
+				uint64_t lk = lookup;
+				t = frame_place(e->w, &lk, pc, (uint32_t)(f - frames));
+				if (lk != lookup || lookup - t->start >= t->len - dec)
+					return FAST_MORE;
+			}
+		}
+		if (!t->rcache)
+			return FAST_MORE;
+		st->a = p;
+		st->p = p = t;
+	}
+	key = lookup - p->tbias + 1; /* 0 never matches: an entry's key is below 2^32 */
+	slot = &p->rcache[((key * 0x9e3779b97f4a7c15ull) >> p->rshift) & ~1ull];
+	ent = atomic_load_explicit(slot, memory_order_relaxed);
+	if (DW_UNLIKELY((ent >> 32) != key)) {
+		ent = atomic_load_explicit(slot + 1, memory_order_relaxed);
+		if ((ent >> 32) != key)
+			return FAST_MORE;
+	}
+	rule = &p->rules[(uint32_t)ent];
+	fl = rule->flags;
+	if (DW_UNLIKELY(!(fl & DW_RULEF_LEAN))) {
+		/* the last frame, as step_cfi would end it: no caller, no CFA shown (a CFA register
+		 * that is not kept by a step: left to the slow path) */
+		if ((fl & DW_RULEF_OUTERMOST) && (((v0 | st->saved) >> rule->cfa_reg) & 1)) {
+			*f++ = (struct dwunw_frame){ .pc = pc, .sp = sp, .module_addr = pc - p->bias,
+						     .module = p->mod, .how = DWUNW_HOW_CFI, .flags = p->fflags };
+			st->f = f;
+			return FAST_END;
+		}
+		return FAST_MORE;
+	}
+	if (fl & DW_RULEF_CFA_FP) {
+		if (DW_UNLIKELY(!(((v0 | st->saved) >> e->fpr) & 1)))
+			return FAST_MORE;
+		cfa = st->fp;
+	} else {
+		cfa = sp;
+	}
+	cfa += (uint64_t)(int64_t)rule->cfa_off;
+	if (asz == 4)
+		cfa = (uint32_t)cfa;
+	/* the slots [lo, lo + span) inside the snapshot (snap_len >= DW_LEAN_SPAN_MAX >= span: no
+	 * wrap; lo below the snapshot wraps to a large number) */
+	lo = cfa - e->snap_lo + (uint64_t)(int64_t)rule->off_min;
+	if (DW_UNLIKELY(lo > e->snap_len - rule->span))
+		return FAST_MORE;
+	/* the step: from here on this frame is done */
+	base = snap_base + cfa;
+	npc = word_at((const uint8_t *)(base + (intptr_t)rule->ra_slot * asz), asz);
+	if (rule->fp_slot)
+		st->fp = word_at((const uint8_t *)(base + (intptr_t)rule->fp_slot * asz), asz);
+	st->saved |= rule->step_mask;
+	if (has_ra_to_pc)
+		npc = e->ra_to_pc(npc, !!(fl & DW_RULEF_RA_SIGNED));
+	/* how and the first frame's EXACT_PC: set by the caller */
+	*f++ = (struct dwunw_frame){ .pc = pc, .sp = sp, .cfa = cfa, .module_addr = pc - p->bias,
+				     .module = p->mod, .how = DWUNW_HOW_CFI, .flags = p->fflags };
+	st->f = f;
+	st->pc = npc;
+	st->sp = cfa;
+	if (DW_UNLIKELY(npc == 0))
+		return FAST_END;
+	if (DW_UNLIKELY(cfa < sp || (cfa == sp && npc == pc)))
+		return FAST_NO_PROGRESS;
+	if (DW_UNLIKELY(f >= fend))
+		return FAST_DEPTH;
+	return -1;
+}
+
 static inline __attribute__((always_inline)) int walk_fast(const struct fast_env *e, struct state *s,
 							   const struct place **plp, const struct place **altp,
 							   struct dwunw_frame *frames, size_t *nfp, size_t cap,
 							   uint64_t *savedp, int exact, const unsigned asz,
 							   const int has_ra_to_pc)
 {
-	/* Locals: stores to the frames cannot alias them. */
-	const struct place *p = *plp, *a = *altp;
-	const uint64_t snap_lo = e->snap_lo, snap_len = e->snap_len;
-	/* snapshot byte of address x: snap_base + x, formed only for x inside the snapshot */
-	const uintptr_t snap_base = (uintptr_t)e->snap - (uintptr_t)snap_lo;
 	const unsigned spr = e->spr, fpr = e->fpr;
+	/* snapshot byte of address x: snap_base + x, formed only for x inside the snapshot */
+	const uintptr_t snap_base = (uintptr_t)e->snap - (uintptr_t)e->snap_lo;
 	/* valid on entry: registers kept by every step stay valid (sp is, always) */
 	const uint64_t v0 = (s->valid & e->keep) | (1ull << spr);
-	uint64_t (*const ra_to_pc)(uint64_t, int) = e->ra_to_pc;
-	uint64_t pc = s->pc, dec = !exact, sp = s->regs[spr], fp = s->regs[fpr], saved = 0;
-	struct dwunw_frame *f = frames + *nfp, *const fend = frames + cap;
-	int ret = FAST_MORE;
+	struct dwunw_frame *const fend = frames + cap;
+	struct fast_st st = { .p = *plp, .a = *altp, .pc = s->pc, .sp = s->regs[spr], .fp = s->regs[fpr],
+			      .saved = 0, .f = frames + *nfp };
+	int ret = -1;
 
-	for (;;) {
-		const uint64_t lookup = pc - dec;
-		const struct dw_rule *rule;
-		uint64_t key, ent, cfa, lo, end, npc;
-		const _Atomic uint64_t *slot;
-		uintptr_t base;
-		unsigned fl;
-
-		/* lookup and pc (= lookup + dec) both in the place */
-		if (DW_UNLIKELY(lookup - p->start >= p->len - dec)) {
-			const struct place *t = a;
-			if (DW_UNLIKELY(lookup - a->start >= a->len - dec)) {
-				/* a third module: the other recent places */
-				for (t = e->places; t < e->places_end; t++)
-					if (t->rcache && lookup - t->start < t->len - dec)
-						break;
-				if (t == e->places_end) {
-					/* not seen yet in this capture: its place, filled here */
-					uint64_t lk = lookup;
-					t = frame_place(e->w, &lk, pc, (uint32_t)(f - frames));
-					if (lk != lookup || lookup - t->start >= t->len - dec)
-						break;
-				}
-			}
-			if (!t->rcache)
-				break;
-			a = p;
-			p = t;
-		}
-		key = lookup - p->tbias + 1; /* 0 never matches: an entry's key is below 2^32 */
-		slot = &p->rcache[((key * 0x9e3779b97f4a7c15ull) >> p->rshift) & ~1ull];
-		ent = atomic_load_explicit(slot, memory_order_relaxed);
-		if (DW_UNLIKELY((ent >> 32) != key)) {
-			ent = atomic_load_explicit(slot + 1, memory_order_relaxed);
-			if ((ent >> 32) != key)
-				break;
-		}
-		rule = &p->rules[(uint32_t)ent];
-		fl = rule->flags;
-		if (DW_UNLIKELY(!(fl & DW_RULEF_LEAN))) {
-			/* the last frame, as step_cfi would end it: no caller, no CFA shown (a CFA
-			 * register that is not kept by a step: left to the slow path) */
-			if ((fl & DW_RULEF_OUTERMOST) && (((v0 | saved) >> rule->cfa_reg) & 1)) {
-				*f++ = (struct dwunw_frame){ .pc = pc, .sp = sp, .module_addr = pc - p->bias,
-							     .module = p->mod, .how = DWUNW_HOW_CFI, .flags = p->fflags };
-				ret = FAST_END;
-			}
-			break;
-		}
-		if (fl & DW_RULEF_CFA_FP) {
-			if (DW_UNLIKELY(!(((v0 | saved) >> fpr) & 1)))
-				break;
-			cfa = fp;
-		} else {
-			cfa = sp;
-		}
-		cfa += (uint64_t)(int64_t)rule->cfa_off;
-		if (asz == 4)
-			cfa = (uint32_t)cfa;
-		/* the slots [lo, end) inside the snapshot; lo below it wraps and carries */
-		lo = cfa - snap_lo + (uint64_t)(int64_t)rule->off_min;
-		if (DW_UNLIKELY(__builtin_add_overflow(lo, (uint64_t)rule->span, &end) || end > snap_len))
-			break;
-		/* the step: from here on this frame is done */
-		base = snap_base + cfa;
-		npc = word_at((const uint8_t *)(base + (intptr_t)rule->ra_slot * asz), asz);
-		if (rule->fp_slot)
-			fp = word_at((const uint8_t *)(base + (intptr_t)rule->fp_slot * asz), asz);
-		saved |= rule->step_mask;
-		if (has_ra_to_pc)
-			npc = ra_to_pc(npc, !!(fl & DW_RULEF_RA_SIGNED));
-		/* how and the first frame's EXACT_PC: set by the caller */
-		*f++ = (struct dwunw_frame){ .pc = pc, .sp = sp, .cfa = cfa, .module_addr = pc - p->bias,
-					     .module = p->mod, .how = DWUNW_HOW_CFI, .flags = p->fflags };
-		dec = 1;
-		if (DW_UNLIKELY(npc == 0)) {
-			ret = FAST_END;
-			pc = npc;
-			sp = cfa;
-			break;
-		}
-		if (DW_UNLIKELY(cfa < sp || (cfa == sp && npc == pc))) {
-			ret = FAST_NO_PROGRESS;
-			pc = npc;
-			sp = cfa;
-			break;
-		}
-		pc = npc;
-		sp = cfa;
-		if (DW_UNLIKELY(f >= fend)) {
-			ret = FAST_DEPTH;
-			break;
-		}
-	}
-	s->regs[spr] = sp;
-	s->regs[fpr] = fp;
-	s->pc = pc;
-	*savedp = saved;
-	*nfp = (size_t)(f - frames);
-	*plp = p;
-	*altp = a;
+	if (exact)
+		ret = fast_frame(e, &st, frames, fend, v0, snap_base, 0, asz, has_ra_to_pc);
+	while (ret < 0)
+		ret = fast_frame(e, &st, frames, fend, v0, snap_base, 1, asz, has_ra_to_pc);
+	s->regs[spr] = st.sp;
+	s->regs[fpr] = st.fp;
+	s->pc = st.pc;
+	*savedp = st.saved;
+	*nfp = (size_t)(st.f - frames);
+	*plp = st.p;
+	*altp = st.a;
 	return ret;
 }
 
@@ -940,7 +955,7 @@ DWUNW_API int dwunw_capture(struct dwunw_ctx *ctx, const struct dwunw_regs *regs
 		}
 		/* The common frames first, from here as far as they go. */
 		if (how != DWUNW_HOW_SIGNAL && !w.beyond && pl->rcache && lookup == opc - !exact &&
-		    ((cur->valid >> spr) & 1)) {
+		    ((cur->valid >> spr) & 1) && snap_len >= DW_LEAN_SPAN_MAX) {
 			size_t n0 = nf;
 			uint64_t saved;
 			int fr = asz == 4 ? walk_fast(&fe, cur, &pl, &alt, frames, &nf, cap, &saved, exact, 4, 1)
