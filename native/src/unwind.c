@@ -39,6 +39,8 @@ struct place {
 	struct dw_map *map;
 	uint32_t fflags;           /* DWUNW_FRAME_* every frame here carries (JIT, vDSO, uprobes) */
 	int err;
+	uint8_t unused;            /* taken from the memo, no frame yet: held[hidx] has no frame */
+	uint8_t hidx;
 };
 
 #define DW_LIVE_PAGE 4096
@@ -68,6 +70,17 @@ struct walk {
 	unsigned nheld;
 	uint8_t live_page[DW_LIVE_PAGE]; /* live_ok says what it holds */
 };
+
+static const struct place no_place; /* empty: len 0, no table */
+
+/* The first frame in a place taken from the memo carries its module's reference. */
+static inline void place_use(struct walk *w, const struct place *pl, uint32_t fi)
+{
+	if (DW_UNLIKELY(pl->unused)) {
+		w->held[pl->hidx].frame = fi;
+		((struct place *)pl)->unused = 0;
+	}
+}
 
 static int read_module_data(struct walk *w, uint64_t addr, void *buf, size_t len)
 {
@@ -389,7 +402,9 @@ static void place_fill(struct walk *w, struct place *pl, uint64_t lookup, uint32
 	}
 	for (unsigned i = 0; i < w->nheld; i++)
 		if (w->held[i].m == mod) {
-			dw_module_put(mod); /* already held */
+			dw_module_put(mod); /* already held (maybe by a place from the memo, no frame yet) */
+			if (w->held[i].frame > fi)
+				w->held[i].frame = fi;
 			goto found;
 		}
 	w->held[w->nheld].m = mod;
@@ -426,6 +441,7 @@ static __attribute__((noinline)) const struct place *frame_place(struct walk *w,
 	for (unsigned i = 0; i < DW_ARRAY_SIZE(w->places); i++)
 		if (*lookup - w->places[i].start < w->places[i].len) {
 			pl = &w->places[i];
+			place_use(w, pl, fi);
 			break;
 		}
 	if (!pl) {
@@ -640,7 +656,7 @@ static inline __attribute__((always_inline)) int fast_frame(const struct fast_en
 	/* lookup and pc (= lookup + dec) both in the place */
 	if (DW_UNLIKELY(lookup - p->start >= p->len - dec)) {
 		const struct place *t = st->a;
-		if (DW_UNLIKELY(lookup - t->start >= t->len - dec)) {
+		if (DW_UNLIKELY(!t->rcache || lookup - t->start >= t->len - dec)) {
 			/* a third module: the other recent places */
 			for (t = e->places; t < e->places_end; t++)
 				if (t->rcache && lookup - t->start < t->len - dec)
@@ -655,6 +671,7 @@ static inline __attribute__((always_inline)) int fast_frame(const struct fast_en
 		}
 		if (!t->rcache)
 			return FAST_MORE;
+		place_use(e->w, t, (uint32_t)(f - frames));
 		st->a = p;
 		st->p = p = t;
 	}
@@ -837,6 +854,58 @@ static uint32_t uprobe_flag(const struct walk *w, uint64_t opc, int exact)
 	return um && um->kind == DW_MAP_UPROBES ? DWUNW_FRAME_UPROBE_TRAMP : 0;
 }
 
+_Static_assert(sizeof(struct place) <= sizeof(((struct dwunw_ctx_impl *)0)->memo_place[0]),
+	       "a place fits the context's memo");
+
+/* The places of the context's memo, when it is free and for this process: each one whose module
+ * slot still holds the same load, with a reference (a frame takes it on first use). Returns
+ * whether the capture owns the memo. */
+static int memo_take(struct walk *w)
+{
+	struct dwunw_ctx_impl *c = w->c;
+
+	if (!w->proc || atomic_exchange_explicit(&c->memo_busy, 1, memory_order_acquire))
+		return 0;
+	if (c->memo_proc != w->proc || c->memo_proc_seq != w->proc->loaded_seq)
+		return 1;
+	for (uint32_t i = 0; i < c->memo_n; i++) {
+		struct place *pl = &w->places[w->nplaces];
+		memcpy(pl, c->memo_place[i], sizeof(*pl));
+		if (dw_module_get(pl->mod, c->memo_gen[i]) != DWUNW_OK) {
+			memset(pl, 0, sizeof(*pl));
+			continue;
+		}
+		w->held[w->nheld].m = pl->mod;
+		w->held[w->nheld].frame = UINT32_MAX; /* released at the end unless a frame uses it */
+		pl->unused = 1;
+		pl->hidx = (uint8_t)w->nheld++;
+		w->nplaces++;
+	}
+	return 1;
+}
+
+/* The memo from this capture's places (the first two with a table), then free it. */
+static void memo_give(struct walk *w)
+{
+	struct dwunw_ctx_impl *c = w->c;
+	uint32_t n = 0;
+
+	if (w->proc) {
+		for (unsigned i = 0; i < DW_ARRAY_SIZE(w->places) && n < 2; i++) {
+			const struct place *pl = &w->places[i];
+			if (!pl->rcache || !pl->mod)
+				continue;
+			memcpy(c->memo_place[n], pl, sizeof(*pl));
+			((struct place *)c->memo_place[n])->unused = 0;
+			c->memo_gen[n++] = atomic_load_explicit(&pl->mod->gen, memory_order_relaxed);
+		}
+		c->memo_proc = w->proc;
+		c->memo_proc_seq = w->proc->loaded_seq;
+	}
+	c->memo_n = n;
+	atomic_store_explicit(&c->memo_busy, 0, memory_order_release);
+}
+
 /* The frames keep one reference per module, on the first frame using it; frame 0 and each holder
  * link to the next holder, so that dwunw_module_cache_release visits only those. */
 static void hand_refs(struct walk *w, struct dwunw_frame *frames, size_t nf)
@@ -844,6 +913,15 @@ static void hand_refs(struct walk *w, struct dwunw_frame *frames, size_t nf)
 	size_t at = 0;
 	int list = nf > 0;
 
+	/* in frame order (places from the memo get their frame when first used) */
+	for (unsigned i = 1; i < w->nheld; i++)
+		for (unsigned j = i; j > 0 && w->held[j - 1].frame > w->held[j].frame; j--) {
+			struct dwunw_module *m = w->held[j].m;
+			uint32_t fr = w->held[j].frame;
+			w->held[j] = w->held[j - 1];
+			w->held[j - 1].m = m;
+			w->held[j - 1].frame = fr;
+		}
 	for (unsigned i = 0; i < w->nheld; i++) {
 		size_t fr = w->held[i].frame;
 		if (fr >= nf) {
@@ -878,7 +956,7 @@ DWUNW_API int dwunw_capture(struct dwunw_ctx *ctx, const struct dwunw_regs *regs
 	struct fast_env fe;
 	size_t cap, nf = 0;
 	uint32_t how = DWUNW_HOW_INITIAL;
-	int exact, entered = 0, ret = DWUNW_OK, proc_err = DWUNW_OK;
+	int exact, entered = 0, memo, ret = DWUNW_OK, proc_err = DWUNW_OK;
 	uint64_t regmask, keep, lr_bit, snap_lo, snap_len;
 	const uint8_t *snap;
 	unsigned spr, asz;
@@ -921,6 +999,7 @@ DWUNW_API int dwunw_capture(struct dwunw_ctx *ctx, const struct dwunw_regs *regs
 		if (proc_err)
 			w.proc_ref = 0;
 	}
+	memo = memo_take(&w);
 
 	/* The walk's constants, in locals the stores to the register state cannot alias. */
 	snap = w.snap;
@@ -932,7 +1011,7 @@ DWUNW_API int dwunw_capture(struct dwunw_ctx *ctx, const struct dwunw_regs *regs
 	keep = (arch->callee_saved | lr_bit) & regmask;
 	from_regs_n(regs, cur, arch->nregs);
 	exact = !(regs->flags & DWUNW_REGS_PC_IS_RETADDR);
-	pl = alt = &w.places[0]; /* empty: the first frame looks its place up */
+	pl = alt = &no_place; /* the first frame looks its place up */
 	fe = (struct fast_env){ .w = &w, .snap = snap, .snap_lo = snap_lo, .snap_len = snap_len, .keep = keep,
 				.spr = spr, .fpr = arch->fp_reg, .ra_to_pc = arch->ra_to_pc,
 				.places = w.places, .places_end = w.places + DW_ARRAY_SIZE(w.places) };
@@ -1032,6 +1111,8 @@ stop:
 		ret = r == 1 ? DWUNW_OK : r;
 		break;
 	}
+	if (memo)
+		memo_give(&w);
 	hand_refs(&w, frames, nf);
 	if (w.remote_on)
 		dw_remote_end(&w.remote);
