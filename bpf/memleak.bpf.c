@@ -13,6 +13,8 @@
  * dwarf mode: the entry probe sends a snapshot (registers + stack window) with a fresh event
  * id as cookie and the frame-pointer stack id as aux; the return probe records the
  * allocation under that event id. User space unwinds the snapshot with libdwunw.
+ * kernel mode (x86_64, arm64): as dwarf mode, but the entry probe walks the stack itself
+ * (kwalk.bpf.h) and sends the snapshot only when the walk stops short.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -21,6 +23,10 @@
 #include "capture.bpf.h"
 #include "follow.bpf.h"
 #include "memleak.h"
+#if defined(__TARGET_ARCH_x86) || defined(__TARGET_ARCH_arm64)
+#define ML_HAVE_KWALK 1
+#include "kwalk.bpf.h"
+#endif
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -78,6 +84,12 @@ static __always_inline int ml_target(__u64 pid_tgid)
 {
 	return follow_match((__u32)(pid_tgid >> 32), target_tgid);
 }
+
+#ifdef ML_HAVE_KWALK
+/* --unwind=kernel: executable mappings and exits of the traced processes */
+#define KW_TRACK_SELECTED(tgid, tid) follow_match(tgid, target_tgid)
+#include "kwalk_track.bpf.h"
+#endif
 
 static __always_inline void ml_trace(void *ctx, __u32 fn, __u64 addr, __u64 size)
 {
@@ -182,6 +194,17 @@ static __always_inline int alloc_enter(struct pt_regs *ctx, __u64 size, __u64 ar
 		if (cap_snapshot(ctx, ctx, cookie, fpid, 0, t))
 			flags |= ML_P_LOST;
 	}
+#ifdef ML_HAVE_KWALK
+	if (unwind_mode == ML_UNWIND_KERNEL && !(flags & ML_P_SKIP)) {
+		__s64 fpid = -1;
+
+		cookie = __sync_fetch_and_add(&next_event_id, 1);
+		if (dwarf_fp_ids)
+			fpid = bpf_get_stackid(ctx, &stack_traces, BPF_F_USER_STACK);
+		if (KW_EMIT(ctx, ctx, 0, ML_KW_WINDOW, cookie, fpid) < 0)
+			flags |= ML_P_LOST;
+	}
+#endif
 	e = cap_push(t, ctx, slot, ret);
 	if (!e) {
 		ml_count(ML_CNT_NO_PENDING);
@@ -239,7 +262,7 @@ static __always_inline int alloc_exit(struct pt_regs *ctx, __u64 addr)
 
 	info.size = size;
 	info.ts = bpf_ktime_get_ns();
-	if (unwind_mode == ML_UNWIND_DWARF) {
+	if (unwind_mode != ML_UNWIND_FP) {
 		info.key = (flags & ML_P_LOST) ? (ML_KEY_LOST | ML_LOST_OUTPUT)
 					       : (ML_KEY_DWARF | cookie);
 	} else {
@@ -428,7 +451,12 @@ int ml_thread_exit(void *ctx)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 
-	if (ml_target(pid_tgid))
-		cap_thread_exit((__u32)pid_tgid);
+	if (!ml_target(pid_tgid))
+		return 0;
+	cap_thread_exit((__u32)pid_tgid);
+#ifdef ML_HAVE_KWALK
+	if (unwind_mode == ML_UNWIND_KERNEL && (__u32)pid_tgid == (__u32)(pid_tgid >> 32))
+		kw_track_exit(ctx, pid_tgid >> 32);
+#endif
 	return 0;
 }

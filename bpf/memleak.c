@@ -10,6 +10,8 @@
  * remembers event id -> stack until the allocation is gone, and prints the reports. Only the
  * main thread touches the unwinder, the stack store and the event table.
  * --unwind=fp: bpf_get_stackid() at the return probe, as upstream.
+ * --unwind=kernel (x86_64, arm64): the entry probe walks the stack in BPF (kwalk.bpf.h) from
+ * tables loaded here; a walk that stops short carries the dwarf-mode snapshot along.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -53,6 +55,12 @@
 #include "tool_opts.h"
 #include "tool_signals.h"
 #include "tool_util.h"
+#ifdef HAVE_KWALK
+#include "frames_kwalk.h"
+#include "kwalk_preload.h"
+#include "kwalk_track_user.h"
+#include "kwalk_user.h"
+#endif
 
 /* ---- Options ---------------------------------------------------------------------------- */
 
@@ -86,6 +94,8 @@ static struct env {
 	uint64_t expected_rate; /* allocator calls/s: sizes the ring buffer */
 	bool probe_at_entry;    /* no cheap probe places */
 	bool no_multi;          /* one link per probe even where multi-uprobe links exist */
+	bool stack_size_set;
+	uint64_t table_budget;  /* --table-budget (bytes; 0: the walker's default) */
 } env = {
 	.older_ms = 500,
 	.sample_rate = 1,
@@ -122,6 +132,7 @@ enum {
 	OPT_MAX_FRAMES,
 	OPT_WEIGHT,
 	OPT_NO_UPROBE_MULTI,
+	OPT_TABLE_BUDGET,
 };
 
 static const struct option long_opts[] = {
@@ -155,6 +166,7 @@ static const struct option long_opts[] = {
 	{ "max-frames", required_argument, NULL, OPT_MAX_FRAMES },
 	{ "weight", required_argument, NULL, OPT_WEIGHT },
 	{ "no-uprobe-multi", no_argument, NULL, OPT_NO_UPROBE_MULTI },
+	{ "table-budget", required_argument, NULL, OPT_TABLE_BUDGET },
 	{},
 };
 
@@ -181,8 +193,13 @@ static void usage(FILE *f)
 "  -S, --symbols-prefix=PFX  allocator symbol prefix (e.g. je_)\n"
 "  -F, -P                    kernel-mode options: not supported in user-space mode\n"
 "  -v, --verbose             libbpf and unwinder diagnostics\n"
-"      --unwind=dwarf|fp     stack source (default %s)\n"
-"      --stack-size=BYTES    stack window copied per allocation (16384, max 65536)\n"
+"      --unwind=dwarf|fp|kernel\n"
+"                            stack source (default %s); kernel: DWARF tables walked in\n"
+"                            the BPF program, a walk that stops short falling back to\n"
+"                            the dwarf path for that allocation (x86_64, arm64)\n"
+"      --stack-size=BYTES    stack window copied per allocation (16384, max 65536;\n"
+"                            kernel: 16384, the fallback's window)\n"
+"      --table-budget=MIB    --unwind=kernel: memory for the tables' maps (64)\n"
 "      --folded              folded stacks for flamegraph.pl: root;...;leaf WEIGHT, one\n"
 "                            line per distinct stack (identical lines merged, weights\n"
 "                            summed); WEIGHT is outstanding bytes\n"
@@ -282,8 +299,13 @@ static void parse_args(int argc, char **argv)
 				env.unwind = ML_UNWIND_DWARF;
 			} else if (!strcmp(optarg, "fp")) {
 				env.unwind = ML_UNWIND_FP;
+			} else if (!strcmp(optarg, "kernel")) {
+#ifndef HAVE_KWALK
+				usage_error("--unwind=kernel needs a build with libdwunw on x86_64 or arm64 (the in-kernel walker)");
+#endif
+				env.unwind = ML_UNWIND_KERNEL;
 			} else {
-				usage_error("--unwind: expected dwarf or fp, got %s", optarg);
+				usage_error("--unwind: expected dwarf, fp or kernel, got %s", optarg);
 			}
 			break;
 		case OPT_STACK_SIZE: {
@@ -292,8 +314,12 @@ static void parse_args(int argc, char **argv)
 			if (v < 64 || v > CAP_MAX_STACK)
 				usage_error("--stack-size: %s out of range (64 .. %d)", optarg, CAP_MAX_STACK);
 			env.stack_size = (uint32_t)(v & ~7ull);
+			env.stack_size_set = true;
 			break;
 		}
+		case OPT_TABLE_BUDGET:
+			env.table_budget = tool_opt_u64(optarg, "--table-budget", 1, 4096) << 20;
+			break;
 		case OPT_FOLDED: env.folded = true; break;
 		case OPT_JSON: env.json = true; break;
 		case OPT_NESTED: env.nested = true; break;
@@ -346,6 +372,16 @@ static void parse_args(int argc, char **argv)
 	if (env.min_size > env.max_size)
 		usage_error("min size (%" PRIu64 ") is larger than max size (%" PRIu64 ")", env.min_size,
 		    env.max_size);
+	if (env.unwind == ML_UNWIND_KERNEL) {
+		if (env.perfbuf)
+			usage_error("--unwind=kernel sends its events on the ring buffer: drop --perf-buffer");
+		if (env.stack_size_set && env.stack_size != ML_KW_WINDOW)
+			usage_error("--unwind=kernel: the fallback's stack window is fixed at %d bytes",
+				    ML_KW_WINDOW);
+		env.stack_size = ML_KW_WINDOW;
+	} else if (env.table_budget) {
+		usage_error("--table-budget is for --unwind=kernel");
+	}
 }
 
 /* ---- Small helpers ---------------------------------------------------------------------------- */
@@ -430,6 +466,82 @@ static void on_snapshot(const void *data, size_t size)
 }
 #endif
 
+#ifdef HAVE_KWALK
+static struct kw_track kwt;
+static struct kwalk_seen kws;
+
+/* A walker event: its stack (the walker's, or the snapshot's it carries) under its event id. */
+static void on_kwalk(const void *data, size_t size)
+{
+	struct kwalk_info ki;
+	uint32_t pid = 0;
+
+	if (following && size >= offsetof(struct kw_event, snap))
+		memcpy(&pid, (const char *)data + offsetof(struct kw_event, pid), sizeof(pid));
+	stack_pid = pid;
+	/* frame 0 (the allocator) is not shown */
+	int64_t idx = frames_from_kwalk(data, size, 1, pid, &stats, &kws, &ki);
+
+	if (idx == FRAMES_BAD) {
+		stack_pid = 0;
+		return;
+	}
+	if (idx == FRAMES_FALLBACK)
+		idx = fp_stack(ki.aux, 0, false);
+	stack_pid = 0;
+	if (kw_wants_reload(ki.status))
+		kw_track_reload(&kwt, ki.pid, false);
+	ml_ev_put(ki.cookie, (uint32_t)idx);
+}
+#endif
+
+static const char *unwind_name(void)
+{
+	return env.unwind == ML_UNWIND_KERNEL ? "kernel" : env.unwind == ML_UNWIND_DWARF ? "dwarf" : "fp";
+}
+
+/* --unwind=kernel: what the walker's events were made of, and the tables' memory */
+static void kw_report(bool json)
+{
+#ifdef HAVE_KWALK
+	struct kw_stats ks;
+	uint64_t tc[KW_TC_MAX];
+	double pct = kws.events ? 100.0 * (double)kws.snapshot / (double)kws.events : 0.0;
+	bool c = false;
+
+	if (!kwt.l)
+		return;
+	kw_get_stats(kwt.l, &ks);
+	kw_track_counters(skel->obj, tc);
+	if (json) {
+		printf(",\"kernel_walk\":{\"events\":%" PRIu64 ",\"from_kernel\":%" PRIu64
+		       ",\"fallback\":%" PRIu64 ",\"fallback_pct\":%.2f,\"bad\":%" PRIu64 ",\"by_status\":{",
+		       kws.events, kws.kernel, kws.snapshot, pct, kws.bad);
+		for (unsigned k = 0; k < KW_ST_MAX; k++)
+			if (kws.status[k]) {
+				printf("%s\"%s\":%" PRIu64, c ? "," : "", kw_status_name(k), kws.status[k]);
+				c = true;
+			}
+		printf("},\"table_loads\":%" PRIu64 ",\"mmaps\":%" PRIu64 ",\"mmaps_lost\":%" PRIu64
+		       ",\"exits\":%" PRIu64 ",\"map_bytes\":%" PRIu64 ",\"table_bytes\":%" PRIu64
+		       ",\"modules\":%" PRIu64 ",\"evictions\":%" PRIu64 "}",
+		       kwt.loads, kwt.mmaps, tc[KW_TC_LOST], kwt.exits, ks.map_bytes, ks.table_bytes,
+		       ks.modules, ks.evictions);
+		return;
+	}
+	printf("kernel walker: %" PRIu64 " events, %.1f%% fell back to the snapshot", kws.events, pct);
+	for (unsigned k = KW_ST_NO_PROC; k < KW_ST_MAX; k++)
+		if (kws.status[k]) {
+			printf("%s%s %" PRIu64, c ? ", " : " (", kw_status_name(k), kws.status[k]);
+			c = true;
+		}
+	printf("%s; tables %.1f MiB of %.1f MiB of maps, %" PRIu64 " modules\n", c ? ")" : "",
+	       (double)ks.table_bytes / 1048576.0, (double)ks.map_bytes / 1048576.0, ks.modules);
+#else
+	(void)json;
+#endif
+}
+
 static int on_record(void *ctx, const void *data, size_t size)
 {
 	const struct cap_rec_hdr *h = data;
@@ -441,6 +553,12 @@ static int on_record(void *ctx, const void *data, size_t size)
 	if (h->kind == CAP_KIND_SNAPSHOT) {
 #ifdef HAVE_DWUNW
 		on_snapshot(data, size);
+#endif
+#ifdef HAVE_KWALK
+	} else if (h->kind == KW_KIND_EVENT) {
+		on_kwalk(data, size);
+	} else if (kw_track_record(&kwt, data, size)) {
+		/* an executable mapping or an exit: tables loaded or dropped */
 #endif
 	} else if (h->kind == ML_REC_TRACE && size >= sizeof(struct ml_trace_rec)) {
 		struct ml_trace_rec r;
@@ -988,7 +1106,7 @@ static void report(void)
 	if (env.json) {
 		printf("{\"time\":\"%d:%d:%d\",\"timestamp\":%lld,\"pid\":%d,\"unwind_mode\":\"%s\",\"stacks\":[",
 		       tm.tm_hour, tm.tm_min, tm.tm_sec, (long long)t, target_pid,
-		       env.unwind == ML_UNWIND_DWARF ? "dwarf" : "fp");
+		       unwind_name());
 		for (size_t k = 0; k < shown; k++) {
 			if (k)
 				putchar(',');
@@ -1030,6 +1148,7 @@ static void report(void)
 		}
 		printf("}},\"queue\":{\"bytes\":%zu,\"peak_records\":%" PRIu64 ",\"dropped\":%" PRIu64 "}",
 		       cap_pump_queue_bytes(pump), cap_pump_queue_peak(pump), qdropped);
+		kw_report(true);
 		ml_mem_json(skel->obj, report_outstanding);
 		printf("}\n");
 	} else if (env.folded) {
@@ -1045,13 +1164,14 @@ static void report(void)
 				printf("%s (%u):\n", proc_comm((uint32_t)s->space), (uint32_t)s->space);
 			print_stack_text(s);
 		}
-		if (env.unwind == ML_UNWIND_DWARF)
-			printf("dwarf: %zu stacks, %zu complete, %zu stopped early%s%s%s, %zu read beyond "
+		if (env.unwind != ML_UNWIND_FP)
+			printf("%s: %zu stacks, %zu complete, %zu stopped early%s%s%s, %zu read beyond "
 			       "the window; %" PRIu64 " records, %.1f us/unwind, %" PRIu64 " patched\n",
-			       n_dwarf, n_complete, n_stopped, *reasons ? " (" : "", reasons,
+			       unwind_name(), n_dwarf, n_complete, n_stopped, *reasons ? " (" : "", reasons,
 			       *reasons ? ")" : "", n_beyond, stats.records,
 			       stats.timed ? stats.unwind_ns / 1000.0 / (double)stats.timed : 0.0,
 			       stats.patched);
+		kw_report(false);
 		if (lost > qdropped)
 			printf("lost %" PRIu64 " records (%s buffer full)\n", lost - qdropped,
 			       env.perfbuf ? "perf" : "ring");
@@ -1069,7 +1189,7 @@ static void report(void)
 	}
 	fflush(stdout);
 	free(order);
-	if (env.unwind == ML_UNWIND_DWARF)
+	if (env.unwind != ML_UNWIND_FP)
 		ml_ev_prune();
 }
 
@@ -1538,6 +1658,12 @@ int main(int argc, char **argv)
 	err = dwunw_cap_size_maps(skel->obj, env.perfbuf, ring_bytes);
 	if (!err && !(env.combined && env.unwind == ML_UNWIND_FP))
 		err = bpf_map__set_max_entries(skel->maps.combined_allocs, 1);
+#ifdef HAVE_KWALK
+	struct kw_opts kwo = { .budget = env.table_budget };
+
+	if (!err && env.unwind == ML_UNWIND_KERNEL)
+		err = kw_size_maps(skel->obj, &kwo);
+#endif
 	if (err)
 		die("cannot size the maps: %s", strerror(-err));
 
@@ -1554,6 +1680,21 @@ int main(int argc, char **argv)
 	err = memleak_bpf__load(skel);
 	if (err)
 		die("cannot load the BPF programs: %s (run with -v for the verifier log)", strerror(-err));
+#ifdef HAVE_KWALK
+	if (env.unwind == ML_UNWIND_KERNEL) {
+		kwt.l = kw_loader_new(skel->obj, &kwo);
+		if (!kwt.l)
+			die("cannot set up the in-kernel walker's tables: %s", strerror(errno));
+		if (following)
+			kw_preload_command(kwt.l, env.prog_argv ? env.prog_argv[0] : cmd.what);
+		else
+			kw_track_reload(&kwt, (uint32_t)target_pid, true);
+		err = kw_track_attach(&kwt, skel->obj);
+		if (err) /* the walker's fallback still reloads a process whose pcs it does not know */
+			fprintf(stderr, "memleak: no mmap tracing (%s): new mappings load at their first "
+				"allocation\n", strerror(-err));
+	}
+#endif
 	/* uprobes are per file: following a tree, every process is probed and the BPF side filters */
 	attach_all(obj_path, following ? -1 : target_pid);
 	if (following) {
@@ -1656,6 +1797,12 @@ int main(int argc, char **argv)
 	pump = NULL;
 	tool_links_destroy_fds(links, nlinks, mfds, nmfds);
 	dwunw_cap_reader_free(reader);
+#ifdef HAVE_KWALK
+	if (kwt.l) {
+		kw_track_detach(&kwt);
+		kw_loader_free(kwt.l);
+	}
+#endif
 	memleak_bpf__destroy(skel);
 	target_stop(&cmd);
 #ifdef HAVE_DWUNW
