@@ -629,12 +629,25 @@ static void take_dropped(void)
 	free(ids);
 }
 
-/* Process every record the producers submitted until now (the report needs them all). */
+/*
+ * Process every record the producers submitted until now (the report needs them all). Producers
+ * faster than the unwinding for seconds: this report goes on without the records still in the
+ * buffers (their allocations under "[stack unknown: record not received]"), rather than wait.
+ */
+#define SYNC_TIMEOUT_MS 5000
+static bool sync_gave_up;      /* in this report */
+
 static void drain(void)
 {
 	if (!pump)
 		return;
-	cap_pump_sync(pump, on_record, NULL);
+	if (sync_gave_up) {
+		cap_pump_process(pump, on_record, NULL, 65536);
+	} else if (cap_pump_sync(pump, on_record, NULL, SYNC_TIMEOUT_MS) < 0) {
+		sync_gave_up = true;
+		fprintf(stderr, "memleak: the unwinding is behind the records by more than %d s: this "
+			"report does without the records still in the buffers\n", SYNC_TIMEOUT_MS / 1000);
+	}
 	take_dropped();
 }
 
@@ -990,6 +1003,7 @@ static void report(void)
 		st.v[k].first_alloc = -1;
 	}
 	slot_gen++;
+	sync_gave_up = false;
 
 	if (env.combined && env.unwind == ML_UNWIND_FP) {
 		/* the per-stack aggregate kept in BPF, iterated from the first key */
