@@ -629,12 +629,25 @@ static void take_dropped(void)
 	free(ids);
 }
 
-/* Process every record the producers submitted until now (the report needs them all). */
+/*
+ * Process every record the producers submitted until now (the report needs them all). Producers
+ * faster than the unwinding for seconds: this report goes on without the records still in the
+ * buffers (their allocations under "[stack unknown: record not received]"), rather than wait.
+ */
+#define SYNC_TIMEOUT_MS 5000
+static bool sync_gave_up;      /* in this report */
+
 static void drain(void)
 {
 	if (!pump)
 		return;
-	cap_pump_sync(pump, on_record, NULL);
+	if (sync_gave_up) {
+		cap_pump_process(pump, on_record, NULL, 65536);
+	} else if (cap_pump_sync(pump, on_record, NULL, SYNC_TIMEOUT_MS) < 0) {
+		sync_gave_up = true;
+		fprintf(stderr, "memleak: the unwinding is behind the records by more than %d s: this "
+			"report does without the records still in the buffers\n", SYNC_TIMEOUT_MS / 1000);
+	}
 	take_dropped();
 }
 
@@ -990,6 +1003,7 @@ static void report(void)
 		st.v[k].first_alloc = -1;
 	}
 	slot_gen++;
+	sync_gave_up = false;
 
 	if (env.combined && env.unwind == ML_UNWIND_FP) {
 		/* the per-stack aggregate kept in BPF, iterated from the first key */
@@ -1492,6 +1506,30 @@ static void attach_all(const char *path, pid_t pid)
 	links[nlinks++] = l;
 }
 
+#ifdef HAVE_DWUNW
+/*
+ * Every stack runs through the allocator's object: build its unwind table and read its symbols
+ * (glibc's debug file included) before the probes fire. Done on the first record instead, that
+ * takes 0.1-2 s on a loaded machine, while records pile up faster than the buffers hold them.
+ */
+static void warm_module(const char *path)
+{
+	struct dwunw_table_info ti;
+	struct dwunw_symbol sym;
+	struct dwunw_module *m;
+	uint64_t t0 = mono_ns();
+
+	if (dwunw_module_open(&dctx, path, &m))
+		return;
+	dwunw_table_info(&dctx, m, &ti);
+	dwunw_symbolize(&dctx, m, 0, &sym);
+	dwunw_module_put(&dctx, m); /* stays in the module cache */
+	if (env.verbose)
+		fprintf(stderr, "memleak: %s unwind table and symbols ready in %.0f ms\n", path,
+			(double)(mono_ns() - t0) / 1e6);
+}
+#endif
+
 /* -c COMMAND, -- PROG ARGS: the command, started stopped before exec (target.c). */
 static struct target cmd;
 
@@ -1728,6 +1766,13 @@ int main(int argc, char **argv)
 				"allocation\n", strerror(-err));
 	}
 #endif
+#ifdef HAVE_DWUNW
+	err = frames_init(64, 0);
+	if (err)
+		die("libdwunw: %s", dwunw_strerror(err));
+	if (env.unwind == ML_UNWIND_DWARF)
+		warm_module(obj_path);
+#endif
 	/* uprobes are per file: following a tree, every process is probed and the BPF side filters */
 	attach_all(obj_path, following ? -1 : target_pid);
 	if (following) {
@@ -1749,11 +1794,7 @@ int main(int argc, char **argv)
 	if (err)
 		die("cannot start the drain thread: %s", strerror(-err));
 
-#ifdef HAVE_DWUNW
-	err = frames_init(64, 0);
-	if (err)
-		die("libdwunw: %s", dwunw_strerror(err));
-#else
+#ifndef HAVE_DWUNW
 	syms = syms_proc_new(target_pid);
 #endif
 	fpc.n = 1u << 15;
