@@ -10,9 +10,20 @@
 #include "kwalk_user.h"
 #include "tool_util.h"
 
+static const char *const progs[2] = { "kw_mmap_enter", "kw_mmap_exit" };
+
+void kw_track_autoload(struct bpf_object *obj, bool on)
+{
+	for (int i = 0; i < 2; i++) {
+		struct bpf_program *p = bpf_object__find_program_by_name(obj, progs[i]);
+
+		if (p)
+			bpf_program__set_autoload(p, on);
+	}
+}
+
 int kw_track_attach(struct kw_track *t, struct bpf_object *obj)
 {
-	static const char *const progs[2] = { "kw_mmap_enter", "kw_mmap_exit" };
 
 	for (int i = 0; i < 2; i++) {
 		struct bpf_program *p = bpf_object__find_program_by_name(obj, progs[i]);

@@ -31,6 +31,8 @@ struct kw_track {
 	} tried[KW_TRACK_SLOTS];
 };
 
+/* Before load: load the mmap tracepoint programs only when they will be attached. */
+void kw_track_autoload(struct bpf_object *obj, bool on);
 /* Attach the mmap tracepoints (0, or a negative errno: the tables then load on fallbacks). */
 int kw_track_attach(struct kw_track *t, struct bpf_object *obj);
 void kw_track_detach(struct kw_track *t);
