@@ -91,6 +91,10 @@ static __always_inline int ml_target(__u64 pid_tgid)
 #include "kwalk_track.bpf.h"
 #endif
 
+/* mapping changes of the traced processes, in order with the records (dwarf mode) */
+#define MAPEV_TRACED(tgid) follow_match((tgid), target_tgid)
+#include "mapev.bpf.h"
+
 static __always_inline void ml_trace(void *ctx, __u32 fn, __u64 addr, __u64 size)
 {
 	struct ml_trace_rec r = {};
@@ -377,6 +381,58 @@ int BPF_KPROBE(munmap_enter, __u64 addr)
 		return 0;
 	ml_free(ctx, addr, ML_FN_MUNMAP);
 	return 0;
+}
+
+/*
+ * The same probes through two multi-uprobe links (uprobe_multi.h), when the kernel has them:
+ * one entry program for every function, told which by the link's cookie (enum ml_fn), and one
+ * return program. Loaded instead of the programs above (memleak.c decides before load).
+ */
+SEC("uprobe")
+int BPF_KPROBE(ml_multi_enter, __u64 a0, __u64 a1, __u64 a2)
+{
+	__u64 fn = bpf_get_attach_cookie(ctx), size = a0, arg = 0;
+
+	switch (fn) {
+	case ML_FN_FREE:
+	case ML_FN_MUNMAP:
+		if (ml_target(bpf_get_current_pid_tgid()))
+			ml_free(ctx, a0, (__u32)fn);
+		return 0;
+	case ML_FN_CALLOC:
+		size = a0 * a1;
+		break;
+	case ML_FN_REALLOC:
+		size = a1;
+		arg = a0;
+		break;
+	case ML_FN_REALLOCARRAY:
+		size = a1 * a2;
+		arg = a0;
+		break;
+	case ML_FN_ALIGNED_ALLOC:
+	case ML_FN_MEMALIGN:
+	case ML_FN_MMAP:
+		size = a1;
+		break;
+	case ML_FN_POSIX_MEMALIGN:
+		size = a2;
+		arg = a0;
+		break;
+	case ML_FN_MALLOC:
+	case ML_FN_VALLOC:
+	case ML_FN_PVALLOC:
+		break;
+	default:
+		return 0;
+	}
+	return alloc_enter(ctx, size, arg, (__u32)fn);
+}
+
+SEC("uretprobe")
+int BPF_KRETPROBE(ml_multi_return, __u64 ret)
+{
+	return alloc_exit(ctx, ret);
 }
 
 /* The target replaced its image: its outstanding allocations are gone (user space drops them). */

@@ -4,9 +4,11 @@
  * with libbpf-tools memleak (bcc v0.32.0), with exact stacks on code without frame pointers.
  *
  * --unwind=dwarf (default with HAVE_DWUNW): each recorded allocation's entry probe sends a
- * snapshot of the registers and of the stack window (capture.bpf.h); this program unwinds it
- * with libdwunw when it arrives, interns the stack (hash of its pcs and stop reason), symbolizes
- * each new stack once, and remembers event id -> stack until the allocation is gone.
+ * snapshot of the registers and of the stack window (capture.bpf.h); a drain thread copies the
+ * records into a bounded queue (cap_pump.h), and the main thread unwinds them with libdwunw,
+ * interns the stack (hash of its pcs and stop reason), symbolizes each new stack once,
+ * remembers event id -> stack until the allocation is gone, and prints the reports. Only the
+ * main thread touches the unwinder, the stack store and the event table.
  * --unwind=fp: bpf_get_stackid() at the return probe, as upstream.
  * --unwind=kernel (x86_64, arm64): the entry probe walks the stack in BPF (kwalk.bpf.h) from
  * tables loaded here; a walk that stops short carries the dwarf-mode snapshot along.
@@ -35,17 +37,20 @@
 #ifdef HAVE_DWUNW
 #include "dwunw.h"
 #endif
+#include "cap_pump.h"
 #include "capture_user.h"
 #include "memleak.h"
 #include "memleak_allocs.h"
 #include "memleak_mem.h"
 #include "uprobe_attach.h"
+#include "uprobe_multi.h"
 #include "memleak.skel.h"
 #include "frames.h"
 #include "intern.h"
 #include "preflight.h"
 #include "report_fmt.h"
 #include "stack_store.h"
+#include "maps_view.h"
 #include "syms.h"
 #include "target.h"
 #include "tool_opts.h"
@@ -89,6 +94,7 @@ static struct env {
 	bool fp_ids;
 	uint64_t expected_rate; /* allocator calls/s: sizes the ring buffer */
 	bool probe_at_entry;    /* no cheap probe places */
+	bool no_multi;          /* one link per probe even where multi-uprobe links exist */
 	bool stack_size_set;
 	uint64_t table_budget;  /* --table-budget (bytes; 0: the walker's default) */
 } env = {
@@ -126,6 +132,7 @@ enum {
 	OPT_PROBE_AT_ENTRY,
 	OPT_MAX_FRAMES,
 	OPT_WEIGHT,
+	OPT_NO_UPROBE_MULTI,
 	OPT_TABLE_BUDGET,
 };
 
@@ -159,6 +166,7 @@ static const struct option long_opts[] = {
 	{ "probe-at-entry", no_argument, NULL, OPT_PROBE_AT_ENTRY },
 	{ "max-frames", required_argument, NULL, OPT_MAX_FRAMES },
 	{ "weight", required_argument, NULL, OPT_WEIGHT },
+	{ "no-uprobe-multi", no_argument, NULL, OPT_NO_UPROBE_MULTI },
 	{ "table-budget", required_argument, NULL, OPT_TABLE_BUDGET },
 	{},
 };
@@ -211,6 +219,8 @@ static void usage(FILE *f)
 "      --probe-at-entry      probe allocators at their first byte; by default a probe\n"
 "                            moves past leading test/cmp to the first instruction\n"
 "                            the kernel emulates (x86_64; -v says where)\n"
+"      --no-uprobe-multi     one uprobe link per probe, even where the kernel makes one\n"
+"                            link for all (Linux 6.6+: attached and detached at once)\n"
 "      --no-fp-fallback      dwarf mode: skip the per-event frame-pointer stack id\n"
 "  -h, --help                this help\n"
 "\n"
@@ -323,6 +333,7 @@ static void parse_args(int argc, char **argv)
 			break;
 		case OPT_NO_FP_FALLBACK: env.fp_ids = false; break;
 		case OPT_PROBE_AT_ENTRY: env.probe_at_entry = true; break;
+		case OPT_NO_UPROBE_MULTI: env.no_multi = true; break;
 		case OPT_EXPECTED_RATE:
 			env.expected_rate = tool_opt_u64(optarg, "--expected-rate", 1, 100000000);
 			break;
@@ -407,7 +418,6 @@ static uint64_t trace_records; /* -t records received */
 static uint64_t record_bytes;  /* bytes of all records received */
 
 static uint64_t next_report_ns;
-static bool draining;
 
 static const char *fn_names[ML_FN_NR] = {
 	"malloc", "calloc", "realloc", "reallocarray", "aligned_alloc", "posix_memalign",
@@ -545,6 +555,8 @@ static int on_record(void *ctx, const void *data, size_t size)
 #ifdef HAVE_DWUNW
 		on_snapshot(data, size);
 #endif
+	} else if (h->kind == CAP_KIND_MAPEV) {
+		maps_view_event(data, size);
 #ifdef HAVE_KWALK
 	} else if (h->kind == KW_KIND_EVENT) {
 		on_kwalk(data, size);
@@ -558,10 +570,6 @@ static int on_record(void *ctx, const void *data, size_t size)
 		trace_records++;
 		on_trace(&r);
 	}
-	/* let the report run on time under a steady stream of records (not while it drains) */
-	static uint32_t calls;
-	if (!draining && (++calls & 255) == 0 && mono_ns() >= next_report_ns)
-		return -EINTR;
 	return 0;
 }
 
@@ -601,20 +609,46 @@ static uint64_t counter_sum(struct bpf_map *m, uint32_t idx)
 }
 
 static struct dwunw_cap_reader *reader;
+static struct cap_pump *pump;
 
-/* Process every record already in the buffers. */
-static void drain(void)
+static int64_t ml_pseudo(const char *label);
+
+/* Snapshots the drain thread could not queue: their allocations go under a lost stack. */
+static void take_dropped(void)
 {
-	draining = true;
-	dwunw_cap_reader_consume(reader); /* reads until it catches up with the producers */
-	draining = false;
+	uint64_t *ids;
+	size_t n = cap_pump_take_dropped(pump, &ids);
+
+	if (n) {
+		int64_t idx = ml_pseudo("[stack lost: record queue full]");
+
+		for (size_t i = 0; i < n; i++)
+			ml_ev_put(ids[i], (uint32_t)idx);
+	}
+	free(ids);
 }
 
-/* Between chunks of the report's long loops: keep the buffers from filling up. */
+/* Process every record the producers submitted until now (the report needs them all). */
+static void drain(void)
+{
+	if (!pump)
+		return;
+	cap_pump_sync(pump, on_record, NULL);
+	take_dropped();
+}
+
+/* Some queued records: the main loop's step, and between chunks of the report's long loops. */
+static void process_some(size_t max)
+{
+	if (!pump)
+		return;
+	cap_pump_process(pump, on_record, NULL, max); /* nothing when called from a record */
+	take_dropped();
+}
+
 static void drain_yield(void)
 {
-	if (!draining && reader) /* never inside a record's callback: the reader is not reentrant */
-		drain();
+	process_some(16384);
 }
 
 /* A pseudo-stack, of the process being counted when following a tree. */
@@ -1022,14 +1056,16 @@ static void report(void)
 
 	dwunw_cap_counters(skel->obj, capc);
 	lost = capc[CAP_CNT_OUTPUT_FAILED];
-	if (dwunw_cap_reader_lost(reader) > lost)
-		lost = dwunw_cap_reader_lost(reader);
+	if (cap_pump_reader_lost(pump) > lost)
+		lost = cap_pump_reader_lost(pump);
+	uint64_t qdropped = cap_pump_dropped(pump);
+	lost += qdropped;
 	uint64_t allocs_full = counter_sum(skel->maps.ml_counters, ML_CNT_ALLOCS_FULL);
 	uint64_t no_pending = counter_sum(skel->maps.ml_counters, ML_CNT_NO_PENDING);
 	uint64_t combined_full = counter_sum(skel->maps.ml_counters, ML_CNT_COMBINED_FULL);
 
 	/* unwind summary over the stacks shown in this report's aggregate */
-	size_t n_dwarf = 0, n_complete = 0, n_stopped = 0, n_fp = 0, n_pseudo = 0, n_beyond = 0;
+	size_t n_dwarf = 0, n_complete = 0, n_stopped = 0, n_fp = 0, n_pseudo = 0, n_beyond = 0, n_stale = 0;
 	char reasons[512] = "";
 	{
 		const char *rname[32];
@@ -1050,6 +1086,7 @@ static void report(void)
 					continue;
 				}
 				n_stopped++;
+				n_stale += s->stop_name && !strcmp(s->stop_name, "STALE");
 				size_t r;
 				for (r = 0; r < nr; r++)
 					if (rname[r] == s->stop_name)
@@ -1113,8 +1150,10 @@ static void report(void)
 				c = true;
 			}
 		}
-		printf("}}");
+		printf("}},\"queue\":{\"bytes\":%zu,\"peak_records\":%" PRIu64 ",\"dropped\":%" PRIu64 "}",
+		       cap_pump_queue_bytes(pump), cap_pump_queue_peak(pump), qdropped);
 		kw_report(true);
+		maps_view_json();
 		ml_mem_json(skel->obj, report_outstanding);
 		printf("}\n");
 	} else if (env.folded) {
@@ -1138,9 +1177,16 @@ static void report(void)
 			       stats.timed ? stats.unwind_ns / 1000.0 / (double)stats.timed : 0.0,
 			       stats.patched);
 		kw_report(false);
-		if (lost)
-			printf("lost %" PRIu64 " records (%s buffer full)\n", lost,
+		maps_view_text();
+		if (env.unwind == ML_UNWIND_DWARF && (n_beyond || n_stale))
+			printf("%zu stacks needed stack memory above the window, read after the event (%zu found "
+			       "changed since, cut there): --unwind=kernel walks them at the event\n",
+			       n_beyond + n_stale, n_stale);
+		if (lost > qdropped)
+			printf("lost %" PRIu64 " records (%s buffer full)\n", lost - qdropped,
 			       env.perfbuf ? "perf" : "ring");
+		if (qdropped)
+			printf("lost %" PRIu64 " records (record queue full)\n", qdropped);
 		if (allocs_full)
 			printf("%" PRIu64 " allocations not tracked (allocation table full)\n", allocs_full);
 		if (no_pending)
@@ -1252,10 +1298,36 @@ struct probe {
 	struct bpf_program *entry;
 	bool ret;
 	bool optional;
+	uint32_t fn_id;        /* enum ml_fn: the multi link's cookie */
 };
 
 static struct bpf_link **links;
 static size_t nlinks;
+static bool use_multi;         /* two multi-uprobe links instead of one link per probe */
+static int mfds[2] = { -1, -1 };
+static size_t nmfds;
+
+/* The programs of one way of attaching are loaded, the others not (decided before load). */
+static void choose_programs(void)
+{
+	struct bpf_program *per_probe[] = {
+		skel->progs.malloc_enter, skel->progs.calloc_enter, skel->progs.realloc_enter,
+		skel->progs.reallocarray_enter, skel->progs.aligned_alloc_enter,
+		skel->progs.posix_memalign_enter, skel->progs.memalign_enter,
+		skel->progs.valloc_enter, skel->progs.pvalloc_enter, skel->progs.mmap_enter,
+		skel->progs.alloc_return, skel->progs.free_enter, skel->progs.munmap_enter,
+	};
+
+	use_multi = !env.no_multi && um_supported();
+	for (size_t i = 0; i < sizeof(per_probe) / sizeof(per_probe[0]); i++)
+		bpf_program__set_autoload(per_probe[i], !use_multi);
+	bpf_program__set_autoload(skel->progs.ml_multi_enter, use_multi);
+	bpf_program__set_autoload(skel->progs.ml_multi_return, use_multi);
+	if (use_multi) {
+		bpf_program__set_expected_attach_type(skel->progs.ml_multi_enter, UM_ATTACH_TYPE);
+		bpf_program__set_expected_attach_type(skel->progs.ml_multi_return, UM_ATTACH_TYPE);
+	}
+}
 
 static int attach_one(struct bpf_program *prog, const char *path, const char *fn, bool ret,
 		      bool has_ret, pid_t pid)
@@ -1286,28 +1358,65 @@ static int attach_one(struct bpf_program *prog, const char *path, const char *fn
 	return 0;
 }
 
-static void attach_all(const char *path, pid_t pid)
+struct multi_set {
+	uint64_t off[ML_FN_NR], cookie[ML_FN_NR];
+	uint32_t n;
+};
+
+/* Both links at once: the return probes first, as attach_all does one function at a time. */
+static void attach_multi(const char *path, pid_t pid, const struct probe *probes, size_t np)
 {
-	struct probe probes[] = {
-		{ "malloc", skel->progs.malloc_enter, true, false },
-		{ "calloc", skel->progs.calloc_enter, true, false },
-		{ "realloc", skel->progs.realloc_enter, true, false },
-		{ "reallocarray", skel->progs.reallocarray_enter, true, true },
-		{ "aligned_alloc", skel->progs.aligned_alloc_enter, true, true },
-		{ "posix_memalign", skel->progs.posix_memalign_enter, true, false },
-		{ "memalign", skel->progs.memalign_enter, true, true },
-		{ "valloc", skel->progs.valloc_enter, true, true },
-		{ "pvalloc", skel->progs.pvalloc_enter, true, true },
-		{ "mmap", skel->progs.mmap_enter, true, false },
-		{ "free", skel->progs.free_enter, false, false },
-		{ "munmap", skel->progs.munmap_enter, false, false },
-	};
+	struct multi_set ent = { .n = 0 }, ret = { .n = 0 };
 	char name[256];
 
-	for (size_t i = 0; i < sizeof(probes) / sizeof(probes[0]); i++) {
+	for (size_t i = 0; i < np; i++) {
+		struct ua_site site;
 		int err;
 
-		/* return probe first: a call whose entry is seen then always has its return */
+		snprintf(name, sizeof(name), "%s%s", env.sym_prefix, probes[i].fn);
+		/* the same places as attach_one's */
+		err = ua_find(path, name, !env.probe_at_entry && !probes[i].ret, &site);
+		if (err) {
+			if (probes[i].optional) {
+				if (env.verbose)
+					fprintf(stderr, "memleak: %s not probed in %s: %s\n", name, path,
+						strerror(-err));
+				continue;
+			}
+			die("cannot probe %s in %s: %s", name, path, strerror(-err));
+		}
+		if (env.verbose)
+			fprintf(stderr, "memleak: %s probed at %s\n", name, site.why);
+		if (probes[i].ret) {
+			ret.off[ret.n] = site.entry_off;
+			ret.cookie[ret.n++] = probes[i].fn_id;
+		}
+		ent.off[ent.n] = site.probe_off;
+		ent.cookie[ent.n++] = probes[i].fn_id;
+	}
+	if (ret.n) {
+		int fd = um_attach(bpf_program__fd(skel->progs.ml_multi_return), path, ret.off,
+				   ret.cookie, ret.n, true, pid);
+
+		if (fd < 0)
+			die("cannot attach the return probes to %s: %s", path, strerror(-fd));
+		mfds[nmfds++] = fd;
+	}
+	int fd = um_attach(bpf_program__fd(skel->progs.ml_multi_enter), path, ent.off, ent.cookie,
+			   ent.n, false, pid);
+	if (fd < 0)
+		die("cannot attach the entry probes to %s: %s", path, strerror(-fd));
+	mfds[nmfds++] = fd;
+}
+
+/* One link per probe: the return probe first, so a call whose entry is seen has its return. */
+static void attach_per_probe(const char *path, pid_t pid, const struct probe *probes, size_t np)
+{
+	char name[256];
+
+	for (size_t i = 0; i < np; i++) {
+		int err;
+
 		snprintf(name, sizeof(name), "%s%s", env.sym_prefix, probes[i].fn);
 		err = probes[i].ret ? attach_one(skel->progs.alloc_return, path, name, true, true, pid)
 				    : 0;
@@ -1322,6 +1431,42 @@ static void attach_all(const char *path, pid_t pid)
 			}
 			die("cannot probe %s in %s: %s", name, path, strerror(-err));
 		}
+	}
+}
+
+static void attach_all(const char *path, pid_t pid)
+{
+	struct probe probes[] = {
+		{ "malloc", skel->progs.malloc_enter, true, false, ML_FN_MALLOC },
+		{ "calloc", skel->progs.calloc_enter, true, false, ML_FN_CALLOC },
+		{ "realloc", skel->progs.realloc_enter, true, false, ML_FN_REALLOC },
+		{ "reallocarray", skel->progs.reallocarray_enter, true, true, ML_FN_REALLOCARRAY },
+		{ "aligned_alloc", skel->progs.aligned_alloc_enter, true, true, ML_FN_ALIGNED_ALLOC },
+		{ "posix_memalign", skel->progs.posix_memalign_enter, true, false,
+		  ML_FN_POSIX_MEMALIGN },
+		{ "memalign", skel->progs.memalign_enter, true, true, ML_FN_MEMALIGN },
+		{ "valloc", skel->progs.valloc_enter, true, true, ML_FN_VALLOC },
+		{ "pvalloc", skel->progs.pvalloc_enter, true, true, ML_FN_PVALLOC },
+		{ "mmap", skel->progs.mmap_enter, true, false, ML_FN_MMAP },
+		{ "free", skel->progs.free_enter, false, false, ML_FN_FREE },
+		{ "munmap", skel->progs.munmap_enter, false, false, ML_FN_MUNMAP },
+	};
+	const size_t np = sizeof(probes) / sizeof(probes[0]);
+	uint64_t t0 = mono_ns();
+
+	if (use_multi)
+		attach_multi(path, pid, probes, np);
+	else
+		attach_per_probe(path, pid, probes, np);
+	if (env.verbose)
+		fprintf(stderr, "memleak: uprobes attached in %.1f ms (%s)\n",
+			(double)(mono_ns() - t0) / 1e6,
+			use_multi ? "two multi-uprobe links" : "one link per probe");
+	if (maps_view_on) {
+		int err = maps_view_attach(skel->obj, &links, &nlinks);
+
+		if (err)
+			die("cannot attach the mapping-change programs: %s", strerror(-err));
 	}
 	struct bpf_link *l = bpf_program__attach(skel->progs.ml_exec);
 	if (!l)
@@ -1520,6 +1665,10 @@ int main(int argc, char **argv)
 	skel->rodata->cap_use_perfbuf = env.perfbuf;
 	skel->rodata->cap_stack_bytes = env.stack_size;
 	skel->rodata->follow_tree = following;
+	/* dwarf mode: mapping changes in order with the records (DWUNW_MAPEV=0: off, to compare) */
+	maps_view_on = env.unwind == ML_UNWIND_DWARF && !(getenv("DWUNW_MAPEV") &&
+							  !strcmp(getenv("DWUNW_MAPEV"), "0"));
+	skel->rodata->mapev_enabled = maps_view_on;
 	skel->rodata->cap_scratch_slots = dwunw_cap_scratch_slots(env.perfbuf);
 	ring_bytes = env.buffer_size && !env.perfbuf ? env.buffer_size : ml_ring_bytes(env.expected_rate);
 	skel->rodata->cap_wakeup_bytes = ring_bytes / 8;
@@ -1548,6 +1697,7 @@ int main(int argc, char **argv)
 		skel->rodata->target_tgid = (uint32_t)target_pid;
 	}
 
+	choose_programs();
 	err = memleak_bpf__load(skel);
 	if (err)
 		die("cannot load the BPF programs: %s (run with -v for the verifier log)", strerror(-err));
@@ -1576,9 +1726,16 @@ int main(int argc, char **argv)
 			die("cannot follow the command's processes: %s", strerror(-err));
 	}
 
-	reader = dwunw_cap_reader_new(skel->obj, env.perfbuf, perf_bytes, on_record, NULL);
+	/* the queue: half the ring buffer again (50 ms at the expected rate), or a CPU's perf buffer */
+	pump = cap_pump_new(env.perfbuf ? perf_bytes : ring_bytes / 2);
+	if (!pump)
+		die("out of memory");
+	reader = dwunw_cap_reader_new(skel->obj, env.perfbuf, perf_bytes, cap_pump_record, pump);
 	if (!reader)
 		die("cannot open the %s buffer: %s", env.perfbuf ? "perf" : "ring", strerror(errno));
+	err = cap_pump_start(pump, reader);
+	if (err)
+		die("cannot start the drain thread: %s", strerror(-err));
 
 #ifdef HAVE_DWUNW
 	err = frames_init(64, 0);
@@ -1596,7 +1753,7 @@ int main(int argc, char **argv)
 	fflush(stdout);
 	if (following && (err = target_go(&cmd))) {
 		/* it could not exec: one line said why */
-		tool_links_destroy(links, nlinks);
+		tool_links_destroy_fds(links, nlinks, mfds, nmfds);
 		exit(err);
 	}
 
@@ -1621,16 +1778,12 @@ int main(int argc, char **argv)
 				next_report_ns = mono_ns() + interval_ns;
 			continue;
 		}
-		/* short: records only wake us when the buffer fills up (cap_wakeup_bytes) */
+		/* the drain thread fills the queue; here records are unwound, a batch at a time */
 		int timeout = (int)((next_report_ns - now) / 1000000ull) + 1;
 		if (timeout > 10)
 			timeout = 10;
-		err = dwunw_cap_reader_poll(reader, timeout);
-		if (err < 0 && err != -EINTR) {
-			fprintf(stderr, "memleak: polling the %s buffer: %s\n",
-				env.perfbuf ? "perf" : "ring", strerror(-err));
-			break;
-		}
+		if (cap_pump_wait(pump, timeout))
+			process_some(2048);
 		now = mono_ns();
 		if (now - last_check >= 50000000ull) {
 			last_check = now;
@@ -1655,9 +1808,15 @@ int main(int argc, char **argv)
 			fprintf(stderr, "memleak: target pid %d exited\n", target_pid);
 	}
 
-	if (env.verbose)
+	if (env.verbose) {
 		ml_mem_text(stderr, skel->obj, report_outstanding);
-	tool_links_destroy(links, nlinks);
+		fprintf(stderr, "memleak: record queue %.1f MiB, at most %" PRIu64 " records waiting, %" PRIu64 " dropped\n",
+			cap_pump_queue_bytes(pump) / 1048576.0, cap_pump_queue_peak(pump),
+			cap_pump_dropped(pump));
+	}
+	cap_pump_free(pump); /* before the links' helper process is forked */
+	pump = NULL;
+	tool_links_destroy_fds(links, nlinks, mfds, nmfds);
 	dwunw_cap_reader_free(reader);
 #ifdef HAVE_KWALK
 	if (kwt.l) {
