@@ -91,7 +91,6 @@ t.test('bad input: one line, exit status 1', async (tt) => {
   oneLine(tt, await dwunw(['-U', '-K', '1']), /^profile: -U and -K exclude each other$/, '-U -K');
   oneLine(tt, await dwunw(['--unwind=lbr', '1']), /^profile: --unwind: expected dwarf, fp or kernel, got lbr$/, '--unwind=lbr');
   oneLine(tt, await dwunw(['--unwind=kernel', '--perf-buffer', '1']), /^profile: --unwind=kernel sends its events on the ring buffer: drop --perf-buffer$/, '--unwind=kernel --perf-buffer');
-  oneLine(tt, await dwunw(['--unwind=kernel', '--stack-size=4096', '1']), /^profile: --unwind=kernel: the fallback's stack window is fixed at 16384 bytes$/, '--unwind=kernel --stack-size');
   oneLine(tt, await dwunw(['--table-budget=8', '1']), /^profile: --table-budget is for --unwind=kernel$/, '--table-budget without kernel');
   oneLine(tt, await dwunw(['0']), /^profile: invalid duration: 0/, 'duration 0');
   const nonRoot = await run('setpriv', ['--reuid=65534', '--regid=65534', '--clear-groups', profileBin, '1']);
