@@ -96,7 +96,6 @@ static struct env {
 	uint64_t expected_rate; /* allocator calls/s: sizes the ring buffer */
 	bool probe_at_entry;    /* no cheap probe places */
 	bool no_multi;          /* one link per probe even where multi-uprobe links exist */
-	bool stack_size_set;
 	uint64_t table_budget;  /* --table-budget (bytes; 0: the walker's default) */
 } env = {
 	.older_ms = 500,
@@ -200,7 +199,7 @@ static void usage(FILE *f)
 "                            the BPF program, a walk that stops short falling back to\n"
 "                            the dwarf path for that allocation (x86_64, arm64)\n"
 "      --stack-size=BYTES    stack window copied per allocation (16384, max 65536;\n"
-"                            kernel: 16384, the fallback's window)\n"
+"                            kernel: per fallback)\n"
 "      --table-budget=MIB    --unwind=kernel: memory for the tables' maps (64)\n"
 "      --folded              folded stacks for flamegraph.pl: root;...;leaf WEIGHT, one\n"
 "                            line per distinct stack (identical lines merged, weights\n"
@@ -316,7 +315,6 @@ static void parse_args(int argc, char **argv)
 			if (v < 64 || v > CAP_MAX_STACK)
 				usage_error("--stack-size: %s out of range (64 .. %d)", optarg, CAP_MAX_STACK);
 			env.stack_size = (uint32_t)(v & ~7ull);
-			env.stack_size_set = true;
 			break;
 		}
 		case OPT_TABLE_BUDGET:
@@ -377,10 +375,6 @@ static void parse_args(int argc, char **argv)
 	if (env.unwind == ML_UNWIND_KERNEL) {
 		if (env.perfbuf)
 			usage_error("--unwind=kernel sends its events on the ring buffer: drop --perf-buffer");
-		if (env.stack_size_set && env.stack_size != ML_KW_WINDOW)
-			usage_error("--unwind=kernel: the fallback's stack window is fixed at %d bytes",
-				    ML_KW_WINDOW);
-		env.stack_size = ML_KW_WINDOW;
 	} else if (env.table_budget) {
 		usage_error("--table-budget is for --unwind=kernel");
 	}
@@ -484,15 +478,18 @@ static void on_kwalk(const void *data, size_t size)
 	/* frame 0 (the allocator) is not shown */
 	int64_t idx = frames_from_kwalk(data, size, 1, pid, &stats, &kws, &ki);
 
-	if (idx == FRAMES_BAD) {
-		stack_pid = 0;
-		return;
-	}
-	if (idx == FRAMES_FALLBACK)
-		idx = fp_stack(ki.aux, 0, false);
 	stack_pid = 0;
+	if (idx == FRAMES_BAD)
+		return;
 	if (kw_wants_reload(ki.status))
 		kw_track_reload(&kwt, ki.pid, false);
+	if (idx == FRAMES_NOTICE)
+		return; /* the walk stopped short: the snapshot record that follows has the stack */
+	if (idx == FRAMES_FALLBACK) {
+		stack_pid = pid;
+		idx = fp_stack(ki.aux, 0, false);
+		stack_pid = 0;
+	}
 	ml_ev_put(ki.cookie, (uint32_t)idx);
 }
 #endif
@@ -1734,6 +1731,7 @@ int main(int argc, char **argv)
 
 	if (!err && env.unwind == ML_UNWIND_KERNEL)
 		err = kw_size_maps(skel->obj, &kwo);
+	kw_track_autoload(skel->obj, env.unwind == ML_UNWIND_KERNEL);
 #endif
 	if (err)
 		die("cannot size the maps: %s", strerror(-err));

@@ -98,6 +98,8 @@ t.test('colorLine: colors text report lines, leaves others alone', async (tt) =>
     '\t7 [<000055998ca2fc6e>] main+0x1e [/work/main/fixtures/x86_64/build/leaky] [live]',
     'frames marked [live] rests on stack memory read from the process after the event (it may have changed since); [fp] found by frame pointers (no CFI there)',
     'lost 3 records (ring buffer full)',
+    'kernel: 17 stacks, 17 complete, 0 stopped early, 0 read beyond the window; 90 records, 41.4 us/unwind, 0 patched',
+    'kernel walker: 186 events, 48.4% fell back to the snapshot (no-proc 90); tables 0.1 MiB of 10.4 MiB of maps, 4 modules',
   ];
   for (const l of lines) {
     const o = colorLine(c, l);
