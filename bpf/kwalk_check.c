@@ -623,6 +623,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "kwalk-check: sizing maps failed\n");
 		goto out;
 	}
+	if (getenv("KC_CHUNK")) /* the walker's stack chunk (bytes), for measuring */
+		skel->rodata->kw_chunk = (uint32_t)strtoul(getenv("KC_CHUNK"), NULL, 0);
 	skel->rodata->micro_op = opt.micro_op;
 	skel->rodata->micro_size = opt.micro_size;
 	skel->rodata->micro_n = opt.micro_n;
