@@ -188,6 +188,8 @@ struct kw_walk {
 	__u32 stop_frame;
 	__u32 why;
 	__u32 peer;                /* binary search over full pcs instead of the block index */
+	__u32 hits;                /* frames whose rule came from kw_cache */
+	__u32 reads;               /* stack chunks read */
 };
 
 /*
@@ -469,6 +471,7 @@ __noinline int kw_window(struct kw_scratch *s, __u64 cfa, struct kw_win *win)
 {
 	__u64 a = cfa - 64, off;
 	__u32 len = kw_chunk, rest;
+	int ret = 0;
 	__u64 *p;
 
 	if (!s || !win)
@@ -488,12 +491,13 @@ __noinline int kw_window(struct kw_scratch *s, __u64 cfa, struct kw_win *win)
 		s->cbase = a;
 		s->clen = len;
 		off = 0;
+		ret = 2;
 	}
 	p = (__u64 *)&s->stk[off & (KW_CHUNK - 1)];
 #pragma unroll
 	for (int i = 0; i < 8; i++)
 		win->v[i] = p[i];
-	return 0;
+	return ret;
 }
 
 /* One CFI step with `r`: the caller's registers into w. 0 = go on, 1 = stopped. */
@@ -534,8 +538,14 @@ static __always_inline int kw_step_cfi(struct kw_walk *w, const struct kw_rule *
 	/* Every slot in [cfa - 64, cfa): one read (may fail on a page never touched: slot by slot). */
 	if (!(r->flags & KW_RF_WINDOW))
 		fast = 0;
-	else if (w->peer ? bpf_probe_read_user(&win, sizeof(win), (void *)(cfa - 64)) : kw_window(w->out, cfa, &win))
-		fast = 0;
+	else if (w->peer)
+		fast = !bpf_probe_read_user(&win, sizeof(win), (void *)(cfa - 64));
+	else {
+		int got = kw_window(w->out, cfa, &win);
+
+		fast = got != 1;
+		w->reads += got == 2;
+	}
 	if (fast) {
 		/* branch-free, so the verifier sees one path whatever the rule saves */
 		__u32 saved = r->saved;
@@ -622,6 +632,7 @@ static long kw_frame_cb(__u64 i, void *arg)
 		if (row < 0)
 			return kw_stop(w, KW_ST_NO_DWARF, addr, ~0u);
 		rid = (__u32)row;
+		w->hits--; /* counted below for every frame */
 		r = bpf_map_lookup_elem(&kw_rules, &rid);
 		if (!r)
 			return kw_stop(w, KW_ST_NO_DWARF, addr, rid);
@@ -633,6 +644,7 @@ static long kw_frame_cb(__u64 i, void *arg)
 	}
 	rid = ce->rid;
 	r = &ce->r;
+	w->hits++;
 	if ((r->cfa_type == KW_CFA_END || (r->flags & KW_RF_SIGNAL)) && kw_is_restorer(w->pc))
 		return kw_sigframe(w);
 	if (r->cfa_type == KW_CFA_END)
@@ -710,6 +722,8 @@ static __always_inline struct kw_scratch *kw_walk(struct kw_walk *w, struct pt_r
 #endif
 	w->rs.valid = kw_all_regs;
 	w->n = kw_zero;
+	w->hits = kw_zero; /* unknown to the verifier, as n: the counts do not split its states */
+	w->reads = kw_zero;
 	w->exact = 1;
 	w->how = KW_HOW_INITIAL;
 	w->last = ~0u;
@@ -744,6 +758,8 @@ static __always_inline struct kw_scratch *kw_walk(struct kw_walk *w, struct pt_r
 	} else if (mode == KW_MODE_BENCH) {
 		kw_count(KW_C_BENCH_SAMPLES, 1);
 		kw_count(KW_C_BENCH_FRAMES, w->n);
+		kw_count(KW_C_CACHE_HITS, w->hits);
+		kw_count(KW_C_CHUNK_READS, w->reads);
 	} else if (mode == KW_MODE_PEER) {
 		kw_count(KW_C_PEER_SAMPLES, 1);
 		kw_count(KW_C_PEER_FRAMES, w->n);
