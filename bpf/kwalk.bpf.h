@@ -815,7 +815,7 @@ static __always_inline void kw_event_fill(struct kw_event *ev, struct kw_walk *w
  * with the snapshot (registers + `room` bytes of stack, a constant) when it stopped short or
  * when `always_snapshot` (the differential test). `cookie` and `aux` go into the event and its
  * snapshot, as cap_snapshot()'s do. Evaluates to the walk's status (enum
- * kw_status); an event that could not be output is counted (KW_C_LOST).
+ * kw_status), or -1 when the event could not be output (counted: KW_C_LOST).
  */
 #define KW_EMIT(ctx, regs, always_snapshot, room, cookie, aux)                                     \
 	({                                                                                         \
@@ -854,7 +854,7 @@ static __always_inline void kw_event_fill(struct kw_event *ev, struct kw_walk *w
 		kw_walk_done(__s);                                                                 \
 		if (__err)                                                                         \
 			kw_count(KW_C_LOST, 1);                                                    \
-		__w.status;                                                                        \
+		__err ? -1 : (int)__w.status;                                                      \
 	})
 
 #endif /* DWUNW_KWALK_BPF_H */

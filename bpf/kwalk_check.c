@@ -34,6 +34,7 @@
 #include "capture_user.h"
 #include "kwalk_check.h"
 #include "kwalk_event.h"
+#include "kwalk_preload.h"
 #include "kwalk_user.h"
 #include "kwalk_check.skel.h"
 
@@ -399,43 +400,6 @@ static int on_record(void *ctx, const void *data, size_t size)
 	return 0;
 }
 
-/* The command's executable and what `ldd` says it loads: into the maps before it starts. */
-static void preload(const char *cmd)
-{
-	char line[1300], exe[1024], q[1200], *p, *e;
-	FILE *f;
-
-	snprintf(q, sizeof(q), "command -v '%s'", cmd);
-	f = popen(q, "r");
-	if (!f)
-		return;
-	exe[0] = 0;
-	if (!fgets(exe, sizeof(exe), f))
-		exe[0] = 0;
-	pclose(f);
-	exe[strcspn(exe, "\n")] = 0;
-	if (!exe[0] || !realpath(exe, q))
-		return;
-	kw_preload_file(S.kl, q);
-	snprintf(line, sizeof(line), "ldd '%s' 2>/dev/null", q);
-	f = popen(line, "r");
-	if (!f)
-		return;
-	while (fgets(line, sizeof(line), f)) {
-		/* "\tlibc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x...)" or "\t/lib64/ld-linux... (0x...)" */
-		p = strchr(line, '/');
-		if (!p)
-			continue;
-		e = strstr(p, " (");
-		if (e)
-			*e = 0;
-		p[strcspn(p, "\n")] = 0;
-		if (realpath(p, exe))
-			kw_preload_file(S.kl, exe);
-	}
-	pclose(f);
-}
-
 /* ---- Attaching ---------------------------------------------------------------------------- */
 
 static int perf_open(int pid, int cpu, unsigned freq)
@@ -647,7 +611,7 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	if (opt.preload)
-		preload(opt.cmd[0]);
+		kw_preload_command(S.kl, opt.cmd[0]);
 	rd = dwunw_cap_reader_new(skel->obj, 0, 0, on_record, NULL);
 	if (!rd || attach_all(skel, pid, &L))
 		goto out;
