@@ -29,6 +29,7 @@ const volatile __u32 kw_max_frames = KW_MAX_FRAMES;
  * register mask, the frame count), so iterations converge instead of being told apart. */
 __u64 kw_all_regs = KW_NREGS == 64 ? ~0ull : (1ull << KW_NREGS) - 1;
 __u32 kw_zero = 0;
+static const __u32 kw_zero_key = 0;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -88,6 +89,8 @@ struct kw_scratch {
 	__u8 how[KW_MAX_FRAMES];
 	__u64 cbase;               /* user address of stk[0] */
 	__u32 clen;                /* valid bytes in stk (0: none yet in this walk) */
+	__u32 hits;                /* this walk: frames whose rule came from kw_cache */
+	__u32 reads;               /* this walk: stack chunks read */
 	__u32 pad;
 	__u8 stk[KW_CHUNK + 64];
 };
@@ -176,7 +179,6 @@ struct kw_walk {
 	__u64 pc;
 	struct kw_proc *proc;
 	struct kw_scratch *out;
-	struct kw_cache *cache;
 	__u64 stop_pc;
 	__u64 stop_addr;
 	__u32 n;                   /* frames written */
@@ -188,8 +190,6 @@ struct kw_walk {
 	__u32 stop_frame;
 	__u32 why;
 	__u32 peer;                /* binary search over full pcs instead of the block index */
-	__u32 hits;                /* frames whose rule came from kw_cache */
-	__u32 reads;               /* stack chunks read */
 };
 
 /*
@@ -544,7 +544,8 @@ static __always_inline int kw_step_cfi(struct kw_walk *w, const struct kw_rule *
 		int got = kw_window(w->out, cfa, &win);
 
 		fast = got != 1;
-		w->reads += got == 2;
+		if (got == 2 && w->out)
+			w->out->reads++;
 	}
 	if (fast) {
 		/* branch-free, so the verifier sees one path whatever the rule saves */
@@ -602,6 +603,7 @@ static long kw_frame_cb(__u64 i, void *arg)
 	struct kw_map *m;
 	struct kw_mod *mod;
 	struct kw_rule *r;
+	struct kw_cache *cache;
 	struct kw_cent *ce;
 	__u64 lookup, addr;
 	__u32 n = w->n, rid;
@@ -622,17 +624,18 @@ static long kw_frame_cb(__u64 i, void *arg)
 	if (!mod || !mod->gen || mod->gen != m->gen)
 		return kw_stop(w, KW_ST_NO_TABLE, lookup - m->bias, ~0u);
 	addr = lookup - m->bias;
-	if (!w->cache)
+	cache = bpf_map_lookup_elem(&kw_cache, &kw_zero_key);
+	if (!cache)
 		return 1;
 	/* the peer looks up every time (entry 0 is only where its rule is copied: one pointer type
 	 * for the verifier whichever way the rule came) */
-	ce = &w->cache->e[w->peer ? 0 : (__u32)(addr ^ (addr >> 9) ^ m->mod * 0x9e37u) & (KW_CACHE - 1)];
+	ce = &cache->e[w->peer ? 0 : (__u32)(addr ^ (addr >> 9) ^ m->mod * 0x9e37u) & (KW_CACHE - 1)];
 	if (w->peer || ce->addr != addr || ce->mod != m->mod || ce->gen != m->gen) {
 		row = w->peer ? kw_row_find_peer(mod, addr) : kw_row_find(mod, addr);
 		if (row < 0)
 			return kw_stop(w, KW_ST_NO_DWARF, addr, ~0u);
 		rid = (__u32)row;
-		w->hits--; /* counted below for every frame */
+		out->hits--; /* counted below for every frame */
 		r = bpf_map_lookup_elem(&kw_rules, &rid);
 		if (!r)
 			return kw_stop(w, KW_ST_NO_DWARF, addr, rid);
@@ -644,7 +647,7 @@ static long kw_frame_cb(__u64 i, void *arg)
 	}
 	rid = ce->rid;
 	r = &ce->r;
-	w->hits++;
+	out->hits++;
 	if ((r->cfa_type == KW_CFA_END || (r->flags & KW_RF_SIGNAL)) && kw_is_restorer(w->pc))
 		return kw_sigframe(w);
 	if (r->cfa_type == KW_CFA_END)
@@ -697,6 +700,8 @@ static __always_inline struct kw_scratch *kw_walk(struct kw_walk *w, struct pt_r
 	w->stop_rule = ~0u;
 	w->peer = mode == KW_MODE_PEER || mode == KW_MODE_PEER1;
 #if KW_ARM64
+	/* unrolled: regs may be the program's context, read only at constant offsets */
+#pragma unroll
 	for (int i = 0; i < 31; i++)
 		w->rs.regs[i] = regs->regs[i];
 	w->rs.regs[31] = regs->sp;
@@ -722,8 +727,6 @@ static __always_inline struct kw_scratch *kw_walk(struct kw_walk *w, struct pt_r
 #endif
 	w->rs.valid = kw_all_regs;
 	w->n = kw_zero;
-	w->hits = kw_zero; /* unknown to the verifier, as n: the counts do not split its states */
-	w->reads = kw_zero;
 	w->exact = 1;
 	w->how = KW_HOW_INITIAL;
 	w->last = ~0u;
@@ -735,7 +738,8 @@ static __always_inline struct kw_scratch *kw_walk(struct kw_walk *w, struct pt_r
 	}
 	w->out = s;
 	s->clen = 0;
-	w->cache = bpf_map_lookup_elem(&kw_cache, &zero);
+	s->hits = 0;
+	s->reads = 0;
 	w->proc = bpf_map_lookup_elem(&kw_procs, &pid);
 	if (max > KW_MAX_FRAMES || max == 0)
 		max = KW_MAX_FRAMES;
@@ -758,8 +762,8 @@ static __always_inline struct kw_scratch *kw_walk(struct kw_walk *w, struct pt_r
 	} else if (mode == KW_MODE_BENCH) {
 		kw_count(KW_C_BENCH_SAMPLES, 1);
 		kw_count(KW_C_BENCH_FRAMES, w->n);
-		kw_count(KW_C_CACHE_HITS, w->hits);
-		kw_count(KW_C_CHUNK_READS, w->reads);
+		kw_count(KW_C_CACHE_HITS, s->hits);
+		kw_count(KW_C_CHUNK_READS, s->reads);
 	} else if (mode == KW_MODE_PEER) {
 		kw_count(KW_C_PEER_SAMPLES, 1);
 		kw_count(KW_C_PEER_FRAMES, w->n);

@@ -26,6 +26,7 @@ struct pt_regs {
 		};
 	};
 	__u64 orig_x0;
+	__s32 syscallno;       /* kwalk_track.bpf.h: the syscall of a raw sys_enter/sys_exit */
 } __attribute__((preserve_access_index));
 
 #endif
