@@ -83,10 +83,19 @@ struct {
 #define KW_CHUNK 4096
 const volatile __u32 kw_chunk = 2048;
 
+/* The registers, apart: a global function given a pointer may write anything there, so the
+ * verifier forgets what that memory held (pointers kept elsewhere in kw_walk stay pointers). */
+struct kw_regset {
+	__u64 regs[KW_NREGS];
+	__u64 valid;               /* bit n: regs[n] known */
+	__u64 fault;               /* kw_slots_slow: the slot it could not read */
+};
+
 struct kw_scratch {
 	__u64 busy;
 	__u64 pcs[KW_MAX_FRAMES];
 	__u8 how[KW_MAX_FRAMES];
+	struct kw_regset rs;       /* the walk's registers (not on the 512-byte BPF stack: arm64's 32) */
 	__u64 cbase;               /* user address of stk[0] */
 	__u32 clen;                /* valid bytes in stk (0: none yet in this walk) */
 	__u32 hits;                /* this walk: frames whose rule came from kw_cache */
@@ -166,16 +175,8 @@ static __always_inline __u32 kw_slot_reg(int i)
 }
 #endif
 
-/* The registers, apart: a global function given a pointer may write anything there, so the
- * verifier forgets what that memory held (pointers kept elsewhere in kw_walk stay pointers). */
-struct kw_regset {
-	__u64 regs[KW_NREGS];
-	__u64 valid;               /* bit n: regs[n] known */
-	__u64 fault;               /* kw_slots_slow: the slot it could not read */
-};
-
 struct kw_walk {
-	struct kw_regset rs;
+	struct kw_regset *rs;      /* in the scratch */
 	__u64 pc;
 	struct kw_proc *proc;
 	struct kw_scratch *out;
@@ -362,16 +363,16 @@ static __always_inline int kw_is_restorer(__u64 pc)
  */
 static __always_inline int kw_sigframe(struct kw_walk *w)
 {
-	__u64 sc = w->rs.regs[KW_SP] + 128 + 176 + 8, sppc[2];
+	__u64 sc = w->rs->regs[KW_SP] + 128 + 176 + 8, sppc[2];
 
-	if (!(w->rs.valid & (1ull << KW_SP)))
+	if (!(w->rs->valid & (1ull << KW_SP)))
 		return kw_stop(w, KW_ST_REG_UNKNOWN, 0, ~0u);
-	if (bpf_probe_read_user(w->rs.regs, 31 * 8, (void *)sc) ||
+	if (bpf_probe_read_user(w->rs->regs, 31 * 8, (void *)sc) ||
 	    bpf_probe_read_user(sppc, sizeof(sppc), (void *)(sc + 31 * 8)))
 		return kw_stop(w, KW_ST_READ_FAULT, sc, ~0u);
-	w->rs.regs[KW_SP] = sppc[0];
+	w->rs->regs[KW_SP] = sppc[0];
 	w->pc = sppc[1];
-	w->rs.valid = kw_all_regs;
+	w->rs->valid = kw_all_regs;
 	w->exact = 1;
 	w->how = KW_HOW_SIGNAL;
 	if (w->pc == 0)
@@ -401,28 +402,28 @@ static __always_inline int kw_sigframe(struct kw_walk *w)
 {
 	__u64 g[17];
 
-	if (!(w->rs.valid & (1u << KW_RSP)))
+	if (!(w->rs->valid & (1u << KW_RSP)))
 		return kw_stop(w, KW_ST_REG_UNKNOWN, 0, ~0u);
-	if (bpf_probe_read_user(g, sizeof(g), (void *)(w->rs.regs[KW_RSP] + 40)))
-		return kw_stop(w, KW_ST_READ_FAULT, w->rs.regs[KW_RSP] + 40, ~0u);
-	w->rs.regs[8] = g[0];
-	w->rs.regs[9] = g[1];
-	w->rs.regs[10] = g[2];
-	w->rs.regs[11] = g[3];
-	w->rs.regs[12] = g[4];
-	w->rs.regs[13] = g[5];
-	w->rs.regs[14] = g[6];
-	w->rs.regs[15] = g[7];
-	w->rs.regs[5] = g[8];
-	w->rs.regs[4] = g[9];
-	w->rs.regs[6] = g[10];
-	w->rs.regs[3] = g[11];
-	w->rs.regs[1] = g[12];
-	w->rs.regs[0] = g[13];
-	w->rs.regs[2] = g[14];
-	w->rs.regs[7] = g[15];
+	if (bpf_probe_read_user(g, sizeof(g), (void *)(w->rs->regs[KW_RSP] + 40)))
+		return kw_stop(w, KW_ST_READ_FAULT, w->rs->regs[KW_RSP] + 40, ~0u);
+	w->rs->regs[8] = g[0];
+	w->rs->regs[9] = g[1];
+	w->rs->regs[10] = g[2];
+	w->rs->regs[11] = g[3];
+	w->rs->regs[12] = g[4];
+	w->rs->regs[13] = g[5];
+	w->rs->regs[14] = g[6];
+	w->rs->regs[15] = g[7];
+	w->rs->regs[5] = g[8];
+	w->rs->regs[4] = g[9];
+	w->rs->regs[6] = g[10];
+	w->rs->regs[3] = g[11];
+	w->rs->regs[1] = g[12];
+	w->rs->regs[0] = g[13];
+	w->rs->regs[2] = g[14];
+	w->rs->regs[7] = g[15];
 	w->pc = g[16];
-	w->rs.valid = 0xffff;
+	w->rs->valid = 0xffff;
 	w->exact = 1;
 	w->how = KW_HOW_SIGNAL;
 	if (w->pc == 0)
@@ -503,7 +504,7 @@ __noinline int kw_window(struct kw_scratch *s, __u64 cfa, struct kw_win *win)
 /* One CFI step with `r`: the caller's registers into w. 0 = go on, 1 = stopped. */
 static __always_inline int kw_step_cfi(struct kw_walk *w, const struct kw_rule *r, __u32 rid)
 {
-	__u64 cfa, base, v, osp = w->rs.regs[KW_RSP], opc = w->pc, ra = 0;
+	__u64 cfa, base, v, osp = w->rs->regs[KW_RSP], opc = w->pc, ra = 0;
 	struct kw_win win;
 	__u32 reg = r->cfa_reg & (KW_NREGS - 1);
 	int fast = 1;
@@ -513,9 +514,9 @@ static __always_inline int kw_step_cfi(struct kw_walk *w, const struct kw_rule *
 	switch (r->cfa_type) {
 	case KW_CFA_REG:
 	case KW_CFA_DEREF:
-		if (!(w->rs.valid & (1u << reg)))
+		if (!(w->rs->valid & (1u << reg)))
 			return kw_stop(w, KW_ST_REG_UNKNOWN, reg, rid);
-		cfa = w->rs.regs[reg] + (__s64)r->cfa_off;
+		cfa = w->rs->regs[reg] + (__s64)r->cfa_off;
 		if (r->cfa_type == KW_CFA_DEREF) {
 			base = cfa;
 			if (bpf_probe_read_user(&v, 8, (void *)base))
@@ -524,9 +525,9 @@ static __always_inline int kw_step_cfi(struct kw_walk *w, const struct kw_rule *
 		}
 		break;
 	case KW_CFA_PLT:
-		if (!(w->rs.valid & (1u << KW_RSP)))
+		if (!(w->rs->valid & (1u << KW_RSP)))
 			return kw_stop(w, KW_ST_REG_UNKNOWN, KW_RSP, rid);
-		cfa = w->rs.regs[KW_RSP] + (__s64)r->cfa_off + ((w->pc & 15) >= (__u64)r->cfa_add ? 8 : 0);
+		cfa = w->rs->regs[KW_RSP] + (__s64)r->cfa_off + ((w->pc & 15) >= (__u64)r->cfa_add ? 8 : 0);
 		break;
 	case KW_CFA_UNSUP:
 		w->why = r->cfa_reg;
@@ -558,30 +559,30 @@ static __always_inline int kw_step_cfi(struct kw_walk *w, const struct kw_rule *
 			__u64 mask = -(__u64)((saved >> i) & 1);
 
 			v = win.v[(r->off[i] + 8) & 7];
-			w->rs.regs[sreg] = (v & mask) | (w->rs.regs[sreg] & ~mask);
-			w->rs.valid |= (1ull << sreg) & mask;
+			w->rs->regs[sreg] = (v & mask) | (w->rs->regs[sreg] & ~mask);
+			w->rs->valid |= (1ull << sreg) & mask;
 		}
 	} else {
 		if (!KW_ARM64 && !(r->flags & KW_RF_RA_UNDEF) &&
 		    bpf_probe_read_user(&ra, 8, (void *)(cfa + 8 * (__s64)r->ra_off)))
 			return kw_stop(w, KW_ST_READ_FAULT, cfa + 8 * (__s64)r->ra_off, rid);
-		if (kw_slots_slow(&w->rs, r, cfa, osp))
-			return kw_stop(w, KW_ST_READ_FAULT, w->rs.fault, rid);
+		if (kw_slots_slow(w->rs, r, cfa, osp))
+			return kw_stop(w, KW_ST_READ_FAULT, w->rs->fault, rid);
 	}
-	w->rs.valid &= ~(__u64)r->undef_regs;
+	w->rs->valid &= ~(__u64)r->undef_regs;
 	if (r->flags & KW_RF_RA_UNDEF)
 		return kw_stop(w, KW_ST_OK, 0, rid);
 #if KW_ARM64
 	/* the return address is x30: restored by the rule (slot 11), or still there (a leaf) */
-	if (!(w->rs.valid & (1ull << KW_LR)))
+	if (!(w->rs->valid & (1ull << KW_LR)))
 		return kw_stop(w, KW_ST_OK, 0, rid);
-	ra = w->rs.regs[KW_LR] & ~KW_PAC_MASK; /* user addresses: PAC bits stripped */
-	w->rs.valid = (w->rs.valid & KW_CALLEE_SAVED) | (1ull << KW_RSP) |
+	ra = w->rs->regs[KW_LR] & ~KW_PAC_MASK; /* user addresses: PAC bits stripped */
+	w->rs->valid = (w->rs->valid & KW_CALLEE_SAVED) | (1ull << KW_RSP) |
 		      ((__u64)((r->saved >> 11) & 1) << KW_LR);
 #else
-	w->rs.valid = (w->rs.valid & KW_CALLEE_SAVED) | (1u << KW_RSP);
+	w->rs->valid = (w->rs->valid & KW_CALLEE_SAVED) | (1u << KW_RSP);
 #endif
-	w->rs.regs[KW_RSP] = cfa;
+	w->rs->regs[KW_RSP] = cfa;
 	w->pc = ra;
 	if (ra == 0) {
 		w->pc = opc;
@@ -700,32 +701,10 @@ static __always_inline struct kw_scratch *kw_walk(struct kw_walk *w, struct pt_r
 	w->stop_rule = ~0u;
 	w->peer = mode == KW_MODE_PEER || mode == KW_MODE_PEER1;
 #if KW_ARM64
-	/* unrolled: regs may be the program's context, read only at constant offsets */
-#pragma unroll
-	for (int i = 0; i < 31; i++)
-		w->rs.regs[i] = regs->regs[i];
-	w->rs.regs[31] = regs->sp;
 	w->pc = regs->pc;
 #else
-	w->rs.regs[0] = regs->ax;
-	w->rs.regs[1] = regs->dx;
-	w->rs.regs[2] = regs->cx;
-	w->rs.regs[3] = regs->bx;
-	w->rs.regs[4] = regs->si;
-	w->rs.regs[5] = regs->di;
-	w->rs.regs[6] = regs->bp;
-	w->rs.regs[7] = regs->sp;
-	w->rs.regs[8] = regs->r8;
-	w->rs.regs[9] = regs->r9;
-	w->rs.regs[10] = regs->r10;
-	w->rs.regs[11] = regs->r11;
-	w->rs.regs[12] = regs->r12;
-	w->rs.regs[13] = regs->r13;
-	w->rs.regs[14] = regs->r14;
-	w->rs.regs[15] = regs->r15;
 	w->pc = regs->ip;
 #endif
-	w->rs.valid = kw_all_regs;
 	w->n = kw_zero;
 	w->exact = 1;
 	w->how = KW_HOW_INITIAL;
@@ -737,6 +716,33 @@ static __always_inline struct kw_scratch *kw_walk(struct kw_walk *w, struct pt_r
 		return NULL;
 	}
 	w->out = s;
+	w->rs = &s->rs;
+#if KW_ARM64
+	/* unrolled: regs may be the program's context, read only at constant offsets */
+#pragma unroll
+	for (int i = 0; i < 31; i++)
+		w->rs->regs[i] = regs->regs[i];
+	w->rs->regs[31] = regs->sp;
+#else
+	w->rs->regs[0] = regs->ax;
+	w->rs->regs[1] = regs->dx;
+	w->rs->regs[2] = regs->cx;
+	w->rs->regs[3] = regs->bx;
+	w->rs->regs[4] = regs->si;
+	w->rs->regs[5] = regs->di;
+	w->rs->regs[6] = regs->bp;
+	w->rs->regs[7] = regs->sp;
+	w->rs->regs[8] = regs->r8;
+	w->rs->regs[9] = regs->r9;
+	w->rs->regs[10] = regs->r10;
+	w->rs->regs[11] = regs->r11;
+	w->rs->regs[12] = regs->r12;
+	w->rs->regs[13] = regs->r13;
+	w->rs->regs[14] = regs->r14;
+	w->rs->regs[15] = regs->r15;
+#endif
+	w->rs->valid = kw_all_regs;
+	w->rs->fault = 0;
 	s->clen = 0;
 	s->hits = 0;
 	s->reads = 0;
