@@ -9,6 +9,7 @@
 #include "capture_user.h"
 #include "frames.h"
 #include "intern.h"
+#include "maps_view.h"
 #include "module_warn.h"
 #include "perf_map.h"
 #include "syms.h"
@@ -257,6 +258,7 @@ void frames_shutdown(void)
 uint32_t frames_max = FRAMES_MAX;
 static struct dwunw_frame *frames;  /* frames_max + 1 */
 static uint64_t *frame_pcs;
+static uint64_t *frame_ids;         /* file identities (maps_view.h), with mapping events */
 static uint32_t frames_cap;
 static void *patch_buf;
 static size_t patch_buf_size;
@@ -305,6 +307,7 @@ int64_t frames_from_snapshot(const void *data, size_t size, uint32_t skip, uint6
 	if (frames_cap < frames_max + 1) {
 		frames = xrealloc(frames, ((size_t)frames_max + 1) * sizeof(*frames));
 		frame_pcs = xrealloc(frame_pcs, ((size_t)frames_max + 1) * sizeof(*frame_pcs));
+		frame_ids = xrealloc(frame_ids, ((size_t)frames_max + 1) * sizeof(*frame_ids));
 		frames_cap = frames_max + 1;
 	}
 	pcs = frame_pcs;
@@ -323,6 +326,9 @@ int64_t frames_from_snapshot(const void *data, size_t size, uint32_t skip, uint6
 	if (patched)
 		stats->patched++;
 	dwunw_cap_to_regs(rec, &regs);
+	/* the modules mapped when the record was taken (mapping events applied in order) */
+	if (maps_view_on)
+		maps_view_sync(rec->pid);
 	/* time one unwind in 64 (clock reads cost as much as a short unwind) */
 	bool timed = (stats->records & 63) == 1;
 	t0 = timed ? mono_ns() : 0;
@@ -347,13 +353,35 @@ int64_t frames_from_snapshot(const void *data, size_t size, uint32_t skip, uint6
 	} else {
 		const char *label = NULL, *stop_name = NULL;
 		uint32_t n = (uint32_t)nf - skip;
+		bool unknown_mod = false;
 
 		for (uint32_t i = 0; i < n; i++) {
 			pcs[i] = frames[i + skip].pc;
 			if (frames[i + skip].how == DWUNW_HOW_FP)
 				stats->frames_fp++;
+			if (maps_view_on) {
+				bool unk;
+
+				/* a return address points after the call: look up the call */
+				frame_ids[i] = maps_view_file_id(rec->pid, pcs[i] - (i + skip > 0), &unk);
+				/* in a file mapping but no module: which file it was is not known */
+				if (frame_ids[i] && !frames[i + skip].module)
+					unk = true;
+				if (unk && !unknown_mod) {
+					unknown_mod = true;
+					/* the frames past it cannot be trusted: cut there */
+					n = i + 1;
+					break;
+				}
+			}
 		}
-		if (rc != DWUNW_OK) {
+		if (unknown_mod) {
+			maps_view_stats.flagged++;
+			label = intern("[unwind stopped: module at capture time unknown]");
+			stop_name = intern("MODULE_UNKNOWN");
+			if (rc == DWUNW_OK)
+				rc = DWUNW_ERR_NO_MODULE;
+		} else if (rc != DWUNW_OK) {
 			char buf[128];
 
 			if (frames[nf - 1].flags & DWUNW_FRAME_UPROBE_TRAMP) {
@@ -366,7 +394,8 @@ int64_t frames_from_snapshot(const void *data, size_t size, uint32_t skip, uint6
 			}
 		}
 		struct dwarf_fill fd = { .f = &frames[skip], .pid = (pid_t)rec->pid };
-		idx = stack_get_in(space, SK_DWARF, rc, label, stop_name, pcs, n, fill_dwarf, &fd);
+		idx = stack_get_ids(space, SK_DWARF, rc, label, stop_name, pcs,
+				    maps_view_on ? frame_ids : NULL, n, fill_dwarf, &fd);
 		/* a frame recovered with memory read live, and every frame found from it, rest on
 		 * that memory: marked on the stack (kept by pcs) for any record that needed it */
 		struct ustack *s = &st.v[idx];

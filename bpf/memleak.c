@@ -51,6 +51,7 @@
 #include "preflight.h"
 #include "report_fmt.h"
 #include "stack_store.h"
+#include "maps_view.h"
 #include "syms.h"
 #include "target.h"
 #include "tool_opts.h"
@@ -555,6 +556,8 @@ static int on_record(void *ctx, const void *data, size_t size)
 #ifdef HAVE_DWUNW
 		on_snapshot(data, size);
 #endif
+	} else if (h->kind == CAP_KIND_MAPEV) {
+		maps_view_event(data, size);
 #ifdef HAVE_KWALK
 	} else if (h->kind == KW_KIND_EVENT) {
 		on_kwalk(data, size);
@@ -1161,6 +1164,7 @@ static void report(void)
 		printf("}},\"queue\":{\"bytes\":%zu,\"peak_records\":%" PRIu64 ",\"dropped\":%" PRIu64 "}",
 		       cap_pump_queue_bytes(pump), cap_pump_queue_peak(pump), qdropped);
 		kw_report(true);
+		maps_view_json();
 		ml_mem_json(skel->obj, report_outstanding);
 		printf("}\n");
 	} else if (env.folded) {
@@ -1186,6 +1190,7 @@ static void report(void)
 			       stats.timed ? stats.unwind_ns / 1000.0 / (double)stats.timed : 0.0,
 			       stats.patched);
 		kw_report(false);
+		maps_view_text();
 		if (env.unwind == ML_UNWIND_DWARF && (n_beyond || n_stale))
 			printf("%zu stacks needed stack memory above the window, read after the event (%zu found "
 			       "changed since, cut there): --unwind=kernel walks them at the event\n",
@@ -1470,6 +1475,12 @@ static void attach_all(const char *path, pid_t pid)
 		fprintf(stderr, "memleak: uprobes attached in %.1f ms (%s)\n",
 			(double)(mono_ns() - t0) / 1e6,
 			use_multi ? "two multi-uprobe links" : "one link per probe");
+	if (maps_view_on) {
+		int err = maps_view_attach(skel->obj, &links, &nlinks);
+
+		if (err)
+			die("cannot attach the mapping-change programs: %s", strerror(-err));
+	}
 	struct bpf_link *l = bpf_program__attach(skel->progs.ml_exec);
 	if (!l)
 		die("cannot attach sched_process_exec: %s", strerror(errno));
@@ -1667,6 +1678,10 @@ int main(int argc, char **argv)
 	skel->rodata->cap_use_perfbuf = env.perfbuf;
 	skel->rodata->cap_stack_bytes = env.stack_size;
 	skel->rodata->follow_tree = following;
+	/* dwarf mode: mapping changes in order with the records (DWUNW_MAPEV=0: off, to compare) */
+	maps_view_on = env.unwind == ML_UNWIND_DWARF && !(getenv("DWUNW_MAPEV") &&
+							  !strcmp(getenv("DWUNW_MAPEV"), "0"));
+	skel->rodata->mapev_enabled = maps_view_on;
 	skel->rodata->cap_scratch_slots = dwunw_cap_scratch_slots(env.perfbuf);
 	ring_bytes = env.buffer_size && !env.perfbuf ? env.buffer_size : ml_ring_bytes(env.expected_rate);
 	skel->rodata->cap_wakeup_bytes = ring_bytes / 8;

@@ -26,6 +26,7 @@ const char *frame_origin(const struct uframe *f)
 	static const char *const names[] = {
 		[UO_WINDOW] = "window", [UO_FP] = "fp", [UO_PROLOGUE] = "prologue",
 		[UO_LR] = "lr", [UO_SIGNAL] = "signal", [UO_KERNEL] = "kernel",
+		[UO_KWALK] = "kernel-walk",
 	};
 	uint32_t o = uf_origin(f);
 

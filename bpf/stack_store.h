@@ -40,6 +40,7 @@ enum uf_origin {
 	UO_LR,                 /* the return address where a call leaves it: link register, [sp] (no CFI) */
 	UO_SIGNAL,             /* a signal frame's saved context */
 	UO_KERNEL,             /* a kernel frame (the kernel's own unwinder, at the event) */
+	UO_KWALK,              /* a user frame walked in the BPF program at the event (--unwind=kernel) */
 };
 #define UF_ORIGIN_SHIFT 8
 #define UF_ORIGIN_MASK  (0xfu << UF_ORIGIN_SHIFT)
@@ -72,6 +73,7 @@ struct ustack {
 	const char *stop_name; /* machine-readable reason (JSON, summary) */
 	uint32_t nframes;
 	struct uframe *frames;
+	uint64_t *ids;         /* per frame: the identity of its file (maps_view.h), or NULL */
 	bool beyond;           /* SK_DWARF: some unwind read live memory beyond the stack window */
 	/* the tool's per-report totals (memleak: outstanding bytes and allocations) */
 	uint64_t bytes, count;
@@ -96,6 +98,13 @@ typedef void (*fill_fn)(void *arg, struct uframe *frames, uint32_t n);
 /* The stack's index; a new one is added (frames filled by fill()) when absent. */
 int64_t stack_get_in(uint64_t space, uint32_t kind, int32_t stop, const char *label,
 		     const char *stop_name, const uint64_t *pcs, uint32_t n, fill_fn fill, void *arg);
+/*
+ * The same, keyed by (file identity, pc) per frame: `ids` (n, may be NULL) tells apart two
+ * files mapped at one address at different times, so their stacks never merge.
+ */
+int64_t stack_get_ids(uint64_t space, uint32_t kind, int32_t stop, const char *label,
+		      const char *stop_name, const uint64_t *pcs, const uint64_t *ids, uint32_t n,
+		      fill_fn fill, void *arg);
 
 static inline int64_t stack_get(uint32_t kind, int32_t stop, const char *label,
 				const char *stop_name, const uint64_t *pcs, uint32_t n, fill_fn fill,

@@ -438,7 +438,7 @@ static void place_fill(struct walk *w, struct place *pl, uint64_t lookup, uint32
 		return;
 	}
 	m = (struct dw_map *)dw_proc_find(w->proc, lookup);
-	if (!m && !w->refreshed && !w->proc->offline) {
+	if (!m && !w->refreshed && !w->proc->offline && !w->proc->pinned) {
 		/* a library loaded after the maps were read */
 		struct dw_proc *old = w->proc;
 		w->refreshed = 1;
