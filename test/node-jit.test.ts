@@ -10,7 +10,8 @@
 // asserts invariants only, never timings. Needs root, BTF, BPF and node: skipped with the
 // reason, unless DWUNW_REQUIRE_BPF=1 (CI).
 import { type ChildProcess, spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import t from 'tap';
@@ -61,10 +62,14 @@ interface Proc {
   done: Promise<number | null>;
 }
 
+// node --perf-basic-prof writes isolate-*-v8.log files into its working directory: its own
+const work = mkdtempSync(join(tmpdir(), 'dwunw-node-jit-'));
+t.teardown(() => rmSync(work, { recursive: true, force: true }));
+
 function start(cmd: string, args: string[], timeoutMs: number): Proc {
   const env = { ...process.env };
   delete env.NODE_OPTIONS;
-  const child = spawn(cmd, args, { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(cmd, args, { cwd: work, env, stdio: ['ignore', 'pipe', 'pipe'] });
   const p: Proc = { child, stdout: '', stderr: '', done: Promise.resolve(null) };
   child.stdout!.setEncoding('utf8').on('data', (d: string) => (p.stdout += d));
   child.stderr!.setEncoding('utf8').on('data', (d: string) => (p.stderr += d));
