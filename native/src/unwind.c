@@ -109,6 +109,7 @@ static int live_fill(struct walk *w, uint64_t lo, uint64_t len, int check)
 	uint64_t used = 0;
 	int err;
 
+	w->live_len = 0; /* the buffer is rewritten: nothing cached until the read succeeds */
 	iov[0] = (struct dw_remote_iov){ lo, w->live_buf, len };
 	for (size_t i = 0; check && i < w->nsamples && ns < DW_SAMPLE_IOV; i++) {
 		const struct dwunw_stack_sample *sm = &w->samples[i];
