@@ -340,7 +340,7 @@ void pr_report(void)
 	uint32_t *order = xcalloc(agg.n, sizeof(*order));
 	struct reason lost[32], stopped[32];
 	size_t nlost = 0, nstopped = 0;
-	uint64_t usamples = 0, ucomplete = 0, ufp = 0;
+	uint64_t usamples = 0, ucomplete = 0, ufp = 0, ulive = 0, ustale = 0;
 
 	for (size_t i = 0; i < agg.n; i++)
 		order[i] = (uint32_t)i;
@@ -360,6 +360,11 @@ void pr_report(void)
 			ucomplete += e->count;
 		if (u->kind == SK_FP)
 			ufp += e->count;
+		/* stacks that needed memory above the window, read after the event */
+		if (u->kind == SK_DWARF && u->stop_name && !strcmp(u->stop_name, "STALE"))
+			ustale += e->count;
+		else if (u->kind == SK_DWARF && u->beyond)
+			ulive += e->count;
 		if (u->kind == SK_PSEUDO)
 			reason_add(lost, &nlost, 32, u->label, e->count);
 		else if (u->stop)
@@ -472,6 +477,10 @@ void pr_report(void)
 		fprintf(stderr, ", tables %.1f MiB of %.1f MiB of maps",
 			(double)prs.kw_table_bytes / 1048576.0, (double)prs.kw_map_bytes / 1048576.0);
 	}
+	if (opts.unwind == PR_UNWIND_DWARF && (ulive || ustale))
+		fprintf(stderr, "; %" PRIu64 " samples needed stack memory above the window, read after "
+			"the event (%" PRIu64 " found changed since, cut there): --unwind=kernel walks them "
+			"at the event", ulive + ustale, ustale);
 	if (prs.klost)
 		fprintf(stderr, "; kernel stacks lost: %" PRIu64, prs.klost);
 	if (prs.bpf[PR_CNT_REC_LOST])

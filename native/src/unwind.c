@@ -145,12 +145,13 @@ static int live_fill(struct walk *w, uint64_t lo, uint64_t len, int check)
 /*
  * Memory beyond the snapshot, read from the live process in batches: the rest of the stack's
  * mapping from the page of the first miss, up to DW_LIVE_SPAN, in one system call (a deep walk
- * past the window costs one read, not one per page or word). A miss outside a known mapping
- * reads one page. Once a sample showed a change, nothing more is read: DWUNW_ERR_STALE.
+ * past the window costs one read, not one per page or word). A miss outside the known mappings
+ * (a main stack grown since the maps were read) tries the whole span, then one page. Once a
+ * sample showed a change, nothing more is read: DWUNW_ERR_STALE.
  */
 static int live_read(struct walk *w, uint64_t addr, void *buf, size_t len)
 {
-	uint64_t page = addr & ~(uint64_t)(DW_LIVE_PAGE - 1), span = DW_LIVE_PAGE;
+	uint64_t page = addr & ~(uint64_t)(DW_LIVE_PAGE - 1), span = DW_LIVE_SPAN;
 	const struct dw_map *m;
 	int err;
 
@@ -163,8 +164,8 @@ static int live_read(struct walk *w, uint64_t addr, void *buf, size_t len)
 	}
 	if (!w->live_buf && !(w->live_buf = malloc(DW_LIVE_SPAN + DW_SAMPLE_MAX)))
 		return dw_remote_read(&w->remote, addr, buf, len);
-	if (w->proc && (m = dw_proc_find(w->proc, addr)) && m->end > addr)
-		span = m->end - page < DW_LIVE_SPAN ? m->end - page : DW_LIVE_SPAN;
+	if (w->proc && (m = dw_proc_find(w->proc, addr)) && m->end > addr && m->end - page < span)
+		span = m->end - page;
 	if (len > span || addr - page > span - len) {
 		/* across the mapping's end or a page edge: read it alone, once the samples are checked */
 		if (!w->checked && live_fill(w, page, DW_LIVE_PAGE, 1) == DWUNW_OK && w->stale)
