@@ -998,6 +998,14 @@ DWUNW_API int dwunw_capture_sampled(struct dwunw_ctx *ctx, const struct dwunw_re
 				r = pl->err;
 				goto stop;
 			}
+			/* A return address read after the event that points into no mapping at all was
+			 * another value at the event: the stack changed since. Not shown as a frame, and
+			 * no fallback steps from it. */
+			if (pl->err == DWUNW_ERR_NO_MODULE && !pl->map && (fl & DWUNW_FRAME_BEYOND_SNAPSHOT) &&
+			    w.proc && nf > 0) {
+				ret = DWUNW_ERR_STALE;
+				break;
+			}
 		}
 		if (DW_LIKELY(pl->table != NULL))
 			rule = dw_table_rule_at(pl->table, lookup - pl->bias);
@@ -1040,12 +1048,6 @@ DWUNW_API int dwunw_capture_sampled(struct dwunw_ctx *ctx, const struct dwunw_re
 		cur->valid &= regmask;
 		continue;
 stop:
-		/* A return address read after the event that points into no mapping at all was another
-		 * value at the event: the stack changed since. Not shown as a frame. */
-		if (r == DWUNW_ERR_NO_MODULE && (fl & DWUNW_FRAME_BEYOND_SNAPSHOT) && w.proc && !pl->map && nf > 0) {
-			ret = DWUNW_ERR_STALE;
-			break;
-		}
 		/* The last frame: no step from it (r = 1: the outermost, else the reason). */
 		*f = (struct dwunw_frame){ .pc = opc, .sp = fsp, .cfa = 0,
 					   .module_addr = pl->mod ? opc - pl->bias : 0, .module = pl->mod,
