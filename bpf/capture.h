@@ -50,6 +50,7 @@ struct cap_rec_hdr {
 
 enum cap_kind {
 	CAP_KIND_SNAPSHOT = 1, /* struct cap_record */
+	CAP_KIND_MAPEV = 2,    /* struct mapev_rec: a mapping change (mapev.h) */
 	CAP_KIND_TOOL = 16,
 };
 

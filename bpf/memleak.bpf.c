@@ -91,6 +91,10 @@ static __always_inline int ml_target(__u64 pid_tgid)
 #include "kwalk_track.bpf.h"
 #endif
 
+/* mapping changes of the traced processes, in order with the records (dwarf mode) */
+#define MAPEV_TRACED(tgid) follow_match((tgid), target_tgid)
+#include "mapev.bpf.h"
+
 static __always_inline void ml_trace(void *ctx, __u32 fn, __u64 addr, __u64 size)
 {
 	struct ml_trace_rec r = {};

@@ -47,9 +47,11 @@
 #include "memleak.skel.h"
 #include "frames.h"
 #include "intern.h"
+#include "module_warn.h"
 #include "preflight.h"
 #include "report_fmt.h"
 #include "stack_store.h"
+#include "maps_view.h"
 #include "syms.h"
 #include "target.h"
 #include "tool_opts.h"
@@ -554,6 +556,8 @@ static int on_record(void *ctx, const void *data, size_t size)
 #ifdef HAVE_DWUNW
 		on_snapshot(data, size);
 #endif
+	} else if (h->kind == CAP_KIND_MAPEV) {
+		maps_view_event(data, size);
 #ifdef HAVE_KWALK
 	} else if (h->kind == KW_KIND_EVENT) {
 		on_kwalk(data, size);
@@ -687,8 +691,13 @@ static int cmp_stack_bytes(const void *a, const void *b)
 	return *(const uint32_t *)a < *(const uint32_t *)b ? -1 : 1;
 }
 
+/* The markers shown in this report's text (their legend follows the stacks). */
+static uint32_t marks_seen;
+
 static void print_stack_text(const struct ustack *s)
 {
+	/* in fp mode every frame is found by frame pointers: no [fp] on each line */
+	bool fp_marks = env.unwind != ML_UNWIND_FP;
 	size_t i;
 
 	printf("%" PRIu64 " bytes in %" PRIu64 " allocations from stack\n", s->bytes, s->count);
@@ -697,7 +706,7 @@ static void print_stack_text(const struct ustack *s)
 			printf("\taddr = %#" PRIx64 " size = %" PRIu64 "\n", allocs_v[a].addr,
 			       (uint64_t)allocs_v[a].info.size);
 	for (i = 0; i < s->nframes; i++)
-		print_frame_text(i, &s->frames[i]);
+		print_frame_text(i, &s->frames[i], fp_marks, &marks_seen);
 	if (s->label)
 		printf("\t%zu [<%016x>] %s\n", i, 0, s->label);
 }
@@ -808,8 +817,13 @@ static void print_stack_json(const struct ustack *s)
 		json_str("FP");
 	else
 		json_str("NONE");
-	if (s->kind == SK_DWARF)
-		printf(",\"beyond_window\":%s", s->beyond ? "true" : "false");
+	if (s->kind == SK_DWARF) {
+		uint32_t live = 0;
+
+		for (uint32_t i = 0; i < s->nframes; i++)
+			live += !!(s->frames[i].flags & UF_LIVE);
+		printf(",\"beyond_window\":%s,\"live_frames\":%u", s->beyond ? "true" : "false", live);
+	}
 	if (s->label) {
 		printf(",\"reason\":");
 		json_str(s->label);
@@ -1150,6 +1164,7 @@ static void report(void)
 		printf("}},\"queue\":{\"bytes\":%zu,\"peak_records\":%" PRIu64 ",\"dropped\":%" PRIu64 "}",
 		       cap_pump_queue_bytes(pump), cap_pump_queue_peak(pump), qdropped);
 		kw_report(true);
+		maps_view_json();
 		ml_mem_json(skel->obj, report_outstanding);
 		printf("}\n");
 	} else if (env.folded) {
@@ -1158,6 +1173,7 @@ static void report(void)
 	} else {
 		printf("[%d:%d:%d] Top %zu stacks with outstanding allocations:\n", tm.tm_hour, tm.tm_min,
 		       tm.tm_sec, shown);
+		marks_seen = 0;
 		for (size_t k = 0; k < shown; k++) {
 			const struct ustack *s = &st.v[order[k]];
 
@@ -1165,14 +1181,16 @@ static void report(void)
 				printf("%s (%u):\n", proc_comm((uint32_t)s->space), (uint32_t)s->space);
 			print_stack_text(s);
 		}
+		fprint_marks_legend(stdout, "", marks_seen);
 		if (env.unwind != ML_UNWIND_FP)
-			printf("%s: %zu stacks, %zu complete, %zu stopped early%s%s%s, %zu read beyond "
-			       "the window; %" PRIu64 " records, %.1f us/unwind, %" PRIu64 " patched\n",
+			printf("%s: %zu stacks, %zu complete, %zu stopped early%s%s%s, %zu with frames "
+			       "read live after the event; %" PRIu64 " records, %.1f us/unwind, %" PRIu64 " patched\n",
 			       unwind_name(), n_dwarf, n_complete, n_stopped, *reasons ? " (" : "", reasons,
 			       *reasons ? ")" : "", n_beyond, stats.records,
 			       stats.timed ? stats.unwind_ns / 1000.0 / (double)stats.timed : 0.0,
 			       stats.patched);
 		kw_report(false);
+		maps_view_text();
 		if (env.unwind == ML_UNWIND_DWARF && (n_beyond || n_stale))
 			printf("%zu stacks needed stack memory above the window, read after the event (%zu found "
 			       "changed since, cut there): --unwind=kernel walks them at the event\n",
@@ -1457,6 +1475,12 @@ static void attach_all(const char *path, pid_t pid)
 		fprintf(stderr, "memleak: uprobes attached in %.1f ms (%s)\n",
 			(double)(mono_ns() - t0) / 1e6,
 			use_multi ? "two multi-uprobe links" : "one link per probe");
+	if (maps_view_on) {
+		int err = maps_view_attach(skel->obj, &links, &nlinks);
+
+		if (err)
+			die("cannot attach the mapping-change programs: %s", strerror(-err));
+	}
 	struct bpf_link *l = bpf_program__attach(skel->progs.ml_exec);
 	if (!l)
 		die("cannot attach sched_process_exec: %s", strerror(errno));
@@ -1654,6 +1678,10 @@ int main(int argc, char **argv)
 	skel->rodata->cap_use_perfbuf = env.perfbuf;
 	skel->rodata->cap_stack_bytes = env.stack_size;
 	skel->rodata->follow_tree = following;
+	/* dwarf mode: mapping changes in order with the records (DWUNW_MAPEV=0: off, to compare) */
+	maps_view_on = env.unwind == ML_UNWIND_DWARF && !(getenv("DWUNW_MAPEV") &&
+							  !strcmp(getenv("DWUNW_MAPEV"), "0"));
+	skel->rodata->mapev_enabled = maps_view_on;
 	skel->rodata->cap_scratch_slots = dwunw_cap_scratch_slots(env.perfbuf);
 	ring_bytes = env.buffer_size && !env.perfbuf ? env.buffer_size : ml_ring_bytes(env.expected_rate);
 	skel->rodata->cap_wakeup_bytes = ring_bytes / 8;
@@ -1815,6 +1843,7 @@ int main(int argc, char **argv)
 #else
 	syms_proc_free(syms);
 #endif
+	module_warn_flush();
 	if (pidfd >= 0)
 		close(pidfd);
 	free(obj_path);

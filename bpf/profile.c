@@ -30,6 +30,7 @@
 #include "capture_user.h"
 #include "frames.h"
 #include "intern.h"
+#include "module_warn.h"
 #include "ksyms.h"
 #include "profile.h"
 #include "profile.skel.h"
@@ -70,6 +71,7 @@ static void fill_kernel(void *arg, struct uframe *f, uint32_t n)
 		const char *name = ksyms_lookup(f[i].pc, &off);
 
 		f[i].module = intern("[kernel.kallsyms]");
+		uf_set_origin(&f[i], UO_KERNEL);
 		if (name) {
 			f[i].name = name;
 			f[i].offset = off;
@@ -594,5 +596,6 @@ int main(int argc, char **argv)
 	profile_bpf__destroy(skel);
 	ptarget_stop();
 	frames_shutdown();
+	module_warn_flush();
 	return 0;
 }

@@ -373,6 +373,15 @@ int64_t dwunw_table_lookup(struct dwunw_ctx *ctx, struct dwunw_module *mod, uint
  */
 int dwunw_maps_set(struct dwunw_ctx *ctx, int32_t pid, const char *maps_text, size_t len);
 /*
+ * Use this text as the maps of the live process `pid`, kept up to date by the caller (e.g. from
+ * mapping events applied in order with its records, so each capture sees the modules mapped
+ * when it was taken). Never re-read from /proc; memory beyond the snapshot is still read live.
+ * A mapping's file is opened only while it is the very file mapped (same device and inode, at
+ * its path or through /proc/PID/map_files); else its frames have no module (never a guess).
+ * Calling it again replaces the maps; captures in progress keep the ones they started with.
+ */
+int dwunw_maps_pin(struct dwunw_ctx *ctx, int32_t pid, const char *maps_text, size_t len);
+/*
  * Offline memory of pid (a core file's segments): read when the snapshot does not cover an
  * address, before module files. The bytes are not copied: keep them valid until the pid is
  * forgotten or the context shut down. Requires maps set with dwunw_maps_set first (setting
