@@ -190,6 +190,11 @@ int dwunw_cap_reader_consume(struct dwunw_cap_reader *r)
 	return perf_buffer__consume(r->pb);
 }
 
+int dwunw_cap_reader_fd(const struct dwunw_cap_reader *r)
+{
+	return r->rb ? ring_buffer__epoll_fd(r->rb) : perf_buffer__epoll_fd(r->pb);
+}
+
 uint64_t dwunw_cap_reader_lost(const struct dwunw_cap_reader *r)
 {
 	return r->lost;

@@ -56,6 +56,8 @@ struct dwunw_cap_reader *dwunw_cap_reader_new(struct bpf_object *obj, int perfbu
 int dwunw_cap_reader_poll(struct dwunw_cap_reader *r, int timeout_ms);
 /* Process whatever is available without waiting. */
 int dwunw_cap_reader_consume(struct dwunw_cap_reader *r);
+/* A file descriptor that polls readable when records have arrived (for a poll() of one's own). */
+int dwunw_cap_reader_fd(const struct dwunw_cap_reader *r);
 /* Records the kernel dropped in the perf buffer (reported by perf's lost records). */
 uint64_t dwunw_cap_reader_lost(const struct dwunw_cap_reader *r);
 void dwunw_cap_reader_free(struct dwunw_cap_reader *r);

@@ -104,15 +104,13 @@ static void fill_anon(struct uframe *f, pid_t pid)
 	f->flags |= UF_PERFMAP | UF_JIT;
 }
 
-void fill_fp(void *arg, struct uframe *frames, uint32_t n)
+void fill_pc(pid_t pid, struct uframe *frames, uint32_t i, bool exact)
 {
-	pid_t pid = (pid_t)(intptr_t)arg;
-
-	for (uint32_t i = 0; i < n; i++) {
+	{
 #ifdef HAVE_DWUNW
 		struct dwunw_regs r = {
 			.arch = DWUNW_ARCH_X86_64,
-			.flags = DWUNW_REGS_PC_IS_RETADDR,
+			.flags = exact ? 0 : DWUNW_REGS_PC_IS_RETADDR,
 			.pid = pid,
 			.tid = pid,
 			.pc = frames[i].pc,
@@ -128,7 +126,7 @@ void fill_fp(void *arg, struct uframe *frames, uint32_t n)
 #endif
 		dwunw_capture(&dctx, &r, &f, &nf);
 		if (nf < 1)
-			continue;
+			return;
 		if (f.module) {
 			module_note(intern(dwunw_module_path(f.module)), f.module);
 			frames[i].maddr = f.module_addr;
@@ -143,13 +141,19 @@ void fill_fp(void *arg, struct uframe *frames, uint32_t n)
 #else
 		struct syms_result res;
 
-		syms_resolve(syms, frames[i].pc, 1, &res);
+		syms_resolve(syms, frames[i].pc, exact ? 0 : 1, &res);
 		fill_from_symbol(&frames[i], res.name, res.offset, res.module);
 		module_note(frames[i].module, NULL);
 		if (!res.module)
 			fill_anon(&frames[i], pid);
 #endif
 	}
+}
+
+void fill_fp(void *arg, struct uframe *frames, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++)
+		fill_pc((pid_t)(intptr_t)arg, frames, i, false);
 }
 
 const char *fperr_label(uint64_t err)

@@ -74,10 +74,22 @@ struct {
 	__type(value, struct kw_proc);
 } kw_procs SEC(".maps");
 
+/*
+ * The user stack is read in chunks of kw_chunk bytes into the scratch (a helper call costs about
+ * 100 ns here whatever its size up to a few KiB, so one read serves every frame whose 64-byte
+ * window lies in the chunk). Power of two, <= KW_CHUNK; 64 reads each window alone (the peer's way).
+ */
+#define KW_CHUNK 4096
+const volatile __u32 kw_chunk = 2048;
+
 struct kw_scratch {
 	__u64 busy;
 	__u64 pcs[KW_MAX_FRAMES];
 	__u8 how[KW_MAX_FRAMES];
+	__u64 cbase;               /* user address of stk[0] */
+	__u32 clen;                /* valid bytes in stk (0: none yet in this walk) */
+	__u32 pad;
+	__u8 stk[KW_CHUNK + 64];
 };
 
 /* Frames are written here (the loop's context must live on the 512-byte BPF stack). */
@@ -87,6 +99,33 @@ struct {
 	__type(key, __u32);
 	__type(value, struct kw_scratch);
 } kw_scratch SEC(".maps");
+
+/*
+ * Per-CPU cache of looked-up rules, keyed by (module slot, its gen, module address): the frames
+ * of the next samples mostly repeat, and one cache line then replaces the block index, rows and
+ * rule lines, each a cache (and TLB) miss after the traced program ran. Shared by every process
+ * mapping the module; a slot refilled with another module has another gen, so nothing to flush.
+ */
+#define KW_CACHE 512
+struct kw_cent {
+	__u64 addr;
+	__u32 mod;
+	__u32 gen;                 /* 0: empty */
+	__u32 rid;
+	__u32 pad;
+	struct kw_rule r;
+};
+
+struct kw_cache {
+	struct kw_cent e[KW_CACHE];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct kw_cache);
+} kw_cache SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -137,6 +176,7 @@ struct kw_walk {
 	__u64 pc;
 	struct kw_proc *proc;
 	struct kw_scratch *out;
+	struct kw_cache *cache;
 	__u64 stop_pc;
 	__u64 stop_addr;
 	__u32 n;                   /* frames written */
@@ -416,11 +456,51 @@ __noinline int kw_slots_slow(struct kw_regset *w, const struct kw_rule *r, __u64
 	return 0;
 }
 
+/*
+ * The 64 bytes below `cfa` from the stack chunk, read anew when the window leaves it: 0, or 1
+ * when unreadable (the caller then reads slot by slot). Near the stack's end a whole chunk may
+ * fault: then the rest of the page, or the window alone.
+ */
+struct kw_win {
+	__u64 v[8];
+};
+
+__noinline int kw_window(struct kw_scratch *s, __u64 cfa, struct kw_win *win)
+{
+	__u64 a = cfa - 64, off;
+	__u32 len = kw_chunk, rest;
+	__u64 *p;
+
+	if (!s || !win)
+		return 1;
+	off = a - s->cbase;
+	if (a < s->cbase || off + 64 > s->clen) {
+		if (len > KW_CHUNK || len < 64)
+			len = KW_CHUNK;
+		if (bpf_probe_read_user(s->stk, len, (void *)a)) {
+			rest = 4096 - (a & 4095);
+			len = rest >= 64 && rest < len ? rest : 64;
+			if (bpf_probe_read_user(s->stk, len & (2 * KW_CHUNK - 1) && len <= KW_CHUNK ? len : 64, (void *)a)) {
+				s->clen = 0;
+				return 1;
+			}
+		}
+		s->cbase = a;
+		s->clen = len;
+		off = 0;
+	}
+	p = (__u64 *)&s->stk[off & (KW_CHUNK - 1)];
+#pragma unroll
+	for (int i = 0; i < 8; i++)
+		win->v[i] = p[i];
+	return 0;
+}
+
 /* One CFI step with `r`: the caller's registers into w. 0 = go on, 1 = stopped. */
 static __always_inline int kw_step_cfi(struct kw_walk *w, const struct kw_rule *r, __u32 rid)
 {
 	__u64 cfa, base, v, osp = w->rs.regs[KW_RSP], opc = w->pc, ra = 0;
-	__u64 win[8];
+	struct kw_win win;
 	__u32 reg = r->cfa_reg & (KW_NREGS - 1);
 	int fast = 1;
 
@@ -452,19 +532,21 @@ static __always_inline int kw_step_cfi(struct kw_walk *w, const struct kw_rule *
 	}
 
 	/* Every slot in [cfa - 64, cfa): one read (may fail on a page never touched: slot by slot). */
-	if (!(r->flags & KW_RF_WINDOW) || bpf_probe_read_user(win, sizeof(win), (void *)(cfa - 64)))
+	if (!(r->flags & KW_RF_WINDOW))
+		fast = 0;
+	else if (w->peer ? bpf_probe_read_user(&win, sizeof(win), (void *)(cfa - 64)) : kw_window(w->out, cfa, &win))
 		fast = 0;
 	if (fast) {
 		/* branch-free, so the verifier sees one path whatever the rule saves */
 		__u32 saved = r->saved;
 
-		ra = win[(r->ra_off + 8) & 7];
+		ra = win.v[(r->ra_off + 8) & 7];
 #pragma unroll
 		for (int i = 0; i < KW_NSAVED; i++) {
 			__u32 sreg = kw_slot_reg(i);
 			__u64 mask = -(__u64)((saved >> i) & 1);
 
-			v = win[(r->off[i] + 8) & 7];
+			v = win.v[(r->off[i] + 8) & 7];
 			w->rs.regs[sreg] = (v & mask) | (w->rs.regs[sreg] & ~mask);
 			w->rs.valid |= (1ull << sreg) & mask;
 		}
@@ -510,7 +592,8 @@ static long kw_frame_cb(__u64 i, void *arg)
 	struct kw_map *m;
 	struct kw_mod *mod;
 	struct kw_rule *r;
-	__u64 lookup;
+	struct kw_cent *ce;
+	__u64 lookup, addr;
 	__u32 n = w->n, rid;
 	long row;
 
@@ -528,13 +611,28 @@ static long kw_frame_cb(__u64 i, void *arg)
 	mod = bpf_map_lookup_elem(&kw_mods, &rid);
 	if (!mod || !mod->gen || mod->gen != m->gen)
 		return kw_stop(w, KW_ST_NO_TABLE, lookup - m->bias, ~0u);
-	row = w->peer ? kw_row_find_peer(mod, lookup - m->bias) : kw_row_find(mod, lookup - m->bias);
-	if (row < 0)
-		return kw_stop(w, KW_ST_NO_DWARF, lookup - m->bias, ~0u);
-	rid = (__u32)row;
-	r = bpf_map_lookup_elem(&kw_rules, &rid);
-	if (!r)
-		return kw_stop(w, KW_ST_NO_DWARF, lookup - m->bias, rid);
+	addr = lookup - m->bias;
+	if (!w->cache)
+		return 1;
+	/* the peer looks up every time (entry 0 is only where its rule is copied: one pointer type
+	 * for the verifier whichever way the rule came) */
+	ce = &w->cache->e[w->peer ? 0 : (__u32)(addr ^ (addr >> 9) ^ m->mod * 0x9e37u) & (KW_CACHE - 1)];
+	if (w->peer || ce->addr != addr || ce->mod != m->mod || ce->gen != m->gen) {
+		row = w->peer ? kw_row_find_peer(mod, addr) : kw_row_find(mod, addr);
+		if (row < 0)
+			return kw_stop(w, KW_ST_NO_DWARF, addr, ~0u);
+		rid = (__u32)row;
+		r = bpf_map_lookup_elem(&kw_rules, &rid);
+		if (!r)
+			return kw_stop(w, KW_ST_NO_DWARF, addr, rid);
+		ce->addr = addr;
+		ce->mod = m->mod;
+		ce->gen = w->peer ? 0 : m->gen;
+		ce->rid = rid;
+		__builtin_memcpy(&ce->r, r, sizeof(*r));
+	}
+	rid = ce->rid;
+	r = &ce->r;
 	if ((r->cfa_type == KW_CFA_END || (r->flags & KW_RF_SIGNAL)) && kw_is_restorer(w->pc))
 		return kw_sigframe(w);
 	if (r->cfa_type == KW_CFA_END)
@@ -622,6 +720,8 @@ static __always_inline struct kw_scratch *kw_walk(struct kw_walk *w, struct pt_r
 		return NULL;
 	}
 	w->out = s;
+	s->clen = 0;
+	w->cache = bpf_map_lookup_elem(&kw_cache, &zero);
 	w->proc = bpf_map_lookup_elem(&kw_procs, &pid);
 	if (max > KW_MAX_FRAMES || max == 0)
 		max = KW_MAX_FRAMES;
@@ -699,7 +799,7 @@ static __always_inline void kw_event_fill(struct kw_event *ev, struct kw_walk *w
  * with the snapshot (registers + `room` bytes of stack, a constant) when it stopped short or
  * when `always_snapshot` (the differential test). `cookie` and `aux` go into the event and its
  * snapshot, as cap_snapshot()'s do. Evaluates to the walk's status (enum
- * kw_status); an event that could not be output is counted (KW_C_LOST).
+ * kw_status), or -1 when the event could not be output (counted: KW_C_LOST).
  */
 #define KW_EMIT(ctx, regs, always_snapshot, room, cookie, aux)                                     \
 	({                                                                                         \
@@ -738,7 +838,7 @@ static __always_inline void kw_event_fill(struct kw_event *ev, struct kw_walk *w
 		kw_walk_done(__s);                                                                 \
 		if (__err)                                                                         \
 			kw_count(KW_C_LOST, 1);                                                    \
-		__w.status;                                                                        \
+		__err ? -1 : (int)__w.status;                                                      \
 	})
 
 #endif /* DWUNW_KWALK_BPF_H */

@@ -15,6 +15,16 @@
 #include "report_fmt.h"
 #include "stack_store.h"
 #include "tool_util.h"
+#ifdef HAVE_KWALK
+#include "kwalk_user.h"
+#define kw_status_text kw_status_name
+#else
+static const char *kw_status_text(unsigned s)
+{
+	(void)s;
+	return "?";
+}
+#endif
 
 /* ---- Processes seen ---------------------------------------------------------------------- */
 
@@ -62,6 +72,17 @@ void pr_counters(struct bpf_map *m)
 	free(v);
 }
 
+static const char *unwind_name(void)
+{
+	return opts.unwind == PR_UNWIND_KERNEL ? "kernel" : opts.unwind == PR_UNWIND_DWARF ? "dwarf" : "fp";
+}
+
+/* --unwind=kernel: share of the walker's events that fell back to the snapshot, in percent */
+static double kw_fallback_pct(void)
+{
+	return prs.kw.events ? 100.0 * (double)prs.kw.snapshot / (double)prs.kw.events : 0.0;
+}
+
 void pr_print_header(void)
 {
 	FILE *f = opts.folded || opts.json ? stderr : stdout;
@@ -75,7 +96,7 @@ void pr_print_header(void)
 		prs.ncpus, prs.ncpus == 1 ? "" : "s",
 		opts.command ? "the command" : opts.npids ? "the given processes" : "all threads",
 		opts.user && opts.kernel ? "user + kernel" : opts.user ? "user" : "kernel",
-		opts.unwind == PR_UNWIND_DWARF ? "dwarf" : "frame-pointer");
+		opts.unwind == PR_UNWIND_FP ? "frame-pointer" : unwind_name());
 	if (opts.duration)
 		fprintf(f, " for %" PRIu64 " secs.\n", opts.duration);
 	else
@@ -376,7 +397,7 @@ void pr_report(void)
 		       ",\"fp_frames_in_dwarf\":%" PRIu64 ",\"lost\":{",
 		       agg.samples, prs.event, opts.period ? 0 : opts.freq, opts.period, prs.ncpus,
 		       prs.end_ns - prs.start_ns, (uint64_t)time(NULL) * UINT64_C(1000000000) -
-		       (uint64_t)(prs.end_ns - prs.start_ns), opts.unwind == PR_UNWIND_DWARF ? "dwarf" : "fp",
+		       (uint64_t)(prs.end_ns - prs.start_ns), unwind_name(),
 		       usamples, ucomplete, ufp, prs.unw.frames_fp);
 		for (size_t i = 0; i < nlost; i++) {
 			printf("%s", i ? "," : "");
@@ -407,16 +428,50 @@ void pr_report(void)
 				printf("null");
 			putchar('}');
 		}
-		printf("]}}\n");
+		printf("]");
+		if (opts.unwind == PR_UNWIND_KERNEL) {
+			printf(",\"kernel_walk\":{\"events\":%" PRIu64 ",\"from_kernel\":%" PRIu64
+			       ",\"fallback\":%" PRIu64 ",\"fallback_pct\":%.2f,\"bad\":%" PRIu64
+			       ",\"by_status\":{", prs.kw.events, prs.kw.kernel, prs.kw.snapshot,
+			       kw_fallback_pct(), prs.kw.bad);
+			bool c = false;
+			for (unsigned k = 0; k < KW_ST_MAX; k++)
+				if (prs.kw.status[k]) {
+					printf("%s\"%s\":%" PRIu64, c ? "," : "", kw_status_text(k),
+					       prs.kw.status[k]);
+					c = true;
+				}
+			printf("},\"table_loads\":%" PRIu64 ",\"mmaps\":%" PRIu64 ",\"mmaps_lost\":%" PRIu64
+			       ",\"exits\":%" PRIu64 ",\"map_bytes\":%" PRIu64 ",\"table_bytes\":%" PRIu64
+			       ",\"modules\":%" PRIu64 ",\"evictions\":%" PRIu64 "}",
+			       prs.kw_loads, prs.kw_mmaps, prs.kw_mmaps_lost, prs.kw_exits,
+			       prs.kw_map_bytes, prs.kw_table_bytes, prs.kw_modules, prs.kw_evictions);
+		}
+		printf("}}\n");
 		fflush(stdout);
 	}
 	fprintf(stderr,
 		"profile: %" PRIu64 " samples in %.1f s (%s, %d CPU%s); user stacks: %" PRIu64
 		", %.1f%% complete to _start/__libc_start_main/thread start (%s)%s%s%s%s%s%s",
 		agg.samples, secs, prs.event, prs.ncpus, prs.ncpus == 1 ? "" : "s", usamples, pct,
-		opts.unwind == PR_UNWIND_DWARF ? "dwarf" : "fp", *lostbuf ? "; lost: " : "", lostbuf,
+		unwind_name(), *lostbuf ? "; lost: " : "", lostbuf,
 		*stopbuf ? "; stopped early: " : "", stopbuf, prs.unw.frames_fp ? "; " : "",
 		prs.unw.frames_fp ? "frames by frame pointer (no CFI) marked [fp]" : "");
+	if (opts.unwind == PR_UNWIND_KERNEL) {
+		fprintf(stderr, "; kernel walker: %" PRIu64 " events, %.1f%% fell back to the snapshot",
+			prs.kw.events, kw_fallback_pct());
+		for (unsigned k = KW_ST_NO_PROC, c = 0; k < KW_ST_MAX; k++)
+			if (prs.kw.status[k])
+				fprintf(stderr, "%s%s %" PRIu64, c++ ? ", " : " (", kw_status_text(k),
+					prs.kw.status[k]);
+		for (unsigned k = KW_ST_NO_PROC; k < KW_ST_MAX; k++)
+			if (prs.kw.status[k]) {
+				fputc(')', stderr);
+				break;
+			}
+		fprintf(stderr, ", tables %.1f MiB of %.1f MiB of maps",
+			(double)prs.kw_table_bytes / 1048576.0, (double)prs.kw_map_bytes / 1048576.0);
+	}
 	if (prs.klost)
 		fprintf(stderr, "; kernel stacks lost: %" PRIu64, prs.klost);
 	if (prs.bpf[PR_CNT_REC_LOST])

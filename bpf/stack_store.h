@@ -18,13 +18,16 @@ struct uframe {
 	uint64_t offset;
 	const char *module;    /* NULL: not in a file mapping */
 	uint64_t maddr;        /* pc as an address of the module's file (0: unknown) */
-	uint32_t how;          /* enum dwunw_how for unwound frames (0 otherwise) */
+	uint32_t how;          /* enum dwunw_how for unwound frames (0 otherwise), or HOW_KERNEL */
 	uint32_t flags;        /* UF_* */
 };
 
 #define UF_FP      (1u << 0) /* recovered by frame pointers inside a DWARF walk (no CFI there) */
 #define UF_JIT     (1u << 1) /* anonymous executable memory */
 #define UF_PERFMAP (1u << 2) /* named from /tmp/perf-PID.map */
+
+/* uframe.how of a frame walked by the in-kernel walker (--unwind=kernel; not a dwunw_how) */
+#define HOW_KERNEL 16
 
 enum stack_kind {
 	SK_DWARF = 1,          /* unwound by libdwunw */

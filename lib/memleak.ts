@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { CliError } from './errors.js';
 import { packageRoot } from './native.js';
+import type { KernelWalk } from './profile.js';
 
 // ---- Paths ---------------------------------------------------------------------------------------
 
@@ -46,7 +47,7 @@ export interface MlReport {
   time: string;
   timestamp: number;
   pid: number;
-  unwind_mode: 'dwarf' | 'fp';
+  unwind_mode: 'dwarf' | 'fp' | 'kernel';
   stacks: MlStack[];
   lost: number;
   untracked: { allocs_full: number; no_pending: number; combined_full: number; stack_table_full: number };
@@ -63,6 +64,8 @@ export interface MlReport {
     unwind_ns_avg: number;
     reasons: Record<string, number>;
   };
+  /** --unwind=kernel */
+  kernel_walk?: KernelWalk;
 }
 
 /** The JSON documents of memleak --json output (lines starting with '{'). */
@@ -184,7 +187,7 @@ export interface SiteResult {
 }
 
 export interface Analysis {
-  mode: 'dwarf' | 'fp';
+  mode: 'dwarf' | 'fp' | 'kernel';
   sites: SiteResult[];
   /** Stacks of no site (the workload has none: other allocations of glibc, or lost stacks). */
   extra: MlStack[];

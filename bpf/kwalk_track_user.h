@@ -1,0 +1,44 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * A tool's --unwind=kernel tables over time: loads a process's tables when it starts, maps a
+ * file executable (kwalk_track.bpf.h's records) or its walks stop for want of them (throttled
+ * per process, so a process that cannot be loaded is not retried at every sample), and drops
+ * them when it exits.
+ */
+#ifndef DWUNW_KWALK_TRACK_USER_H
+#define DWUNW_KWALK_TRACK_USER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "kwalk_track.h"
+
+struct bpf_object;
+struct bpf_link;
+struct kw_loader;
+
+#define KW_TRACK_SLOTS 1024
+
+struct kw_track {
+	struct kw_loader *l;
+	bool (*selected)(uint32_t pid);    /* whose mmap/exit records count; NULL: all */
+	uint64_t loads;                    /* table (re)loads */
+	uint64_t mmaps, exits;             /* records handled */
+	struct bpf_link *links[2];
+	struct {
+		uint32_t pid;                  /* pid + 1 */
+		uint64_t ns;
+	} tried[KW_TRACK_SLOTS];
+};
+
+/* Attach the mmap tracepoints (0, or a negative errno: the tables then load on fallbacks). */
+int kw_track_attach(struct kw_track *t, struct bpf_object *obj);
+void kw_track_detach(struct kw_track *t);
+/* (Re)load pid's tables: at once with force, else at most every 50 ms per process. */
+void kw_track_reload(struct kw_track *t, uint32_t pid, bool force);
+/* A KW_KIND_MMAP / KW_KIND_EXIT record: handled (1), or not one of them (0). */
+int kw_track_record(struct kw_track *t, const void *data, size_t size);
+/* The BPF side's counters (enum kw_track_counter), summed over CPUs. */
+void kw_track_counters(struct bpf_object *obj, uint64_t out[KW_TC_MAX]);
+
+#endif /* DWUNW_KWALK_TRACK_USER_H */
