@@ -304,6 +304,18 @@ int64_t frames_from_snapshot(const void *data, size_t size, uint32_t skip, uint6
 	bool timed = (stats->records & 63) == 1;
 	t0 = timed ? mono_ns() : 0;
 	rc = dwunw_capture(&dctx, &regs, frames, &nf);
+	/* a frame in no mapping of the view: anonymous code mapped since (JIT), read once more */
+	if (maps_view_on)
+		for (size_t i = 0; i < nf; i++)
+			if (!frames[i].module && maps_view_hole(rec->pid, frames[i].pc)) {
+				if (maps_view_fill_holes(rec->pid)) {
+					dwunw_module_cache_release(&dctx, frames, nf);
+					maps_view_sync(rec->pid);
+					nf = (size_t)frames_max + 1;
+					rc = dwunw_capture(&dctx, &regs, frames, &nf);
+				}
+				break;
+			}
 	if (timed) {
 		stats->unwind_ns += mono_ns() - t0;
 		stats->timed++;

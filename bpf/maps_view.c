@@ -137,19 +137,35 @@ static void view_add(struct mv_proc *p, const struct mv_map *m)
 	p->dirty = true;
 }
 
-/* The view from /proc/PID/maps now (a process seen first, or after an exec). */
-static void view_seed(struct mv_proc *p)
+/* whether [start, end) overlaps nothing in the view */
+static bool view_free(const struct mv_proc *p, uint64_t start, uint64_t end)
+{
+	for (size_t i = 0; i < p->n; i++)
+		if (p->v[i].start < end && p->v[i].end > start)
+			return false;
+	return true;
+}
+
+/*
+ * Read /proc/PID/maps into the view: all of it (seed: a process seen first, or after an exec),
+ * or only anonymous and special mappings where the view has nothing (holes). Returns the
+ * mappings added.
+ */
+static size_t view_read(struct mv_proc *p, bool holes)
 {
 	char fn[64], line[4352];
+	size_t added = 0;
 	FILE *f;
 
-	p->n = 0;
+	if (!holes) {
+		p->n = 0;
+		maps_view_stats.seeds++;
+	}
 	p->dirty = true;
-	maps_view_stats.seeds++;
 	snprintf(fn, sizeof(fn), "/proc/%u/maps", p->pid);
 	f = fopen(fn, "re");
 	if (!f)
-		return;
+		return 0;
 	while (fgets(line, sizeof(line), f)) {
 		struct mv_map m = { 0 };
 		char perms[8];
@@ -175,11 +191,29 @@ static void view_seed(struct mv_proc *p)
 			if (m.file)
 				known_put(m.ino, maj, min, m.path);
 		}
+		if (holes) {
+			if (m.file || !view_free(p, m.start, m.end))
+				continue;
+			size_t i = 0;
+
+			while (i < p->n && p->v[i].start < m.start)
+				i++;
+			map_insert_at(p, i, &m);
+			added++;
+			continue;
+		}
 		if (p->n && p->v[p->n - 1].end > m.start)
 			continue;
 		map_insert_at(p, p->n, &m);
+		added++;
 	}
 	fclose(f);
+	return added;
+}
+
+static void view_seed(struct mv_proc *p)
+{
+	view_read(p, false);
 }
 
 static struct mv_proc *proc_get(uint32_t pid)
@@ -314,6 +348,20 @@ uint64_t maps_view_file_id(uint32_t pid, uint64_t pc, bool *unknown)
 		return 0;
 	*unknown = p->v[lo].unknown;
 	return hash64(hash64(p->v[lo].ino, p->v[lo].dev_major), p->v[lo].dev_minor) | 1;
+}
+
+bool maps_view_hole(uint32_t pid, uint64_t pc)
+{
+	struct mv_proc *p = proc_find(pid);
+
+	return p && view_free(p, pc, pc + 1);
+}
+
+bool maps_view_fill_holes(uint32_t pid)
+{
+	struct mv_proc *p = proc_find(pid);
+
+	return p && view_read(p, true) > 0;
 }
 
 void maps_view_forget(uint32_t pid)

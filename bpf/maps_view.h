@@ -51,6 +51,15 @@ int maps_view_attach(struct bpf_object *obj, struct bpf_link ***links, size_t *n
 void maps_view_json(void);
 void maps_view_text(void);
 
+/*
+ * pc lies in no mapping of pid's view. Mapping events carry file mappings only: anonymous code
+ * (JIT) mapped since the view was seeded is not in it. maps_view_fill_holes re-reads
+ * /proc/PID/maps and adds its anonymous and special mappings where the view has nothing (never
+ * a file mapping: those come from events only); true when it added some.
+ */
+bool maps_view_hole(uint32_t pid, uint64_t pc);
+bool maps_view_fill_holes(uint32_t pid);
+
 /* The process is gone: its view goes. */
 void maps_view_forget(uint32_t pid);
 
