@@ -343,7 +343,7 @@ int64_t frames_from_snapshot(const void *data, size_t size, uint32_t skip, uint6
 				bool unk;
 
 				/* a return address points after the call: look up the call */
-				frame_ids[i] = maps_view_file_id(rec->pid, pcs[i] - (i + skip > 0), &unk);
+				frame_ids[i] = maps_view_file_id(rec->pid, pcs[i] - (i + skip > 0), rec->ts, &unk);
 				/* in a file mapping but no module: which file it was is not known */
 				if (frame_ids[i] && !frames[i + skip].module)
 					unk = true;

@@ -19,6 +19,7 @@ struct maps_view_stats maps_view_stats;
 
 struct mv_map {
 	uint64_t start, end, offset, ino;
+	uint64_t since;        /* kernel time of the event that mapped it (0: read from /proc) */
 	uint32_t dev_major, dev_minor;
 	uint8_t prot;          /* 1 r, 2 w, 4 x */
 	uint8_t file;          /* a file mapping (path names the file, or unknown) */
@@ -285,6 +286,7 @@ void maps_view_event(const void *data, size_t size)
 	struct mv_map m = {
 		.start = r.start, .end = r.end, .offset = r.offset, .ino = r.ino,
 		.dev_major = r.dev_major, .dev_minor = r.dev_minor, .prot = (uint8_t)r.prot, .file = 1,
+		.since = r.ts,
 	};
 	m.path = r.op == MAPEV_MMAP ? event_path(&r) : NULL;
 	m.unknown = !m.path;
@@ -327,7 +329,7 @@ void maps_view_sync(uint32_t pid)
 #endif
 }
 
-uint64_t maps_view_file_id(uint32_t pid, uint64_t pc, bool *unknown)
+uint64_t maps_view_file_id(uint32_t pid, uint64_t pc, uint64_t ts, bool *unknown)
 {
 	struct mv_proc *p = proc_find(pid);
 	size_t lo = 0, hi;
@@ -346,7 +348,9 @@ uint64_t maps_view_file_id(uint32_t pid, uint64_t pc, bool *unknown)
 	}
 	if (lo >= p->n || p->v[lo].start > pc || !p->v[lo].file)
 		return 0;
-	*unknown = p->v[lo].unknown;
+	/* mapped after the record was taken: the view is newer than the record (the perf buffer
+	 * orders records per CPU only), so which file was there is not known */
+	*unknown = p->v[lo].unknown || (ts && p->v[lo].since > ts);
 	return hash64(hash64(p->v[lo].ino, p->v[lo].dev_major), p->v[lo].dev_minor) | 1;
 }
 

@@ -2,7 +2,8 @@
 // library unloaded and another loaded at its address must not take over its blocks.
 // plugswap loads libswapA.so then libswapB.so (another layout) or libswapC.so (A's layout, other
 // names: the same pcs at the same address), leaks 10 blocks through each, and unloads it at once
-// or after a delay; 20 rounds, so 400 blocks; the loader reuses the address almost every time.
+// or after a delay; 20 rounds, so 400 blocks; the loader reuses the address almost every time
+// (ring buffer, and once through the perf buffer).
 // A control never unloads. The size of a block says which library allocated it (1111: A, 2222:
 // the other). Each block counts as right (under a complete stack through its own library's
 // swapX_3 <- swapX_2 <- swapX_1 <- swap_leak <- main, with its path), flagged (its stack is
@@ -43,10 +44,10 @@ interface JStack {
 }
 interface JReport { stacks: JStack[]; untracked: Record<string, number>; maps?: Record<string, number> }
 
-async function trace(cmd: string): Promise<{ code: number | null; last: JReport | null; stderr: string }> {
+async function trace(cmd: string, extra: string[]): Promise<{ code: number | null; last: JReport | null; stderr: string }> {
   const env = { ...process.env };
   delete env.NODE_OPTIONS;
-  const child = spawn(memleakBin, ['--json', '-a', '-o', '0', '-T', '100000', '-c', cmd, '600'],
+  const child = spawn(memleakBin, [...extra, '--json', '-a', '-o', '0', '-T', '100000', '-c', cmd, '600'],
     { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
@@ -91,16 +92,19 @@ if (why) {
   else t.pass(`memleak map tests skipped: ${why}`, { skip: why });
 } else {
   const variants = [
-    { name: 'another layout (B), unloaded at once', other: 'B', opts: '' },
+    { name: 'another layout (B), unloaded at once', other: 'B', opts: '', extra: [] as string[] },
     { name: 'the same layout, other names (C), unloaded at once', other: 'C', opts: '' },
     { name: 'another layout (B), unloaded after 20 ms', other: 'B', opts: '--delay 20' },
     { name: 'the same layout (C), unloaded after 20 ms', other: 'C', opts: '--delay 20' },
     { name: 'control: nothing unloaded (A and C)', other: 'C', opts: '--keep' },
+    // the perf buffer orders records per CPU only: a record older than a mapping already applied
+    // is flagged, never attributed to the newer library
+    { name: 'perf buffer: the same layout (C), unloaded at once', other: 'C', opts: '', extra: ['--perf-buffer'] },
   ];
   for (const v of variants) {
     t.test(v.name, { timeout: 150_000 }, async (t) => {
       const cmd = `${join(fx, 'plugswap')} ${v.opts} ${ROUNDS} ${BLOCKS} ${join(fx, 'libswapA.so')} ${join(fx, `libswap${v.other}.so`)}`;
-      const r = await trace(cmd);
+      const r = await trace(cmd, v.extra ?? []);
       t.equal(r.code, 0, `memleak exits 0${r.code ? `: ${r.stderr.trim().split('\n').pop()}` : ''}`);
       const m = /plugswap: (\d+) loads, (\d+) at an address used by the other library before/.exec(r.stderr);
       t.ok(m && r.last, 'plugswap and memleak finished');
