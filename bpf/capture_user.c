@@ -368,4 +368,18 @@ void dwunw_cap_to_regs(const struct cap_record *rec, struct dwunw_regs *regs)
 	regs->stack = rec->stack_size ? rec->stack : NULL;
 	regs->stack_size = rec->stack_size;
 }
+
+size_t dwunw_cap_samples(const struct cap_record *rec, struct dwunw_stack_sample *out)
+{
+	size_t n = 0;
+
+	for (unsigned i = 0; i < CAP_NSAMPLES; i++)
+		if (rec->sample_ok & (1u << i))
+			out[n++] = (struct dwunw_stack_sample){
+				.addr = rec->sample_lo + (uint64_t)i * rec->sample_step,
+				.data = rec->samples[i],
+				.len = CAP_SAMPLE_BYTES,
+			};
+	return n;
+}
 #endif

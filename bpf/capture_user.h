@@ -86,6 +86,10 @@ const struct cap_record *dwunw_cap_prepare(const void *data, size_t size, void *
 #ifdef HAVE_DWUNW
 /* struct dwunw_regs for dwunw_capture: registers, pc, pid/tid, and the stack copy. */
 void dwunw_cap_to_regs(const struct cap_record *rec, struct dwunw_regs *regs);
+/* The record's samples above the window (capture.h) into out[CAP_NSAMPLES], for
+ * dwunw_capture_sampled: how many. */
+struct dwunw_stack_sample;
+size_t dwunw_cap_samples(const struct cap_record *rec, struct dwunw_stack_sample *out);
 #endif
 
 #endif /* DWUNW_CAPTURE_USER_H */

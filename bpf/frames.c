@@ -303,7 +303,10 @@ int64_t frames_from_snapshot(const void *data, size_t size, uint32_t skip, uint6
 	/* time one unwind in 64 (clock reads cost as much as a short unwind) */
 	bool timed = (stats->records & 63) == 1;
 	t0 = timed ? mono_ns() : 0;
-	rc = dwunw_capture(&dctx, &regs, frames, &nf);
+	struct dwunw_stack_sample samples[CAP_NSAMPLES];
+	size_t nsamples = dwunw_cap_samples(rec, samples);
+
+	rc = dwunw_capture_sampled(&dctx, &regs, samples, nsamples, frames, &nf);
 	/* a frame in no mapping of the view: anonymous code mapped since (JIT), read once more */
 	if (maps_view_on)
 		for (size_t i = 0; i < nf; i++)
@@ -312,7 +315,7 @@ int64_t frames_from_snapshot(const void *data, size_t size, uint32_t skip, uint6
 					dwunw_module_cache_release(&dctx, frames, nf);
 					maps_view_sync(rec->pid);
 					nf = (size_t)frames_max + 1;
-					rc = dwunw_capture(&dctx, &regs, frames, &nf);
+					rc = dwunw_capture_sampled(&dctx, &regs, samples, nsamples, frames, &nf);
 				}
 				break;
 			}

@@ -1065,7 +1065,7 @@ static void report(void)
 	uint64_t combined_full = counter_sum(skel->maps.ml_counters, ML_CNT_COMBINED_FULL);
 
 	/* unwind summary over the stacks shown in this report's aggregate */
-	size_t n_dwarf = 0, n_complete = 0, n_stopped = 0, n_fp = 0, n_pseudo = 0, n_beyond = 0;
+	size_t n_dwarf = 0, n_complete = 0, n_stopped = 0, n_fp = 0, n_pseudo = 0, n_beyond = 0, n_stale = 0;
 	char reasons[512] = "";
 	{
 		const char *rname[32];
@@ -1086,6 +1086,7 @@ static void report(void)
 					continue;
 				}
 				n_stopped++;
+				n_stale += s->stop_name && !strcmp(s->stop_name, "STALE");
 				size_t r;
 				for (r = 0; r < nr; r++)
 					if (rname[r] == s->stop_name)
@@ -1177,6 +1178,10 @@ static void report(void)
 			       stats.patched);
 		kw_report(false);
 		maps_view_text();
+		if (env.unwind == ML_UNWIND_DWARF && (n_beyond || n_stale))
+			printf("%zu stacks needed stack memory above the window, read after the event (%zu found "
+			       "changed since, cut there): --unwind=kernel walks them at the event\n",
+			       n_beyond + n_stale, n_stale);
 		if (lost > qdropped)
 			printf("lost %" PRIu64 " records (%s buffer full)\n", lost - qdropped,
 			       env.perfbuf ? "perf" : "ring");

@@ -30,6 +30,7 @@ export const DWUNW_ERR_NO_PROCESS = -16;
 export const DWUNW_ERR_UNSUPPORTED = -17;
 export const DWUNW_ERR_PROLOGUE = -18;
 export const DWUNW_ERR_LIVE_END = -19;
+export const DWUNW_ERR_STALE = -20;
 
 export const DWUNW_ARCH_UNKNOWN = 0;
 export const DWUNW_ARCH_X86_64 = 1;

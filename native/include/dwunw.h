@@ -54,7 +54,11 @@ const char *dwunw_version(void);
 #define DWUNW_ERR_LIVE_END         -19 /* the walk stopped: a return address read from the live process
                                         * after the event is zero; that memory may have changed since,
                                         * so this is not taken as the outermost frame */
-#define DWUNW_ERR_MIN              -19
+#define DWUNW_ERR_STALE            -20 /* the walk stopped: stack memory above the snapshot, read from the
+                                        * live process, changed since the event: it differs from what was
+                                        * sampled then (dwunw_capture_sampled), or a return address read
+                                        * there points into no mapping (that frame is not returned) */
+#define DWUNW_ERR_MIN              -20
 
 /* One line naming the error ("no call-frame information", ...). Never NULL. */
 const char *dwunw_strerror(int err);
@@ -255,6 +259,29 @@ struct dwunw_frame {
  */
 int dwunw_capture(struct dwunw_ctx *ctx, const struct dwunw_regs *regs,
 		  struct dwunw_frame *frames, size_t *frame_cnt);
+
+/*
+ * Change detection for reads beyond the snapshot. A capture can sample a few pieces of the stack
+ * above its copy at the event (cheap: a few small reads); the memory the walk then reads from the
+ * live process is checked against them. `data` holds `len` bytes as they were at `addr`.
+ */
+struct dwunw_stack_sample {
+	uint64_t addr;
+	const void *data;
+	uint64_t len;
+};
+
+/*
+ * dwunw_capture with samples of the stack above the snapshot. The first time the walk needs memory
+ * beyond the snapshot, the live stack is read in one batch (up to 64 KiB, within its mapping) and
+ * every sample in the same system call (at most 4 KiB of samples are checked; the rest are
+ * ignored). If any sample differs, or is no longer readable, the stack changed since the event:
+ * the walk stops at the last frame recovered without live memory and returns DWUNW_ERR_STALE.
+ * Samples inside the snapshot are ignored. With nsamples 0 it is dwunw_capture.
+ */
+int dwunw_capture_sampled(struct dwunw_ctx *ctx, const struct dwunw_regs *regs,
+			  const struct dwunw_stack_sample *samples, size_t nsamples,
+			  struct dwunw_frame *frames, size_t *frame_cnt);
 
 /* ---- Module cache ------------------------------------------------------------------------- */
 

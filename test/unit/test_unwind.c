@@ -719,6 +719,26 @@ static void test_live_end(void)
 	ok(err == DWUNW_ERR_LIVE_END && nf == 1, "live end: zero return address read live: LIVE_END (%s, %zu frames)",
 	   dwunw_errname(err), nf);
 	dwunw_module_cache_release(&ctx, f, nf);
+
+	/* Samples of the memory above the copy, taken "at the event": checked in the first live
+	 * read. Unchanged: the walk goes on as without them; changed: STALE at the last frame
+	 * recovered from the copy. */
+	uint64_t then = 0x1234;
+	struct dwunw_stack_sample smp = { (uint64_t)(uintptr_t)&slot[2], &then, sizeof(then) };
+
+	slot[2] = then;
+	nf = 8;
+	err = dwunw_capture_sampled(&ctx, &r, &smp, 1, f, &nf);
+	ok(err == DWUNW_ERR_LIVE_END && nf == 1, "stale: sample unchanged: as without samples (%s, %zu frames)",
+	   dwunw_errname(err), nf);
+	dwunw_module_cache_release(&ctx, f, nf);
+	slot[2] = then + 1;
+	nf = 8;
+	err = dwunw_capture_sampled(&ctx, &r, &smp, 1, f, &nf);
+	ok(err == DWUNW_ERR_STALE && nf == 1 && f[0].pc == r.pc,
+	   "stale: sample changed since: STALE after frame 0 (%s, %zu frames)", dwunw_errname(err), nf);
+	dwunw_module_cache_release(&ctx, f, nf);
+	ok(!strcmp(dwunw_errname(DWUNW_ERR_STALE), "STALE"), "stale: named");
 	dwunw_shutdown(&ctx);
 }
 
