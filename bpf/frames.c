@@ -346,10 +346,9 @@ int64_t frames_from_snapshot(const void *data, size_t size, uint32_t skip, uint6
 				bool unk;
 
 				/* a return address points after the call: look up the call */
-				frame_ids[i] = maps_view_file_id(rec->pid, pcs[i] - (i + skip > 0), rec->ts, &unk);
 				/* in a file mapping but no module: which file it was is not known */
-				if (frame_ids[i] && !frames[i + skip].module)
-					unk = true;
+				frame_ids[i] = maps_view_file_id(rec->pid, pcs[i] - (i + skip > 0), rec->ts,
+								 !frames[i + skip].module, &unk);
 				if (unk && !unknown_mod) {
 					unknown_mod = true;
 					/* the frames past it cannot be trusted: cut there */

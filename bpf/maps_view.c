@@ -329,7 +329,7 @@ void maps_view_sync(uint32_t pid)
 #endif
 }
 
-uint64_t maps_view_file_id(uint32_t pid, uint64_t pc, uint64_t ts, bool *unknown)
+uint64_t maps_view_file_id(uint32_t pid, uint64_t pc, uint64_t ts, bool no_module, bool *unknown)
 {
 	struct mv_proc *p = proc_find(pid);
 	size_t lo = 0, hi;
@@ -350,8 +350,13 @@ uint64_t maps_view_file_id(uint32_t pid, uint64_t pc, uint64_t ts, bool *unknown
 		return 0;
 	/* mapped after the record was taken: the view is newer than the record (the perf buffer
 	 * orders records per CPU only), so which file was there is not known */
-	*unknown = p->v[lo].unknown || (ts && p->v[lo].since > ts);
-	return hash64(hash64(p->v[lo].ino, p->v[lo].dev_major), p->v[lo].dev_minor) | 1;
+	*unknown = p->v[lo].unknown || no_module || (ts && p->v[lo].since > ts);
+	uint64_t id = hash64(hash64(p->v[lo].ino, p->v[lo].dev_major), p->v[lo].dev_minor);
+
+	/* a file not known: this very mapping (an inode number is reused once a file is deleted) */
+	if (*unknown)
+		id = hash64(id, p->v[lo].since);
+	return id | 1;
 }
 
 bool maps_view_hole(uint32_t pid, uint64_t pc)

@@ -38,10 +38,11 @@ void maps_view_sync(uint32_t pid);
 
 /*
  * The identity of the file mapped at pc in pid's view (device and inode folded, never 0), or 0
- * when pc is in no file mapping; *unknown: pc lies in a file mapping whose file is unknown, or
- * that was mapped after `ts` (the record's kernel time; 0: not checked).
+ * when pc is in no file mapping; *unknown: pc lies in a file mapping whose file is unknown, that
+ * was mapped after `ts` (the record's kernel time; 0: not checked), or whose module the caller
+ * could not load (no_module). An unknown file's identity is that of this very mapping.
  */
-uint64_t maps_view_file_id(uint32_t pid, uint64_t pc, uint64_t ts, bool *unknown);
+uint64_t maps_view_file_id(uint32_t pid, uint64_t pc, uint64_t ts, bool no_module, bool *unknown);
 
 struct bpf_object;
 struct bpf_link;
