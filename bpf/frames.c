@@ -10,6 +10,7 @@
 #include "frames.h"
 #include "intern.h"
 #include "maps_view.h"
+#include "module_warn.h"
 #include "perf_map.h"
 #include "syms.h"
 #include "tool_util.h"
@@ -20,7 +21,7 @@ bool dctx_ok;
 #else
 struct syms_proc *syms;
 #endif
-bool frames_use_perf_map;
+bool frames_use_perf_map = true;
 
 static struct {
 	struct module_seen *v;
@@ -97,12 +98,32 @@ static void fill_anon(struct uframe *f, pid_t pid)
 	const char *name;
 	uint64_t off;
 
-	if (!frames_use_perf_map || !pid || !(name = perf_map_lookup(pid, f->pc, &off)))
+	/* a pc in no known mapping may be code the JIT made after the maps were read, or in a
+	 * process gone since: the perf map is read on for it too (rate-limited) */
+	if (!frames_use_perf_map || !pid || !(name = perf_map_lookup(pid, f->pc, true, &off)))
 		return;
 	f->name = name;
 	f->offset = off;
 	f->flags |= UF_PERFMAP | UF_JIT;
 }
+
+#ifdef HAVE_DWUNW
+static enum uf_origin origin_of_how(uint32_t how)
+{
+	switch (how) {
+	case DWUNW_HOW_FP:
+		return UO_FP;
+	case DWUNW_HOW_PROLOGUE:
+		return UO_PROLOGUE;
+	case DWUNW_HOW_LR:
+		return UO_LR;
+	case DWUNW_HOW_SIGNAL:
+		return UO_SIGNAL;
+	default:
+		return UO_WINDOW;
+	}
+}
+#endif
 
 void fill_pc(pid_t pid, struct uframe *frames, uint32_t i, bool exact)
 {
@@ -127,6 +148,8 @@ void fill_pc(pid_t pid, struct uframe *frames, uint32_t i, bool exact)
 		dwunw_capture(&dctx, &r, &f, &nf);
 		if (nf < 1)
 			return;
+		if (f.flags & DWUNW_FRAME_JIT)
+			frames[i].flags |= UF_JIT;
 		if (f.module) {
 			module_note(intern(dwunw_module_path(f.module)), f.module);
 			frames[i].maddr = f.module_addr;
@@ -152,8 +175,11 @@ void fill_pc(pid_t pid, struct uframe *frames, uint32_t i, bool exact)
 
 void fill_fp(void *arg, struct uframe *frames, uint32_t n)
 {
-	for (uint32_t i = 0; i < n; i++)
+	for (uint32_t i = 0; i < n; i++) {
+		/* frame 0 is the pc at the event; each caller was found by frame pointers */
+		uf_set_origin(&frames[i], i ? UO_FP : UO_WINDOW);
 		fill_pc((pid_t)(intptr_t)arg, frames, i, false);
+	}
 }
 
 const char *fperr_label(uint64_t err)
@@ -202,6 +228,8 @@ int64_t fp_stack_of(struct fp_cache *cache, int map_fd, pid_t pid, uint64_t spac
 static void dw_warn(void *arg, const char *line)
 {
 	(void)arg;
+	if (module_warn_line(line))
+		return;
 	if (tool_verbose)
 		fprintf(stderr, "%s: libdwunw: %s\n", tool_name, line);
 }
@@ -249,6 +277,7 @@ static void fill_dwarf(void *arg, struct uframe *out, uint32_t n)
 		struct dwunw_symbol sym;
 
 		out[i].how = f->how;
+		uf_set_origin(&out[i], origin_of_how(f->how));
 		if (f->how == DWUNW_HOW_FP)
 			out[i].flags |= UF_FP;
 		if (f->flags & DWUNW_FRAME_JIT)
@@ -378,9 +407,17 @@ int64_t frames_from_snapshot(const void *data, size_t size, uint32_t skip, uint6
 		struct dwarf_fill fd = { .f = &frames[skip], .pid = (pid_t)rec->pid };
 		idx = stack_get_ids(space, SK_DWARF, rc, label, stop_name, pcs,
 				    maps_view_on ? frame_ids : NULL, n, fill_dwarf, &fd);
+		/* a frame recovered with memory read live, and every frame found from it, rest on
+		 * that memory: marked on the stack (kept by pcs) for any record that needed it */
+		struct ustack *s = &st.v[idx];
 		for (size_t i = skip; i < nf; i++)
-			if (frames[i].flags & DWUNW_FRAME_BEYOND_SNAPSHOT)
-				st.v[idx].beyond = true;
+			if (frames[i].flags & DWUNW_FRAME_BEYOND_SNAPSHOT) {
+				s->beyond = true;
+				if (s->kind == SK_DWARF && s->nframes == n)
+					for (size_t k = i - skip; k < n; k++)
+						s->frames[k].flags |= UF_LIVE;
+				break;
+			}
 	}
 	dwunw_module_cache_release(&dctx, frames, nf);
 	return idx;

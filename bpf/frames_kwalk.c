@@ -27,6 +27,8 @@ static void fill_kwalk(void *arg, struct uframe *out, uint32_t n)
 			     (j + 1 < ev->nframes && ev->how[j + 1] == KW_HOW_SIGNAL);
 
 		out[i].how = HOW_KERNEL;
+		/* walked by CFI in the kernel at the event: the stack as it was then */
+		uf_set_origin(&out[i], ev->how[j] == KW_HOW_SIGNAL ? UO_SIGNAL : UO_KWALK);
 		fill_pc((pid_t)ev->pid, out, i, exact);
 	}
 }

@@ -47,6 +47,7 @@
 #include "memleak.skel.h"
 #include "frames.h"
 #include "intern.h"
+#include "module_warn.h"
 #include "preflight.h"
 #include "report_fmt.h"
 #include "stack_store.h"
@@ -690,8 +691,13 @@ static int cmp_stack_bytes(const void *a, const void *b)
 	return *(const uint32_t *)a < *(const uint32_t *)b ? -1 : 1;
 }
 
+/* The markers shown in this report's text (their legend follows the stacks). */
+static uint32_t marks_seen;
+
 static void print_stack_text(const struct ustack *s)
 {
+	/* in fp mode every frame is found by frame pointers: no [fp] on each line */
+	bool fp_marks = env.unwind != ML_UNWIND_FP;
 	size_t i;
 
 	printf("%" PRIu64 " bytes in %" PRIu64 " allocations from stack\n", s->bytes, s->count);
@@ -700,7 +706,7 @@ static void print_stack_text(const struct ustack *s)
 			printf("\taddr = %#" PRIx64 " size = %" PRIu64 "\n", allocs_v[a].addr,
 			       (uint64_t)allocs_v[a].info.size);
 	for (i = 0; i < s->nframes; i++)
-		print_frame_text(i, &s->frames[i]);
+		print_frame_text(i, &s->frames[i], fp_marks, &marks_seen);
 	if (s->label)
 		printf("\t%zu [<%016x>] %s\n", i, 0, s->label);
 }
@@ -811,8 +817,13 @@ static void print_stack_json(const struct ustack *s)
 		json_str("FP");
 	else
 		json_str("NONE");
-	if (s->kind == SK_DWARF)
-		printf(",\"beyond_window\":%s", s->beyond ? "true" : "false");
+	if (s->kind == SK_DWARF) {
+		uint32_t live = 0;
+
+		for (uint32_t i = 0; i < s->nframes; i++)
+			live += !!(s->frames[i].flags & UF_LIVE);
+		printf(",\"beyond_window\":%s,\"live_frames\":%u", s->beyond ? "true" : "false", live);
+	}
 	if (s->label) {
 		printf(",\"reason\":");
 		json_str(s->label);
@@ -1162,6 +1173,7 @@ static void report(void)
 	} else {
 		printf("[%d:%d:%d] Top %zu stacks with outstanding allocations:\n", tm.tm_hour, tm.tm_min,
 		       tm.tm_sec, shown);
+		marks_seen = 0;
 		for (size_t k = 0; k < shown; k++) {
 			const struct ustack *s = &st.v[order[k]];
 
@@ -1169,9 +1181,10 @@ static void report(void)
 				printf("%s (%u):\n", proc_comm((uint32_t)s->space), (uint32_t)s->space);
 			print_stack_text(s);
 		}
+		fprint_marks_legend(stdout, "", marks_seen);
 		if (env.unwind != ML_UNWIND_FP)
-			printf("%s: %zu stacks, %zu complete, %zu stopped early%s%s%s, %zu read beyond "
-			       "the window; %" PRIu64 " records, %.1f us/unwind, %" PRIu64 " patched\n",
+			printf("%s: %zu stacks, %zu complete, %zu stopped early%s%s%s, %zu with frames "
+			       "read live after the event; %" PRIu64 " records, %.1f us/unwind, %" PRIu64 " patched\n",
 			       unwind_name(), n_dwarf, n_complete, n_stopped, *reasons ? " (" : "", reasons,
 			       *reasons ? ")" : "", n_beyond, stats.records,
 			       stats.timed ? stats.unwind_ns / 1000.0 / (double)stats.timed : 0.0,
@@ -1830,6 +1843,7 @@ int main(int argc, char **argv)
 #else
 	syms_proc_free(syms);
 #endif
+	module_warn_flush();
 	if (pidfd >= 0)
 		close(pidfd);
 	free(obj_path);

@@ -30,6 +30,7 @@
 #include "capture_user.h"
 #include "frames.h"
 #include "intern.h"
+#include "module_warn.h"
 #include "ksyms.h"
 #include "maps_view.h"
 #include "profile.h"
@@ -71,6 +72,7 @@ static void fill_kernel(void *arg, struct uframe *f, uint32_t n)
 		const char *name = ksyms_lookup(f[i].pc, &off);
 
 		f[i].module = intern("[kernel.kallsyms]");
+		uf_set_origin(&f[i], UO_KERNEL);
 		if (name) {
 			f[i].name = name;
 			f[i].offset = off;
@@ -612,5 +614,6 @@ int main(int argc, char **argv)
 	profile_bpf__destroy(skel);
 	ptarget_stop();
 	frames_shutdown();
+	module_warn_flush();
 	return 0;
 }

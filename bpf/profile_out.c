@@ -127,19 +127,18 @@ static bool reaches_bottom(const struct ustack *s)
 	return false;
 }
 
+/* The markers shown in the text report (their legend follows it). */
+static uint32_t marks_seen;
+
 static void text_frame(const struct uframe *f)
 {
 	fputs("    ", stdout);
 	if (f->name)
 		fputs(f->name, stdout);
-	else if (f->module)
-		printf("[unknown] (%s)", f->module);
 	else
-		fputs("[unknown]", stdout);
-	if (f->flags & UF_FP)
-		fputs(" [fp]", stdout);
-	if (f->flags & UF_PERFMAP)
-		fputs(" [jit]", stdout);
+		fprint_unknown(stdout, f, "(%s)", false);
+	/* in fp mode every user frame is found by frame pointers: no [fp] on each line */
+	fprint_frame_marks(stdout, f, opts.unwind != PR_UNWIND_FP, &marks_seen);
 	putchar('\n');
 }
 
@@ -147,10 +146,8 @@ static void folded_frame(FILE *o, const struct uframe *f)
 {
 	if (f->name)
 		fputs(f->name, o);
-	else if (f->module)
-		fprintf(o, "[unknown] (%s)", base_name(f->module));
 	else
-		fputs("[unknown]", o);
+		fprint_unknown(o, f, "(%s)", true);
 }
 
 static void print_text(const struct pr_entry *e)
@@ -340,7 +337,7 @@ void pr_report(void)
 	uint32_t *order = xcalloc(agg.n, sizeof(*order));
 	struct reason lost[32], stopped[32];
 	size_t nlost = 0, nstopped = 0;
-	uint64_t usamples = 0, ucomplete = 0, ufp = 0;
+	uint64_t usamples = 0, ucomplete = 0, ufp = 0, ulive = 0;
 
 	for (size_t i = 0; i < agg.n; i++)
 		order[i] = (uint32_t)i;
@@ -360,6 +357,8 @@ void pr_report(void)
 			ucomplete += e->count;
 		if (u->kind == SK_FP)
 			ufp += e->count;
+		if (u->kind == SK_DWARF && u->beyond)
+			ulive += e->count;
 		if (u->kind == SK_PSEUDO)
 			reason_add(lost, &nlost, 32, u->label, e->count);
 		else if (u->stop)
@@ -368,6 +367,8 @@ void pr_report(void)
 	free(order);
 	if (opts.folded)
 		print_folded_all();
+	else if (!opts.json)
+		fprint_marks_legend(stdout, "    ", marks_seen);
 	fflush(stdout);
 
 	struct rusage ru;
@@ -394,11 +395,11 @@ void pr_report(void)
 		       ",\"period\":%" PRIu64 ",\"cpus\":%d,\"duration_ns\":%" PRIu64
 		       ",\"start_unix_ns\":%" PRIu64 ",\"unwind\":\"%s\",\"user_samples\":%" PRIu64
 		       ",\"user_complete\":%" PRIu64 ",\"user_fp_stacks\":%" PRIu64
-		       ",\"fp_frames_in_dwarf\":%" PRIu64 ",\"lost\":{",
+		       ",\"fp_frames_in_dwarf\":%" PRIu64 ",\"user_live\":%" PRIu64 ",\"lost\":{",
 		       agg.samples, prs.event, opts.period ? 0 : opts.freq, opts.period, prs.ncpus,
 		       prs.end_ns - prs.start_ns, (uint64_t)time(NULL) * UINT64_C(1000000000) -
 		       (uint64_t)(prs.end_ns - prs.start_ns), unwind_name(),
-		       usamples, ucomplete, ufp, prs.unw.frames_fp);
+		       usamples, ucomplete, ufp, prs.unw.frames_fp, ulive);
 		for (size_t i = 0; i < nlost; i++) {
 			printf("%s", i ? "," : "");
 			json_str(lost[i].name);
@@ -457,6 +458,8 @@ void pr_report(void)
 		unwind_name(), *lostbuf ? "; lost: " : "", lostbuf,
 		*stopbuf ? "; stopped early: " : "", stopbuf, prs.unw.frames_fp ? "; " : "",
 		prs.unw.frames_fp ? "frames by frame pointer (no CFI) marked [fp]" : "");
+	if (ulive)
+		fprintf(stderr, "; %" PRIu64 " with frames read live after the event [live]", ulive);
 	if (opts.unwind == PR_UNWIND_KERNEL) {
 		fprintf(stderr, "; kernel walker: %" PRIu64 " events, %.1f%% fell back to the snapshot",
 			prs.kw.events, kw_fallback_pct());

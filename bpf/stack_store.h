@@ -25,6 +25,35 @@ struct uframe {
 #define UF_FP      (1u << 0) /* recovered by frame pointers inside a DWARF walk (no CFI there) */
 #define UF_JIT     (1u << 1) /* anonymous executable memory */
 #define UF_PERFMAP (1u << 2) /* named from /tmp/perf-PID.map */
+#define UF_LIVE    (1u << 3) /* rests on memory read from the process after the event (for at least
+			      * one record of the stack): it, or a frame below it, needed it */
+
+/*
+ * Where a frame came from, in bits 8-11 of flags (frame_origin() in report_fmt.h names it; UF_LIVE
+ * overrides it when shown). Only UO_WINDOW, UO_SIGNAL and UO_KERNEL rest on nothing but what was
+ * captured at the event and on the CFI or the ABI.
+ */
+enum uf_origin {
+	UO_WINDOW = 0,         /* registers and stack window captured at the event, stepped by CFI */
+	UO_FP,                 /* frame pointers (no CFI at the callee's pc; or a frame-pointer stack) */
+	UO_PROLOGUE,           /* the callee's prologue decoded (no CFI) */
+	UO_LR,                 /* the return address where a call leaves it: link register, [sp] (no CFI) */
+	UO_SIGNAL,             /* a signal frame's saved context */
+	UO_KERNEL,             /* a kernel frame (the kernel's own unwinder, at the event) */
+	UO_KWALK,              /* a user frame walked in the BPF program at the event (--unwind=kernel) */
+};
+#define UF_ORIGIN_SHIFT 8
+#define UF_ORIGIN_MASK  (0xfu << UF_ORIGIN_SHIFT)
+
+static inline uint32_t uf_origin(const struct uframe *f)
+{
+	return (f->flags & UF_ORIGIN_MASK) >> UF_ORIGIN_SHIFT;
+}
+
+static inline void uf_set_origin(struct uframe *f, enum uf_origin o)
+{
+	f->flags = (f->flags & ~UF_ORIGIN_MASK) | ((uint32_t)o << UF_ORIGIN_SHIFT);
+}
 
 /* uframe.how of a frame walked by the in-kernel walker (--unwind=kernel; not a dwunw_how) */
 #define HOW_KERNEL 16

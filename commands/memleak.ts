@@ -90,13 +90,19 @@ export async function memleak(args: string[]): Promise<void> {
 export function colorLine(c: ChalkInstance, line: string): string {
   let m: RegExpExecArray | null;
   if ((m = /^\t(\d+) \[<([0-9a-f]{16})>\] (.*)$/.exec(line))) {
-    const [, idx, pc, rest] = m as unknown as [string, string, string, string];
+    const [, idx, pc, all] = m as unknown as [string, string, string, string];
     const head = `\t${idx} ${c.dim(`[<${pc}>]`)} `;
+    // where the frame came from, when it rests on more than the captured stack and CFI
+    const mk = /((?: \[(?:live|fp|prologue|lr|jit)\])*)$/.exec(all)!;
+    const rest = all.slice(0, all.length - mk[1]!.length);
+    const marks = mk[1] ? (mk[1].includes('[live]') ? c.red(mk[1]) : c.magenta(mk[1])) : '';
     let s: RegExpExecArray | null;
-    if ((s = /^(.+)\+0x([0-9a-f]+) \[(.*)\]$/.exec(rest))) return `${head}${c.cyan.bold(s[1]!)}${c.dim(`+0x${s[2]}`)} ${c.dim(`[${s[3]}]`)}`;
-    if (/^\[(unwind stopped|unwind failed|stack lost|stack unknown|stack table full)/.test(rest) || rest === '<null sym>') return head + c.red(rest);
-    return head + c.yellow(rest);
+    if ((s = /^(.+)\+0x([0-9a-f]+) \[(.*)\]$/.exec(rest))) return `${head}${c.cyan.bold(s[1]!)}${c.dim(`+0x${s[2]}`)} ${c.dim(`[${s[3]}]`)}${marks}`;
+    if ((s = /^(.+)\+0x([0-9a-f]+)$/.exec(rest)) && !rest.startsWith('[')) return `${head}${c.cyan.bold(s[1]!)}${c.dim(`+0x${s[2]}`)}${marks}`;
+    if (/^\[(unwind stopped|unwind failed|stack lost|stack unknown|stack table full)/.test(rest) || rest === '[unknown]') return head + c.red(rest) + marks;
+    return head + c.yellow(rest) + marks;
   }
+  if (/^frames marked \[/.test(line)) return c.dim(line);
   if ((m = /^(\d+) bytes in (\d+) allocations from stack$/.exec(line))) {
     return `${c.yellow.bold(m[1]!)} bytes in ${c.yellow.bold(m[2]!)} allocations from stack`;
   }

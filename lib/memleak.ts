@@ -22,6 +22,8 @@ export interface MlFrame {
   symbol: string | null;
   offset: number;
   module: string | null;
+  /** Where the frame came from (bpf/README.md): window, live, fp, prologue, lr, signal. */
+  origin?: 'window' | 'live' | 'fp' | 'prologue' | 'lr' | 'signal' | 'kernel-walk' | 'kernel';
 }
 
 export interface MlAlloc {
@@ -38,6 +40,8 @@ export interface MlStack {
   complete: boolean | null;
   stop: string;
   beyond_window?: boolean;
+  /** dwarf: frames that rest on memory read after the event (origin "live"). */
+  live_frames?: number;
   reason?: string;
   /** -a */
   allocs?: MlAlloc[];
@@ -91,11 +95,11 @@ export function frameName(f: MlFrame): string {
 
 export const frameNames = (s: MlStack): string[] => s.frames.map(frameName);
 
-/** `sym+0xoff`, `[module]` or `<null sym>`, as memleak's text output. */
+/** `sym+0xoff`, `[unknown] [module]` (base name) or `[unknown]`, as memleak's text output. */
 export function frameLabel(f: MlFrame): string {
   if (f.symbol) return `${f.symbol}+0x${f.offset.toString(16)}`;
-  if (f.module) return `[${f.module.slice(f.module.lastIndexOf('/') + 1)}]`;
-  return '<null sym>';
+  if (f.module) return `[unknown] [${f.module.slice(f.module.lastIndexOf('/') + 1)}]`;
+  return '[unknown]';
 }
 
 // ---- leaky's manifest --------------------------------------------------------------------------

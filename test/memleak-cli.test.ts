@@ -89,9 +89,14 @@ t.test('colorLine: colors text report lines, leaves others alone', async (tt) =>
     '\taddr = 0x7f58bd2b7010 size = 300000',
     '\t0 [<000055998ca2fc6e>] big_2+0xe [/work/main/fixtures/x86_64/build/leaky]',
     '\t1 [<00007f58bd2b7010>] [/usr/lib/x86_64-linux-gnu/libc.so.6]',
-    '\t2 [<00007fffffffe660>] <null sym>',
+    '\t2 [<00007fffffffe660>] [unknown]',
     '\t3 [<0000000000000000>] [unwind stopped: no progress]',
-    'dwarf: 17 stacks, 17 complete, 0 stopped early, 0 read beyond the window; 272 records, 0.9 us/unwind, 0 patched',
+    'dwarf: 17 stacks, 17 complete, 0 stopped early, 3 with frames read live after the event; 272 records, 0.9 us/unwind, 0 patched',
+    '\t4 [<00007f58bd2b7010>] [unknown] [/usr/lib/x86_64-linux-gnu/libc.so.6] [fp]',
+    '\t5 [<00007f3faf77e58d>] JS:~leakInner /tmp/leak.js:3+0x2d [jit]',
+    '\t6 [<00007f3faf77e0e8>] [unknown] [anon] [fp]',
+    '\t7 [<000055998ca2fc6e>] main+0x1e [/work/main/fixtures/x86_64/build/leaky] [live]',
+    'frames marked [live] rests on stack memory read from the process after the event (it may have changed since); [fp] found by frame pointers (no CFI there)',
     'lost 3 records (ring buffer full)',
   ];
   for (const l of lines) {
@@ -103,6 +108,8 @@ t.test('colorLine: colors text report lines, leaves others alone', async (tt) =>
   tt.match(colorLine(c, lines[7]!), /\x1b\[31m\[unwind stopped/, 'stop reasons in red');
   for (const l of ['{"time":"1:2:3","stacks":[]}', '_start;main;leaf 1003', '']) tt.equal(colorLine(c, l), l, `unchanged: ${l || '(empty)'}`);
   tt.equal(colorLine(new Chalk({ level: 0 }), lines[4]!), lines[4], 'no colors at level 0');
+  tt.match(colorLine(c, lines[12]!), /\x1b\[31m \[live\]/, 'frames read live marked in red');
+  tt.match(colorLine(c, lines[10]!), /\x1b\[36m\x1b\[1mJS:~leakInner \/tmp\/leak.js:3\x1b/, 'a JIT name without a module highlighted');
 });
 
 // ---- With BPF ---------------------------------------------------------------------------------------

@@ -490,11 +490,12 @@ async function main(t: Test): Promise<void> {
       /^\[\d{1,2}:\d{1,2}:\d{1,2}\] Top \d+ stacks with outstanding allocations:$/,
       /^\d+ bytes in \d+ allocations from stack$/,
       /^\taddr = 0x[0-9a-f]+ size = \d+$/,
-      /^\t\d+ \[<[0-9a-f]{16}>\] (\S+\+0x[0-9a-f]+ \[\/[^\]]+\]|\[\/[^\]]+\]|<null sym>)$/,
-      /^dwarf: \d+ stacks, \d+ complete, \d+ stopped early.*, \d+ read beyond the window; \d+ records, [\d.]+ us\/unwind, \d+ patched$/,
+      /^\t\d+ \[<[0-9a-f]{16}>\] (\S+\+0x[0-9a-f]+ \[\/[^\]]+\]|\[unknown\]( \[\/[^\]]+\]| \[anon\])?)( \[(live|fp|prologue|lr)\])?$/,
+      /^dwarf: \d+ stacks, \d+ complete, \d+ stopped early.*, \d+ with frames read live after the event; \d+ records, [\d.]+ us\/unwind, \d+ patched$/,
+      /^frames marked \[(live|fp|prologue|lr)\] /,
     ];
     const odd = lines.filter((l) => !pats.some((p) => p.test(l)));
-    tt.same(odd, [], 'every line is in the upstream format (header, stack, addr, frame) or the dwarf summary');
+    tt.same(odd, [], 'every line is in the upstream format (header, stack, addr, frame, with a marker where it rests on live memory or no CFI), the legend or the dwarf summary');
     const heads = lines.map((l, i) => (pats[0]!.test(l) ? i : -1)).filter((i) => i >= 0);
     tt.ok(heads.length >= 2, `a report every second until the exit (${heads.length} reports)`);
     // the last report: -T 5, largest first, each with its -a lines

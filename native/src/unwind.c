@@ -183,6 +183,18 @@ static int live_read(struct walk *w, uint64_t addr, void *buf, size_t len)
 	return DWUNW_OK;
 }
 
+/* Code (read to recognise a signal trampoline where no CFI covers the pc, e.g. JIT code) is not
+ * stack memory that may hold other frames since the event: read straight, without the mark. The
+ * stack's own mapping is never code here, even when it is executable. */
+static int code_at(const struct walk *w, uint64_t addr)
+{
+	const struct dw_map *m;
+
+	if (!w->proc || !(m = dw_proc_find(w->proc, addr)) || !(m->prot & DW_PROT_X))
+		return 0;
+	return m != dw_proc_find(w->proc, w->snap_lo);
+}
+
 static int wread(void *arg, uint64_t addr, void *buf, size_t len)
 {
 	struct walk *w = arg;
@@ -200,6 +212,8 @@ static int wread(void *arg, uint64_t addr, void *buf, size_t len)
 			dw_remote_begin(&w->remote, w->in->pid, w->c->cfg.audit, w->c->cfg.audit_arg);
 			w->remote_on = 1;
 		}
+		if (code_at(w, addr) && dw_remote_read(&w->remote, addr, buf, len) == DWUNW_OK)
+			return DWUNW_OK;
 		err = live_read(w, addr, buf, len);
 		if (!err) {
 			w->beyond = 1;
@@ -570,6 +584,10 @@ static int fp_plausible(const struct walk *w, const struct dwunw_regs *in, const
 	if (!w->proc)
 		return 1;
 	m = dw_proc_find(w->proc, out->pc);
+	/* code mapped since the maps were read (a JIT's new code page): the next frame's look-up
+	 * reads them again, and stops there if the pc is still in no mapping */
+	if (!m && !w->refreshed && !w->proc->offline)
+		m = dw_proc_find(w->proc, in->pc);
 	if (!m || !(m->prot & DW_PROT_X))
 		return 0;
 	if (!((in->valid >> sp) & 1) || !((out->valid >> sp) & 1))
