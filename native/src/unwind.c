@@ -1233,7 +1233,9 @@ stop:
 	hand_refs(&w, frames, nf);
 	if (w.remote_on)
 		dw_remote_end(&w.remote);
-	free(w.live_buf);
+	/* not free(NULL): memleak's own free() is uprobed too, a trap (~1 us) per unwind */
+	if (w.live_buf)
+		free(w.live_buf);
 	if (entered)
 		dw_proc_leave(c, w.proc, w.proc_ref);
 	*frame_cnt = nf;
