@@ -29,6 +29,7 @@ const volatile __u32 kw_max_frames = KW_MAX_FRAMES;
  * register mask, the frame count), so iterations converge instead of being told apart. */
 __u64 kw_all_regs = KW_NREGS == 64 ? ~0ull : (1ull << KW_NREGS) - 1;
 __u32 kw_zero = 0;
+static const __u32 kw_zero_key = 0;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -82,12 +83,23 @@ struct {
 #define KW_CHUNK 4096
 const volatile __u32 kw_chunk = 2048;
 
+/* The registers, apart: a global function given a pointer may write anything there, so the
+ * verifier forgets what that memory held (pointers kept elsewhere in kw_walk stay pointers). */
+struct kw_regset {
+	__u64 regs[KW_NREGS];
+	__u64 valid;               /* bit n: regs[n] known */
+	__u64 fault;               /* kw_slots_slow: the slot it could not read */
+};
+
 struct kw_scratch {
 	__u64 busy;
 	__u64 pcs[KW_MAX_FRAMES];
 	__u8 how[KW_MAX_FRAMES];
+	struct kw_regset rs;       /* the walk's registers (not on the 512-byte BPF stack: arm64's 32) */
 	__u64 cbase;               /* user address of stk[0] */
 	__u32 clen;                /* valid bytes in stk (0: none yet in this walk) */
+	__u32 hits;                /* this walk: frames whose rule came from kw_cache */
+	__u32 reads;               /* this walk: stack chunks read */
 	__u32 pad;
 	__u8 stk[KW_CHUNK + 64];
 };
@@ -163,20 +175,11 @@ static __always_inline __u32 kw_slot_reg(int i)
 }
 #endif
 
-/* The registers, apart: a global function given a pointer may write anything there, so the
- * verifier forgets what that memory held (pointers kept elsewhere in kw_walk stay pointers). */
-struct kw_regset {
-	__u64 regs[KW_NREGS];
-	__u64 valid;               /* bit n: regs[n] known */
-	__u64 fault;               /* kw_slots_slow: the slot it could not read */
-};
-
 struct kw_walk {
-	struct kw_regset rs;
+	struct kw_regset *rs;      /* in the scratch */
 	__u64 pc;
 	struct kw_proc *proc;
 	struct kw_scratch *out;
-	struct kw_cache *cache;
 	__u64 stop_pc;
 	__u64 stop_addr;
 	__u32 n;                   /* frames written */
@@ -360,16 +363,16 @@ static __always_inline int kw_is_restorer(__u64 pc)
  */
 static __always_inline int kw_sigframe(struct kw_walk *w)
 {
-	__u64 sc = w->rs.regs[KW_SP] + 128 + 176 + 8, sppc[2];
+	__u64 sc = w->rs->regs[KW_SP] + 128 + 176 + 8, sppc[2];
 
-	if (!(w->rs.valid & (1ull << KW_SP)))
+	if (!(w->rs->valid & (1ull << KW_SP)))
 		return kw_stop(w, KW_ST_REG_UNKNOWN, 0, ~0u);
-	if (bpf_probe_read_user(w->rs.regs, 31 * 8, (void *)sc) ||
+	if (bpf_probe_read_user(w->rs->regs, 31 * 8, (void *)sc) ||
 	    bpf_probe_read_user(sppc, sizeof(sppc), (void *)(sc + 31 * 8)))
 		return kw_stop(w, KW_ST_READ_FAULT, sc, ~0u);
-	w->rs.regs[KW_SP] = sppc[0];
+	w->rs->regs[KW_SP] = sppc[0];
 	w->pc = sppc[1];
-	w->rs.valid = kw_all_regs;
+	w->rs->valid = kw_all_regs;
 	w->exact = 1;
 	w->how = KW_HOW_SIGNAL;
 	if (w->pc == 0)
@@ -399,28 +402,28 @@ static __always_inline int kw_sigframe(struct kw_walk *w)
 {
 	__u64 g[17];
 
-	if (!(w->rs.valid & (1u << KW_RSP)))
+	if (!(w->rs->valid & (1u << KW_RSP)))
 		return kw_stop(w, KW_ST_REG_UNKNOWN, 0, ~0u);
-	if (bpf_probe_read_user(g, sizeof(g), (void *)(w->rs.regs[KW_RSP] + 40)))
-		return kw_stop(w, KW_ST_READ_FAULT, w->rs.regs[KW_RSP] + 40, ~0u);
-	w->rs.regs[8] = g[0];
-	w->rs.regs[9] = g[1];
-	w->rs.regs[10] = g[2];
-	w->rs.regs[11] = g[3];
-	w->rs.regs[12] = g[4];
-	w->rs.regs[13] = g[5];
-	w->rs.regs[14] = g[6];
-	w->rs.regs[15] = g[7];
-	w->rs.regs[5] = g[8];
-	w->rs.regs[4] = g[9];
-	w->rs.regs[6] = g[10];
-	w->rs.regs[3] = g[11];
-	w->rs.regs[1] = g[12];
-	w->rs.regs[0] = g[13];
-	w->rs.regs[2] = g[14];
-	w->rs.regs[7] = g[15];
+	if (bpf_probe_read_user(g, sizeof(g), (void *)(w->rs->regs[KW_RSP] + 40)))
+		return kw_stop(w, KW_ST_READ_FAULT, w->rs->regs[KW_RSP] + 40, ~0u);
+	w->rs->regs[8] = g[0];
+	w->rs->regs[9] = g[1];
+	w->rs->regs[10] = g[2];
+	w->rs->regs[11] = g[3];
+	w->rs->regs[12] = g[4];
+	w->rs->regs[13] = g[5];
+	w->rs->regs[14] = g[6];
+	w->rs->regs[15] = g[7];
+	w->rs->regs[5] = g[8];
+	w->rs->regs[4] = g[9];
+	w->rs->regs[6] = g[10];
+	w->rs->regs[3] = g[11];
+	w->rs->regs[1] = g[12];
+	w->rs->regs[0] = g[13];
+	w->rs->regs[2] = g[14];
+	w->rs->regs[7] = g[15];
 	w->pc = g[16];
-	w->rs.valid = 0xffff;
+	w->rs->valid = 0xffff;
 	w->exact = 1;
 	w->how = KW_HOW_SIGNAL;
 	if (w->pc == 0)
@@ -469,6 +472,7 @@ __noinline int kw_window(struct kw_scratch *s, __u64 cfa, struct kw_win *win)
 {
 	__u64 a = cfa - 64, off;
 	__u32 len = kw_chunk, rest;
+	int ret = 0;
 	__u64 *p;
 
 	if (!s || !win)
@@ -488,18 +492,19 @@ __noinline int kw_window(struct kw_scratch *s, __u64 cfa, struct kw_win *win)
 		s->cbase = a;
 		s->clen = len;
 		off = 0;
+		ret = 2;
 	}
 	p = (__u64 *)&s->stk[off & (KW_CHUNK - 1)];
 #pragma unroll
 	for (int i = 0; i < 8; i++)
 		win->v[i] = p[i];
-	return 0;
+	return ret;
 }
 
 /* One CFI step with `r`: the caller's registers into w. 0 = go on, 1 = stopped. */
 static __always_inline int kw_step_cfi(struct kw_walk *w, const struct kw_rule *r, __u32 rid)
 {
-	__u64 cfa, base, v, osp = w->rs.regs[KW_RSP], opc = w->pc, ra = 0;
+	__u64 cfa, base, v, osp = w->rs->regs[KW_RSP], opc = w->pc, ra = 0;
 	struct kw_win win;
 	__u32 reg = r->cfa_reg & (KW_NREGS - 1);
 	int fast = 1;
@@ -509,9 +514,9 @@ static __always_inline int kw_step_cfi(struct kw_walk *w, const struct kw_rule *
 	switch (r->cfa_type) {
 	case KW_CFA_REG:
 	case KW_CFA_DEREF:
-		if (!(w->rs.valid & (1u << reg)))
+		if (!(w->rs->valid & (1u << reg)))
 			return kw_stop(w, KW_ST_REG_UNKNOWN, reg, rid);
-		cfa = w->rs.regs[reg] + (__s64)r->cfa_off;
+		cfa = w->rs->regs[reg] + (__s64)r->cfa_off;
 		if (r->cfa_type == KW_CFA_DEREF) {
 			base = cfa;
 			if (bpf_probe_read_user(&v, 8, (void *)base))
@@ -520,9 +525,9 @@ static __always_inline int kw_step_cfi(struct kw_walk *w, const struct kw_rule *
 		}
 		break;
 	case KW_CFA_PLT:
-		if (!(w->rs.valid & (1u << KW_RSP)))
+		if (!(w->rs->valid & (1u << KW_RSP)))
 			return kw_stop(w, KW_ST_REG_UNKNOWN, KW_RSP, rid);
-		cfa = w->rs.regs[KW_RSP] + (__s64)r->cfa_off + ((w->pc & 15) >= (__u64)r->cfa_add ? 8 : 0);
+		cfa = w->rs->regs[KW_RSP] + (__s64)r->cfa_off + ((w->pc & 15) >= (__u64)r->cfa_add ? 8 : 0);
 		break;
 	case KW_CFA_UNSUP:
 		w->why = r->cfa_reg;
@@ -534,8 +539,15 @@ static __always_inline int kw_step_cfi(struct kw_walk *w, const struct kw_rule *
 	/* Every slot in [cfa - 64, cfa): one read (may fail on a page never touched: slot by slot). */
 	if (!(r->flags & KW_RF_WINDOW))
 		fast = 0;
-	else if (w->peer ? bpf_probe_read_user(&win, sizeof(win), (void *)(cfa - 64)) : kw_window(w->out, cfa, &win))
-		fast = 0;
+	else if (w->peer)
+		fast = !bpf_probe_read_user(&win, sizeof(win), (void *)(cfa - 64));
+	else {
+		int got = kw_window(w->out, cfa, &win);
+
+		fast = got != 1;
+		if (got == 2 && w->out)
+			w->out->reads++;
+	}
 	if (fast) {
 		/* branch-free, so the verifier sees one path whatever the rule saves */
 		__u32 saved = r->saved;
@@ -547,30 +559,30 @@ static __always_inline int kw_step_cfi(struct kw_walk *w, const struct kw_rule *
 			__u64 mask = -(__u64)((saved >> i) & 1);
 
 			v = win.v[(r->off[i] + 8) & 7];
-			w->rs.regs[sreg] = (v & mask) | (w->rs.regs[sreg] & ~mask);
-			w->rs.valid |= (1ull << sreg) & mask;
+			w->rs->regs[sreg] = (v & mask) | (w->rs->regs[sreg] & ~mask);
+			w->rs->valid |= (1ull << sreg) & mask;
 		}
 	} else {
 		if (!KW_ARM64 && !(r->flags & KW_RF_RA_UNDEF) &&
 		    bpf_probe_read_user(&ra, 8, (void *)(cfa + 8 * (__s64)r->ra_off)))
 			return kw_stop(w, KW_ST_READ_FAULT, cfa + 8 * (__s64)r->ra_off, rid);
-		if (kw_slots_slow(&w->rs, r, cfa, osp))
-			return kw_stop(w, KW_ST_READ_FAULT, w->rs.fault, rid);
+		if (kw_slots_slow(w->rs, r, cfa, osp))
+			return kw_stop(w, KW_ST_READ_FAULT, w->rs->fault, rid);
 	}
-	w->rs.valid &= ~(__u64)r->undef_regs;
+	w->rs->valid &= ~(__u64)r->undef_regs;
 	if (r->flags & KW_RF_RA_UNDEF)
 		return kw_stop(w, KW_ST_OK, 0, rid);
 #if KW_ARM64
 	/* the return address is x30: restored by the rule (slot 11), or still there (a leaf) */
-	if (!(w->rs.valid & (1ull << KW_LR)))
+	if (!(w->rs->valid & (1ull << KW_LR)))
 		return kw_stop(w, KW_ST_OK, 0, rid);
-	ra = w->rs.regs[KW_LR] & ~KW_PAC_MASK; /* user addresses: PAC bits stripped */
-	w->rs.valid = (w->rs.valid & KW_CALLEE_SAVED) | (1ull << KW_RSP) |
+	ra = w->rs->regs[KW_LR] & ~KW_PAC_MASK; /* user addresses: PAC bits stripped */
+	w->rs->valid = (w->rs->valid & KW_CALLEE_SAVED) | (1ull << KW_RSP) |
 		      ((__u64)((r->saved >> 11) & 1) << KW_LR);
 #else
-	w->rs.valid = (w->rs.valid & KW_CALLEE_SAVED) | (1u << KW_RSP);
+	w->rs->valid = (w->rs->valid & KW_CALLEE_SAVED) | (1u << KW_RSP);
 #endif
-	w->rs.regs[KW_RSP] = cfa;
+	w->rs->regs[KW_RSP] = cfa;
 	w->pc = ra;
 	if (ra == 0) {
 		w->pc = opc;
@@ -592,6 +604,7 @@ static long kw_frame_cb(__u64 i, void *arg)
 	struct kw_map *m;
 	struct kw_mod *mod;
 	struct kw_rule *r;
+	struct kw_cache *cache;
 	struct kw_cent *ce;
 	__u64 lookup, addr;
 	__u32 n = w->n, rid;
@@ -612,16 +625,18 @@ static long kw_frame_cb(__u64 i, void *arg)
 	if (!mod || !mod->gen || mod->gen != m->gen)
 		return kw_stop(w, KW_ST_NO_TABLE, lookup - m->bias, ~0u);
 	addr = lookup - m->bias;
-	if (!w->cache)
+	cache = bpf_map_lookup_elem(&kw_cache, &kw_zero_key);
+	if (!cache)
 		return 1;
 	/* the peer looks up every time (entry 0 is only where its rule is copied: one pointer type
 	 * for the verifier whichever way the rule came) */
-	ce = &w->cache->e[w->peer ? 0 : (__u32)(addr ^ (addr >> 9) ^ m->mod * 0x9e37u) & (KW_CACHE - 1)];
+	ce = &cache->e[w->peer ? 0 : (__u32)(addr ^ (addr >> 9) ^ m->mod * 0x9e37u) & (KW_CACHE - 1)];
 	if (w->peer || ce->addr != addr || ce->mod != m->mod || ce->gen != m->gen) {
 		row = w->peer ? kw_row_find_peer(mod, addr) : kw_row_find(mod, addr);
 		if (row < 0)
 			return kw_stop(w, KW_ST_NO_DWARF, addr, ~0u);
 		rid = (__u32)row;
+		out->hits--; /* counted below for every frame */
 		r = bpf_map_lookup_elem(&kw_rules, &rid);
 		if (!r)
 			return kw_stop(w, KW_ST_NO_DWARF, addr, rid);
@@ -633,6 +648,7 @@ static long kw_frame_cb(__u64 i, void *arg)
 	}
 	rid = ce->rid;
 	r = &ce->r;
+	out->hits++;
 	if ((r->cfa_type == KW_CFA_END || (r->flags & KW_RF_SIGNAL)) && kw_is_restorer(w->pc))
 		return kw_sigframe(w);
 	if (r->cfa_type == KW_CFA_END)
@@ -685,30 +701,10 @@ static __always_inline struct kw_scratch *kw_walk(struct kw_walk *w, struct pt_r
 	w->stop_rule = ~0u;
 	w->peer = mode == KW_MODE_PEER || mode == KW_MODE_PEER1;
 #if KW_ARM64
-	for (int i = 0; i < 31; i++)
-		w->rs.regs[i] = regs->regs[i];
-	w->rs.regs[31] = regs->sp;
 	w->pc = regs->pc;
 #else
-	w->rs.regs[0] = regs->ax;
-	w->rs.regs[1] = regs->dx;
-	w->rs.regs[2] = regs->cx;
-	w->rs.regs[3] = regs->bx;
-	w->rs.regs[4] = regs->si;
-	w->rs.regs[5] = regs->di;
-	w->rs.regs[6] = regs->bp;
-	w->rs.regs[7] = regs->sp;
-	w->rs.regs[8] = regs->r8;
-	w->rs.regs[9] = regs->r9;
-	w->rs.regs[10] = regs->r10;
-	w->rs.regs[11] = regs->r11;
-	w->rs.regs[12] = regs->r12;
-	w->rs.regs[13] = regs->r13;
-	w->rs.regs[14] = regs->r14;
-	w->rs.regs[15] = regs->r15;
 	w->pc = regs->ip;
 #endif
-	w->rs.valid = kw_all_regs;
 	w->n = kw_zero;
 	w->exact = 1;
 	w->how = KW_HOW_INITIAL;
@@ -720,8 +716,36 @@ static __always_inline struct kw_scratch *kw_walk(struct kw_walk *w, struct pt_r
 		return NULL;
 	}
 	w->out = s;
+	w->rs = &s->rs;
+#if KW_ARM64
+	/* unrolled: regs may be the program's context, read only at constant offsets */
+#pragma unroll
+	for (int i = 0; i < 31; i++)
+		w->rs->regs[i] = regs->regs[i];
+	w->rs->regs[31] = regs->sp;
+#else
+	w->rs->regs[0] = regs->ax;
+	w->rs->regs[1] = regs->dx;
+	w->rs->regs[2] = regs->cx;
+	w->rs->regs[3] = regs->bx;
+	w->rs->regs[4] = regs->si;
+	w->rs->regs[5] = regs->di;
+	w->rs->regs[6] = regs->bp;
+	w->rs->regs[7] = regs->sp;
+	w->rs->regs[8] = regs->r8;
+	w->rs->regs[9] = regs->r9;
+	w->rs->regs[10] = regs->r10;
+	w->rs->regs[11] = regs->r11;
+	w->rs->regs[12] = regs->r12;
+	w->rs->regs[13] = regs->r13;
+	w->rs->regs[14] = regs->r14;
+	w->rs->regs[15] = regs->r15;
+#endif
+	w->rs->valid = kw_all_regs;
+	w->rs->fault = 0;
 	s->clen = 0;
-	w->cache = bpf_map_lookup_elem(&kw_cache, &zero);
+	s->hits = 0;
+	s->reads = 0;
 	w->proc = bpf_map_lookup_elem(&kw_procs, &pid);
 	if (max > KW_MAX_FRAMES || max == 0)
 		max = KW_MAX_FRAMES;
@@ -744,6 +768,8 @@ static __always_inline struct kw_scratch *kw_walk(struct kw_walk *w, struct pt_r
 	} else if (mode == KW_MODE_BENCH) {
 		kw_count(KW_C_BENCH_SAMPLES, 1);
 		kw_count(KW_C_BENCH_FRAMES, w->n);
+		kw_count(KW_C_CACHE_HITS, s->hits);
+		kw_count(KW_C_CHUNK_READS, s->reads);
 	} else if (mode == KW_MODE_PEER) {
 		kw_count(KW_C_PEER_SAMPLES, 1);
 		kw_count(KW_C_PEER_FRAMES, w->n);

@@ -587,6 +587,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "kwalk-check: sizing maps failed\n");
 		goto out;
 	}
+	if (getenv("KC_CHUNK")) /* the walker's stack chunk (bytes), for measuring */
+		skel->rodata->kw_chunk = (uint32_t)strtoul(getenv("KC_CHUNK"), NULL, 0);
 	skel->rodata->micro_op = opt.micro_op;
 	skel->rodata->micro_size = opt.micro_size;
 	skel->rodata->micro_n = opt.micro_n;
@@ -704,7 +706,8 @@ int main(int argc, char **argv)
 			       "\"fallback_pct\":%.3f,\"samples\":%llu,\"src_rows\":%llu,\"rows\":%llu,\"blocks\":%llu,"
 			       "\"rules\":%llu,\"unsupported_rules\":%llu,\"modules\":%llu,\"evictions\":%llu,"
 			       "\"skipped_modules\":%llu,\"emit_ns_per_sample\":%.1f,\"emit_verifier_insns\":%u,"
-			       "\"ns_first_frame\":%.1f,\"ns_per_extra_frame\":%.1f}",
+			       "\"ns_first_frame\":%.1f,\"ns_per_extra_frame\":%.1f,\"cache_hit_pct\":%.1f,"
+			       "\"chunk_reads_per_sample\":%.2f}",
 			       ratio((double)bench_f.run_ns, (double)bench_f.run_cnt),
 			       ratio((double)bench_f.run_ns, (double)c[KW_C_BENCH_FRAMES]), b_fps, bpr, krow,
 			       (unsigned long long)ks.map_bytes, bench_f.insns, fb_pct,
@@ -712,7 +715,9 @@ int main(int argc, char **argv)
 			       (unsigned long long)ks.rows, (unsigned long long)ks.blocks, (unsigned long long)ks.rules,
 			       (unsigned long long)ks.unsup_rules, (unsigned long long)ks.modules,
 			       (unsigned long long)ks.evictions, (unsigned long long)ks.skipped,
-			       ratio((double)main_f.run_ns, (double)main_f.run_cnt), main_f.insns, b_first, b_extra);
+			       ratio((double)main_f.run_ns, (double)main_f.run_cnt), main_f.insns, b_first, b_extra,
+			       100.0 * ratio((double)c[KW_C_CACHE_HITS], (double)c[KW_C_BENCH_FRAMES]),
+			       ratio((double)c[KW_C_CHUNK_READS], (double)c[KW_C_BENCH_SAMPLES]));
 			if (opt.peer)
 				printf(",\"peer\":{\"ns_per_sample\":%.1f,\"ns_per_frame\":%.1f,\"frames_per_sample\":%.2f,"
 				       "\"bytes_per_row\":%.3f,\"verifier_insns\":%u,\"fallback_pct\":%.3f,\"samples\":%llu,"
@@ -737,6 +742,9 @@ int main(int argc, char **argv)
 			       ratio((double)bench_f.run_ns, (double)bench_f.run_cnt),
 			       ratio((double)bench_f.run_ns, (double)c[KW_C_BENCH_FRAMES]), b_first, b_extra, b_fps, bpr,
 			       (unsigned long long)ks.map_bytes, bench_f.insns);
+			printf("walker: rule cache hits %.1f %% of frames, %.2f stack chunks read per sample\n",
+			       100.0 * ratio((double)c[KW_C_CACHE_HITS], (double)c[KW_C_BENCH_FRAMES]),
+			       ratio((double)c[KW_C_CHUNK_READS], (double)c[KW_C_BENCH_SAMPLES]));
 			if (opt.peer)
 				printf("peer (binary search): %.0f ns/sample, %.1f ns/frame (first %.0f, then %.1f each), "
 				       "%.1f frames/sample, %u insns\n", ratio((double)peer_f.run_ns, (double)peer_f.run_cnt),

@@ -70,6 +70,16 @@ struct dwunw_ctx_impl {
 	uint32_t nprocs;
 	uint64_t proc_seq;
 	struct dw_image *images;    /* vDSO images read from processes, deduplicated */
+	/* The places (unwind.c) of a recent capture: the next capture of the same process starts
+	 * with them instead of looking its modules up. Whoever sets memo_busy owns the fields below
+	 * until it clears it; a capture that finds it set does without (no waiting). No reference
+	 * is kept: a module is taken again only if its slot still holds the same load. */
+	_Atomic uint32_t memo_busy;
+	uint32_t memo_n;
+	const struct dw_proc *memo_proc;
+	uint64_t memo_proc_seq;     /* loaded_seq of memo_proc: the same maps */
+	uint32_t memo_gen[2];
+	uint64_t memo_place[2][16];
 };
 
 struct dwunw_ctx_impl *dw_ctx(struct dwunw_ctx *ctx);
@@ -89,6 +99,10 @@ void dw_core_forget(struct dwunw_ctx_impl *c, int32_t pid);
 void dw_core_forget_all(struct dwunw_ctx_impl *c);
 
 /* A caller's image registered under `name`, with a reference; DWUNW_ERR_NO_MODULE if none. */
+/* A module still cached for the file `path` that was device maj:min, inode ino (even if the path
+ * now names another file or none): pinned maps of a library unloaded and deleted since. */
+int dw_module_find_file(struct dwunw_ctx_impl *c, const char *path, uint32_t maj, uint32_t min,
+			uint64_t ino, struct dwunw_module **out);
 int dw_module_find_image(struct dwunw_ctx_impl *c, const char *name, struct dwunw_module **out);
 
 /* The module's table, built on first call (thread-safe). */
