@@ -67,22 +67,26 @@ static long mapev_vma_cb(struct task_struct *task, struct vm_area_struct *vma, v
 	return 0;
 }
 
-/* A record to fill: in the ring buffer, or a scratch slot (perf buffer); NULL when full. */
-static __always_inline struct mapev_rec *mapev_begin(struct cap_scratch_slot **slot)
-{
-	struct mapev_rec *r;
+/*
+ * Records are built in a per-CPU scratch and copied out (bpf_ringbuf_output / perf output), never
+ * reserved in place: a reservation made on one path and submitted on another is what the 6.1
+ * verifier cannot follow ("Unreleased reference"), and mapping changes are rare enough for a copy.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct mapev_rec);
+} mapev_scratch SEC(".maps");
 
-	*slot = NULL;
-	if (!cap_use_perfbuf) {
-		r = bpf_ringbuf_reserve(&cap_ringbuf, sizeof(*r), 0);
-	} else {
-		*slot = cap_scratch_take();
-		r = *slot ? (struct mapev_rec *)(*slot)->data : NULL;
-	}
-	if (!r) {
-		cap_count(CAP_CNT_OUTPUT_FAILED);
+/* A record to fill (this CPU's scratch), its header set; NULL only if the map lookup fails. */
+static __always_inline struct mapev_rec *mapev_begin(void)
+{
+	__u32 key = 0;
+	struct mapev_rec *r = bpf_map_lookup_elem(&mapev_scratch, &key);
+
+	if (!r)
 		return NULL;
-	}
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 
 	r->h.kind = CAP_KIND_MAPEV;
@@ -100,16 +104,14 @@ static __always_inline struct mapev_rec *mapev_begin(struct cap_scratch_slot **s
 	return r;
 }
 
-static __always_inline void mapev_end(void *ctx, struct mapev_rec *r, struct cap_scratch_slot *slot)
+/* Into the capture channel, in order with the tool's records; a full buffer is counted. */
+static __always_inline void mapev_end(void *ctx, struct mapev_rec *r)
 {
-	if (!slot) {
-		bpf_ringbuf_submit(r, cap_rb_wakeup());
-		return;
-	}
-	if (bpf_perf_event_output(ctx, &cap_perfbuf, BPF_F_CURRENT_CPU, r, sizeof(*r)))
+	long err = cap_use_perfbuf ? bpf_perf_event_output(ctx, &cap_perfbuf, BPF_F_CURRENT_CPU, r, sizeof(*r))
+				   : bpf_ringbuf_output(&cap_ringbuf, r, sizeof(*r), cap_rb_wakeup());
+
+	if (err)
 		cap_count(CAP_CNT_OUTPUT_FAILED);
-	asm volatile("" ::: "memory");
-	slot->busy = 0;
 }
 
 /* The file's path, component by component up to the root, crossing mounts. */
@@ -167,8 +169,7 @@ int mapev_sys_enter(struct bpf_raw_tracepoint_args *ctx)
 	if (!MAPEV_TRACED((__u32)(pid_tgid >> 32)))
 		return 0;
 	if (id == MAPEV_NR_MUNMAP) {
-		struct cap_scratch_slot *slot;
-		struct mapev_rec *r = mapev_begin(&slot);
+		struct mapev_rec *r = mapev_begin();
 		__u64 addr = PT_REGS_PARM1_CORE_SYSCALL(regs);
 		__u64 len = PT_REGS_PARM2_CORE_SYSCALL(regs);
 
@@ -177,7 +178,7 @@ int mapev_sys_enter(struct bpf_raw_tracepoint_args *ctx)
 		r->op = MAPEV_MUNMAP;
 		r->start = addr;
 		r->end = addr + ((len + 4095) & ~4095ull);
-		mapev_end(ctx, r, slot);
+		mapev_end(ctx, r);
 		return 0;
 	}
 	if (PT_REGS_PARM4_CORE_SYSCALL(regs) & MAPEV_MAP_ANON)
@@ -194,7 +195,6 @@ int mapev_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 {
 	__u64 pid_tgid, *lenp, len, ret = ctx->args[1];
 	struct mapev_vma_ctx c = {};
-	struct cap_scratch_slot *slot;
 	struct mapev_rec *r;
 	__u32 tid;
 
@@ -209,7 +209,7 @@ int mapev_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 	bpf_map_delete_elem(&mapev_pending, &tid);
 	if (ret >= (__u64)-4095)
 		return 0;
-	r = mapev_begin(&slot);
+	r = mapev_begin();
 	if (!r)
 		return 0;
 	r->start = ret;
@@ -232,7 +232,7 @@ int mapev_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 			r->end = c.end;
 		mapev_path(r, file);
 	}
-	mapev_end(ctx, r, slot);
+	mapev_end(ctx, r);
 	return 0;
 }
 
@@ -240,16 +240,15 @@ int mapev_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 SEC("raw_tp/sched_process_exec")
 int mapev_exec(void *ctx)
 {
-	struct cap_scratch_slot *slot;
 	struct mapev_rec *r;
 
 	if (!mapev_enabled || !MAPEV_TRACED((__u32)(bpf_get_current_pid_tgid() >> 32)))
 		return 0;
-	r = mapev_begin(&slot);
+	r = mapev_begin();
 	if (!r)
 		return 0;
 	r->op = MAPEV_EXEC;
-	mapev_end(ctx, r, slot);
+	mapev_end(ctx, r);
 	return 0;
 }
 
