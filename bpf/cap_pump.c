@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <time.h>
 #include <unistd.h>
 #include "cap_pump.h"
 #include "rec_queue.h"
@@ -224,20 +225,23 @@ size_t cap_pump_process(struct cap_pump *p, dwunw_cap_record_fn fn, void *ctx, s
 	return process(p, fn, ctx, max, UINT64_MAX);
 }
 
-size_t cap_pump_sync(struct cap_pump *p, dwunw_cap_record_fn fn, void *ctx)
+int cap_pump_sync(struct cap_pump *p, dwunw_cap_record_fn fn, void *ctx, int timeout_ms)
 {
+	struct timespec t0, t;
 	uint64_t req;
-	size_t n = 0;
 
 	if (p->in_process || !p->started)
 		return 0;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
 	req = __atomic_add_fetch(&p->fence_req, 1, __ATOMIC_ACQ_REL);
 	kick(p->wake_fd);
 	while (__atomic_load_n(&p->fence_done, __ATOMIC_ACQUIRE) < req) {
 		/* make room meanwhile: a full queue holds the pass back */
 		size_t k = process(p, fn, ctx, 4096, rq_pushed(&p->q));
 
-		n += k;
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		if ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 > timeout_ms)
+			return -ETIMEDOUT;
 		if (!k) {
 			struct pollfd f = { .fd = p->ready_fd, .events = POLLIN };
 
@@ -245,7 +249,8 @@ size_t cap_pump_sync(struct cap_pump *p, dwunw_cap_record_fn fn, void *ctx)
 				unkick(p->ready_fd);
 		}
 	}
-	return n + process(p, fn, ctx, SIZE_MAX, __atomic_load_n(&p->fence_pushed, __ATOMIC_RELAXED));
+	process(p, fn, ctx, SIZE_MAX, __atomic_load_n(&p->fence_pushed, __ATOMIC_RELAXED));
+	return 0;
 }
 
 uint64_t cap_pump_dropped(struct cap_pump *p)

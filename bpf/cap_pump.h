@@ -10,7 +10,7 @@
  *   r = dwunw_cap_reader_new(obj, perfbuf, perf_bytes, cap_pump_record, p);
  *   cap_pump_start(p, r);
  *   loop (one consumer thread): cap_pump_wait(p, ms); cap_pump_process(p, fn, ctx, limit);
- *   report: cap_pump_sync(p, fn, ctx)   (every record submitted before the call is processed)
+ *   report: cap_pump_sync(p, fn, ctx, ms)   (every record submitted before the call is processed)
  *   cap_pump_free(p); dwunw_cap_reader_free(r);
  *
  * Records that arrive when they cannot fit at all (perf buffer: one more per CPU after the queue
@@ -44,9 +44,11 @@ size_t cap_pump_process(struct cap_pump *p, dwunw_cap_record_fn fn, void *ctx, s
 /*
  * Consumer: make the drain thread read the buffers once more (everything the producers submitted
  * before this call goes into the queue, or stays in the buffers while the queue is full), then
- * process the queue up to there. Returns the records processed.
+ * process the queue up to there. 0, or -ETIMEDOUT when the drain thread could not finish such a
+ * pass within timeout_ms (producers faster than the consumer: the queue never had room for all
+ * the buffers held); what was queued meanwhile is processed either way.
  */
-size_t cap_pump_sync(struct cap_pump *p, dwunw_cap_record_fn fn, void *ctx);
+int cap_pump_sync(struct cap_pump *p, dwunw_cap_record_fn fn, void *ctx, int timeout_ms);
 
 /* Records dropped because they did not fit in the queue. */
 uint64_t cap_pump_dropped(struct cap_pump *p);

@@ -5,6 +5,7 @@
 #include <string.h>
 #include "frames_kwalk.h"
 #include "intern.h"
+#include "kwalk_track.h"
 
 #ifdef HAVE_DWUNW
 struct kw_fill {
@@ -42,7 +43,8 @@ int64_t frames_from_kwalk(const void *data, size_t size, uint32_t skip, uint64_t
 	uint32_t n;
 	int rc;
 
-	if (size < head || ev->h.kind != KW_KIND_EVENT || ev->nframes > KW_MAX_FRAMES) {
+	if (size < offsetof(struct kw_event, pcs) || ev->h.kind != KW_KIND_EVENT ||
+	    ev->nframes > KW_MAX_FRAMES || (size < head && !(ev->flags & KW_EV_NOTICE))) {
 		seen->bad++;
 		return FRAMES_BAD;
 	}
@@ -53,6 +55,10 @@ int64_t frames_from_kwalk(const void *data, size_t size, uint32_t skip, uint64_t
 		seen->status[ev->status]++;
 	if (space == FRAMES_SPACE_PID)
 		space = ev->pid;
+	if (ev->flags & KW_EV_NOTICE) {
+		seen->snapshot++;
+		return FRAMES_NOTICE;
+	}
 	if (!KW_ST_COMPLETE(ev->status)) {
 		const struct cap_record *rec;
 

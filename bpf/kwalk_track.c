@@ -10,9 +10,20 @@
 #include "kwalk_user.h"
 #include "tool_util.h"
 
+static const char *const progs[2] = { "kw_mmap_enter", "kw_mmap_exit" };
+
+void kw_track_autoload(struct bpf_object *obj, bool on)
+{
+	for (int i = 0; i < 2; i++) {
+		struct bpf_program *p = bpf_object__find_program_by_name(obj, progs[i]);
+
+		if (p)
+			bpf_program__set_autoload(p, on);
+	}
+}
+
 int kw_track_attach(struct kw_track *t, struct bpf_object *obj)
 {
-	static const char *const progs[2] = { "kw_mmap_enter", "kw_mmap_exit" };
 
 	for (int i = 0; i < 2; i++) {
 		struct bpf_program *p = bpf_object__find_program_by_name(obj, progs[i]);
@@ -36,19 +47,67 @@ void kw_track_detach(struct kw_track *t)
 	}
 }
 
-void kw_track_reload(struct kw_track *t, uint32_t pid, bool force)
+static size_t slot_of(struct kw_track *t, uint32_t pid)
 {
 	size_t i = hash64(0, pid) & (KW_TRACK_SLOTS - 1);
-	uint64_t now = mono_ns();
 
-	if (!t->l || (!force && t->tried[i].pid == pid + 1 && now - t->tried[i].ns < 50000000ull))
+	if (t->tried[i].pid != pid + 1) { /* a new process (or a collision: it starts over) */
+		t->tried[i].pid = pid + 1;
+		t->tried[i].fallbacks = 0;
+		t->tried[i].loaded = false;
+		t->tried[i].ns = 0;
+	}
+	return i;
+}
+
+void kw_track_reload(struct kw_track *t, uint32_t pid, bool force)
+{
+	uint64_t now;
+	size_t i;
+
+	if (!t->l)
 		return;
-	t->tried[i].pid = pid + 1;
+	i = slot_of(t, pid);
+	now = mono_ns();
+	if (!force) {
+		if (++t->tried[i].fallbacks < t->threshold) {
+			t->deferred++;
+			return;
+		}
+		if (t->tried[i].ns && now - t->tried[i].ns < 50000000ull)
+			return;
+	}
+	/* a token bucket of loading time: load_ns_per_s refilled per second, at most one second's
+	 * worth banked; a long load (a large module's table) leaves a debt the next ones wait out */
+	if (t->load_ns_per_s) {
+		int64_t tok = t->tokens + (int64_t)((now - t->last_refill) / 1000000000.0 * (double)t->load_ns_per_s);
+
+		t->last_refill = now;
+		t->tokens = tok > (int64_t)t->load_ns_per_s ? (int64_t)t->load_ns_per_s : tok;
+		if (t->tokens <= 0) {
+			t->deferred++; /* no loading time left: the snapshot path meanwhile */
+			return;
+		}
+	}
 	t->tried[i].ns = now;
 	t->loads++;
+	t->tried[i].loaded = kw_load_pid(t->l, (int)pid) == 0;
+	t->tokens -= (int64_t)(mono_ns() - now);
 	/* the snapshot path's maps too: the fallback of the next sample may be in the new module */
-	if (kw_load_pid(t->l, (int)pid) == 0 && dctx_ok)
+	if (t->tried[i].loaded && dctx_ok)
 		dwunw_maps_refresh(&dctx, (int32_t)pid);
+}
+
+void kw_track_forget(struct kw_track *t, uint32_t pid)
+{
+	size_t i;
+
+	if (!t->l)
+		return;
+	i = slot_of(t, pid);
+	t->tried[i].loaded = false;
+	t->tried[i].fallbacks = 0;
+	kw_forget_pid(t->l, (int)pid);
 }
 
 int kw_track_record(struct kw_track *t, const void *data, size_t size)
@@ -64,10 +123,12 @@ int kw_track_record(struct kw_track *t, const void *data, size_t size)
 		return 1;
 	if (r.h.kind == KW_KIND_MMAP) {
 		t->mmaps++;
-		kw_track_reload(t, r.pid, true);
+		/* a new module of a loaded process (or of a target): in before its samples */
+		if (t->threshold <= 1 || t->tried[slot_of(t, r.pid)].loaded)
+			kw_track_reload(t, r.pid, true);
 	} else {
 		t->exits++;
-		kw_forget_pid(t->l, (int)r.pid);
+		kw_track_forget(t, r.pid);
 	}
 	return 1;
 }

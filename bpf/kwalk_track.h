@@ -3,7 +3,8 @@
  * Process tracking for a tool's --unwind=kernel (kwalk_track.bpf.h -> kwalk_track_user.h): the
  * records that tell user space a process mapped a file executable or exited, so the walker's
  * tables are loaded as mappings appear (not only after a sample fell back) and dropped with the
- * process. Shared by the BPF side and user space.
+ * process; and the flag of kwalk_hybrid.bpf.h's stop notices. Shared by the BPF side and user
+ * space.
  */
 #ifndef DWUNW_KWALK_TRACK_H
 #define DWUNW_KWALK_TRACK_H
@@ -14,6 +15,12 @@ enum kw_track_kind {
 	KW_KIND_MMAP = CAP_KIND_TOOL + 16, /* a file mapped executable (its table may be new) */
 	KW_KIND_EXIT,                      /* the process exited (its mappings go) */
 };
+
+/*
+ * struct kw_event.flags of a stop notice (kwalk_hybrid.bpf.h): the event up to its pcs only
+ * (status, where it stopped); the sample itself follows as the tool's dwarf-mode snapshot.
+ */
+#define KW_EV_NOTICE 0x100
 
 struct kw_track_rec {
 	struct cap_rec_hdr h;

@@ -14,7 +14,7 @@
  * id as cookie and the frame-pointer stack id as aux; the return probe records the
  * allocation under that event id. User space unwinds the snapshot with libdwunw.
  * kernel mode (x86_64, arm64): as dwarf mode, but the entry probe walks the stack itself
- * (kwalk.bpf.h) and sends the snapshot only when the walk stops short.
+ * (kwalk.bpf.h) and sends the snapshot only when the walk stops short (kwalk_hybrid.bpf.h).
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -26,6 +26,7 @@
 #if defined(__TARGET_ARCH_x86) || defined(__TARGET_ARCH_arm64)
 #define ML_HAVE_KWALK 1
 #include "kwalk.bpf.h"
+#include "kwalk_hybrid.bpf.h"
 #endif
 
 char LICENSE[] SEC("license") = "GPL";
@@ -205,7 +206,7 @@ static __always_inline int alloc_enter(struct pt_regs *ctx, __u64 size, __u64 ar
 		cookie = __sync_fetch_and_add(&next_event_id, 1);
 		if (dwarf_fp_ids)
 			fpid = bpf_get_stackid(ctx, &stack_traces, BPF_F_USER_STACK);
-		if (KW_EMIT(ctx, ctx, 0, ML_KW_WINDOW, cookie, fpid) < 0)
+		if (kw_hybrid(ctx, ctx, cookie, fpid, t))
 			flags |= ML_P_LOST;
 	}
 #endif

@@ -96,7 +96,6 @@ static struct env {
 	uint64_t expected_rate; /* allocator calls/s: sizes the ring buffer */
 	bool probe_at_entry;    /* no cheap probe places */
 	bool no_multi;          /* one link per probe even where multi-uprobe links exist */
-	bool stack_size_set;
 	uint64_t table_budget;  /* --table-budget (bytes; 0: the walker's default) */
 } env = {
 	.older_ms = 500,
@@ -200,7 +199,7 @@ static void usage(FILE *f)
 "                            the BPF program, a walk that stops short falling back to\n"
 "                            the dwarf path for that allocation (x86_64, arm64)\n"
 "      --stack-size=BYTES    stack window copied per allocation (16384, max 65536;\n"
-"                            kernel: 16384, the fallback's window)\n"
+"                            kernel: per fallback)\n"
 "      --table-budget=MIB    --unwind=kernel: memory for the tables' maps (64)\n"
 "      --folded              folded stacks for flamegraph.pl: root;...;leaf WEIGHT, one\n"
 "                            line per distinct stack (identical lines merged, weights\n"
@@ -316,7 +315,6 @@ static void parse_args(int argc, char **argv)
 			if (v < 64 || v > CAP_MAX_STACK)
 				usage_error("--stack-size: %s out of range (64 .. %d)", optarg, CAP_MAX_STACK);
 			env.stack_size = (uint32_t)(v & ~7ull);
-			env.stack_size_set = true;
 			break;
 		}
 		case OPT_TABLE_BUDGET:
@@ -377,10 +375,6 @@ static void parse_args(int argc, char **argv)
 	if (env.unwind == ML_UNWIND_KERNEL) {
 		if (env.perfbuf)
 			usage_error("--unwind=kernel sends its events on the ring buffer: drop --perf-buffer");
-		if (env.stack_size_set && env.stack_size != ML_KW_WINDOW)
-			usage_error("--unwind=kernel: the fallback's stack window is fixed at %d bytes",
-				    ML_KW_WINDOW);
-		env.stack_size = ML_KW_WINDOW;
 	} else if (env.table_budget) {
 		usage_error("--table-budget is for --unwind=kernel");
 	}
@@ -484,15 +478,18 @@ static void on_kwalk(const void *data, size_t size)
 	/* frame 0 (the allocator) is not shown */
 	int64_t idx = frames_from_kwalk(data, size, 1, pid, &stats, &kws, &ki);
 
-	if (idx == FRAMES_BAD) {
-		stack_pid = 0;
-		return;
-	}
-	if (idx == FRAMES_FALLBACK)
-		idx = fp_stack(ki.aux, 0, false);
 	stack_pid = 0;
+	if (idx == FRAMES_BAD)
+		return;
 	if (kw_wants_reload(ki.status))
 		kw_track_reload(&kwt, ki.pid, false);
+	if (idx == FRAMES_NOTICE)
+		return; /* the walk stopped short: the snapshot record that follows has the stack */
+	if (idx == FRAMES_FALLBACK) {
+		stack_pid = pid;
+		idx = fp_stack(ki.aux, 0, false);
+		stack_pid = 0;
+	}
 	ml_ev_put(ki.cookie, (uint32_t)idx);
 }
 #endif
@@ -629,12 +626,25 @@ static void take_dropped(void)
 	free(ids);
 }
 
-/* Process every record the producers submitted until now (the report needs them all). */
+/*
+ * Process every record the producers submitted until now (the report needs them all). Producers
+ * faster than the unwinding for seconds: this report goes on without the records still in the
+ * buffers (their allocations under "[stack unknown: record not received]"), rather than wait.
+ */
+#define SYNC_TIMEOUT_MS 5000
+static bool sync_gave_up;      /* in this report */
+
 static void drain(void)
 {
 	if (!pump)
 		return;
-	cap_pump_sync(pump, on_record, NULL);
+	if (sync_gave_up) {
+		cap_pump_process(pump, on_record, NULL, 65536);
+	} else if (cap_pump_sync(pump, on_record, NULL, SYNC_TIMEOUT_MS) < 0) {
+		sync_gave_up = true;
+		fprintf(stderr, "memleak: the unwinding is behind the records by more than %d s: this "
+			"report does without the records still in the buffers\n", SYNC_TIMEOUT_MS / 1000);
+	}
 	take_dropped();
 }
 
@@ -990,6 +1000,7 @@ static void report(void)
 		st.v[k].first_alloc = -1;
 	}
 	slot_gen++;
+	sync_gave_up = false;
 
 	if (env.combined && env.unwind == ML_UNWIND_FP) {
 		/* the per-stack aggregate kept in BPF, iterated from the first key */
@@ -1492,6 +1503,30 @@ static void attach_all(const char *path, pid_t pid)
 	links[nlinks++] = l;
 }
 
+#ifdef HAVE_DWUNW
+/*
+ * Every stack runs through the allocator's object: build its unwind table and read its symbols
+ * (glibc's debug file included) before the probes fire. Done on the first record instead, that
+ * takes 0.1-2 s on a loaded machine, while records pile up faster than the buffers hold them.
+ */
+static void warm_module(const char *path)
+{
+	struct dwunw_table_info ti;
+	struct dwunw_symbol sym;
+	struct dwunw_module *m;
+	uint64_t t0 = mono_ns();
+
+	if (dwunw_module_open(&dctx, path, &m))
+		return;
+	dwunw_table_info(&dctx, m, &ti);
+	dwunw_symbolize(&dctx, m, 0, &sym);
+	dwunw_module_put(&dctx, m); /* stays in the module cache */
+	if (env.verbose)
+		fprintf(stderr, "memleak: %s unwind table and symbols ready in %.0f ms\n", path,
+			(double)(mono_ns() - t0) / 1e6);
+}
+#endif
+
 /* -c COMMAND, -- PROG ARGS: the command, started stopped before exec (target.c). */
 static struct target cmd;
 
@@ -1696,6 +1731,7 @@ int main(int argc, char **argv)
 
 	if (!err && env.unwind == ML_UNWIND_KERNEL)
 		err = kw_size_maps(skel->obj, &kwo);
+	kw_track_autoload(skel->obj, env.unwind == ML_UNWIND_KERNEL);
 #endif
 	if (err)
 		die("cannot size the maps: %s", strerror(-err));
@@ -1728,6 +1764,13 @@ int main(int argc, char **argv)
 				"allocation\n", strerror(-err));
 	}
 #endif
+#ifdef HAVE_DWUNW
+	err = frames_init(64, 0);
+	if (err)
+		die("libdwunw: %s", dwunw_strerror(err));
+	if (env.unwind == ML_UNWIND_DWARF)
+		warm_module(obj_path);
+#endif
 	/* uprobes are per file: following a tree, every process is probed and the BPF side filters */
 	attach_all(obj_path, following ? -1 : target_pid);
 	if (following) {
@@ -1749,11 +1792,7 @@ int main(int argc, char **argv)
 	if (err)
 		die("cannot start the drain thread: %s", strerror(-err));
 
-#ifdef HAVE_DWUNW
-	err = frames_init(64, 0);
-	if (err)
-		die("libdwunw: %s", dwunw_strerror(err));
-#else
+#ifndef HAVE_DWUNW
 	syms = syms_proc_new(target_pid);
 #endif
 	fpc.n = 1u << 15;

@@ -13,12 +13,9 @@
 enum ml_unwind {
 	ML_UNWIND_FP = 0,    /* bpf_get_stackid() at the return probe, as upstream */
 	ML_UNWIND_DWARF = 1, /* snapshot at the entry probe, unwound by libdwunw */
-	ML_UNWIND_KERNEL = 2, /* walked at the entry probe in BPF (kwalk.bpf.h), the snapshot carried
-	                       * along when the walk stops short; keyed as dwarf mode's */
+	ML_UNWIND_KERNEL = 2, /* walked at the entry probe in BPF (kwalk.bpf.h); a walk that stops
+	                       * short sends a stop notice, then the snapshot; keyed as dwarf mode's */
 };
-
-/* --unwind=kernel: the stack window of a fallback snapshot (a constant of the BPF program) */
-#define ML_KW_WINDOW 16384
 
 /* Allocator functions (the pending entry's kind). */
 enum ml_fn {

@@ -6,7 +6,7 @@
  * (capture.bpf.h) unwound by libdwunw in user space, with the frame-pointer stack id as
  * fallback; --unwind=fp: bpf_get_stackid(BPF_F_USER_STACK) only; --unwind=kernel: the user
  * stack walked here from the tables in the kwalk maps (kwalk.bpf.h), the event carrying the
- * dwarf-mode snapshot when the walk stops short (the hybrid). Every sample becomes one record;
+ * dwarf-mode snapshot after a stop notice when the walk stops short (kwalk_hybrid.bpf.h). Every sample becomes one record;
  * counting is done in user space (nothing is aggregated or lost silently here).
  */
 #include "vmlinux.h"
@@ -15,6 +15,7 @@
 #include <bpf/bpf_core_read.h>
 #include "capture.bpf.h"
 #include "kwalk.bpf.h"
+#include "kwalk_hybrid.bpf.h"
 #include "profile.h"
 
 char LICENSE[] SEC("license") = "GPL";
@@ -120,9 +121,9 @@ int sample(struct bpf_perf_event_data *ctx)
 	}
 	if (want_user && has_user && unwind_mode == PR_UNWIND_KERNEL) {
 		struct pt_regs *uregs = (struct pt_regs *)bpf_task_pt_regs(task);
+		struct cap_thread *t = cap_thread_get(tid, 1);
 
-		if (KW_EMIT(ctx, uregs, 0, PR_KW_WINDOW, PR_COOKIE(kid, bpf_get_smp_processor_id()),
-			    uid) >= 0)
+		if (kw_hybrid(ctx, uregs, PR_COOKIE(kid, bpf_get_smp_processor_id()), uid, t) == 0)
 			return 0;
 		pr_count(PR_CNT_SNAP_LOST);
 		r.flags |= PR_S_LOST_SNAP;

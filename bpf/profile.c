@@ -246,10 +246,12 @@ static void on_kwalk(const void *data, size_t size)
 
 	if (uidx == FRAMES_BAD)
 		return;
-	if (uidx == FRAMES_FALLBACK)
-		uidx = user_fp_stack(ki.pid, (int32_t)ki.aux);
 	if (kw_wants_reload(ki.status))
 		kw_track_reload(&kwt, ki.pid, false);
+	if (uidx == FRAMES_NOTICE)
+		return; /* the walk stopped short: the sample is the snapshot record that follows */
+	if (uidx == FRAMES_FALLBACK)
+		uidx = user_fp_stack(ki.pid, (int32_t)ki.aux);
 	count_sample(ki.pid, ki.tid, kernel_stack(PR_COOKIE_KSTACK(ki.cookie)), uidx);
 }
 #endif
@@ -301,8 +303,9 @@ static int on_record(void *ctx, const void *data, size_t size)
 		on_exec(r.pid);
 #ifdef HAVE_KWALK
 		if (kwt.l && kw_selected(r.pid)) {
-			kw_forget_pid(kwt.l, (int)r.pid);
-			kw_track_reload(&kwt, r.pid, true);
+			kw_track_forget(&kwt, r.pid);
+			if (opts.npids) /* a target: its new program's tables at once */
+				kw_track_reload(&kwt, r.pid, true);
 		}
 	} else if (h->kind == KW_KIND_EVENT) {
 		on_kwalk(data, size);
@@ -469,6 +472,7 @@ int main(int argc, char **argv)
 
 	if (!err && opts.unwind == PR_UNWIND_KERNEL && opts.user)
 		err = kw_size_maps(skel->obj, &kwo);
+	kw_track_autoload(skel->obj, opts.unwind == PR_UNWIND_KERNEL && opts.user);
 #endif
 	if (err)
 		die("cannot size the maps: %s", strerror(-err));
@@ -482,6 +486,9 @@ int main(int argc, char **argv)
 		if (!kwt.l)
 			die("cannot set up the in-kernel walker's tables: %s", strerror(errno));
 		kwt.selected = kw_selected;
+		/* the whole system: a process earns its tables with a few samples (kwalk_track_user.h) */
+		kwt.threshold = opts.npids ? 1 : 16;
+		kwt.load_ns_per_s = opts.npids ? 0 : 200000000ull; /* at most 20 % of the consumer */
 		if (opts.command)
 			kw_preload_command(kwt.l, opts.command[0]);
 	}
@@ -582,6 +589,7 @@ int main(int argc, char **argv)
 		prs.kw_loads = kwt.loads;
 		prs.kw_mmaps = kwt.mmaps;
 		prs.kw_exits = kwt.exits;
+		prs.kw_deferred = kwt.deferred;
 		prs.kw_mmaps_lost = tc[KW_TC_LOST];
 	}
 #endif

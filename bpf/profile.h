@@ -13,11 +13,8 @@ enum pr_unwind {
 	PR_UNWIND_FP = 0,    /* bpf_get_stackid(BPF_F_USER_STACK), as libbpf-tools profile */
 	PR_UNWIND_DWARF = 1, /* registers + stack window, unwound by libdwunw in user space */
 	PR_UNWIND_KERNEL = 2, /* walked in the BPF program (kwalk.bpf.h); a walk that stops short
-	                       * carries the dwarf-mode snapshot in the same event */
+	                       * sends a stop notice, then the dwarf-mode snapshot */
 };
-
-/* --unwind=kernel: the stack window of a fallback snapshot (a constant of the BPF program) */
-#define PR_KW_WINDOW 16384
 
 /*
  * Stack ids carried by each sample: >= 0 an id in stack_traces, < 0 a negative errno from

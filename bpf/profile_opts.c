@@ -82,7 +82,7 @@ static void usage(FILE *f)
 "                             the BPF program (a walk that stops short falls back to the\n"
 "                             dwarf path for that sample; its tables load for the next)\n"
 "      --stack-size=BYTES     stack window copied per sample (16384, max 65536; kernel:\n"
-"                             16384, the fallback's window)\n"
+"                             per fallback)\n"
 "      --table-budget=MIB     --unwind=kernel: memory for the tables' maps (64)\n"
 "      --json                 NDJSON: one line per stack, then a summary line\n"
 "      --perf-buffer          perf buffer instead of the ring buffer\n"
@@ -227,7 +227,6 @@ void pr_parse_args(int argc, char **argv)
 			if (v < 64 || v > CAP_MAX_STACK)
 				die("--stack-size %s: out of range (64 .. %d)", optarg, CAP_MAX_STACK);
 			opts.stack_size = (uint32_t)(v & ~7ull);
-			opts.stack_size_set = true;
 			break;
 		}
 		case OPT_TABLE_BUDGET: {
@@ -280,9 +279,6 @@ void pr_parse_args(int argc, char **argv)
 #endif
 		if (opts.perfbuf)
 			die("--unwind=kernel sends its events on the ring buffer: drop --perf-buffer");
-		if (opts.stack_size_set && opts.stack_size != PR_KW_WINDOW)
-			die("--unwind=kernel: the fallback's stack window is fixed at %d bytes", PR_KW_WINDOW);
-		opts.stack_size = PR_KW_WINDOW;
 	} else if (opts.table_budget) {
 		die("--table-budget is for --unwind=kernel");
 	}

@@ -33,7 +33,6 @@ struct pr_opts {
 	size_t max_stacks;     /* --max-stacks */
 	size_t max_keys;       /* --max-keys */
 	uint64_t table_budget; /* --table-budget (bytes; 0: the walker's default) */
-	bool stack_size_set;   /* --stack-size given */
 	char **command;        /* -- COMMAND ARGS... (NULL-terminated), or NULL */
 };
 

@@ -443,9 +443,9 @@ void pr_report(void)
 					c = true;
 				}
 			printf("},\"table_loads\":%" PRIu64 ",\"mmaps\":%" PRIu64 ",\"mmaps_lost\":%" PRIu64
-			       ",\"exits\":%" PRIu64 ",\"map_bytes\":%" PRIu64 ",\"table_bytes\":%" PRIu64
+			       ",\"exits\":%" PRIu64 ",\"loads_deferred\":%" PRIu64 ",\"map_bytes\":%" PRIu64 ",\"table_bytes\":%" PRIu64
 			       ",\"modules\":%" PRIu64 ",\"evictions\":%" PRIu64 "}",
-			       prs.kw_loads, prs.kw_mmaps, prs.kw_mmaps_lost, prs.kw_exits,
+			       prs.kw_loads, prs.kw_mmaps, prs.kw_mmaps_lost, prs.kw_exits, prs.kw_deferred,
 			       prs.kw_map_bytes, prs.kw_table_bytes, prs.kw_modules, prs.kw_evictions);
 		}
 		printf("}}\n");

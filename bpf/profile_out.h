@@ -27,6 +27,7 @@ struct pr_stats {
 	/* --unwind=kernel */
 	struct kwalk_seen kw;   /* walker events: from the walker / fallen back, by stop reason */
 	uint64_t kw_loads, kw_mmaps, kw_exits; /* table (re)loads; mmap and exit records seen */
+	uint64_t kw_deferred;   /* fallbacks of processes not (yet) worth loading (-a) */
 	uint64_t kw_map_bytes, kw_table_bytes, kw_modules, kw_evictions, kw_mmaps_lost;
 };
 

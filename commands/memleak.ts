@@ -109,10 +109,11 @@ export function colorLine(c: ChalkInstance, line: string): string {
   if (/^\[\d+:\d+:\d+\] Top \d+ stacks with outstanding allocations:$/.test(line)) return c.bold.underline(line);
   if (/^Attaching to pid \d+, Ctrl\+C to quit\.$/.test(line)) return c.dim(line);
   if (/^\taddr = 0x[0-9a-f]+ size = \d+$/.test(line)) return c.dim(line);
-  if ((m = /^dwarf: (\d+) stacks, (\d+) complete, (\d+) stopped early(.*)$/.exec(line))) {
-    const ok = m[1] === m[2];
-    return c.dim('dwarf: ') + (ok ? c.green : c.red)(line.slice('dwarf: '.length));
+  if ((m = /^(dwarf|kernel): (\d+) stacks, (\d+) complete, (\d+) stopped early(.*)$/.exec(line))) {
+    const ok = m[2] === m[3];
+    return c.dim(`${m[1]}: `) + (ok ? c.green : c.red)(line.slice(m[1]!.length + 2));
   }
+  if (/^kernel walker: \d+ events, /.test(line)) return c.dim(line);
   if (/^lost \d+ records|^\d+ (allocations|stacks) not (tracked|stored|aggregated)/.test(line)) return c.red(line);
   if (/^\[\d+\] \w+: (alloc exited|free entered)/.test(line)) return c.dim(line);
   return line;

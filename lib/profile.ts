@@ -86,6 +86,8 @@ export interface KernelWalk {
   mmaps: number;
   mmaps_lost: number;
   exits: number;
+  /** profile -a: fallbacks of processes not (yet) sampled enough to load their tables */
+  loads_deferred?: number;
   map_bytes: number;
   table_bytes: number;
   modules: number;

@@ -72,7 +72,7 @@ t.test('--help is memleak\'s help, plus --demo', async (tt) => {
 t.test('arguments go to memleak untouched; its errors and exit status', async (tt) => {
   const r = await dwunw(['--unwind=bogus', '-p', '1']).done;
   tt.equal(r.status, 2, 'exit status 2 (usage)');
-  tt.same(r.stderr.split('\n').filter(Boolean), ['memleak: --unwind: expected dwarf or fp, got bogus (see dwunw memleak --help)'], 'memleak\'s one-line error');
+  tt.same(r.stderr.split('\n').filter(Boolean), ['memleak: --unwind: expected dwarf, fp or kernel, got bogus (see dwunw memleak --help)'], 'memleak\'s one-line error');
   const z = await dwunw(['-p', '1', '-z', '10', '-Z', '0x5']).done;
   tt.same(z.stderr.split('\n').filter(Boolean), ['memleak: min size (10) is larger than max size (5) (see dwunw memleak --help)'], 'values as given (0x5 is not parsed by dwunw)');
   const d = await dwunw(['--demo', '--rounds', '0']).done;
@@ -98,6 +98,8 @@ t.test('colorLine: colors text report lines, leaves others alone', async (tt) =>
     '\t7 [<000055998ca2fc6e>] main+0x1e [/work/main/fixtures/x86_64/build/leaky] [live]',
     'frames marked [live] rests on stack memory read from the process after the event (it may have changed since); [fp] found by frame pointers (no CFI there)',
     'lost 3 records (ring buffer full)',
+    'kernel: 17 stacks, 17 complete, 0 stopped early, 0 read beyond the window; 90 records, 41.4 us/unwind, 0 patched',
+    'kernel walker: 186 events, 48.4% fell back to the snapshot (no-proc 90); tables 0.1 MiB of 10.4 MiB of maps, 4 modules',
   ];
   for (const l of lines) {
     const o = colorLine(c, l);

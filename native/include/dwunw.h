@@ -365,6 +365,29 @@ int dwunw_table_row(struct dwunw_ctx *ctx, struct dwunw_module *mod, uint64_t in
 /* The row covering a module address: its index, or DWUNW_ERR_NO_DWARF. */
 int64_t dwunw_table_lookup(struct dwunw_ctx *ctx, struct dwunw_module *mod, uint64_t addr);
 
+/*
+ * Rows [*row, ...) of the module's table rendered in bulk, as whole lines into buf: one call per
+ * buffer instead of one per row. DWUNW_DUMP_TEXT: readelf --debug-dump=frames-interp's columns
+ * (the header line first when *row is 0; DWUNW_DUMP_COLOR adds ANSI colours); DWUNW_DUMP_JSON:
+ * {"pc","cfa","regs"} objects, each preceded by "\n" (row 0) or ",\n". *row advances past the
+ * rows written. Returns the bytes written (0 once *row is past the last row), or DWUNW_ERR_*
+ * (DWUNW_ERR_INVALID_ARG when buf cannot hold the next line).
+ */
+#define DWUNW_DUMP_TEXT  0u
+#define DWUNW_DUMP_JSON  1u
+#define DWUNW_DUMP_COLOR 2u
+int64_t dwunw_table_dump(struct dwunw_ctx *ctx, struct dwunw_module *mod, uint32_t format,
+			 uint64_t *row, char *buf, uint64_t len);
+
+/* Memory a module holds, by kind (what is built or read so far). */
+struct dwunw_module_memory {
+	uint64_t table;             /* the compiled table: rows, rules, index, look-up cache */
+	uint64_t symbols;           /* the symbol index (and its debug files' sections) */
+	uint64_t elf;               /* file bytes read: headers, CFI, symbol and string tables */
+	uint64_t file_size;         /* the file's size, for comparison */
+};
+int dwunw_module_memory(struct dwunw_ctx *ctx, struct dwunw_module *mod, struct dwunw_module_memory *out);
+
 /* ---- Process maps ------------------------------------------------------------------------- */
 
 /*

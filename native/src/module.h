@@ -70,6 +70,16 @@ struct dwunw_ctx_impl {
 	uint32_t nprocs;
 	uint64_t proc_seq;
 	struct dw_image *images;    /* vDSO images read from processes, deduplicated */
+	/* The places (unwind.c) of a recent capture: the next capture of the same process starts
+	 * with them instead of looking its modules up. Whoever sets memo_busy owns the fields below
+	 * until it clears it; a capture that finds it set does without (no waiting). No reference
+	 * is kept: a module is taken again only if its slot still holds the same load. */
+	_Atomic uint32_t memo_busy;
+	uint32_t memo_n;
+	const struct dw_proc *memo_proc;
+	uint64_t memo_proc_seq;     /* loaded_seq of memo_proc: the same maps */
+	uint32_t memo_gen[2];
+	uint64_t memo_place[2][16];
 };
 
 struct dwunw_ctx_impl *dw_ctx(struct dwunw_ctx *ctx);

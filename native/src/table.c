@@ -147,6 +147,30 @@ static int rehash(struct builder *b)
 }
 
 /* The rule id of a state: an existing one when equal, else a new one. */
+/* A FAST rule's two slots the walk needs at every frame (return address, frame pointer), in
+ * words from the CFA: DW_RULEF_LEAN when the CFA is sp or fp based and both fit. */
+static void lean_shape(struct dw_rule *r, const struct dw_regrule *rr, uint32_t n,
+		       const struct dwunw_arch_ops *a)
+{
+	int64_t ra = 0, fp = 0;
+
+	if (r->cfa_reg != a->sp_reg && r->cfa_reg != a->fp_reg)
+		return;
+	for (uint32_t i = 0; i < n; i++) {
+		int64_t v = rr[i].val;
+		if (rr[i].reg != r->ra_reg && rr[i].reg != a->fp_reg)
+			continue;
+		if (v % a->addr_size || v / a->addr_size < INT8_MIN || v / a->addr_size > INT8_MAX || !v)
+			return;
+		*(rr[i].reg == r->ra_reg ? &ra : &fp) = v / a->addr_size;
+	}
+	if (!ra || r->ra_reg == a->fp_reg || r->span > DW_LEAN_SPAN_MAX)
+		return;
+	r->ra_slot = (int8_t)ra;
+	r->fp_slot = (int8_t)fp;
+	r->flags |= DW_RULEF_LEAN | (r->cfa_reg == a->fp_reg && r->cfa_reg != a->sp_reg ? DW_RULEF_CFA_FP : 0);
+}
+
 static int rule_id(struct builder *b, const struct dw_frame_state *st, uint32_t *out)
 {
 	struct dw_rule r = { 0 };
@@ -236,6 +260,8 @@ static int rule_id(struct builder *b, const struct dw_frame_state *st, uint32_t 
 			r.off_min = (int32_t)lo;
 			r.span = (uint32_t)(hi - lo) + (b->in->addr_size ? b->in->addr_size : 8);
 		}
+		if (r.flags & DW_RULEF_FAST)
+			lean_shape(&r, b->tmp, n, b->in->arch);
 	}
 
 	k = hash_rule(&r, b->tmp, n);

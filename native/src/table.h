@@ -26,6 +26,11 @@
 #define DW_RULEF_FAST      0x10    /* SIMPLE, RA_RULE and not SIGNAL: the whole step is slot loads */
 #define DW_RULEF_OUTERMOST 0x20    /* CFA = reg + off and every rule, the return address's too,
 				    * "undefined": the outermost frame (_start) */
+#define DW_RULEF_LEAN      0x40    /* FAST, CFA = sp or fp + off, the return address's and the frame
+				    * pointer's slots in ra_slot/fp_slot: the walk loads only those two
+				    * and restores the other registers when it needs them */
+#define DW_RULEF_CFA_FP    0x80    /* LEAN with the frame pointer as the CFA's register */
+#define DW_LEAN_SPAN_MAX   512     /* a LEAN rule's slots span at most this many bytes */
 
 /* What the step function needs for one row. 32 bytes. */
 struct dw_rule {
@@ -34,7 +39,8 @@ struct dw_rule {
 	uint8_t nregs;             /* register rules at regrules[reg_first ..] */
 	uint8_t ra_reg;            /* return-address column */
 	uint16_t cfa_reg;
-	uint16_t pad;
+	int8_t ra_slot;            /* LEAN: the return address at CFA + ra_slot words */
+	int8_t fp_slot;            /* LEAN: the frame pointer at CFA + fp_slot words, 0 = not saved */
 	int32_t cfa_off;           /* CFA_KIND_REG: offset; CFA_KIND_EXPR: index into exprs */
 	uint32_t reg_first;
 	/* Derived, not part of the key: the shape a simple rule's step needs. Its slots lie in

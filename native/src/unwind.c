@@ -40,6 +40,8 @@ struct place {
 	struct dw_map *map;
 	uint32_t fflags;           /* DWUNW_FRAME_* every frame here carries (JIT, vDSO, uprobes) */
 	int err;
+	uint8_t unused;            /* taken from the memo, no frame yet: held[hidx] has no frame */
+	uint8_t hidx;
 };
 
 #define DW_LIVE_PAGE 4096
@@ -75,6 +77,17 @@ struct walk {
 	} held[DW_HELD_MAX];
 	unsigned nheld;
 };
+
+static const struct place no_place; /* empty: len 0, no table */
+
+/* The first frame in a place taken from the memo carries its module's reference. */
+static inline void place_use(struct walk *w, const struct place *pl, uint32_t fi)
+{
+	if (DW_UNLIKELY(pl->unused)) {
+		w->held[pl->hidx].frame = fi;
+		((struct place *)pl)->unused = 0;
+	}
+}
 
 static int read_module_data(struct walk *w, uint64_t addr, void *buf, size_t len)
 {
@@ -480,7 +493,9 @@ static void place_fill(struct walk *w, struct place *pl, uint64_t lookup, uint32
 	}
 	for (unsigned i = 0; i < w->nheld; i++)
 		if (w->held[i].m == mod) {
-			dw_module_put(mod); /* already held */
+			dw_module_put(mod); /* already held (maybe by a place from the memo, no frame yet) */
+			if (w->held[i].frame > fi)
+				w->held[i].frame = fi;
 			goto found;
 		}
 	w->held[w->nheld].m = mod;
@@ -489,7 +504,10 @@ static void place_fill(struct walk *w, struct place *pl, uint64_t lookup, uint32
 found:
 	pl->mod = mod;
 	pl->bias = atomic_load_explicit(&m->bias, memory_order_relaxed);
-	if (dw_module_table(mod, &pl->table) != DWUNW_OK) {
+	/* a built table (the common case) without the call */
+	if (atomic_load_explicit(&mod->table_state, memory_order_acquire) == 1)
+		pl->table = &mod->table;
+	else if (dw_module_table(mod, &pl->table) != DWUNW_OK) {
 		pl->table = NULL;
 		return;
 	}
@@ -514,6 +532,7 @@ static __attribute__((noinline)) const struct place *frame_place(struct walk *w,
 	for (unsigned i = 0; i < DW_ARRAY_SIZE(w->places); i++)
 		if (*lookup - w->places[i].start < w->places[i].len) {
 			pl = &w->places[i];
+			place_use(w, pl, fi);
 			break;
 		}
 	if (!pl) {
@@ -681,10 +700,11 @@ static inline uint64_t word_at(const uint8_t *p, unsigned asz)
 
 /* What walk_fast needs of the walk, in one place the register stores cannot alias. */
 struct fast_env {
+	struct walk *w;
 	const uint8_t *snap;
 	uint64_t snap_lo, snap_len;
 	uint64_t keep;             /* registers a step keeps: callee-saved and link, < nregs */
-	unsigned spr;
+	unsigned spr, fpr;         /* the frame pointer is callee-saved on every backend */
 	uint64_t (*ra_to_pc)(uint64_t ra, int ra_signed);
 	const struct place *places, *places_end; /* every recent place */
 };
@@ -692,124 +712,194 @@ struct fast_env {
 enum { FAST_MORE, FAST_END, FAST_NO_PROGRESS, FAST_DEPTH };
 
 /*
- * The common frames: a return address in one of two recent places, its rule in the look-up
- * cache, the rule a FAST one (CFA = register + offset, every other rule a slot, the return address
- * among them) whose slots lie in the snapshot. Steps in place and writes each frame's record; stops
- * (FAST_MORE) before the first frame that needs more, or at the end of the chain. Entered with a
- * known sp, after a CFI step (not exact, not a signal), nothing read beyond the snapshot.
+ * The common frames: a return address in one of two recent places (a module not seen yet in
+ * this capture gets its place here), its rule in the look-up cache, the rule a LEAN one (CFA = sp
+ * or fp + offset, every other rule a slot, the return address among them) whose slots lie in the
+ * snapshot. Writes each frame's record; stops (FAST_MORE) before the first frame that needs more,
+ * or at the end of the chain. Entered with a known sp, a snapshot of DW_LEAN_SPAN_MAX bytes or more,
+ * nothing read beyond the snapshot.
+ *
+ * Only the pc, sp and fp go from frame to frame, and `saved`, the registers some step restored:
+ * a LEAN step needs no other register. On FAST_MORE, fast_restore then sets the others and the
+ * valid mask from the frames written, as the steps would have one by one.
  */
+/* What goes from one walk_fast frame to the next (scalars once inlined). */
+struct fast_st {
+	const struct place *p, *a;
+	uint64_t pc, sp, fp;
+	uint64_t saved;            /* registers some step restored */
+	struct dwunw_frame *f;
+};
+
+/* One frame of walk_fast, `dec` known at compile time (0 only for an exact frame 0): -1 after a
+ * step, else FAST_* (FAST_MORE: this frame needs the slow path). */
+static inline __attribute__((always_inline)) int fast_frame(const struct fast_env *e, struct fast_st *st,
+							    struct dwunw_frame *frames,
+							    struct dwunw_frame *const fend, const uint64_t v0,
+							    const uintptr_t snap_base, const uint64_t dec,
+							    const unsigned asz, const int has_ra_to_pc)
+{
+	const struct place *p = st->p;
+	const uint64_t pc = st->pc, sp = st->sp, lookup = pc - dec;
+	const struct dw_rule *rule;
+	uint64_t key, ent, cfa, lo, npc;
+	const _Atomic uint64_t *slot;
+	struct dwunw_frame *f = st->f;
+	uintptr_t base;
+	unsigned fl;
+
+	/* lookup and pc (= lookup + dec) both in the place */
+	if (DW_UNLIKELY(lookup - p->start >= p->len - dec)) {
+		const struct place *t = st->a;
+		if (DW_UNLIKELY(!t->rcache || lookup - t->start >= t->len - dec)) {
+			/* a third module: the other recent places */
+			for (t = e->places; t < e->places_end; t++)
+				if (t->rcache && lookup - t->start < t->len - dec)
+					break;
+			if (t == e->places_end) {
+				/* not seen yet in this capture: its place, filled here */
+				uint64_t lk = lookup;
+				t = frame_place(e->w, &lk, pc, (uint32_t)(f - frames));
+				if (lk != lookup || lookup - t->start >= t->len - dec)
+					return FAST_MORE;
+			}
+		}
+		if (!t->rcache)
+			return FAST_MORE;
+		place_use(e->w, t, (uint32_t)(f - frames));
+		st->a = p;
+		st->p = p = t;
+	}
+	key = lookup - p->tbias + 1; /* 0 never matches: an entry's key is below 2^32 */
+	slot = &p->rcache[((key * 0x9e3779b97f4a7c15ull) >> p->rshift) & ~1ull];
+	ent = atomic_load_explicit(slot, memory_order_relaxed);
+	if (DW_UNLIKELY((ent >> 32) != key)) {
+		ent = atomic_load_explicit(slot + 1, memory_order_relaxed);
+		if ((ent >> 32) != key)
+			return FAST_MORE;
+	}
+	rule = &p->rules[(uint32_t)ent];
+	fl = rule->flags;
+	if (DW_UNLIKELY(!(fl & DW_RULEF_LEAN))) {
+		/* the last frame, as step_cfi would end it: no caller, no CFA shown (a CFA register
+		 * that is not kept by a step: left to the slow path) */
+		if ((fl & DW_RULEF_OUTERMOST) && (((v0 | st->saved) >> rule->cfa_reg) & 1)) {
+			*f++ = (struct dwunw_frame){ .pc = pc, .sp = sp, .module_addr = pc - p->bias,
+						     .module = p->mod, .how = DWUNW_HOW_CFI, .flags = p->fflags };
+			st->f = f;
+			return FAST_END;
+		}
+		return FAST_MORE;
+	}
+	if (fl & DW_RULEF_CFA_FP) {
+		if (DW_UNLIKELY(!(((v0 | st->saved) >> e->fpr) & 1)))
+			return FAST_MORE;
+		cfa = st->fp;
+	} else {
+		cfa = sp;
+	}
+	cfa += (uint64_t)(int64_t)rule->cfa_off;
+	if (asz == 4)
+		cfa = (uint32_t)cfa;
+	/* the slots [lo, lo + span) inside the snapshot (snap_len >= DW_LEAN_SPAN_MAX >= span: no
+	 * wrap; lo below the snapshot wraps to a large number) */
+	lo = cfa - e->snap_lo + (uint64_t)(int64_t)rule->off_min;
+	if (DW_UNLIKELY(lo > e->snap_len - rule->span))
+		return FAST_MORE;
+	/* the step: from here on this frame is done */
+	base = snap_base + cfa;
+	npc = word_at((const uint8_t *)(base + (intptr_t)rule->ra_slot * asz), asz);
+	if (rule->fp_slot)
+		st->fp = word_at((const uint8_t *)(base + (intptr_t)rule->fp_slot * asz), asz);
+	st->saved |= rule->step_mask;
+	if (has_ra_to_pc)
+		npc = e->ra_to_pc(npc, !!(fl & DW_RULEF_RA_SIGNED));
+	/* how and the first frame's EXACT_PC: set by the caller */
+	*f++ = (struct dwunw_frame){ .pc = pc, .sp = sp, .cfa = cfa, .module_addr = pc - p->bias,
+				     .module = p->mod, .how = DWUNW_HOW_CFI, .flags = p->fflags };
+	st->f = f;
+	st->pc = npc;
+	st->sp = cfa;
+	if (DW_UNLIKELY(npc == 0))
+		return FAST_END;
+	if (DW_UNLIKELY(cfa < sp || (cfa == sp && npc == pc)))
+		return FAST_NO_PROGRESS;
+	if (DW_UNLIKELY(f >= fend))
+		return FAST_DEPTH;
+	return -1;
+}
+
 static inline __attribute__((always_inline)) int walk_fast(const struct fast_env *e, struct state *s,
 							   const struct place **plp, const struct place **altp,
 							   struct dwunw_frame *frames, size_t *nfp, size_t cap,
-							   int exact, const unsigned asz, const int has_ra_to_pc)
+							   uint64_t *savedp, int exact, const unsigned asz,
+							   const int has_ra_to_pc)
 {
-	/* Locals: stores to the registers and frames cannot alias them. */
-	const struct place *p = *plp, *a = *altp;
-	const uint8_t *const snap = e->snap;
-	const uint64_t snap_lo = e->snap_lo, snap_len = e->snap_len, keep = e->keep;
-	const unsigned spr = e->spr;
-	uint64_t (*const ra_to_pc)(uint64_t, int) = e->ra_to_pc;
-	uint64_t valid = s->valid, pc = s->pc, dec = !exact;
-	struct dwunw_frame *f = frames + *nfp, *const fend = frames + cap;
-	int ret = FAST_MORE;
+	const unsigned spr = e->spr, fpr = e->fpr;
+	/* snapshot byte of address x: snap_base + x, formed only for x inside the snapshot */
+	const uintptr_t snap_base = (uintptr_t)e->snap - (uintptr_t)e->snap_lo;
+	/* valid on entry: registers kept by every step stay valid (sp is, always) */
+	const uint64_t v0 = (s->valid & e->keep) | (1ull << spr);
+	struct dwunw_frame *const fend = frames + cap;
+	struct fast_st st = { .p = *plp, .a = *altp, .pc = s->pc, .sp = s->regs[spr], .fp = s->regs[fpr],
+			      .saved = 0, .f = frames + *nfp };
+	int ret = -1;
 
-	for (;;) {
-		const uint64_t lookup = pc - dec, sp = s->regs[spr];
-		const struct dw_rule *rule;
-		const struct dw_regrule *rr;
-		uint64_t key, ent, cfa, rel, lo, npc;
-		const _Atomic uint64_t *slot;
-		const uint8_t *base;
+	if (exact)
+		ret = fast_frame(e, &st, frames, fend, v0, snap_base, 0, asz, has_ra_to_pc);
+	while (ret < 0)
+		ret = fast_frame(e, &st, frames, fend, v0, snap_base, 1, asz, has_ra_to_pc);
+	s->regs[spr] = st.sp;
+	s->regs[fpr] = st.fp;
+	s->pc = st.pc;
+	*savedp = st.saved;
+	*nfp = (size_t)(st.f - frames);
+	*plp = st.p;
+	*altp = st.a;
+	return ret;
+}
 
-		/* lookup and pc (= lookup + dec) both in the place */
-		if (DW_UNLIKELY(lookup - p->start >= p->len - dec)) {
-			const struct place *t = a;
-			if (DW_UNLIKELY(lookup - a->start >= a->len - dec)) {
-				/* a third module: the other recent places */
-				for (t = e->places; t < e->places_end; t++)
-					if (lookup - t->start < t->len - dec)
-						break;
-				if (t == e->places_end)
-					break;
-			}
-			if (!t->rcache)
-				break;
-			a = p;
-			p = t;
-		}
-		key = lookup - p->tbias + 1; /* 0 never matches: an entry's key is below 2^32 */
-		slot = &p->rcache[((key * 0x9e3779b97f4a7c15ull) >> p->rshift) & ~1ull];
-		ent = atomic_load_explicit(slot, memory_order_relaxed);
-		if (DW_UNLIKELY((ent >> 32) != key)) {
-			ent = atomic_load_explicit(slot + 1, memory_order_relaxed);
-			if ((ent >> 32) != key)
-				break;
-		}
-		rule = &p->rules[(uint32_t)ent];
-		if (DW_UNLIKELY(!(rule->flags & DW_RULEF_FAST) || !((valid >> rule->cfa_reg) & 1))) {
-			if ((rule->flags & DW_RULEF_OUTERMOST) && ((valid >> rule->cfa_reg) & 1)) {
-				/* the last frame, as step_cfi would end it: no caller, no CFA shown */
-				*f++ = (struct dwunw_frame){ .pc = pc, .sp = sp, .module_addr = pc - p->bias,
-							     .module = p->mod, .how = DWUNW_HOW_CFI, .flags = p->fflags };
-				ret = FAST_END;
-			}
-			break;
-		}
-		cfa = s->regs[rule->cfa_reg] + (uint64_t)(int64_t)rule->cfa_off;
-		if (asz == 4)
-			cfa = (uint32_t)cfa;
-		rel = cfa - snap_lo; /* the CFA's offset in the snapshot (no pointer outside it is formed) */
-		lo = rel + (uint64_t)(int64_t)rule->off_min;
-		if (DW_UNLIKELY(lo > snap_len || rule->span > snap_len - lo))
-			break;
-		/* the step: from here on this frame is done */
-		base = snap + rel;
-		rr = &p->regrules[rule->reg_first];
-		switch (rule->nregs) {
-		default:
-			for (unsigned i = 7; i < rule->nregs; i++)
-				s->regs[rr[i].reg] = word_at(base + rr[i].val, asz);
-			/* fall through */
-		case 7: s->regs[rr[6].reg] = word_at(base + rr[6].val, asz); /* fall through */
-		case 6: s->regs[rr[5].reg] = word_at(base + rr[5].val, asz); /* fall through */
-		case 5: s->regs[rr[4].reg] = word_at(base + rr[4].val, asz); /* fall through */
-		case 4: s->regs[rr[3].reg] = word_at(base + rr[3].val, asz); /* fall through */
-		case 3: s->regs[rr[2].reg] = word_at(base + rr[2].val, asz); /* fall through */
-		case 2: s->regs[rr[1].reg] = word_at(base + rr[1].val, asz); /* fall through */
-		case 1: s->regs[rr[0].reg] = word_at(base + rr[0].val, asz); /* fall through */
-		case 0: break;
-		}
-		s->regs[spr] = cfa;
-		valid = (valid & keep) | rule->step_mask;
-		npc = s->regs[rule->ra_reg];
-		if (has_ra_to_pc)
-			npc = ra_to_pc(npc, !!(rule->flags & DW_RULEF_RA_SIGNED));
-		/* how and the first frame's EXACT_PC: set by the caller */
-		*f++ = (struct dwunw_frame){ .pc = pc, .sp = sp, .cfa = cfa, .module_addr = pc - p->bias,
-					     .module = p->mod, .how = DWUNW_HOW_CFI, .flags = p->fflags };
-		dec = 1;
-		if (DW_UNLIKELY(npc == 0)) {
-			ret = FAST_END;
-			pc = npc;
-			break;
-		}
-		if (DW_UNLIKELY(cfa < sp || (cfa == sp && npc == pc))) {
-			ret = FAST_NO_PROGRESS;
-			pc = npc;
-			break;
-		}
-		pc = npc;
-		if (DW_UNLIKELY(f >= fend)) {
-			ret = FAST_DEPTH;
-			break;
+/* The LEAN rule a frame written by walk_fast was stepped with (the tables do not change while
+ * the frames hold their modules; the look-up is the same). */
+static const struct dw_rule *fast_rule(const struct dwunw_frame *f, int dec, const struct dw_table **t)
+{
+	if (!f->module || dw_module_table(f->module, t) != DWUNW_OK)
+		return NULL;
+	return dw_table_rule_at(*t, f->module_addr - (uint64_t)dec);
+}
+
+/*
+ * After walk_fast stepped frames[n0 .. nf) (nf > n0) and stopped before a frame that needs a
+ * slow step: the state the steps would have left. Valid: what the last step set, and what every
+ * step keeps that was valid on entry or set by a step. Values: sp, fp and the pc are there; every
+ * other register a step restored (`saved`) comes from the slot of the newest frame whose rule
+ * has it (a LEAN rule's slots lie in the snapshot).
+ */
+static __attribute__((noinline)) void fast_restore(const struct walk *w, struct state *s,
+						   const struct dwunw_frame *frames, size_t n0, size_t nf,
+						   int exact0, uint64_t keep, uint64_t saved, unsigned fpr)
+{
+	const struct dw_table *t;
+	const struct dw_rule *r = fast_rule(&frames[nf - 1], !(nf - 1 == n0 && exact0), &t);
+	uint64_t need, sp_bit = 1ull << w->arch->sp_reg;
+
+	s->valid = ((s->valid | saved) & keep) | (r ? r->step_mask : sp_bit);
+	need = s->valid & saved & ~sp_bit & ~(1ull << fpr);
+	for (size_t i = nf; i-- > n0 && need;) {
+		const struct dwunw_frame *f = &frames[i];
+
+		if (!(r = fast_rule(f, !(i == n0 && exact0), &t)))
+			continue; /* not reached: walk_fast steps only in places with a table */
+		for (uint32_t j = 0; j < r->nregs; j++) {
+			const struct dw_regrule *rr = &t->regrules[r->reg_first + j];
+			uint64_t v;
+			if (rr->reg >= 64 || !((need >> rr->reg) & 1))
+				continue;
+			if (read_word((struct walk *)w, wrap(w, f->cfa + (uint64_t)(int64_t)rr->val), &v) == DWUNW_OK)
+				s->regs[rr->reg] = v;
+			need &= ~(1ull << rr->reg);
 		}
 	}
-	s->valid = valid;
-	s->pc = pc;
-	*nfp = (size_t)(f - frames);
-	*plp = p;
-	*altp = a;
-	return ret;
 }
 
 /*
@@ -859,6 +949,58 @@ static uint32_t uprobe_flag(const struct walk *w, uint64_t opc, int exact)
 	return um && um->kind == DW_MAP_UPROBES ? DWUNW_FRAME_UPROBE_TRAMP : 0;
 }
 
+_Static_assert(sizeof(struct place) <= sizeof(((struct dwunw_ctx_impl *)0)->memo_place[0]),
+	       "a place fits the context's memo");
+
+/* The places of the context's memo, when it is free and for this process: each one whose module
+ * slot still holds the same load, with a reference (a frame takes it on first use). Returns
+ * whether the capture owns the memo. */
+static int memo_take(struct walk *w)
+{
+	struct dwunw_ctx_impl *c = w->c;
+
+	if (!w->proc || atomic_exchange_explicit(&c->memo_busy, 1, memory_order_acquire))
+		return 0;
+	if (c->memo_proc != w->proc || c->memo_proc_seq != w->proc->loaded_seq)
+		return 1;
+	for (uint32_t i = 0; i < c->memo_n; i++) {
+		struct place *pl = &w->places[w->nplaces];
+		memcpy(pl, c->memo_place[i], sizeof(*pl));
+		if (dw_module_get(pl->mod, c->memo_gen[i]) != DWUNW_OK) {
+			memset(pl, 0, sizeof(*pl));
+			continue;
+		}
+		w->held[w->nheld].m = pl->mod;
+		w->held[w->nheld].frame = UINT32_MAX; /* released at the end unless a frame uses it */
+		pl->unused = 1;
+		pl->hidx = (uint8_t)w->nheld++;
+		w->nplaces++;
+	}
+	return 1;
+}
+
+/* The memo from this capture's places (the first two with a table), then free it. */
+static void memo_give(struct walk *w)
+{
+	struct dwunw_ctx_impl *c = w->c;
+	uint32_t n = 0;
+
+	if (w->proc) {
+		for (unsigned i = 0; i < DW_ARRAY_SIZE(w->places) && n < 2; i++) {
+			const struct place *pl = &w->places[i];
+			if (!pl->rcache || !pl->mod)
+				continue;
+			memcpy(c->memo_place[n], pl, sizeof(*pl));
+			((struct place *)c->memo_place[n])->unused = 0;
+			c->memo_gen[n++] = atomic_load_explicit(&pl->mod->gen, memory_order_relaxed);
+		}
+		c->memo_proc = w->proc;
+		c->memo_proc_seq = w->proc->loaded_seq;
+	}
+	c->memo_n = n;
+	atomic_store_explicit(&c->memo_busy, 0, memory_order_release);
+}
+
 /* The frames keep one reference per module, on the first frame using it; frame 0 and each holder
  * link to the next holder, so that dwunw_module_cache_release visits only those. */
 static void hand_refs(struct walk *w, struct dwunw_frame *frames, size_t nf)
@@ -866,6 +1008,15 @@ static void hand_refs(struct walk *w, struct dwunw_frame *frames, size_t nf)
 	size_t at = 0;
 	int list = nf > 0;
 
+	/* in frame order (places from the memo get their frame when first used) */
+	for (unsigned i = 1; i < w->nheld; i++)
+		for (unsigned j = i; j > 0 && w->held[j - 1].frame > w->held[j].frame; j--) {
+			struct dwunw_module *m = w->held[j].m;
+			uint32_t fr = w->held[j].frame;
+			w->held[j] = w->held[j - 1];
+			w->held[j - 1].m = m;
+			w->held[j - 1].frame = fr;
+		}
 	for (unsigned i = 0; i < w->nheld; i++) {
 		size_t fr = w->held[i].frame;
 		if (fr >= nf) {
@@ -907,7 +1058,7 @@ DWUNW_API int dwunw_capture_sampled(struct dwunw_ctx *ctx, const struct dwunw_re
 	struct fast_env fe;
 	size_t cap, nf = 0;
 	uint32_t how = DWUNW_HOW_INITIAL;
-	int exact, entered = 0, ret = DWUNW_OK, proc_err = DWUNW_OK;
+	int exact, entered = 0, memo, ret = DWUNW_OK, proc_err = DWUNW_OK;
 	uint64_t regmask, keep, lr_bit, snap_lo, snap_len;
 	const uint8_t *snap;
 	unsigned spr, asz;
@@ -952,6 +1103,7 @@ DWUNW_API int dwunw_capture_sampled(struct dwunw_ctx *ctx, const struct dwunw_re
 		if (proc_err)
 			w.proc_ref = 0;
 	}
+	memo = memo_take(&w);
 
 	/* The walk's constants, in locals the stores to the register state cannot alias. */
 	snap = w.snap;
@@ -963,9 +1115,9 @@ DWUNW_API int dwunw_capture_sampled(struct dwunw_ctx *ctx, const struct dwunw_re
 	keep = (arch->callee_saved | lr_bit) & regmask;
 	from_regs_n(regs, cur, arch->nregs);
 	exact = !(regs->flags & DWUNW_REGS_PC_IS_RETADDR);
-	pl = alt = &w.places[0]; /* empty: the first frame looks its place up */
-	fe = (struct fast_env){ .snap = snap, .snap_lo = snap_lo, .snap_len = snap_len, .keep = keep,
-				.spr = spr, .ra_to_pc = arch->ra_to_pc,
+	pl = alt = &no_place; /* the first frame looks its place up */
+	fe = (struct fast_env){ .w = &w, .snap = snap, .snap_lo = snap_lo, .snap_len = snap_len, .keep = keep,
+				.spr = spr, .fpr = arch->fp_reg, .ra_to_pc = arch->ra_to_pc,
 				.places = w.places, .places_end = w.places + DW_ARRAY_SIZE(w.places) };
 
 	for (;;) {
@@ -986,11 +1138,12 @@ DWUNW_API int dwunw_capture_sampled(struct dwunw_ctx *ctx, const struct dwunw_re
 		}
 		/* The common frames first, from here as far as they go. */
 		if (how != DWUNW_HOW_SIGNAL && !w.beyond && pl->rcache && lookup == opc - !exact &&
-		    ((cur->valid >> spr) & 1)) {
+		    ((cur->valid >> spr) & 1) && snap_len >= DW_LEAN_SPAN_MAX) {
 			size_t n0 = nf;
-			int fr = asz == 4 ? walk_fast(&fe, cur, &pl, &alt, frames, &nf, cap, exact, 4, 1)
-				 : fe.ra_to_pc ? walk_fast(&fe, cur, &pl, &alt, frames, &nf, cap, exact, 8, 1)
-				 : walk_fast(&fe, cur, &pl, &alt, frames, &nf, cap, exact, 8, 0);
+			uint64_t saved;
+			int fr = asz == 4 ? walk_fast(&fe, cur, &pl, &alt, frames, &nf, cap, &saved, exact, 4, 1)
+				 : fe.ra_to_pc ? walk_fast(&fe, cur, &pl, &alt, frames, &nf, cap, &saved, exact, 8, 1)
+				 : walk_fast(&fe, cur, &pl, &alt, frames, &nf, cap, &saved, exact, 8, 0);
 			if (nf != n0) {
 				frames[n0].how = how;
 				frames[n0].flags |= exact ? DWUNW_FRAME_EXACT_PC : 0;
@@ -1000,6 +1153,7 @@ DWUNW_API int dwunw_capture_sampled(struct dwunw_ctx *ctx, const struct dwunw_re
 				break;
 			}
 			if (nf != n0) {
+				fast_restore(&w, cur, frames, n0, nf, exact, keep, saved, arch->fp_reg);
 				exact = 0;
 				how = DWUNW_HOW_CFI;
 				continue;
@@ -1070,6 +1224,8 @@ stop:
 		ret = r == 1 ? DWUNW_OK : r;
 		break;
 	}
+	if (memo)
+		memo_give(&w);
 	hand_refs(&w, frames, nf);
 	if (w.remote_on)
 		dw_remote_end(&w.remote);
