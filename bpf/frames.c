@@ -336,6 +336,18 @@ int64_t frames_from_snapshot(const void *data, size_t size, uint32_t skip, uint6
 	size_t nsamples = dwunw_cap_samples(rec, samples);
 
 	rc = dwunw_capture_sampled(&dctx, &regs, samples, nsamples, frames, &nf);
+	/* a frame in no mapping of the view: anonymous code mapped since (JIT), read once more */
+	if (maps_view_on)
+		for (size_t i = 0; i < nf; i++)
+			if (!frames[i].module && maps_view_hole(rec->pid, frames[i].pc)) {
+				if (maps_view_fill_holes(rec->pid)) {
+					dwunw_module_cache_release(&dctx, frames, nf);
+					maps_view_sync(rec->pid);
+					nf = (size_t)frames_max + 1;
+					rc = dwunw_capture_sampled(&dctx, &regs, samples, nsamples, frames, &nf);
+				}
+				break;
+			}
 	if (timed) {
 		stats->unwind_ns += mono_ns() - t0;
 		stats->timed++;
@@ -363,10 +375,9 @@ int64_t frames_from_snapshot(const void *data, size_t size, uint32_t skip, uint6
 				bool unk;
 
 				/* a return address points after the call: look up the call */
-				frame_ids[i] = maps_view_file_id(rec->pid, pcs[i] - (i + skip > 0), &unk);
 				/* in a file mapping but no module: which file it was is not known */
-				if (frame_ids[i] && !frames[i + skip].module)
-					unk = true;
+				frame_ids[i] = maps_view_file_id(rec->pid, pcs[i] - (i + skip > 0), rec->ts,
+								 !frames[i + skip].module, &unk);
 				if (unk && !unknown_mod) {
 					unknown_mod = true;
 					/* the frames past it cannot be trusted: cut there */

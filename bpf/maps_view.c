@@ -19,6 +19,7 @@ struct maps_view_stats maps_view_stats;
 
 struct mv_map {
 	uint64_t start, end, offset, ino;
+	uint64_t since;        /* kernel time of the event that mapped it (0: read from /proc) */
 	uint32_t dev_major, dev_minor;
 	uint8_t prot;          /* 1 r, 2 w, 4 x */
 	uint8_t file;          /* a file mapping (path names the file, or unknown) */
@@ -137,19 +138,35 @@ static void view_add(struct mv_proc *p, const struct mv_map *m)
 	p->dirty = true;
 }
 
-/* The view from /proc/PID/maps now (a process seen first, or after an exec). */
-static void view_seed(struct mv_proc *p)
+/* whether [start, end) overlaps nothing in the view */
+static bool view_free(const struct mv_proc *p, uint64_t start, uint64_t end)
+{
+	for (size_t i = 0; i < p->n; i++)
+		if (p->v[i].start < end && p->v[i].end > start)
+			return false;
+	return true;
+}
+
+/*
+ * Read /proc/PID/maps into the view: all of it (seed: a process seen first, or after an exec),
+ * or only anonymous and special mappings where the view has nothing (holes). Returns the
+ * mappings added.
+ */
+static size_t view_read(struct mv_proc *p, bool holes)
 {
 	char fn[64], line[4352];
+	size_t added = 0;
 	FILE *f;
 
-	p->n = 0;
+	if (!holes) {
+		p->n = 0;
+		maps_view_stats.seeds++;
+	}
 	p->dirty = true;
-	maps_view_stats.seeds++;
 	snprintf(fn, sizeof(fn), "/proc/%u/maps", p->pid);
 	f = fopen(fn, "re");
 	if (!f)
-		return;
+		return 0;
 	while (fgets(line, sizeof(line), f)) {
 		struct mv_map m = { 0 };
 		char perms[8];
@@ -175,11 +192,29 @@ static void view_seed(struct mv_proc *p)
 			if (m.file)
 				known_put(m.ino, maj, min, m.path);
 		}
+		if (holes) {
+			if (m.file || !view_free(p, m.start, m.end))
+				continue;
+			size_t i = 0;
+
+			while (i < p->n && p->v[i].start < m.start)
+				i++;
+			map_insert_at(p, i, &m);
+			added++;
+			continue;
+		}
 		if (p->n && p->v[p->n - 1].end > m.start)
 			continue;
 		map_insert_at(p, p->n, &m);
+		added++;
 	}
 	fclose(f);
+	return added;
+}
+
+static void view_seed(struct mv_proc *p)
+{
+	view_read(p, false);
 }
 
 static struct mv_proc *proc_get(uint32_t pid)
@@ -251,6 +286,7 @@ void maps_view_event(const void *data, size_t size)
 	struct mv_map m = {
 		.start = r.start, .end = r.end, .offset = r.offset, .ino = r.ino,
 		.dev_major = r.dev_major, .dev_minor = r.dev_minor, .prot = (uint8_t)r.prot, .file = 1,
+		.since = r.ts,
 	};
 	m.path = r.op == MAPEV_MMAP ? event_path(&r) : NULL;
 	m.unknown = !m.path;
@@ -293,7 +329,7 @@ void maps_view_sync(uint32_t pid)
 #endif
 }
 
-uint64_t maps_view_file_id(uint32_t pid, uint64_t pc, bool *unknown)
+uint64_t maps_view_file_id(uint32_t pid, uint64_t pc, uint64_t ts, bool no_module, bool *unknown)
 {
 	struct mv_proc *p = proc_find(pid);
 	size_t lo = 0, hi;
@@ -312,8 +348,29 @@ uint64_t maps_view_file_id(uint32_t pid, uint64_t pc, bool *unknown)
 	}
 	if (lo >= p->n || p->v[lo].start > pc || !p->v[lo].file)
 		return 0;
-	*unknown = p->v[lo].unknown;
-	return hash64(hash64(p->v[lo].ino, p->v[lo].dev_major), p->v[lo].dev_minor) | 1;
+	/* mapped after the record was taken: the view is newer than the record (the perf buffer
+	 * orders records per CPU only), so which file was there is not known */
+	*unknown = p->v[lo].unknown || no_module || (ts && p->v[lo].since > ts);
+	uint64_t id = hash64(hash64(p->v[lo].ino, p->v[lo].dev_major), p->v[lo].dev_minor);
+
+	/* a file not known: this very mapping (an inode number is reused once a file is deleted) */
+	if (*unknown)
+		id = hash64(id, p->v[lo].since);
+	return id | 1;
+}
+
+bool maps_view_hole(uint32_t pid, uint64_t pc)
+{
+	struct mv_proc *p = proc_find(pid);
+
+	return p && view_free(p, pc, pc + 1);
+}
+
+bool maps_view_fill_holes(uint32_t pid)
+{
+	struct mv_proc *p = proc_find(pid);
+
+	return p && view_read(p, true) > 0;
 }
 
 void maps_view_forget(uint32_t pid)

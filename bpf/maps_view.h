@@ -38,9 +38,11 @@ void maps_view_sync(uint32_t pid);
 
 /*
  * The identity of the file mapped at pc in pid's view (device and inode folded, never 0), or 0
- * when pc is in no file mapping; *unknown: pc lies in a file mapping whose file is unknown.
+ * when pc is in no file mapping; *unknown: pc lies in a file mapping whose file is unknown, that
+ * was mapped after `ts` (the record's kernel time; 0: not checked), or whose module the caller
+ * could not load (no_module). An unknown file's identity is that of this very mapping.
  */
-uint64_t maps_view_file_id(uint32_t pid, uint64_t pc, bool *unknown);
+uint64_t maps_view_file_id(uint32_t pid, uint64_t pc, uint64_t ts, bool no_module, bool *unknown);
 
 struct bpf_object;
 struct bpf_link;
@@ -50,6 +52,15 @@ int maps_view_attach(struct bpf_object *obj, struct bpf_link ***links, size_t *n
 /* The summary: JSON (",\"maps\":{...}") and a text line, when mapping events are on. */
 void maps_view_json(void);
 void maps_view_text(void);
+
+/*
+ * pc lies in no mapping of pid's view. Mapping events carry file mappings only: anonymous code
+ * (JIT) mapped since the view was seeded is not in it. maps_view_fill_holes re-reads
+ * /proc/PID/maps and adds its anonymous and special mappings where the view has nothing (never
+ * a file mapping: those come from events only); true when it added some.
+ */
+bool maps_view_hole(uint32_t pid, uint64_t pc);
+bool maps_view_fill_holes(uint32_t pid);
 
 /* The process is gone: its view goes. */
 void maps_view_forget(uint32_t pid);

@@ -32,6 +32,7 @@
 #include "intern.h"
 #include "module_warn.h"
 #include "ksyms.h"
+#include "maps_view.h"
 #include "profile.h"
 #include "profile.skel.h"
 #include "profile_agg.h"
@@ -202,6 +203,7 @@ static void on_exec(uint32_t pid)
 	comm_cache[hash64(0, pid) & (COMM_CACHE - 1)].tid = 0;
 	(*gen_slot(pid, true))++;
 	dwunw_maps_forget(&dctx, (int32_t)pid);
+	maps_view_forget(pid);
 }
 
 static int64_t user_fp_stack(uint32_t pid, int32_t id)
@@ -270,7 +272,9 @@ static int on_record(void *ctx, const void *data, size_t size)
 	prs.buffer_bytes += size;
 	if (size < sizeof(*h))
 		return 0;
-	if (h->kind == CAP_KIND_SNAPSHOT) {
+	if (h->kind == CAP_KIND_MAPEV) {
+		maps_view_event(data, size);
+	} else if (h->kind == CAP_KIND_SNAPSHOT) {
 		const struct cap_record *rec;
 		uint32_t pid = 0;
 
@@ -459,6 +463,11 @@ int main(int argc, char **argv)
 	skel->rodata->include_idle = opts.idle;
 	skel->rodata->filter_tgid = opts.npids || opts.command;
 	skel->rodata->filter_tid = opts.ntids > 0;
+	/* dwarf mode on chosen processes: mapping changes in order with the samples (not
+	 * system-wide: every process's mmaps would be sent) */
+	maps_view_on = opts.unwind == PR_UNWIND_DWARF && opts.user && (opts.npids || opts.command) &&
+		       !(getenv("DWUNW_MAPEV") && !strcmp(getenv("DWUNW_MAPEV"), "0"));
+	skel->rodata->mapev_enabled = maps_view_on;
 	skel->rodata->cap_use_perfbuf = opts.perfbuf;
 	skel->rodata->cap_stack_bytes = opts.stack_size;
 	skel->rodata->cap_scratch_slots = dwunw_cap_scratch_slots(opts.perfbuf);
@@ -515,6 +524,15 @@ int main(int argc, char **argv)
 		die("cannot attach sched_process_exit: %s", strerror(-err));
 	if (!bpf_program__attach(skel->progs.pr_exec))
 		die("cannot attach sched_process_exec: %s", strerror(errno));
+	if (maps_view_on) {
+		struct bpf_link **ml = NULL;
+		size_t nml = 0;
+
+		err = maps_view_attach(skel->obj, &ml, &nml);
+		if (err)
+			die("cannot attach the mapping-change programs: %s", strerror(-err));
+		free(ml); /* the links live as long as profile */
+	}
 #ifdef HAVE_KWALK
 	if (kwt.l) {
 		err = kw_track_attach(&kwt, skel->obj);

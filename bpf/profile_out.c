@@ -337,7 +337,7 @@ void pr_report(void)
 	uint32_t *order = xcalloc(agg.n, sizeof(*order));
 	struct reason lost[32], stopped[32];
 	size_t nlost = 0, nstopped = 0;
-	uint64_t usamples = 0, ucomplete = 0, ufp = 0, ulive = 0;
+	uint64_t usamples = 0, ucomplete = 0, ufp = 0, ulive = 0, ustale = 0;
 
 	for (size_t i = 0; i < agg.n; i++)
 		order[i] = (uint32_t)i;
@@ -357,6 +357,9 @@ void pr_report(void)
 			ucomplete += e->count;
 		if (u->kind == SK_FP)
 			ufp += e->count;
+		/* stacks cut where the memory above the window changed since the event */
+		if (u->kind == SK_DWARF && u->stop_name && !strcmp(u->stop_name, "STALE"))
+			ustale += e->count;
 		if (u->kind == SK_DWARF && u->beyond)
 			ulive += e->count;
 		if (u->kind == SK_PSEUDO)
@@ -475,6 +478,11 @@ void pr_report(void)
 		fprintf(stderr, ", tables %.1f MiB of %.1f MiB of maps",
 			(double)prs.kw_table_bytes / 1048576.0, (double)prs.kw_map_bytes / 1048576.0);
 	}
+	if (ustale)
+		fprintf(stderr, "; %" PRIu64 " cut where the stack above the window changed since the event",
+			ustale);
+	if (opts.unwind == PR_UNWIND_DWARF && (ulive || ustale))
+		fprintf(stderr, "; --unwind=kernel walks stacks at the event");
 	if (prs.klost)
 		fprintf(stderr, "; kernel stacks lost: %" PRIu64, prs.klost);
 	if (prs.bpf[PR_CNT_REC_LOST])

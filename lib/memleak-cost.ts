@@ -30,6 +30,10 @@ export interface CostOptions {
   pin: boolean;
   /** Extra memleak arguments (e.g. --perf-buffer). */
   memleakArgs: string[];
+  /** --unwind=dwarf once per window (--stack-size); empty: memleak's default only. */
+  windows: number[];
+  /** leaky --deep BYTES: each malloc this far down the stack (0: a shallow stack). */
+  deep: number;
   progress?: (line: string) => void;
 }
 
@@ -41,6 +45,8 @@ export const DEFAULT_COST: CostOptions = {
   modes: ['none', 'fp', 'dwarf'],
   pin: true,
   memleakArgs: [],
+  windows: [],
+  deep: 0,
 };
 
 export interface CostSample {
@@ -62,6 +68,8 @@ export interface CostSample {
 export interface CostRow extends CostSample {
   variant: CostVariant;
   mode: CostMode;
+  /** --stack-size of the dwarf rows measured per window; null: memleak's default. */
+  window: number | null;
   samples: CostSample[];
   /** cpuUs - cpuUs untraced (null when the untraced run was not made). */
   overheadUs: number | null;
@@ -71,6 +79,7 @@ export interface CostResult {
   rate: number;
   seconds: number;
   repeat: number;
+  deep: number;
   pinned: boolean;
   cpus: number;
   rows: CostRow[];
@@ -132,13 +141,15 @@ async function startTarget(args: string[], cpu: number): Promise<Target> {
   return { pid, child, done };
 }
 
-async function measure(variant: CostVariant, mode: CostMode, o: CostOptions, pin: boolean): Promise<CostSample> {
-  const args = ['--rate', String(o.rate), '--seconds', String(o.seconds), ...(variant === 'leak' ? ['--leak'] : [])];
+async function measure(variant: CostVariant, mode: CostMode, window: number | null, o: CostOptions, pin: boolean): Promise<CostSample> {
+  const args = ['--rate', String(o.rate), '--seconds', String(o.seconds), ...(variant === 'leak' ? ['--leak'] : []),
+    ...(o.deep ? ['--deep', String(o.deep)] : [])];
   const target = await startTarget(args, pin ? 0 : -1);
   let ml: ReturnType<typeof startMemleak> | undefined;
   try {
     if (mode !== 'none') {
-      ml = startMemleak([`--unwind=${mode}`, '--json', '-o', '0', '-T', '5', ...o.memleakArgs, '-p', String(target.pid), '3600'], {
+      ml = startMemleak([`--unwind=${mode}`, '--json', '-o', '0', '-T', '5', ...(window ? ['--stack-size', String(window)] : []),
+        ...o.memleakArgs, '-p', String(target.pid), '3600'], {
         wrap: pin ? ['taskset', '-c', '1'] : [],
       });
       try {
@@ -184,24 +195,27 @@ export async function runMemleakCost(opts: Partial<CostOptions> = {}): Promise<C
   const ncpu = cpus().length;
   const pin = o.pin && ncpu >= 2;
   const samples = new Map<string, CostSample[]>();
+  // (mode, window) pairs: dwarf once per window when windows are given
+  const configs = o.modes.flatMap((m) => (m === 'dwarf' && o.windows.length ? o.windows.map((w) => ({ m, w })) : [{ m, w: null as number | null }]));
   // interleaved (none, fp, dwarf, none, ...): a slow phase of the machine hits every mode
   for (let k = 0; k < o.repeat; k++)
     for (const v of o.variants)
-      for (const m of o.modes) {
-        o.progress?.(`${v}, ${m === 'none' ? 'untraced' : `memleak --unwind=${m}`}${o.repeat > 1 ? ` (${k + 1}/${o.repeat})` : ''}: leaky --rate ${o.rate} for ${o.seconds} s`);
-        const s = await measure(v, m, o, pin);
-        samples.set(`${v}/${m}`, [...(samples.get(`${v}/${m}`) ?? []), s]);
+      for (const { m, w } of configs) {
+        o.progress?.(`${v}, ${m === 'none' ? 'untraced' : `memleak --unwind=${m}${w ? ` --stack-size ${w}` : ''}`}${o.repeat > 1 ? ` (${k + 1}/${o.repeat})` : ''}: leaky --rate ${o.rate}${o.deep ? ` --deep ${o.deep}` : ''} for ${o.seconds} s`);
+        const s = await measure(v, m, w, o, pin);
+        samples.set(`${v}/${m}/${w}`, [...(samples.get(`${v}/${m}/${w}`) ?? []), s]);
       }
   const rows: CostRow[] = [];
   for (const v of o.variants)
-    for (const m of o.modes) {
-      const ss = samples.get(`${v}/${m}`)!;
+    for (const { m, w } of configs) {
+      const ss = samples.get(`${v}/${m}/${w}`)!;
       // the median measurement (by CPU time per call), whole: its figures add up
       const mid = [...ss].sort((a, b) => a.cpuUs - b.cpuUs)[(ss.length - 1) >> 1]!;
       rows.push({
         ...mid,
         variant: v,
         mode: m,
+        window: w,
         samples: ss,
         // lost records: the worst of the measurements
         lost: m === 'none' ? null : Math.max(...ss.map((s) => s.lost ?? 0)),
@@ -227,7 +241,7 @@ export async function runMemleakCost(opts: Partial<CostOptions> = {}): Promise<C
     const free = rows.find((r) => r.variant === 'free' && r.mode === m);
     return leak && free ? [{ mode: m, ratio: free.cpuUs / leak.cpuUs }] : [];
   });
-  return { rate: o.rate, seconds: o.seconds, repeat: o.repeat, pinned: pin, cpus: ncpu, rows, ratios, pairRatios };
+  return { rate: o.rate, seconds: o.seconds, repeat: o.repeat, deep: o.deep, pinned: pin, cpus: ncpu, rows, ratios, pairRatios };
 }
 
 // ---- Output --------------------------------------------------------------------------------------
@@ -238,7 +252,7 @@ export function costText(c: ChalkInstance, r: CostResult): string {
   const head = ['variant', 'memleak', 'calls', 'calls/s', 'cpu µs/call', 'user', 'sys', 'overhead µs', 'lost', 'untracked', 'unwind µs'];
   const rows = r.rows.map((x) => [
     x.variant === 'leak' ? 'malloc' : 'malloc+free',
-    x.mode === 'none' ? 'untraced' : `--unwind=${x.mode}`,
+    x.mode === 'none' ? 'untraced' : `--unwind=${x.mode}${x.window ? ` --stack-size=${x.window / 1024}K` : ''}`,
     String(x.allocations),
     String(x.rate),
     f2(x.cpuUs),
@@ -252,7 +266,7 @@ export function costText(c: ChalkInstance, r: CostResult): string {
   const w = head.map((h, i) => Math.max(h.length, ...rows.map((row) => row[i]!.length)));
   const line = (cells: string[], style = (s: string) => s) => cells.map((s, i) => style(i < 2 ? s.padEnd(w[i]!) : s.padStart(w[i]!))).join('  ');
   const out = [
-    c.bold(`memleak cost: leaky --rate ${r.rate} for ${r.seconds} s${r.repeat > 1 ? `, median of ${r.repeat}` : ''}; ` +
+    c.bold(`memleak cost: leaky --rate ${r.rate}${r.deep ? ` --deep ${r.deep}` : ''} for ${r.seconds} s${r.repeat > 1 ? `, median of ${r.repeat}` : ''}; ` +
       `target CPU time per call (user + system)${r.pinned ? '; target on CPU 0, memleak on CPU 1' : ''}`),
     line(head, c.bold),
     ...rows.map((row, i) => {

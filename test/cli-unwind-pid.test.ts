@@ -86,6 +86,7 @@ interface JFrame {
   line: number | null;
   how: string;
   flags: string[];
+  origin: string;
 }
 interface JThread {
   tid: number;
@@ -669,6 +670,10 @@ t.test('--save, then unwind-snapshot: the same frames offline', async (t) => {
     t.same(fr.map((f) => f.pc), lj.threads[0]!.frames.map((f) => f.pc), 'small window, live: the same pcs');
     t.ok(fr.some((f) => f.flags.includes('beyond-snapshot')), 'frames beyond the 64-byte window are flagged');
     t.notOk(fr[0]!.flags.includes('beyond-snapshot'), 'frame 0 is not');
+    // origin: live from the first frame read beyond the window on (the outer ones rest on it)
+    const first = fr.findIndex((f) => f.flags.includes('beyond-snapshot'));
+    t.same(fr.map((f) => f.origin), fr.map((f, i) => (i >= first ? 'live' : f.how === 'initial' || f.how === 'cfi' ? 'window' : f.how)), 'origin: window, then live from the first frame read beyond the window');
+    t.ok(lj.threads[0]!.frames.every((f) => f.origin === 'window'), 'whole window: every frame from the window');
     const txt = dwunw(['unwind-pid', String(pid), '--stack-size', '64']);
     t.match(txt.stdout, / \[cfi \+mem\]\n/, 'text: +mem');
   }

@@ -307,7 +307,7 @@ t.test('the target exits or is killed at a random moment: no hang, nothing left 
         t.fail(`${what}: valid JSON (${(e as Error).message})`, { stdout: r.stdout.slice(0, 2000) });
       }
       const stops = new Set(j?.threads.map((x) => x.stop) ?? []);
-      t.ok([...stops].every((s) => ['OK', 'NO_PROCESS', 'NO_PROGRESS', 'NO_DWARF', 'NO_MODULE', 'DEPTH', 'IO'].includes(s)), `${what}: documented stops (${[...stops].join(' ')})`);
+      t.ok([...stops].every((s) => ['OK', 'NO_PROCESS', 'NO_PROGRESS', 'NO_DWARF', 'NO_MODULE', 'DEPTH', 'IO', 'STALE'].includes(s)), `${what}: documented stops (${[...stops].join(' ')})`);
       outcome = stops.has('NO_PROCESS') ? 'exit 0, some threads NO_PROCESS' : j && j.threads.length > 0 ? 'exit 0, unwound' : 'exit 0, no thread';
     } else {
       const lines = r.stderr.split('\n').filter(Boolean);

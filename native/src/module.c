@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include "internal.h"
 #include "module.h"
 #include "symbols.h"
@@ -189,6 +190,26 @@ int dw_module_acquire(struct dwunw_ctx_impl *c, const char *path, const char *op
 	pthread_mutex_unlock(&c->lock);
 	*out = m;
 	return DWUNW_OK;
+}
+
+int dw_module_find_file(struct dwunw_ctx_impl *c, const char *path, uint32_t maj, uint32_t min,
+			uint64_t ino, struct dwunw_module **out)
+{
+	int err = DWUNW_ERR_NO_MODULE;
+
+	pthread_mutex_lock(&c->lock);
+	for (uint32_t i = 0; i < c->nslots && err; i++) {
+		struct dwunw_module *m = &c->slots[i];
+		/* a stale one too: stale means its path names another file now, not that it is wrong */
+		if (m->loaded && !m->is_image && (uint64_t)m->ino == ino && major(m->dev) == maj &&
+		    minor(m->dev) == min && !strcmp(m->path, path) &&
+		    dw_module_get(m, atomic_load(&m->gen)) == DWUNW_OK) {
+			*out = m;
+			err = DWUNW_OK;
+		}
+	}
+	pthread_mutex_unlock(&c->lock);
+	return err;
 }
 
 int dw_module_find_image(struct dwunw_ctx_impl *c, const char *name, struct dwunw_module **out)

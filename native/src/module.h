@@ -99,6 +99,10 @@ void dw_core_forget(struct dwunw_ctx_impl *c, int32_t pid);
 void dw_core_forget_all(struct dwunw_ctx_impl *c);
 
 /* A caller's image registered under `name`, with a reference; DWUNW_ERR_NO_MODULE if none. */
+/* A module still cached for the file `path` that was device maj:min, inode ino (even if the path
+ * now names another file or none): pinned maps of a library unloaded and deleted since. */
+int dw_module_find_file(struct dwunw_ctx_impl *c, const char *path, uint32_t maj, uint32_t min,
+			uint64_t ino, struct dwunw_module **out);
 int dw_module_find_image(struct dwunw_ctx_impl *c, const char *name, struct dwunw_module **out);
 
 /* The module's table, built on first call (thread-safe). */

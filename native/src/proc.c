@@ -541,9 +541,10 @@ int dw_map_module(struct dwunw_ctx_impl *c, struct dw_proc *p, struct dw_map *m,
 			open_path = alt;
 		}
 		pthread_mutex_unlock(&c->lock);
-		/* pinned maps may be older than the process: open only the very file once mapped */
+		/* pinned maps may be older than the process: open only the very file once mapped, or
+		 * its module still cached (a library unloaded and deleted since) */
 		if (p->pinned && open_path && !path_is_mapping(m, open_path))
-			err = DWUNW_ERR_NO_MODULE;
+			err = dw_module_find_file(c, path, m->dev_major, m->dev_minor, m->inode, &mod);
 		else
 			err = dw_module_acquire(c, path, open_path, NULL, 0, &mod);
 	}

@@ -122,6 +122,7 @@ static int live_fill(struct walk *w, uint64_t lo, uint64_t len, int check)
 	uint64_t used = 0;
 	int err;
 
+	w->live_len = 0; /* the buffer is rewritten: nothing cached until the read succeeds */
 	iov[0] = (struct dw_remote_iov){ lo, w->live_buf, len };
 	for (size_t i = 0; check && i < w->nsamples && ns < DW_SAMPLE_IOV; i++) {
 		const struct dwunw_stack_sample *sm = &w->samples[i];
@@ -157,12 +158,13 @@ static int live_fill(struct walk *w, uint64_t lo, uint64_t len, int check)
 /*
  * Memory beyond the snapshot, read from the live process in batches: the rest of the stack's
  * mapping from the page of the first miss, up to DW_LIVE_SPAN, in one system call (a deep walk
- * past the window costs one read, not one per page or word). A miss outside a known mapping
- * reads one page. Once a sample showed a change, nothing more is read: DWUNW_ERR_STALE.
+ * past the window costs one read, not one per page or word). A miss outside the known mappings
+ * (a main stack grown since the maps were read) tries the whole span, then one page. Once a
+ * sample showed a change, nothing more is read: DWUNW_ERR_STALE.
  */
 static int live_read(struct walk *w, uint64_t addr, void *buf, size_t len)
 {
-	uint64_t page = addr & ~(uint64_t)(DW_LIVE_PAGE - 1), span = DW_LIVE_PAGE;
+	uint64_t page = addr & ~(uint64_t)(DW_LIVE_PAGE - 1), span = DW_LIVE_SPAN;
 	const struct dw_map *m;
 	int err;
 
@@ -175,8 +177,8 @@ static int live_read(struct walk *w, uint64_t addr, void *buf, size_t len)
 	}
 	if (!w->live_buf && !(w->live_buf = malloc(DW_LIVE_SPAN + DW_SAMPLE_MAX)))
 		return dw_remote_read(&w->remote, addr, buf, len);
-	if (w->proc && (m = dw_proc_find(w->proc, addr)) && m->end > addr)
-		span = m->end - page < DW_LIVE_SPAN ? m->end - page : DW_LIVE_SPAN;
+	if (w->proc && (m = dw_proc_find(w->proc, addr)) && m->end > addr && m->end - page < span)
+		span = m->end - page;
 	if (len > span || addr - page > span - len) {
 		/* across the mapping's end or a page edge: read it alone, once the samples are checked */
 		if (!w->checked && live_fill(w, page, DW_LIVE_PAGE, 1) == DWUNW_OK && w->stale)
@@ -1168,6 +1170,14 @@ DWUNW_API int dwunw_capture_sampled(struct dwunw_ctx *ctx, const struct dwunw_re
 				r = pl->err;
 				goto stop;
 			}
+			/* A return address read after the event that points into no mapping at all was
+			 * another value at the event: the stack changed since. Not shown as a frame, and
+			 * no fallback steps from it. */
+			if (pl->err == DWUNW_ERR_NO_MODULE && !pl->map && (fl & DWUNW_FRAME_BEYOND_SNAPSHOT) &&
+			    w.proc && nf > 0) {
+				ret = DWUNW_ERR_STALE;
+				break;
+			}
 		}
 		if (DW_LIKELY(pl->table != NULL))
 			rule = dw_table_rule_at(pl->table, lookup - pl->bias);
@@ -1210,12 +1220,6 @@ DWUNW_API int dwunw_capture_sampled(struct dwunw_ctx *ctx, const struct dwunw_re
 		cur->valid &= regmask;
 		continue;
 stop:
-		/* A return address read after the event that points into no mapping at all was another
-		 * value at the event: the stack changed since. Not shown as a frame. */
-		if (r == DWUNW_ERR_NO_MODULE && (fl & DWUNW_FRAME_BEYOND_SNAPSHOT) && w.proc && !pl->map && nf > 0) {
-			ret = DWUNW_ERR_STALE;
-			break;
-		}
 		/* The last frame: no step from it (r = 1: the outermost, else the reason). */
 		*f = (struct dwunw_frame){ .pc = opc, .sp = fsp, .cfa = 0,
 					   .module_addr = pl->mod ? opc - pl->bias : 0, .module = pl->mod,
