@@ -445,7 +445,10 @@ bpfTest('kill -9 of dwunw memleak: the tracer, the command and the probes gone',
   let target: number | undefined;
   await waitFor(() => (target = childrenOf(tracer).find((p) => commOf(p) === 'cli_tree')) !== undefined, 60_000);
   const held = bpfHolds(tracer);
-  tt.ok(held.links.length >= 20 && held.perfEvents >= 20, `the tracer holds ${held.links.length} links, ${held.perfEvents} perf_event fds`);
+  // one link per probe (>= 20 links, a perf_event fd each) or two multi-uprobe links beside
+  // the tracepoints' (kernels with uprobe_multi): either way, links to be gone after the kill
+  tt.ok(held.links.length >= 20 || (held.links.length >= 4 && held.perfEvents === 0),
+    `the tracer holds ${held.links.length} links, ${held.perfEvents} perf_event fds`);
   process.kill(node, 'SIGKILL');
   await m.done;
   tt.ok(await waitFor(() => !alive(tracer), 10_000), 'the tracer died with dwunw (PR_SET_PDEATHSIG)');

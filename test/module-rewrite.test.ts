@@ -152,3 +152,19 @@ t.test('unwinding through a library truncated and rewritten in place', async (t)
   t.equal(pcs(end), pcs(base), 'after the last rewrite: the same frames as before any');
   t.equal(end.stopName, 'OK', 'and the walk reaches the outermost frame');
 });
+
+t.test('a module holds its table and the bytes it read, not its file', async (t) => {
+  const d = new Dwunw();
+  t.teardown(() => d.close());
+  const m = d.open(libc);
+  t.teardown(() => m.close());
+  const before = m.memory();
+  t.equal(before.table, 0, 'nothing built before the table is asked for');
+  const info = m.tableInfo();
+  const mem = m.memory();
+  const [, ehSize] = section(original, '.eh_frame');
+  t.equal(mem.table, info.bytes, 'table: the table info\'s bytes');
+  t.equal(mem.fileSize, original.length, 'file_size: the file\'s');
+  t.ok(mem.elf >= ehSize, `file bytes read include .eh_frame (${mem.elf} >= ${ehSize})`);
+  t.ok(mem.elf < original.length / 4, `file bytes read: a fraction of the file (${mem.elf} of ${original.length})`);
+});

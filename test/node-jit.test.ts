@@ -103,6 +103,8 @@ t.test('memleak -p: JS functions named from the perf map, stacks complete to nod
   tt.teardown(() => void node.child.kill('SIGKILL'));
   await waitFor(node, () => /^ready \d+$/m.test(node.stdout), 60_000, 'node ready');
   const pid = Number(/^ready (\d+)$/m.exec(node.stdout)![1]);
+  // node never removes its perf map: ours to remove once the test is done
+  tt.teardown(() => rmSync(`/tmp/perf-${pid}.map`, { force: true }));
   // only the fixture's blocks: SIZE .. SIZE + PER_ROUND - 1 (jit_leak.js)
   const ml = start(memleakBin, ['--json', '-o', '0', '-T', '100000', '-z', '70000', '-Z', '70019', '-p', String(pid), '1'], 170_000);
   tt.teardown(() => void ml.child.kill('SIGKILL'));
@@ -159,6 +161,8 @@ t.test('profile -p: JS names marked [jit], stacks to node::Start, no <null sym>'
   tt.teardown(() => void node.child.kill('SIGKILL'));
   await waitFor(node, () => /^ready \d+$/m.test(node.stdout), 60_000, 'node ready');
   const pid = Number(/^ready (\d+)$/m.exec(node.stdout)![1]);
+  // node never removes its perf map: ours to remove once the test is done
+  tt.teardown(() => rmSync(`/tmp/perf-${pid}.map`, { force: true }));
   const pr = start(profileBin, ['-U', '-F', '199', '-p', String(pid), '3'], 160_000);
   tt.teardown(() => void pr.child.kill('SIGKILL'));
   const status = await pr.done;

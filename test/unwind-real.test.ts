@@ -26,17 +26,17 @@ interface Program {
 }
 
 const programs: Program[] = [
-  { name: 'sleep', cmd: '/usr/bin/sleep', args: ['30'], mainSyscalls: sleeps },
-  { name: 'python3', cmd: '/usr/bin/python3', args: ['-c', 'import time; time.sleep(30)'], mainSyscalls: sleeps },
+  { name: 'sleep', cmd: '/usr/bin/sleep', args: ['3600'], mainSyscalls: sleeps },
+  { name: 'python3', cmd: '/usr/bin/python3', args: ['-c', 'import time; time.sleep(3600)'], mainSyscalls: sleeps },
   {
     name: 'python3 threads',
     cmd: '/usr/bin/python3',
-    args: ['-c', 'import threading, time\nfor _ in range(3): threading.Thread(target=time.sleep, args=(30,), daemon=True).start()\ntime.sleep(30)'],
+    args: ['-c', 'import threading, time\nfor _ in range(3): threading.Thread(target=time.sleep, args=(3600,), daemon=True).start()\ntime.sleep(3600)'],
     mainSyscalls: sleeps,
     threads: 4,
   },
   { name: 'sqlite3', cmd: '/usr/bin/sqlite3', args: [':memory:'], stdinPipe: true, mainSyscalls: [SYS_read] },
-  { name: 'perl', cmd: '/usr/bin/perl', args: ['-e', 'sleep 30'], mainSyscalls: sleeps },
+  { name: 'perl', cmd: '/usr/bin/perl', args: ['-e', 'sleep 3600'], mainSyscalls: sleeps },
 ];
 
 const mismatches: Mismatch[] = [];
