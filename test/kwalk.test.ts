@@ -8,7 +8,7 @@
 // fixture's hard cases actually walked in the kernel: callbacks through glibc (qsort, bsearch,
 // dl_iterate_phdr, _Unwind_Backtrace), signal frames (rt_sigframe), PLT entries (the PLT
 // expression, probed at three instructions), deep recursion (the 128-frame limit), threads,
-// [vdso] (perl sampled in Time::HiRes::time()). Also real programs: python3, perl, openssl speed,
+// [vdso] (a clock_gettime loop run for a fixed CPU time). Also real programs: python3, perl, openssl speed,
 // sqlite3. Figures (ns per frame, bytes per row, verifier instructions, the binary-search peer
 // side by side) are printed as comments, never asserted.
 //
