@@ -97,6 +97,7 @@ DWUNW_API void dwunw_shutdown(struct dwunw_ctx *ctx)
 		pthread_mutex_destroy(&m->lock);
 	}
 	pthread_mutex_destroy(&c->lock);
+	free(atomic_load(&c->live_spare));
 	free(c->slots);
 	free(c->sysroot);
 	free(c->debug_dirs);

@@ -74,6 +74,9 @@ struct dwunw_ctx_impl {
 	 * with them instead of looking its modules up. Whoever sets memo_busy owns the fields below
 	 * until it clears it; a capture that finds it set does without (no waiting). No reference
 	 * is kept: a module is taken again only if its slot still holds the same load. */
+	/* One live-read buffer (unwind.c) kept between captures: no malloc/free per capture that
+	 * reads live (a traced free() in memleak itself costs a trap). Taken by exchange. */
+	uint8_t *_Atomic live_spare;
 	_Atomic uint32_t memo_busy;
 	uint32_t memo_n;
 	const struct dw_proc *memo_proc;

@@ -175,6 +175,8 @@ static int live_read(struct walk *w, uint64_t addr, void *buf, size_t len)
 		memcpy(buf, w->live_buf + (addr - w->live_lo), len);
 		return DWUNW_OK;
 	}
+	if (!w->live_buf)
+		w->live_buf = atomic_exchange_explicit(&w->c->live_spare, NULL, memory_order_acquire);
 	if (!w->live_buf && !(w->live_buf = malloc(DW_LIVE_SPAN + DW_SAMPLE_MAX)))
 		return dw_remote_read(&w->remote, addr, buf, len);
 	if (w->proc && (m = dw_proc_find(w->proc, addr)) && m->end > addr && m->end - page < span)
@@ -1233,7 +1235,13 @@ stop:
 	hand_refs(&w, frames, nf);
 	if (w.remote_on)
 		dw_remote_end(&w.remote);
-	free(w.live_buf);
+	/* not free(NULL) nor free per capture: memleak's own free() is uprobed too, a trap (~1 us) */
+	if (w.live_buf) {
+		uint8_t *old = atomic_exchange_explicit(&c->live_spare, w.live_buf, memory_order_acq_rel);
+
+		if (old)
+			free(old);
+	}
 	if (entered)
 		dw_proc_leave(c, w.proc, w.proc_ref);
 	*frame_cnt = nf;
