@@ -38,6 +38,7 @@ interface Report {
   tables: { name: string; file: string; build_ms?: number; rows?: number; bytes_per_row?: number; error?: string }[];
   cache: { hits: number; misses: number; evictions: number };
   targets: { name: string; met: boolean | null }[];
+  kernel?: Record<string, unknown> & { unavailable?: string; walker?: Record<string, number>; peer?: Record<string, number> };
 }
 
 function dwunw(args: string[]) {
@@ -121,6 +122,23 @@ t.test('bench --quick --json: every snapshot, every applicable unwinder agrees',
   t.ok(rep.cache.misses > 0, 'module-cache counters reported');
   const specs = (JSON.parse(readFileSync(join(root, 'bench', 'targets.json'), 'utf8')) as { targets: unknown[] }).targets;
   t.equal(rep.targets.length, specs.length, 'every target of bench/targets.json reported');
+
+  // The in-kernel walker beside its binary-search peer (issue 11): figures from a real run, or
+  // one reason; never a failure of bench. No timing is asserted, only that the figures exist.
+  const k = rep.kernel;
+  if (!t.ok(k, '"kernel" object present') || !k) return;
+  const fields = ['ns_per_frame', 'ns_per_sample', 'frames_per_sample', 'bytes_per_row', 'map_bytes', 'verifier_insns', 'fallback_pct'];
+  if (k.unavailable !== undefined) {
+    t.ok(typeof k.unavailable === 'string' && k.unavailable.length > 0, `kernel: not measured: ${k.unavailable}`);
+    if (process.env.DWUNW_REQUIRE_BPF === '1') t.fail(`DWUNW_REQUIRE_BPF=1 but the kernel figures are missing: ${k.unavailable}`);
+    return;
+  }
+  for (const w of ['walker', 'peer'] as const)
+    for (const f of fields) t.ok(typeof k[w]?.[f] === 'number' && k[w]![f]! >= 0, `kernel.${w}.${f} = ${k[w]?.[f]}`);
+  for (const f of fields) t.equal(k[f], k.walker?.[f], `kernel.${f} is the walker's`);
+  t.ok((k.walker?.ns_per_frame ?? 0) > 0 && (k.peer?.ns_per_frame ?? 0) > 0, 'both walkers were timed (bpf_stats)');
+  t.ok((k.walker?.bytes_per_row ?? 99) <= 4, `${k.walker?.bytes_per_row} B per row (<= 4)`);
+  t.equal(k.differences, 0, 'the walked samples match libdwunw frame for frame');
 });
 
 t.test('bench --quick, piped: plain aligned text', async (t) => {
