@@ -361,8 +361,8 @@ static __always_inline __u32 cap_window(void)
  * The VMA comes from the thread's cache (cap_thread.stack_lo/hi) while sp stays inside it,
  * else from bpf_find_vma (which can fail when mmap_lock is contended: 0, size unknown).
  */
-static __always_inline int cap_stack_avail(struct cap_thread *t, __u64 sp, __u32 want, __u64 *n,
-					   __u32 *flags)
+static __always_inline int cap_stack_avail_end(struct cap_thread *t, __u64 sp, __u32 want, __u64 *n,
+					       __u32 *flags, __u64 *end_out)
 {
 	__u64 end = 0;
 
@@ -401,6 +401,7 @@ static __always_inline int cap_stack_avail(struct cap_thread *t, __u64 sp, __u32
 		}
 	}
 	*n = want;
+	*end_out = end;
 	if (!end)
 		return 0;
 	if (end - sp < want) {
@@ -408,6 +409,52 @@ static __always_inline int cap_stack_avail(struct cap_thread *t, __u64 sp, __u32
 		*flags |= CAP_F_VMA_CLAMPED;
 	}
 	return 1;
+}
+
+static __always_inline int cap_stack_avail(struct cap_thread *t, __u64 sp, __u32 want, __u64 *n,
+					   __u32 *flags)
+{
+	__u64 end;
+
+	return cap_stack_avail_end(t, sp, want, n, flags, &end);
+}
+
+/*
+ * Samples of the stack between the window's end and the stack's end (capture.h): a few small
+ * reads, only for stacks that go on past the window.
+ */
+#define CAP_SAMPLE_TOP 1024
+
+static __always_inline void cap_sample_above(struct cap_record *rec, __u64 end)
+{
+	__u64 lo = (rec->stack_start + rec->stack_size + 7) & ~7ull, step;
+	__u32 ok = 0;
+
+	rec->sample_lo = lo;
+	rec->sample_step = 0;
+	rec->sample_ok = 0;
+	if (!rec->stack_size || !end || end < lo + CAP_SAMPLE_BYTES)
+		return;
+	/*
+	 * Evenly from the window's end to CAP_SAMPLE_TOP below the stack's end: the last sample
+	 * lies in the outermost frames (main's loop), below which the next calls write first.
+	 */
+	step = end - lo > CAP_SAMPLE_TOP + CAP_SAMPLE_BYTES ? end - CAP_SAMPLE_TOP - lo : end - lo;
+	step = (step / (CAP_NSAMPLES - 1)) & ~7ull;
+	if (step < CAP_SAMPLE_BYTES)
+		step = CAP_SAMPLE_BYTES;
+	if (step > 0xffffffffull)
+		return;
+	for (int i = 0; i < CAP_NSAMPLES; i++) {
+		__u64 a = lo + (__u64)i * step;
+
+		if (a + CAP_SAMPLE_BYTES > end)
+			break;
+		if (bpf_probe_read_user(rec->samples[i], CAP_SAMPLE_BYTES, (void *)a) == 0)
+			ok |= 1u << i;
+	}
+	rec->sample_step = (__u32)step;
+	rec->sample_ok = ok;
 }
 
 /*
@@ -480,6 +527,9 @@ static __always_inline void cap_fill(struct cap_record *rec, struct pt_regs *reg
 		rec->npending = k;
 	}
 	rec->tramp = rec->npending ? cap_uretprobe_tramp() : 0;
+	rec->sample_lo = 0;
+	rec->sample_step = 0;
+	rec->sample_ok = 0;
 	rec->h.flags = flags;
 }
 
@@ -503,7 +553,7 @@ static __always_inline __u64 cap_rb_wakeup(void)
  */
 static __always_inline long cap_rb_snapshot(struct pt_regs *regs, __u64 cookie, __s64 aux,
 					    __u32 flags, struct cap_thread *t, const __u32 room,
-					    __u32 want, __u64 n, int known)
+					    __u32 want, __u64 n, int known, __u64 end)
 {
 	struct cap_record *rec;
 	__u64 sp = cap_regs_sp(regs);
@@ -516,6 +566,7 @@ static __always_inline long cap_rb_snapshot(struct pt_regs *regs, __u64 cookie, 
 	rec->stack_size = cap_read_stack(rec->stack, room, sp, n, known, &flags, t);
 	rec->want = want;
 	cap_fill(rec, regs, cookie, aux, flags, t);
+	cap_sample_above(rec, end);
 	bpf_ringbuf_submit(rec, cap_rb_wakeup());
 	return 0;
 }
@@ -549,15 +600,15 @@ static __always_inline long cap_snapshot(void *ctx, struct pt_regs *regs, __u64 
 {
 	__u32 want = cap_window();
 	__u64 sp = cap_regs_sp(regs);
-	__u64 n;
+	__u64 n, end = 0;
 	int known;
 	long err;
 
-	known = cap_stack_avail(t, sp, want, &n, &flags);
+	known = cap_stack_avail_end(t, sp, want, &n, &flags, &end);
 	if (!cap_use_perfbuf) {
 #define CAP_CLASS(c)                                                                        \
 		if (known && n <= (c) && want > (c))                                        \
-			return cap_rb_snapshot(regs, cookie, aux, flags, t, (c), want, n, known)
+			return cap_rb_snapshot(regs, cookie, aux, flags, t, (c), want, n, known, end)
 		CAP_CLASS(1024);
 		CAP_CLASS(2048);
 		CAP_CLASS(4096);
@@ -565,7 +616,7 @@ static __always_inline long cap_snapshot(void *ctx, struct pt_regs *regs, __u64 
 		CAP_CLASS(16384);
 		CAP_CLASS(32768);
 #undef CAP_CLASS
-		return cap_rb_snapshot(regs, cookie, aux, flags, t, want, want, n, known);
+		return cap_rb_snapshot(regs, cookie, aux, flags, t, want, want, n, known, end);
 	} else {
 		struct cap_scratch_slot *s = cap_scratch_take();
 		struct cap_record *rec;
@@ -581,6 +632,7 @@ static __always_inline long cap_snapshot(void *ctx, struct pt_regs *regs, __u64 
 		rec->stack_size = n;
 		rec->want = want;
 		cap_fill(rec, regs, cookie, aux, flags, t);
+		cap_sample_above(rec, end);
 		if (n > CAP_MAX_STACK)
 			n = CAP_MAX_STACK;
 		err = bpf_perf_event_output(ctx, &cap_perfbuf, BPF_F_CURRENT_CPU, rec,

@@ -27,6 +27,15 @@
 /* Pending return probes carried in each record (see struct cap_thread). */
 #define CAP_MAX_PENDING   8
 
+/*
+ * Change detection above the window: when the stack goes on past the window, CAP_NSAMPLES pieces
+ * of CAP_SAMPLE_BYTES, spread evenly from the window's end to the stack's end, are copied at the
+ * event too. User space checks them against the live memory it reads there later
+ * (dwunw_capture_sampled): a difference means the frames read live may be other frames by then.
+ */
+#define CAP_NSAMPLES      8
+#define CAP_SAMPLE_BYTES  64
+
 /* Architectures: the values of enum dwunw_arch. */
 #define CAP_ARCH_X86_64   1
 #define CAP_ARCH_ARM64    2
@@ -41,6 +50,7 @@ struct cap_rec_hdr {
 
 enum cap_kind {
 	CAP_KIND_SNAPSHOT = 1, /* struct cap_record */
+	CAP_KIND_MAPEV = 2,    /* struct mapev_rec: a mapping change (mapev.h) */
 	CAP_KIND_TOOL = 16,
 };
 
@@ -85,6 +95,10 @@ struct cap_record {
 	__u64 stack_start;     /* user address of stack[0] (the stack pointer) */
 	__u64 tramp;           /* the uretprobe trampoline's address when a CAP_SLOT_LR entry is pending, else 0 */
 	struct cap_pending_slot pending[CAP_MAX_PENDING];
+	__u64 sample_lo;       /* address of sample 0 */
+	__u32 sample_step;     /* bytes from one sample to the next */
+	__u32 sample_ok;       /* bit i: samples[i] holds the bytes at sample_lo + i * sample_step */
+	__u8 samples[CAP_NSAMPLES][CAP_SAMPLE_BYTES];
 	__u8 stack[];
 };
 

@@ -190,6 +190,11 @@ int dwunw_cap_reader_consume(struct dwunw_cap_reader *r)
 	return perf_buffer__consume(r->pb);
 }
 
+int dwunw_cap_reader_fd(const struct dwunw_cap_reader *r)
+{
+	return r->rb ? ring_buffer__epoll_fd(r->rb) : perf_buffer__epoll_fd(r->pb);
+}
+
 uint64_t dwunw_cap_reader_lost(const struct dwunw_cap_reader *r)
 {
 	return r->lost;
@@ -362,5 +367,19 @@ void dwunw_cap_to_regs(const struct cap_record *rec, struct dwunw_regs *regs)
 	regs->stack_start = rec->stack_start;
 	regs->stack = rec->stack_size ? rec->stack : NULL;
 	regs->stack_size = rec->stack_size;
+}
+
+size_t dwunw_cap_samples(const struct cap_record *rec, struct dwunw_stack_sample *out)
+{
+	size_t n = 0;
+
+	for (unsigned i = 0; i < CAP_NSAMPLES; i++)
+		if (rec->sample_ok & (1u << i))
+			out[n++] = (struct dwunw_stack_sample){
+				.addr = rec->sample_lo + (uint64_t)i * rec->sample_step,
+				.data = rec->samples[i],
+				.len = CAP_SAMPLE_BYTES,
+			};
+	return n;
 }
 #endif

@@ -56,6 +56,8 @@ struct dwunw_cap_reader *dwunw_cap_reader_new(struct bpf_object *obj, int perfbu
 int dwunw_cap_reader_poll(struct dwunw_cap_reader *r, int timeout_ms);
 /* Process whatever is available without waiting. */
 int dwunw_cap_reader_consume(struct dwunw_cap_reader *r);
+/* A file descriptor that polls readable when records have arrived (for a poll() of one's own). */
+int dwunw_cap_reader_fd(const struct dwunw_cap_reader *r);
 /* Records the kernel dropped in the perf buffer (reported by perf's lost records). */
 uint64_t dwunw_cap_reader_lost(const struct dwunw_cap_reader *r);
 void dwunw_cap_reader_free(struct dwunw_cap_reader *r);
@@ -84,6 +86,10 @@ const struct cap_record *dwunw_cap_prepare(const void *data, size_t size, void *
 #ifdef HAVE_DWUNW
 /* struct dwunw_regs for dwunw_capture: registers, pc, pid/tid, and the stack copy. */
 void dwunw_cap_to_regs(const struct cap_record *rec, struct dwunw_regs *regs);
+/* The record's samples above the window (capture.h) into out[CAP_NSAMPLES], for
+ * dwunw_capture_sampled: how many. */
+struct dwunw_stack_sample;
+size_t dwunw_cap_samples(const struct cap_record *rec, struct dwunw_stack_sample *out);
 #endif
 
 #endif /* DWUNW_CAPTURE_USER_H */

@@ -9,6 +9,8 @@
 #include "capture_user.h"
 #include "frames.h"
 #include "intern.h"
+#include "maps_view.h"
+#include "module_warn.h"
 #include "perf_map.h"
 #include "syms.h"
 #include "tool_util.h"
@@ -19,7 +21,7 @@ bool dctx_ok;
 #else
 struct syms_proc *syms;
 #endif
-bool frames_use_perf_map;
+bool frames_use_perf_map = true;
 
 static struct {
 	struct module_seen *v;
@@ -96,22 +98,40 @@ static void fill_anon(struct uframe *f, pid_t pid)
 	const char *name;
 	uint64_t off;
 
-	if (!frames_use_perf_map || !pid || !(name = perf_map_lookup(pid, f->pc, &off)))
+	/* a pc in no known mapping may be code the JIT made after the maps were read, or in a
+	 * process gone since: the perf map is read on for it too (rate-limited) */
+	if (!frames_use_perf_map || !pid || !(name = perf_map_lookup(pid, f->pc, true, &off)))
 		return;
 	f->name = name;
 	f->offset = off;
 	f->flags |= UF_PERFMAP | UF_JIT;
 }
 
-void fill_fp(void *arg, struct uframe *frames, uint32_t n)
+#ifdef HAVE_DWUNW
+static enum uf_origin origin_of_how(uint32_t how)
 {
-	pid_t pid = (pid_t)(intptr_t)arg;
+	switch (how) {
+	case DWUNW_HOW_FP:
+		return UO_FP;
+	case DWUNW_HOW_PROLOGUE:
+		return UO_PROLOGUE;
+	case DWUNW_HOW_LR:
+		return UO_LR;
+	case DWUNW_HOW_SIGNAL:
+		return UO_SIGNAL;
+	default:
+		return UO_WINDOW;
+	}
+}
+#endif
 
-	for (uint32_t i = 0; i < n; i++) {
+void fill_pc(pid_t pid, struct uframe *frames, uint32_t i, bool exact)
+{
+	{
 #ifdef HAVE_DWUNW
 		struct dwunw_regs r = {
 			.arch = DWUNW_ARCH_X86_64,
-			.flags = DWUNW_REGS_PC_IS_RETADDR,
+			.flags = exact ? 0 : DWUNW_REGS_PC_IS_RETADDR,
 			.pid = pid,
 			.tid = pid,
 			.pc = frames[i].pc,
@@ -127,7 +147,9 @@ void fill_fp(void *arg, struct uframe *frames, uint32_t n)
 #endif
 		dwunw_capture(&dctx, &r, &f, &nf);
 		if (nf < 1)
-			continue;
+			return;
+		if (f.flags & DWUNW_FRAME_JIT)
+			frames[i].flags |= UF_JIT;
 		if (f.module) {
 			module_note(intern(dwunw_module_path(f.module)), f.module);
 			frames[i].maddr = f.module_addr;
@@ -142,12 +164,21 @@ void fill_fp(void *arg, struct uframe *frames, uint32_t n)
 #else
 		struct syms_result res;
 
-		syms_resolve(syms, frames[i].pc, 1, &res);
+		syms_resolve(syms, frames[i].pc, exact ? 0 : 1, &res);
 		fill_from_symbol(&frames[i], res.name, res.offset, res.module);
 		module_note(frames[i].module, NULL);
 		if (!res.module)
 			fill_anon(&frames[i], pid);
 #endif
+	}
+}
+
+void fill_fp(void *arg, struct uframe *frames, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		/* frame 0 is the pc at the event; each caller was found by frame pointers */
+		uf_set_origin(&frames[i], i ? UO_FP : UO_WINDOW);
+		fill_pc((pid_t)(intptr_t)arg, frames, i, false);
 	}
 }
 
@@ -197,6 +228,8 @@ int64_t fp_stack_of(struct fp_cache *cache, int map_fd, pid_t pid, uint64_t spac
 static void dw_warn(void *arg, const char *line)
 {
 	(void)arg;
+	if (module_warn_line(line))
+		return;
 	if (tool_verbose)
 		fprintf(stderr, "%s: libdwunw: %s\n", tool_name, line);
 }
@@ -225,6 +258,7 @@ void frames_shutdown(void)
 uint32_t frames_max = FRAMES_MAX;
 static struct dwunw_frame *frames;  /* frames_max + 1 */
 static uint64_t *frame_pcs;
+static uint64_t *frame_ids;         /* file identities (maps_view.h), with mapping events */
 static uint32_t frames_cap;
 static void *patch_buf;
 static size_t patch_buf_size;
@@ -243,6 +277,7 @@ static void fill_dwarf(void *arg, struct uframe *out, uint32_t n)
 		struct dwunw_symbol sym;
 
 		out[i].how = f->how;
+		uf_set_origin(&out[i], origin_of_how(f->how));
 		if (f->how == DWUNW_HOW_FP)
 			out[i].flags |= UF_FP;
 		if (f->flags & DWUNW_FRAME_JIT)
@@ -272,6 +307,7 @@ int64_t frames_from_snapshot(const void *data, size_t size, uint32_t skip, uint6
 	if (frames_cap < frames_max + 1) {
 		frames = xrealloc(frames, ((size_t)frames_max + 1) * sizeof(*frames));
 		frame_pcs = xrealloc(frame_pcs, ((size_t)frames_max + 1) * sizeof(*frame_pcs));
+		frame_ids = xrealloc(frame_ids, ((size_t)frames_max + 1) * sizeof(*frame_ids));
 		frames_cap = frames_max + 1;
 	}
 	pcs = frame_pcs;
@@ -290,10 +326,16 @@ int64_t frames_from_snapshot(const void *data, size_t size, uint32_t skip, uint6
 	if (patched)
 		stats->patched++;
 	dwunw_cap_to_regs(rec, &regs);
+	/* the modules mapped when the record was taken (mapping events applied in order) */
+	if (maps_view_on)
+		maps_view_sync(rec->pid);
 	/* time one unwind in 64 (clock reads cost as much as a short unwind) */
 	bool timed = (stats->records & 63) == 1;
 	t0 = timed ? mono_ns() : 0;
-	rc = dwunw_capture(&dctx, &regs, frames, &nf);
+	struct dwunw_stack_sample samples[CAP_NSAMPLES];
+	size_t nsamples = dwunw_cap_samples(rec, samples);
+
+	rc = dwunw_capture_sampled(&dctx, &regs, samples, nsamples, frames, &nf);
 	if (timed) {
 		stats->unwind_ns += mono_ns() - t0;
 		stats->timed++;
@@ -311,13 +353,35 @@ int64_t frames_from_snapshot(const void *data, size_t size, uint32_t skip, uint6
 	} else {
 		const char *label = NULL, *stop_name = NULL;
 		uint32_t n = (uint32_t)nf - skip;
+		bool unknown_mod = false;
 
 		for (uint32_t i = 0; i < n; i++) {
 			pcs[i] = frames[i + skip].pc;
 			if (frames[i + skip].how == DWUNW_HOW_FP)
 				stats->frames_fp++;
+			if (maps_view_on) {
+				bool unk;
+
+				/* a return address points after the call: look up the call */
+				frame_ids[i] = maps_view_file_id(rec->pid, pcs[i] - (i + skip > 0), &unk);
+				/* in a file mapping but no module: which file it was is not known */
+				if (frame_ids[i] && !frames[i + skip].module)
+					unk = true;
+				if (unk && !unknown_mod) {
+					unknown_mod = true;
+					/* the frames past it cannot be trusted: cut there */
+					n = i + 1;
+					break;
+				}
+			}
 		}
-		if (rc != DWUNW_OK) {
+		if (unknown_mod) {
+			maps_view_stats.flagged++;
+			label = intern("[unwind stopped: module at capture time unknown]");
+			stop_name = intern("MODULE_UNKNOWN");
+			if (rc == DWUNW_OK)
+				rc = DWUNW_ERR_NO_MODULE;
+		} else if (rc != DWUNW_OK) {
 			char buf[128];
 
 			if (frames[nf - 1].flags & DWUNW_FRAME_UPROBE_TRAMP) {
@@ -330,10 +394,19 @@ int64_t frames_from_snapshot(const void *data, size_t size, uint32_t skip, uint6
 			}
 		}
 		struct dwarf_fill fd = { .f = &frames[skip], .pid = (pid_t)rec->pid };
-		idx = stack_get_in(space, SK_DWARF, rc, label, stop_name, pcs, n, fill_dwarf, &fd);
+		idx = stack_get_ids(space, SK_DWARF, rc, label, stop_name, pcs,
+				    maps_view_on ? frame_ids : NULL, n, fill_dwarf, &fd);
+		/* a frame recovered with memory read live, and every frame found from it, rest on
+		 * that memory: marked on the stack (kept by pcs) for any record that needed it */
+		struct ustack *s = &st.v[idx];
 		for (size_t i = skip; i < nf; i++)
-			if (frames[i].flags & DWUNW_FRAME_BEYOND_SNAPSHOT)
-				st.v[idx].beyond = true;
+			if (frames[i].flags & DWUNW_FRAME_BEYOND_SNAPSHOT) {
+				s->beyond = true;
+				if (s->kind == SK_DWARF && s->nframes == n)
+					for (size_t k = i - skip; k < n; k++)
+						s->frames[k].flags |= UF_LIVE;
+				break;
+			}
 	}
 	dwunw_module_cache_release(&dctx, frames, nf);
 	return idx;

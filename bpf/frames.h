@@ -44,6 +44,9 @@ extern bool frames_use_perf_map;
 
 void fill_from_symbol(struct uframe *f, const char *name, uint64_t off, const char *module);
 
+/* Name frames[i] of pid's stack: its pc exact (frame 0, after a signal) or a return address. */
+void fill_pc(pid_t pid, struct uframe *frames, uint32_t i, bool exact);
+
 /* fill_fn for frame-pointer stacks (every pc a return address); arg: the pid (intptr_t). */
 void fill_fp(void *arg, struct uframe *frames, uint32_t n);
 

@@ -29,6 +29,7 @@ const volatile __u32 kw_max_frames = KW_MAX_FRAMES;
  * register mask, the frame count), so iterations converge instead of being told apart. */
 __u64 kw_all_regs = KW_NREGS == 64 ? ~0ull : (1ull << KW_NREGS) - 1;
 __u32 kw_zero = 0;
+static const __u32 kw_zero_key = 0;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -74,10 +75,33 @@ struct {
 	__type(value, struct kw_proc);
 } kw_procs SEC(".maps");
 
+/*
+ * The user stack is read in chunks of kw_chunk bytes into the scratch (a helper call costs about
+ * 100 ns here whatever its size up to a few KiB, so one read serves every frame whose 64-byte
+ * window lies in the chunk). Power of two, <= KW_CHUNK; 64 reads each window alone (the peer's way).
+ */
+#define KW_CHUNK 4096
+const volatile __u32 kw_chunk = 2048;
+
+/* The registers, apart: a global function given a pointer may write anything there, so the
+ * verifier forgets what that memory held (pointers kept elsewhere in kw_walk stay pointers). */
+struct kw_regset {
+	__u64 regs[KW_NREGS];
+	__u64 valid;               /* bit n: regs[n] known */
+	__u64 fault;               /* kw_slots_slow: the slot it could not read */
+};
+
 struct kw_scratch {
 	__u64 busy;
 	__u64 pcs[KW_MAX_FRAMES];
 	__u8 how[KW_MAX_FRAMES];
+	struct kw_regset rs;       /* the walk's registers (not on the 512-byte BPF stack: arm64's 32) */
+	__u64 cbase;               /* user address of stk[0] */
+	__u32 clen;                /* valid bytes in stk (0: none yet in this walk) */
+	__u32 hits;                /* this walk: frames whose rule came from kw_cache */
+	__u32 reads;               /* this walk: stack chunks read */
+	__u32 pad;
+	__u8 stk[KW_CHUNK + 64];
 };
 
 /* Frames are written here (the loop's context must live on the 512-byte BPF stack). */
@@ -87,6 +111,33 @@ struct {
 	__type(key, __u32);
 	__type(value, struct kw_scratch);
 } kw_scratch SEC(".maps");
+
+/*
+ * Per-CPU cache of looked-up rules, keyed by (module slot, its gen, module address): the frames
+ * of the next samples mostly repeat, and one cache line then replaces the block index, rows and
+ * rule lines, each a cache (and TLB) miss after the traced program ran. Shared by every process
+ * mapping the module; a slot refilled with another module has another gen, so nothing to flush.
+ */
+#define KW_CACHE 512
+struct kw_cent {
+	__u64 addr;
+	__u32 mod;
+	__u32 gen;                 /* 0: empty */
+	__u32 rid;
+	__u32 pad;
+	struct kw_rule r;
+};
+
+struct kw_cache {
+	struct kw_cent e[KW_CACHE];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct kw_cache);
+} kw_cache SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -124,16 +175,8 @@ static __always_inline __u32 kw_slot_reg(int i)
 }
 #endif
 
-/* The registers, apart: a global function given a pointer may write anything there, so the
- * verifier forgets what that memory held (pointers kept elsewhere in kw_walk stay pointers). */
-struct kw_regset {
-	__u64 regs[KW_NREGS];
-	__u64 valid;               /* bit n: regs[n] known */
-	__u64 fault;               /* kw_slots_slow: the slot it could not read */
-};
-
 struct kw_walk {
-	struct kw_regset rs;
+	struct kw_regset *rs;      /* in the scratch */
 	__u64 pc;
 	struct kw_proc *proc;
 	struct kw_scratch *out;
@@ -320,16 +363,16 @@ static __always_inline int kw_is_restorer(__u64 pc)
  */
 static __always_inline int kw_sigframe(struct kw_walk *w)
 {
-	__u64 sc = w->rs.regs[KW_SP] + 128 + 176 + 8, sppc[2];
+	__u64 sc = w->rs->regs[KW_SP] + 128 + 176 + 8, sppc[2];
 
-	if (!(w->rs.valid & (1ull << KW_SP)))
+	if (!(w->rs->valid & (1ull << KW_SP)))
 		return kw_stop(w, KW_ST_REG_UNKNOWN, 0, ~0u);
-	if (bpf_probe_read_user(w->rs.regs, 31 * 8, (void *)sc) ||
+	if (bpf_probe_read_user(w->rs->regs, 31 * 8, (void *)sc) ||
 	    bpf_probe_read_user(sppc, sizeof(sppc), (void *)(sc + 31 * 8)))
 		return kw_stop(w, KW_ST_READ_FAULT, sc, ~0u);
-	w->rs.regs[KW_SP] = sppc[0];
+	w->rs->regs[KW_SP] = sppc[0];
 	w->pc = sppc[1];
-	w->rs.valid = kw_all_regs;
+	w->rs->valid = kw_all_regs;
 	w->exact = 1;
 	w->how = KW_HOW_SIGNAL;
 	if (w->pc == 0)
@@ -359,28 +402,28 @@ static __always_inline int kw_sigframe(struct kw_walk *w)
 {
 	__u64 g[17];
 
-	if (!(w->rs.valid & (1u << KW_RSP)))
+	if (!(w->rs->valid & (1u << KW_RSP)))
 		return kw_stop(w, KW_ST_REG_UNKNOWN, 0, ~0u);
-	if (bpf_probe_read_user(g, sizeof(g), (void *)(w->rs.regs[KW_RSP] + 40)))
-		return kw_stop(w, KW_ST_READ_FAULT, w->rs.regs[KW_RSP] + 40, ~0u);
-	w->rs.regs[8] = g[0];
-	w->rs.regs[9] = g[1];
-	w->rs.regs[10] = g[2];
-	w->rs.regs[11] = g[3];
-	w->rs.regs[12] = g[4];
-	w->rs.regs[13] = g[5];
-	w->rs.regs[14] = g[6];
-	w->rs.regs[15] = g[7];
-	w->rs.regs[5] = g[8];
-	w->rs.regs[4] = g[9];
-	w->rs.regs[6] = g[10];
-	w->rs.regs[3] = g[11];
-	w->rs.regs[1] = g[12];
-	w->rs.regs[0] = g[13];
-	w->rs.regs[2] = g[14];
-	w->rs.regs[7] = g[15];
+	if (bpf_probe_read_user(g, sizeof(g), (void *)(w->rs->regs[KW_RSP] + 40)))
+		return kw_stop(w, KW_ST_READ_FAULT, w->rs->regs[KW_RSP] + 40, ~0u);
+	w->rs->regs[8] = g[0];
+	w->rs->regs[9] = g[1];
+	w->rs->regs[10] = g[2];
+	w->rs->regs[11] = g[3];
+	w->rs->regs[12] = g[4];
+	w->rs->regs[13] = g[5];
+	w->rs->regs[14] = g[6];
+	w->rs->regs[15] = g[7];
+	w->rs->regs[5] = g[8];
+	w->rs->regs[4] = g[9];
+	w->rs->regs[6] = g[10];
+	w->rs->regs[3] = g[11];
+	w->rs->regs[1] = g[12];
+	w->rs->regs[0] = g[13];
+	w->rs->regs[2] = g[14];
+	w->rs->regs[7] = g[15];
 	w->pc = g[16];
-	w->rs.valid = 0xffff;
+	w->rs->valid = 0xffff;
 	w->exact = 1;
 	w->how = KW_HOW_SIGNAL;
 	if (w->pc == 0)
@@ -416,11 +459,53 @@ __noinline int kw_slots_slow(struct kw_regset *w, const struct kw_rule *r, __u64
 	return 0;
 }
 
+/*
+ * The 64 bytes below `cfa` from the stack chunk, read anew when the window leaves it: 0, or 1
+ * when unreadable (the caller then reads slot by slot). Near the stack's end a whole chunk may
+ * fault: then the rest of the page, or the window alone.
+ */
+struct kw_win {
+	__u64 v[8];
+};
+
+__noinline int kw_window(struct kw_scratch *s, __u64 cfa, struct kw_win *win)
+{
+	__u64 a = cfa - 64, off;
+	__u32 len = kw_chunk, rest;
+	int ret = 0;
+	__u64 *p;
+
+	if (!s || !win)
+		return 1;
+	off = a - s->cbase;
+	if (a < s->cbase || off + 64 > s->clen) {
+		if (len > KW_CHUNK || len < 64)
+			len = KW_CHUNK;
+		if (bpf_probe_read_user(s->stk, len, (void *)a)) {
+			rest = 4096 - (a & 4095);
+			len = rest >= 64 && rest < len ? rest : 64;
+			if (bpf_probe_read_user(s->stk, len & (2 * KW_CHUNK - 1) && len <= KW_CHUNK ? len : 64, (void *)a)) {
+				s->clen = 0;
+				return 1;
+			}
+		}
+		s->cbase = a;
+		s->clen = len;
+		off = 0;
+		ret = 2;
+	}
+	p = (__u64 *)&s->stk[off & (KW_CHUNK - 1)];
+#pragma unroll
+	for (int i = 0; i < 8; i++)
+		win->v[i] = p[i];
+	return ret;
+}
+
 /* One CFI step with `r`: the caller's registers into w. 0 = go on, 1 = stopped. */
 static __always_inline int kw_step_cfi(struct kw_walk *w, const struct kw_rule *r, __u32 rid)
 {
-	__u64 cfa, base, v, osp = w->rs.regs[KW_RSP], opc = w->pc, ra = 0;
-	__u64 win[8];
+	__u64 cfa, base, v, osp = w->rs->regs[KW_RSP], opc = w->pc, ra = 0;
+	struct kw_win win;
 	__u32 reg = r->cfa_reg & (KW_NREGS - 1);
 	int fast = 1;
 
@@ -429,9 +514,9 @@ static __always_inline int kw_step_cfi(struct kw_walk *w, const struct kw_rule *
 	switch (r->cfa_type) {
 	case KW_CFA_REG:
 	case KW_CFA_DEREF:
-		if (!(w->rs.valid & (1u << reg)))
+		if (!(w->rs->valid & (1u << reg)))
 			return kw_stop(w, KW_ST_REG_UNKNOWN, reg, rid);
-		cfa = w->rs.regs[reg] + (__s64)r->cfa_off;
+		cfa = w->rs->regs[reg] + (__s64)r->cfa_off;
 		if (r->cfa_type == KW_CFA_DEREF) {
 			base = cfa;
 			if (bpf_probe_read_user(&v, 8, (void *)base))
@@ -440,9 +525,9 @@ static __always_inline int kw_step_cfi(struct kw_walk *w, const struct kw_rule *
 		}
 		break;
 	case KW_CFA_PLT:
-		if (!(w->rs.valid & (1u << KW_RSP)))
+		if (!(w->rs->valid & (1u << KW_RSP)))
 			return kw_stop(w, KW_ST_REG_UNKNOWN, KW_RSP, rid);
-		cfa = w->rs.regs[KW_RSP] + (__s64)r->cfa_off + ((w->pc & 15) >= (__u64)r->cfa_add ? 8 : 0);
+		cfa = w->rs->regs[KW_RSP] + (__s64)r->cfa_off + ((w->pc & 15) >= (__u64)r->cfa_add ? 8 : 0);
 		break;
 	case KW_CFA_UNSUP:
 		w->why = r->cfa_reg;
@@ -452,43 +537,52 @@ static __always_inline int kw_step_cfi(struct kw_walk *w, const struct kw_rule *
 	}
 
 	/* Every slot in [cfa - 64, cfa): one read (may fail on a page never touched: slot by slot). */
-	if (!(r->flags & KW_RF_WINDOW) || bpf_probe_read_user(win, sizeof(win), (void *)(cfa - 64)))
+	if (!(r->flags & KW_RF_WINDOW))
 		fast = 0;
+	else if (w->peer)
+		fast = !bpf_probe_read_user(&win, sizeof(win), (void *)(cfa - 64));
+	else {
+		int got = kw_window(w->out, cfa, &win);
+
+		fast = got != 1;
+		if (got == 2 && w->out)
+			w->out->reads++;
+	}
 	if (fast) {
 		/* branch-free, so the verifier sees one path whatever the rule saves */
 		__u32 saved = r->saved;
 
-		ra = win[(r->ra_off + 8) & 7];
+		ra = win.v[(r->ra_off + 8) & 7];
 #pragma unroll
 		for (int i = 0; i < KW_NSAVED; i++) {
 			__u32 sreg = kw_slot_reg(i);
 			__u64 mask = -(__u64)((saved >> i) & 1);
 
-			v = win[(r->off[i] + 8) & 7];
-			w->rs.regs[sreg] = (v & mask) | (w->rs.regs[sreg] & ~mask);
-			w->rs.valid |= (1ull << sreg) & mask;
+			v = win.v[(r->off[i] + 8) & 7];
+			w->rs->regs[sreg] = (v & mask) | (w->rs->regs[sreg] & ~mask);
+			w->rs->valid |= (1ull << sreg) & mask;
 		}
 	} else {
 		if (!KW_ARM64 && !(r->flags & KW_RF_RA_UNDEF) &&
 		    bpf_probe_read_user(&ra, 8, (void *)(cfa + 8 * (__s64)r->ra_off)))
 			return kw_stop(w, KW_ST_READ_FAULT, cfa + 8 * (__s64)r->ra_off, rid);
-		if (kw_slots_slow(&w->rs, r, cfa, osp))
-			return kw_stop(w, KW_ST_READ_FAULT, w->rs.fault, rid);
+		if (kw_slots_slow(w->rs, r, cfa, osp))
+			return kw_stop(w, KW_ST_READ_FAULT, w->rs->fault, rid);
 	}
-	w->rs.valid &= ~(__u64)r->undef_regs;
+	w->rs->valid &= ~(__u64)r->undef_regs;
 	if (r->flags & KW_RF_RA_UNDEF)
 		return kw_stop(w, KW_ST_OK, 0, rid);
 #if KW_ARM64
 	/* the return address is x30: restored by the rule (slot 11), or still there (a leaf) */
-	if (!(w->rs.valid & (1ull << KW_LR)))
+	if (!(w->rs->valid & (1ull << KW_LR)))
 		return kw_stop(w, KW_ST_OK, 0, rid);
-	ra = w->rs.regs[KW_LR] & ~KW_PAC_MASK; /* user addresses: PAC bits stripped */
-	w->rs.valid = (w->rs.valid & KW_CALLEE_SAVED) | (1ull << KW_RSP) |
+	ra = w->rs->regs[KW_LR] & ~KW_PAC_MASK; /* user addresses: PAC bits stripped */
+	w->rs->valid = (w->rs->valid & KW_CALLEE_SAVED) | (1ull << KW_RSP) |
 		      ((__u64)((r->saved >> 11) & 1) << KW_LR);
 #else
-	w->rs.valid = (w->rs.valid & KW_CALLEE_SAVED) | (1u << KW_RSP);
+	w->rs->valid = (w->rs->valid & KW_CALLEE_SAVED) | (1u << KW_RSP);
 #endif
-	w->rs.regs[KW_RSP] = cfa;
+	w->rs->regs[KW_RSP] = cfa;
 	w->pc = ra;
 	if (ra == 0) {
 		w->pc = opc;
@@ -510,7 +604,9 @@ static long kw_frame_cb(__u64 i, void *arg)
 	struct kw_map *m;
 	struct kw_mod *mod;
 	struct kw_rule *r;
-	__u64 lookup;
+	struct kw_cache *cache;
+	struct kw_cent *ce;
+	__u64 lookup, addr;
 	__u32 n = w->n, rid;
 	long row;
 
@@ -528,13 +624,31 @@ static long kw_frame_cb(__u64 i, void *arg)
 	mod = bpf_map_lookup_elem(&kw_mods, &rid);
 	if (!mod || !mod->gen || mod->gen != m->gen)
 		return kw_stop(w, KW_ST_NO_TABLE, lookup - m->bias, ~0u);
-	row = w->peer ? kw_row_find_peer(mod, lookup - m->bias) : kw_row_find(mod, lookup - m->bias);
-	if (row < 0)
-		return kw_stop(w, KW_ST_NO_DWARF, lookup - m->bias, ~0u);
-	rid = (__u32)row;
-	r = bpf_map_lookup_elem(&kw_rules, &rid);
-	if (!r)
-		return kw_stop(w, KW_ST_NO_DWARF, lookup - m->bias, rid);
+	addr = lookup - m->bias;
+	cache = bpf_map_lookup_elem(&kw_cache, &kw_zero_key);
+	if (!cache)
+		return 1;
+	/* the peer looks up every time (entry 0 is only where its rule is copied: one pointer type
+	 * for the verifier whichever way the rule came) */
+	ce = &cache->e[w->peer ? 0 : (__u32)(addr ^ (addr >> 9) ^ m->mod * 0x9e37u) & (KW_CACHE - 1)];
+	if (w->peer || ce->addr != addr || ce->mod != m->mod || ce->gen != m->gen) {
+		row = w->peer ? kw_row_find_peer(mod, addr) : kw_row_find(mod, addr);
+		if (row < 0)
+			return kw_stop(w, KW_ST_NO_DWARF, addr, ~0u);
+		rid = (__u32)row;
+		out->hits--; /* counted below for every frame */
+		r = bpf_map_lookup_elem(&kw_rules, &rid);
+		if (!r)
+			return kw_stop(w, KW_ST_NO_DWARF, addr, rid);
+		ce->addr = addr;
+		ce->mod = m->mod;
+		ce->gen = w->peer ? 0 : m->gen;
+		ce->rid = rid;
+		__builtin_memcpy(&ce->r, r, sizeof(*r));
+	}
+	rid = ce->rid;
+	r = &ce->r;
+	out->hits++;
 	if ((r->cfa_type == KW_CFA_END || (r->flags & KW_RF_SIGNAL)) && kw_is_restorer(w->pc))
 		return kw_sigframe(w);
 	if (r->cfa_type == KW_CFA_END)
@@ -587,30 +701,10 @@ static __always_inline struct kw_scratch *kw_walk(struct kw_walk *w, struct pt_r
 	w->stop_rule = ~0u;
 	w->peer = mode == KW_MODE_PEER || mode == KW_MODE_PEER1;
 #if KW_ARM64
-	for (int i = 0; i < 31; i++)
-		w->rs.regs[i] = regs->regs[i];
-	w->rs.regs[31] = regs->sp;
 	w->pc = regs->pc;
 #else
-	w->rs.regs[0] = regs->ax;
-	w->rs.regs[1] = regs->dx;
-	w->rs.regs[2] = regs->cx;
-	w->rs.regs[3] = regs->bx;
-	w->rs.regs[4] = regs->si;
-	w->rs.regs[5] = regs->di;
-	w->rs.regs[6] = regs->bp;
-	w->rs.regs[7] = regs->sp;
-	w->rs.regs[8] = regs->r8;
-	w->rs.regs[9] = regs->r9;
-	w->rs.regs[10] = regs->r10;
-	w->rs.regs[11] = regs->r11;
-	w->rs.regs[12] = regs->r12;
-	w->rs.regs[13] = regs->r13;
-	w->rs.regs[14] = regs->r14;
-	w->rs.regs[15] = regs->r15;
 	w->pc = regs->ip;
 #endif
-	w->rs.valid = kw_all_regs;
 	w->n = kw_zero;
 	w->exact = 1;
 	w->how = KW_HOW_INITIAL;
@@ -622,6 +716,36 @@ static __always_inline struct kw_scratch *kw_walk(struct kw_walk *w, struct pt_r
 		return NULL;
 	}
 	w->out = s;
+	w->rs = &s->rs;
+#if KW_ARM64
+	/* unrolled: regs may be the program's context, read only at constant offsets */
+#pragma unroll
+	for (int i = 0; i < 31; i++)
+		w->rs->regs[i] = regs->regs[i];
+	w->rs->regs[31] = regs->sp;
+#else
+	w->rs->regs[0] = regs->ax;
+	w->rs->regs[1] = regs->dx;
+	w->rs->regs[2] = regs->cx;
+	w->rs->regs[3] = regs->bx;
+	w->rs->regs[4] = regs->si;
+	w->rs->regs[5] = regs->di;
+	w->rs->regs[6] = regs->bp;
+	w->rs->regs[7] = regs->sp;
+	w->rs->regs[8] = regs->r8;
+	w->rs->regs[9] = regs->r9;
+	w->rs->regs[10] = regs->r10;
+	w->rs->regs[11] = regs->r11;
+	w->rs->regs[12] = regs->r12;
+	w->rs->regs[13] = regs->r13;
+	w->rs->regs[14] = regs->r14;
+	w->rs->regs[15] = regs->r15;
+#endif
+	w->rs->valid = kw_all_regs;
+	w->rs->fault = 0;
+	s->clen = 0;
+	s->hits = 0;
+	s->reads = 0;
 	w->proc = bpf_map_lookup_elem(&kw_procs, &pid);
 	if (max > KW_MAX_FRAMES || max == 0)
 		max = KW_MAX_FRAMES;
@@ -644,6 +768,8 @@ static __always_inline struct kw_scratch *kw_walk(struct kw_walk *w, struct pt_r
 	} else if (mode == KW_MODE_BENCH) {
 		kw_count(KW_C_BENCH_SAMPLES, 1);
 		kw_count(KW_C_BENCH_FRAMES, w->n);
+		kw_count(KW_C_CACHE_HITS, s->hits);
+		kw_count(KW_C_CHUNK_READS, s->reads);
 	} else if (mode == KW_MODE_PEER) {
 		kw_count(KW_C_PEER_SAMPLES, 1);
 		kw_count(KW_C_PEER_FRAMES, w->n);
@@ -699,7 +825,7 @@ static __always_inline void kw_event_fill(struct kw_event *ev, struct kw_walk *w
  * with the snapshot (registers + `room` bytes of stack, a constant) when it stopped short or
  * when `always_snapshot` (the differential test). `cookie` and `aux` go into the event and its
  * snapshot, as cap_snapshot()'s do. Evaluates to the walk's status (enum
- * kw_status); an event that could not be output is counted (KW_C_LOST).
+ * kw_status), or -1 when the event could not be output (counted: KW_C_LOST).
  */
 #define KW_EMIT(ctx, regs, always_snapshot, room, cookie, aux)                                     \
 	({                                                                                         \
@@ -738,7 +864,7 @@ static __always_inline void kw_event_fill(struct kw_event *ev, struct kw_walk *w
 		kw_walk_done(__s);                                                                 \
 		if (__err)                                                                         \
 			kw_count(KW_C_LOST, 1);                                                    \
-		__w.status;                                                                        \
+		__err ? -1 : (int)__w.status;                                                      \
 	})
 
 #endif /* DWUNW_KWALK_BPF_H */

@@ -136,3 +136,74 @@ int kc_peer1_perf(struct bpf_perf_event_data *ctx)
 		kc_walk_only(kc_user_regs(), KW_MODE_PEER1);
 	return 0;
 }
+
+/*
+ * --micro OP:SIZE:N: where a frame's time goes, one thing at a time. At each sample, N times:
+ * OP 0 nothing (the loop alone), 1 bpf_probe_read_user of SIZE bytes at sp, 2 a row load at a
+ * pseudo-random index below SIZE (cache/TLB misses across the rows map), 3 the same at one index,
+ * 4 bpf_probe_read_user of SIZE bytes at sp + 64 * i (a new line each time).
+ */
+const volatile __u32 micro_op = 0;
+const volatile __u32 micro_size = 8;
+const volatile __u32 micro_n = 16;
+__u64 kc_micro_faults;
+
+struct kc_micro_buf {
+	__u8 b[4096];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct kc_micro_buf);
+} kc_micro_buf SEC(".maps");
+
+struct kc_micro {
+	struct kc_micro_buf *buf;
+	__u64 sp;
+	__u64 sum;
+	__u32 faults;
+};
+
+static long kc_micro_cb(__u64 i, void *arg)
+{
+	struct kc_micro *m = arg;
+	__u32 size = micro_size & 4095, idx;
+
+	if (!m->buf)
+		return 1;
+	switch (micro_op) {
+	case 1:
+	case 4:
+		if (bpf_probe_read_user(m->buf->b, size ? size : 4096,
+					(void *)(m->sp + (micro_op == 4 ? 64 * i : 0))))
+			m->faults++;
+		break;
+	case 2:
+		idx = (__u32)((i + 1) * 2654435761u + m->sum) % (micro_size ? micro_size : 1);
+		m->sum += kw_row_at(idx);
+		break;
+	case 3:
+		m->sum += kw_row_at(7);
+		break;
+	}
+	return 0;
+}
+
+SEC("perf_event")
+int kc_micro_perf(struct bpf_perf_event_data *ctx)
+{
+	struct kc_micro m = {};
+	__u32 zero = 0;
+
+	if (!kc_target())
+		return 0;
+	m.buf = bpf_map_lookup_elem(&kc_micro_buf, &zero);
+	m.sp = kc_user_regs()->sp;
+	m.sum = bpf_get_prandom_u32();
+	bpf_loop(micro_n, kc_micro_cb, &m, 0);
+	if (m.faults)
+		__sync_fetch_and_add(&kc_micro_faults, m.faults);
+	return 0;
+}

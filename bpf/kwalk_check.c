@@ -34,6 +34,7 @@
 #include "capture_user.h"
 #include "kwalk_check.h"
 #include "kwalk_event.h"
+#include "kwalk_preload.h"
 #include "kwalk_user.h"
 #include "kwalk_check.skel.h"
 
@@ -55,6 +56,8 @@ static struct {
 	int no_perf;
 	int stop_unknown;
 	int preload;
+	int micro;
+	unsigned micro_op, micro_size, micro_n;
 	char **cmd;
 } opt = { .freq = 997, .duration = 10, .frames = KW_MAX_FRAMES, .peer = 1, .max_diffs = 20 };
 
@@ -75,6 +78,8 @@ static const struct argp_option options[] = {
 	  "before it starts", 0 },
 	{ "stop-unknown", 's', NULL, 0, "Stop the process at a sample whose mappings are not loaded, "
 	  "continue it once they are (short runs)", 0 },
+	{ "micro", 'M', "OP:SIZE:N", 0, "Also time N operations per sample: 0 nothing, 1 user read of SIZE "
+	  "bytes at sp, 2 row loads at random indices below SIZE, 3 at one index, 4 reads at sp + 64 i", 0 },
 	{},
 };
 
@@ -93,6 +98,12 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 	case 's': opt.stop_unknown = 1; break;
 	case 'p': opt.preload = 1; break;
 	case 'm': opt.max_diffs = atoi(arg); break;
+	case 'M':
+		if (sscanf(arg, "%u:%u:%u", &opt.micro_op, &opt.micro_size, &opt.micro_n) != 3 ||
+		    opt.micro_op > 4 || opt.micro_size > 1u << 24 || opt.micro_n > 4096)
+			argp_error(state, "--micro OP:SIZE:N (OP 0..4, N <= 4096)");
+		opt.micro = 1;
+		break;
 	case 'u':
 		if (opt.nuprobes >= KC_MAX_UPROBES || !strchr(arg, ':'))
 			argp_error(state, "--uprobe PATH:SYMBOL, at most %d", KC_MAX_UPROBES);
@@ -126,7 +137,7 @@ static struct {
 	struct kw_loader *kl;
 	struct dwunw_ctx ctx;
 	int pid;
-	uint64_t events, identical, differences, fallback, snapshot_short, complete, no_lib;
+	uint64_t events, identical, differences, fallback, snapshot_short, complete, no_lib, uprobe_tramp;
 	uint64_t by_status[KW_ST_MAX];
 	uint64_t frames_walker, frames_lib;
 	uint64_t signal_frames, vdso_events, deep_events, max_frames;
@@ -228,6 +239,29 @@ static void print_diff(const struct kw_event *ev, const struct dwunw_frame *lf, 
 		(unsigned long long)ev->stop_pc, (unsigned long long)ev->stop_addr, krule);
 }
 
+/*
+ * Is pc in the process's [uprobes] page? A sample taken while a uretprobe's handlers run (the
+ * thread is in the trampoline's syscall there; any tool's uretprobe on a library the target
+ * uses, e.g. another memleak's on libc) has no unwind info at frame 0, for either path.
+ */
+static int in_uprobes_page(int pid, uint64_t pc)
+{
+	char path[64], line[512];
+	unsigned long long lo, hi;
+	int yes = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/maps", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return 0;
+	while (!yes && fgets(line, sizeof(line), f))
+		if (sscanf(line, "%llx-%llx", &lo, &hi) == 2 && pc >= lo && pc < hi)
+			yes = strstr(line, "[uprobes]") != NULL;
+	fclose(f);
+	return yes;
+}
+
 static int on_record(void *ctx, const void *data, size_t size)
 {
 	const struct kw_event *ev = data;
@@ -259,6 +293,8 @@ static int on_record(void *ctx, const void *data, size_t size)
 	}
 	if (n >= 100)
 		S.deep_events++;
+	if (ev->status == KW_ST_NO_MAPPING && ev->stop_frame == 0 && in_uprobes_page((int)ev->pid, ev->stop_pc))
+		S.uprobe_tramp++;
 	{
 		int seen = 0;
 		for (int i = 0; i < S.ntids; i++)
@@ -364,43 +400,6 @@ static int on_record(void *ctx, const void *data, size_t size)
 	return 0;
 }
 
-/* The command's executable and what `ldd` says it loads: into the maps before it starts. */
-static void preload(const char *cmd)
-{
-	char line[1300], exe[1024], q[1200], *p, *e;
-	FILE *f;
-
-	snprintf(q, sizeof(q), "command -v '%s'", cmd);
-	f = popen(q, "r");
-	if (!f)
-		return;
-	exe[0] = 0;
-	if (!fgets(exe, sizeof(exe), f))
-		exe[0] = 0;
-	pclose(f);
-	exe[strcspn(exe, "\n")] = 0;
-	if (!exe[0] || !realpath(exe, q))
-		return;
-	kw_preload_file(S.kl, q);
-	snprintf(line, sizeof(line), "ldd '%s' 2>/dev/null", q);
-	f = popen(line, "r");
-	if (!f)
-		return;
-	while (fgets(line, sizeof(line), f)) {
-		/* "\tlibc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x...)" or "\t/lib64/ld-linux... (0x...)" */
-		p = strchr(line, '/');
-		if (!p)
-			continue;
-		e = strstr(p, " (");
-		if (e)
-			*e = 0;
-		p[strcspn(p, "\n")] = 0;
-		if (realpath(p, exe))
-			kw_preload_file(S.kl, exe);
-	}
-	pclose(f);
-}
-
 /* ---- Attaching ---------------------------------------------------------------------------- */
 
 static int perf_open(int pid, int cpu, unsigned freq)
@@ -419,9 +418,9 @@ static int perf_open(int pid, int cpu, unsigned freq)
 }
 
 struct links {
-	struct bpf_link *l[5 * 256 + 5 * KC_MAX_UPROBES];
+	struct bpf_link *l[6 * 256 + 5 * KC_MAX_UPROBES];
 	int n;
-	int fds[5 * 256];
+	int fds[6 * 256];
 	int nfds;
 };
 
@@ -455,6 +454,20 @@ static int attach_all(struct kwalk_check_bpf *skel, int pid, struct links *L)
 				L->l[L->n++] = lk;
 			}
 		}
+	}
+	for (int cpu = 0; opt.micro && !opt.no_perf && cpu < ncpu && cpu < 256; cpu++) {
+		int fd = perf_open(pid, cpu, opt.freq);
+		struct bpf_link *lk;
+
+		if (fd < 0)
+			break;
+		L->fds[L->nfds++] = fd;
+		lk = bpf_program__attach_perf_event(skel->progs.kc_micro_perf, fd);
+		if (!lk) {
+			fprintf(stderr, "kwalk-check: attach perf event: %s\n", strerror(errno));
+			return -1;
+		}
+		L->l[L->n++] = lk;
 	}
 	for (int i = 0; i < opt.nuprobes; i++) {
 		char path[512], *sym;
@@ -527,7 +540,7 @@ int main(int argc, char **argv)
 	struct kwalk_check_bpf *skel = NULL;
 	struct dwunw_cap_reader *rd = NULL;
 	static struct links L;
-	struct prog_fig main_f = {}, bench_f = {}, peer_f = {}, bench1_f = {}, peer1_f = {};
+	struct prog_fig main_f = {}, bench_f = {}, peer_f = {}, bench1_f = {}, peer1_f = {}, micro_f = {};
 	struct kw_stats ks;
 	uint64_t c[KW_C_MAX], t0;
 	int go[2], stats_fd, status = 0, exited = 0, rc = 1;
@@ -574,6 +587,13 @@ int main(int argc, char **argv)
 		fprintf(stderr, "kwalk-check: sizing maps failed\n");
 		goto out;
 	}
+	if (getenv("KC_CHUNK")) /* the walker's stack chunk (bytes), for measuring */
+		skel->rodata->kw_chunk = (uint32_t)strtoul(getenv("KC_CHUNK"), NULL, 0);
+	skel->rodata->micro_op = opt.micro_op;
+	skel->rodata->micro_size = opt.micro_size;
+	skel->rodata->micro_n = opt.micro_n;
+	if (!opt.micro)
+		bpf_program__set_autoload(skel->progs.kc_micro_perf, false);
 	if (!opt.peer) {
 		bpf_program__set_autoload(skel->progs.kc_peer_perf, false);
 		bpf_program__set_autoload(skel->progs.kc_peer_uprobe, false);
@@ -591,7 +611,7 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	if (opt.preload)
-		preload(opt.cmd[0]);
+		kw_preload_command(S.kl, opt.cmd[0]);
 	rd = dwunw_cap_reader_new(skel->obj, 0, 0, on_record, NULL);
 	if (!rd || attach_all(skel, pid, &L))
 		goto out;
@@ -634,6 +654,8 @@ int main(int argc, char **argv)
 		prog_fig(skel->progs.kc_peer1_perf, &peer1_f);
 		prog_fig(skel->progs.kc_peer1_uprobe, &peer1_f);
 	}
+	if (opt.micro)
+		prog_fig(skel->progs.kc_micro_perf, &micro_f);
 	counters(skel->obj, c);
 	kw_get_stats(S.kl, &ks);
 	{
@@ -655,7 +677,7 @@ int main(int argc, char **argv)
 			       "\"differences\":%llu,\"fallback\":%llu,\"complete\":%llu,\"snapshot_short\":%llu,\"lost\":%llu,"
 			       "\"no_snapshot\":%llu,\"signal_frames\":%llu,\"vdso_events\":%llu,\"deep_events\":%llu,"
 			       "\"max_frames\":%llu,\"threads\":%d,\"hybrid_kernel\":%llu,\"hybrid_snapshot\":%llu,"
-			       "\"hybrid_mismatch\":%llu,\"by_status\":{",
+			       "\"hybrid_mismatch\":%llu,\"uprobe_tramp\":%llu,\"by_status\":{",
 			       opt.cmd[0], exited == 2 ? -1 : WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status),
 			       (unsigned long long)S.events, (unsigned long long)S.identical, ident_pct,
 			       (unsigned long long)S.differences, (unsigned long long)S.fallback,
@@ -663,7 +685,8 @@ int main(int argc, char **argv)
 			       (unsigned long long)S.no_lib, (unsigned long long)S.signal_frames,
 			       (unsigned long long)S.vdso_events, (unsigned long long)S.deep_events,
 			       (unsigned long long)S.max_frames, S.ntids, (unsigned long long)S.hybrid_kernel,
-			       (unsigned long long)S.hybrid_snapshot, (unsigned long long)S.hybrid_mismatch);
+			       (unsigned long long)S.hybrid_snapshot, (unsigned long long)S.hybrid_mismatch,
+			       (unsigned long long)S.uprobe_tramp);
 			for (int i = 0, first = 1; i < KW_ST_MAX; i++)
 				if (S.by_status[i]) {
 					printf("%s\"%s\":%llu", first ? "" : ",", kw_status_name(i),
@@ -683,7 +706,8 @@ int main(int argc, char **argv)
 			       "\"fallback_pct\":%.3f,\"samples\":%llu,\"src_rows\":%llu,\"rows\":%llu,\"blocks\":%llu,"
 			       "\"rules\":%llu,\"unsupported_rules\":%llu,\"modules\":%llu,\"evictions\":%llu,"
 			       "\"skipped_modules\":%llu,\"emit_ns_per_sample\":%.1f,\"emit_verifier_insns\":%u,"
-			       "\"ns_first_frame\":%.1f,\"ns_per_extra_frame\":%.1f}",
+			       "\"ns_first_frame\":%.1f,\"ns_per_extra_frame\":%.1f,\"cache_hit_pct\":%.1f,"
+			       "\"chunk_reads_per_sample\":%.2f}",
 			       ratio((double)bench_f.run_ns, (double)bench_f.run_cnt),
 			       ratio((double)bench_f.run_ns, (double)c[KW_C_BENCH_FRAMES]), b_fps, bpr, krow,
 			       (unsigned long long)ks.map_bytes, bench_f.insns, fb_pct,
@@ -691,7 +715,9 @@ int main(int argc, char **argv)
 			       (unsigned long long)ks.rows, (unsigned long long)ks.blocks, (unsigned long long)ks.rules,
 			       (unsigned long long)ks.unsup_rules, (unsigned long long)ks.modules,
 			       (unsigned long long)ks.evictions, (unsigned long long)ks.skipped,
-			       ratio((double)main_f.run_ns, (double)main_f.run_cnt), main_f.insns, b_first, b_extra);
+			       ratio((double)main_f.run_ns, (double)main_f.run_cnt), main_f.insns, b_first, b_extra,
+			       100.0 * ratio((double)c[KW_C_CACHE_HITS], (double)c[KW_C_BENCH_FRAMES]),
+			       ratio((double)c[KW_C_CHUNK_READS], (double)c[KW_C_BENCH_SAMPLES]));
 			if (opt.peer)
 				printf(",\"peer\":{\"ns_per_sample\":%.1f,\"ns_per_frame\":%.1f,\"frames_per_sample\":%.2f,"
 				       "\"bytes_per_row\":%.3f,\"verifier_insns\":%u,\"fallback_pct\":%.3f,\"samples\":%llu,"
@@ -701,6 +727,11 @@ int main(int argc, char **argv)
 				       ratio((double)(ks.rows * 8) + (double)ks.rules * sizeof(struct kw_rule), (double)ks.src_rows),
 				       peer_f.insns, 100.0 * ratio((double)c[KW_C_PEER_FALLBACK], (double)c[KW_C_PEER_SAMPLES]),
 				       (unsigned long long)c[KW_C_PEER_SAMPLES], p_first, p_extra);
+			if (opt.micro)
+				printf(",\"micro\":{\"op\":%u,\"size\":%u,\"n\":%u,\"ns_per_sample\":%.1f,\"samples\":%llu,"
+				       "\"faults\":%llu}", opt.micro_op, opt.micro_size, opt.micro_n,
+				       ratio((double)micro_f.run_ns, (double)micro_f.run_cnt), (unsigned long long)micro_f.run_cnt,
+				       (unsigned long long)skel->bss->kc_micro_faults);
 			printf(",\"bpf_stats\":%s}\n", stats_fd >= 0 ? "true" : "false");
 		} else {
 			printf("%s: %llu events, %llu identical (%.3f%%), %llu differences, %llu fell back (%.3f%%), "
@@ -711,11 +742,19 @@ int main(int argc, char **argv)
 			       ratio((double)bench_f.run_ns, (double)bench_f.run_cnt),
 			       ratio((double)bench_f.run_ns, (double)c[KW_C_BENCH_FRAMES]), b_first, b_extra, b_fps, bpr,
 			       (unsigned long long)ks.map_bytes, bench_f.insns);
+			printf("walker: rule cache hits %.1f %% of frames, %.2f stack chunks read per sample\n",
+			       100.0 * ratio((double)c[KW_C_CACHE_HITS], (double)c[KW_C_BENCH_FRAMES]),
+			       ratio((double)c[KW_C_CHUNK_READS], (double)c[KW_C_BENCH_SAMPLES]));
 			if (opt.peer)
 				printf("peer (binary search): %.0f ns/sample, %.1f ns/frame (first %.0f, then %.1f each), "
 				       "%.1f frames/sample, %u insns\n", ratio((double)peer_f.run_ns, (double)peer_f.run_cnt),
 				       ratio((double)peer_f.run_ns, (double)c[KW_C_PEER_FRAMES]), p_first, p_extra, p_fps,
 				       peer_f.insns);
+			if (opt.micro)
+				printf("micro op %u size %u x%u: %.0f ns/sample over %llu samples, %llu faults\n",
+				       opt.micro_op, opt.micro_size, opt.micro_n,
+				       ratio((double)micro_f.run_ns, (double)micro_f.run_cnt),
+				       (unsigned long long)micro_f.run_cnt, (unsigned long long)skel->bss->kc_micro_faults);
 			for (int i = 0; i < S.nsites; i++) {
 				char r[160];
 				kw_rule_text(S.kl, S.sites[i].rule, r, sizeof(r));

@@ -185,6 +185,8 @@ enum kw_counter {
 	KW_C_BENCH_FRAMES,
 	KW_C_BENCH1_SAMPLES,       /* one-frame walks (the fixed cost per sample) */
 	KW_C_PEER1_SAMPLES,
+	KW_C_CACHE_HITS,           /* frames whose rule came from the per-CPU cache (main and bench) */
+	KW_C_CHUNK_READS,          /* stack chunk reads (main and bench) */
 	KW_C_ST_BASE,              /* + status: walks per stop reason */
 	KW_C_MAX = KW_C_ST_BASE + KW_ST_MAX,
 };

@@ -13,6 +13,8 @@
  * dwarf mode: the entry probe sends a snapshot (registers + stack window) with a fresh event
  * id as cookie and the frame-pointer stack id as aux; the return probe records the
  * allocation under that event id. User space unwinds the snapshot with libdwunw.
+ * kernel mode (x86_64, arm64): as dwarf mode, but the entry probe walks the stack itself
+ * (kwalk.bpf.h) and sends the snapshot only when the walk stops short (kwalk_hybrid.bpf.h).
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -21,6 +23,11 @@
 #include "capture.bpf.h"
 #include "follow.bpf.h"
 #include "memleak.h"
+#if defined(__TARGET_ARCH_x86) || defined(__TARGET_ARCH_arm64)
+#define ML_HAVE_KWALK 1
+#include "kwalk.bpf.h"
+#include "kwalk_hybrid.bpf.h"
+#endif
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -78,6 +85,16 @@ static __always_inline int ml_target(__u64 pid_tgid)
 {
 	return follow_match((__u32)(pid_tgid >> 32), target_tgid);
 }
+
+#ifdef ML_HAVE_KWALK
+/* --unwind=kernel: executable mappings and exits of the traced processes */
+#define KW_TRACK_SELECTED(tgid, tid) follow_match(tgid, target_tgid)
+#include "kwalk_track.bpf.h"
+#endif
+
+/* mapping changes of the traced processes, in order with the records (dwarf mode) */
+#define MAPEV_TRACED(tgid) follow_match((tgid), target_tgid)
+#include "mapev.bpf.h"
 
 static __always_inline void ml_trace(void *ctx, __u32 fn, __u64 addr, __u64 size)
 {
@@ -182,6 +199,17 @@ static __always_inline int alloc_enter(struct pt_regs *ctx, __u64 size, __u64 ar
 		if (cap_snapshot(ctx, ctx, cookie, fpid, 0, t))
 			flags |= ML_P_LOST;
 	}
+#ifdef ML_HAVE_KWALK
+	if (unwind_mode == ML_UNWIND_KERNEL && !(flags & ML_P_SKIP)) {
+		__s64 fpid = -1;
+
+		cookie = __sync_fetch_and_add(&next_event_id, 1);
+		if (dwarf_fp_ids)
+			fpid = bpf_get_stackid(ctx, &stack_traces, BPF_F_USER_STACK);
+		if (kw_hybrid(ctx, ctx, cookie, fpid, t))
+			flags |= ML_P_LOST;
+	}
+#endif
 	e = cap_push(t, ctx, slot, ret);
 	if (!e) {
 		ml_count(ML_CNT_NO_PENDING);
@@ -239,7 +267,7 @@ static __always_inline int alloc_exit(struct pt_regs *ctx, __u64 addr)
 
 	info.size = size;
 	info.ts = bpf_ktime_get_ns();
-	if (unwind_mode == ML_UNWIND_DWARF) {
+	if (unwind_mode != ML_UNWIND_FP) {
 		info.key = (flags & ML_P_LOST) ? (ML_KEY_LOST | ML_LOST_OUTPUT)
 					       : (ML_KEY_DWARF | cookie);
 	} else {
@@ -356,6 +384,58 @@ int BPF_KPROBE(munmap_enter, __u64 addr)
 	return 0;
 }
 
+/*
+ * The same probes through two multi-uprobe links (uprobe_multi.h), when the kernel has them:
+ * one entry program for every function, told which by the link's cookie (enum ml_fn), and one
+ * return program. Loaded instead of the programs above (memleak.c decides before load).
+ */
+SEC("uprobe")
+int BPF_KPROBE(ml_multi_enter, __u64 a0, __u64 a1, __u64 a2)
+{
+	__u64 fn = bpf_get_attach_cookie(ctx), size = a0, arg = 0;
+
+	switch (fn) {
+	case ML_FN_FREE:
+	case ML_FN_MUNMAP:
+		if (ml_target(bpf_get_current_pid_tgid()))
+			ml_free(ctx, a0, (__u32)fn);
+		return 0;
+	case ML_FN_CALLOC:
+		size = a0 * a1;
+		break;
+	case ML_FN_REALLOC:
+		size = a1;
+		arg = a0;
+		break;
+	case ML_FN_REALLOCARRAY:
+		size = a1 * a2;
+		arg = a0;
+		break;
+	case ML_FN_ALIGNED_ALLOC:
+	case ML_FN_MEMALIGN:
+	case ML_FN_MMAP:
+		size = a1;
+		break;
+	case ML_FN_POSIX_MEMALIGN:
+		size = a2;
+		arg = a0;
+		break;
+	case ML_FN_MALLOC:
+	case ML_FN_VALLOC:
+	case ML_FN_PVALLOC:
+		break;
+	default:
+		return 0;
+	}
+	return alloc_enter(ctx, size, arg, (__u32)fn);
+}
+
+SEC("uretprobe")
+int BPF_KRETPROBE(ml_multi_return, __u64 ret)
+{
+	return alloc_exit(ctx, ret);
+}
+
 /* The target replaced its image: its outstanding allocations are gone (user space drops them). */
 SEC("raw_tp/sched_process_exec")
 int ml_exec(void *ctx)
@@ -376,7 +456,12 @@ int ml_thread_exit(void *ctx)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 
-	if (ml_target(pid_tgid))
-		cap_thread_exit((__u32)pid_tgid);
+	if (!ml_target(pid_tgid))
+		return 0;
+	cap_thread_exit((__u32)pid_tgid);
+#ifdef ML_HAVE_KWALK
+	if (unwind_mode == ML_UNWIND_KERNEL && (__u32)pid_tgid == (__u32)(pid_tgid >> 32))
+		kw_track_exit(ctx, pid_tgid >> 32);
+#endif
 	return 0;
 }

@@ -4,10 +4,14 @@
  * with libbpf-tools memleak (bcc v0.32.0), with exact stacks on code without frame pointers.
  *
  * --unwind=dwarf (default with HAVE_DWUNW): each recorded allocation's entry probe sends a
- * snapshot of the registers and of the stack window (capture.bpf.h); this program unwinds it
- * with libdwunw when it arrives, interns the stack (hash of its pcs and stop reason), symbolizes
- * each new stack once, and remembers event id -> stack until the allocation is gone.
+ * snapshot of the registers and of the stack window (capture.bpf.h); a drain thread copies the
+ * records into a bounded queue (cap_pump.h), and the main thread unwinds them with libdwunw,
+ * interns the stack (hash of its pcs and stop reason), symbolizes each new stack once,
+ * remembers event id -> stack until the allocation is gone, and prints the reports. Only the
+ * main thread touches the unwinder, the stack store and the event table.
  * --unwind=fp: bpf_get_stackid() at the return probe, as upstream.
+ * --unwind=kernel (x86_64, arm64): the entry probe walks the stack in BPF (kwalk.bpf.h) from
+ * tables loaded here; a walk that stops short carries the dwarf-mode snapshot along.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -33,22 +37,32 @@
 #ifdef HAVE_DWUNW
 #include "dwunw.h"
 #endif
+#include "cap_pump.h"
 #include "capture_user.h"
 #include "memleak.h"
 #include "memleak_allocs.h"
 #include "memleak_mem.h"
 #include "uprobe_attach.h"
+#include "uprobe_multi.h"
 #include "memleak.skel.h"
 #include "frames.h"
 #include "intern.h"
+#include "module_warn.h"
 #include "preflight.h"
 #include "report_fmt.h"
 #include "stack_store.h"
+#include "maps_view.h"
 #include "syms.h"
 #include "target.h"
 #include "tool_opts.h"
 #include "tool_signals.h"
 #include "tool_util.h"
+#ifdef HAVE_KWALK
+#include "frames_kwalk.h"
+#include "kwalk_preload.h"
+#include "kwalk_track_user.h"
+#include "kwalk_user.h"
+#endif
 
 /* ---- Options ---------------------------------------------------------------------------- */
 
@@ -81,6 +95,8 @@ static struct env {
 	bool fp_ids;
 	uint64_t expected_rate; /* allocator calls/s: sizes the ring buffer */
 	bool probe_at_entry;    /* no cheap probe places */
+	bool no_multi;          /* one link per probe even where multi-uprobe links exist */
+	uint64_t table_budget;  /* --table-budget (bytes; 0: the walker's default) */
 } env = {
 	.older_ms = 500,
 	.sample_rate = 1,
@@ -116,6 +132,8 @@ enum {
 	OPT_PROBE_AT_ENTRY,
 	OPT_MAX_FRAMES,
 	OPT_WEIGHT,
+	OPT_NO_UPROBE_MULTI,
+	OPT_TABLE_BUDGET,
 };
 
 static const struct option long_opts[] = {
@@ -148,6 +166,8 @@ static const struct option long_opts[] = {
 	{ "probe-at-entry", no_argument, NULL, OPT_PROBE_AT_ENTRY },
 	{ "max-frames", required_argument, NULL, OPT_MAX_FRAMES },
 	{ "weight", required_argument, NULL, OPT_WEIGHT },
+	{ "no-uprobe-multi", no_argument, NULL, OPT_NO_UPROBE_MULTI },
+	{ "table-budget", required_argument, NULL, OPT_TABLE_BUDGET },
 	{},
 };
 
@@ -174,8 +194,13 @@ static void usage(FILE *f)
 "  -S, --symbols-prefix=PFX  allocator symbol prefix (e.g. je_)\n"
 "  -F, -P                    kernel-mode options: not supported in user-space mode\n"
 "  -v, --verbose             libbpf and unwinder diagnostics\n"
-"      --unwind=dwarf|fp     stack source (default %s)\n"
-"      --stack-size=BYTES    stack window copied per allocation (16384, max 65536)\n"
+"      --unwind=dwarf|fp|kernel\n"
+"                            stack source (default %s); kernel: DWARF tables walked in\n"
+"                            the BPF program, a walk that stops short falling back to\n"
+"                            the dwarf path for that allocation (x86_64, arm64)\n"
+"      --stack-size=BYTES    stack window copied per allocation (16384, max 65536;\n"
+"                            kernel: per fallback)\n"
+"      --table-budget=MIB    --unwind=kernel: memory for the tables' maps (64)\n"
 "      --folded              folded stacks for flamegraph.pl: root;...;leaf WEIGHT, one\n"
 "                            line per distinct stack (identical lines merged, weights\n"
 "                            summed); WEIGHT is outstanding bytes\n"
@@ -194,6 +219,8 @@ static void usage(FILE *f)
 "      --probe-at-entry      probe allocators at their first byte; by default a probe\n"
 "                            moves past leading test/cmp to the first instruction\n"
 "                            the kernel emulates (x86_64; -v says where)\n"
+"      --no-uprobe-multi     one uprobe link per probe, even where the kernel makes one\n"
+"                            link for all (Linux 6.6+: attached and detached at once)\n"
 "      --no-fp-fallback      dwarf mode: skip the per-event frame-pointer stack id\n"
 "  -h, --help                this help\n"
 "\n"
@@ -273,8 +300,13 @@ static void parse_args(int argc, char **argv)
 				env.unwind = ML_UNWIND_DWARF;
 			} else if (!strcmp(optarg, "fp")) {
 				env.unwind = ML_UNWIND_FP;
+			} else if (!strcmp(optarg, "kernel")) {
+#ifndef HAVE_KWALK
+				usage_error("--unwind=kernel needs a build with libdwunw on x86_64 or arm64 (the in-kernel walker)");
+#endif
+				env.unwind = ML_UNWIND_KERNEL;
 			} else {
-				usage_error("--unwind: expected dwarf or fp, got %s", optarg);
+				usage_error("--unwind: expected dwarf, fp or kernel, got %s", optarg);
 			}
 			break;
 		case OPT_STACK_SIZE: {
@@ -285,6 +317,9 @@ static void parse_args(int argc, char **argv)
 			env.stack_size = (uint32_t)(v & ~7ull);
 			break;
 		}
+		case OPT_TABLE_BUDGET:
+			env.table_budget = tool_opt_u64(optarg, "--table-budget", 1, 4096) << 20;
+			break;
 		case OPT_FOLDED: env.folded = true; break;
 		case OPT_JSON: env.json = true; break;
 		case OPT_NESTED: env.nested = true; break;
@@ -297,6 +332,7 @@ static void parse_args(int argc, char **argv)
 			break;
 		case OPT_NO_FP_FALLBACK: env.fp_ids = false; break;
 		case OPT_PROBE_AT_ENTRY: env.probe_at_entry = true; break;
+		case OPT_NO_UPROBE_MULTI: env.no_multi = true; break;
 		case OPT_EXPECTED_RATE:
 			env.expected_rate = tool_opt_u64(optarg, "--expected-rate", 1, 100000000);
 			break;
@@ -336,6 +372,12 @@ static void parse_args(int argc, char **argv)
 	if (env.min_size > env.max_size)
 		usage_error("min size (%" PRIu64 ") is larger than max size (%" PRIu64 ")", env.min_size,
 		    env.max_size);
+	if (env.unwind == ML_UNWIND_KERNEL) {
+		if (env.perfbuf)
+			usage_error("--unwind=kernel sends its events on the ring buffer: drop --perf-buffer");
+	} else if (env.table_budget) {
+		usage_error("--table-budget is for --unwind=kernel");
+	}
 }
 
 /* ---- Small helpers ---------------------------------------------------------------------------- */
@@ -371,7 +413,6 @@ static uint64_t trace_records; /* -t records received */
 static uint64_t record_bytes;  /* bytes of all records received */
 
 static uint64_t next_report_ns;
-static bool draining;
 
 static const char *fn_names[ML_FN_NR] = {
 	"malloc", "calloc", "realloc", "reallocarray", "aligned_alloc", "posix_memalign",
@@ -421,6 +462,85 @@ static void on_snapshot(const void *data, size_t size)
 }
 #endif
 
+#ifdef HAVE_KWALK
+static struct kw_track kwt;
+static struct kwalk_seen kws;
+
+/* A walker event: its stack (the walker's, or the snapshot's it carries) under its event id. */
+static void on_kwalk(const void *data, size_t size)
+{
+	struct kwalk_info ki;
+	uint32_t pid = 0;
+
+	if (following && size >= offsetof(struct kw_event, snap))
+		memcpy(&pid, (const char *)data + offsetof(struct kw_event, pid), sizeof(pid));
+	stack_pid = pid;
+	/* frame 0 (the allocator) is not shown */
+	int64_t idx = frames_from_kwalk(data, size, 1, pid, &stats, &kws, &ki);
+
+	stack_pid = 0;
+	if (idx == FRAMES_BAD)
+		return;
+	if (kw_wants_reload(ki.status))
+		kw_track_reload(&kwt, ki.pid, false);
+	if (idx == FRAMES_NOTICE)
+		return; /* the walk stopped short: the snapshot record that follows has the stack */
+	if (idx == FRAMES_FALLBACK) {
+		stack_pid = pid;
+		idx = fp_stack(ki.aux, 0, false);
+		stack_pid = 0;
+	}
+	ml_ev_put(ki.cookie, (uint32_t)idx);
+}
+#endif
+
+static const char *unwind_name(void)
+{
+	return env.unwind == ML_UNWIND_KERNEL ? "kernel" : env.unwind == ML_UNWIND_DWARF ? "dwarf" : "fp";
+}
+
+/* --unwind=kernel: what the walker's events were made of, and the tables' memory */
+static void kw_report(bool json)
+{
+#ifdef HAVE_KWALK
+	struct kw_stats ks;
+	uint64_t tc[KW_TC_MAX];
+	double pct = kws.events ? 100.0 * (double)kws.snapshot / (double)kws.events : 0.0;
+	bool c = false;
+
+	if (!kwt.l)
+		return;
+	kw_get_stats(kwt.l, &ks);
+	kw_track_counters(skel->obj, tc);
+	if (json) {
+		printf(",\"kernel_walk\":{\"events\":%" PRIu64 ",\"from_kernel\":%" PRIu64
+		       ",\"fallback\":%" PRIu64 ",\"fallback_pct\":%.2f,\"bad\":%" PRIu64 ",\"by_status\":{",
+		       kws.events, kws.kernel, kws.snapshot, pct, kws.bad);
+		for (unsigned k = 0; k < KW_ST_MAX; k++)
+			if (kws.status[k]) {
+				printf("%s\"%s\":%" PRIu64, c ? "," : "", kw_status_name(k), kws.status[k]);
+				c = true;
+			}
+		printf("},\"table_loads\":%" PRIu64 ",\"mmaps\":%" PRIu64 ",\"mmaps_lost\":%" PRIu64
+		       ",\"exits\":%" PRIu64 ",\"map_bytes\":%" PRIu64 ",\"table_bytes\":%" PRIu64
+		       ",\"modules\":%" PRIu64 ",\"evictions\":%" PRIu64 "}",
+		       kwt.loads, kwt.mmaps, tc[KW_TC_LOST], kwt.exits, ks.map_bytes, ks.table_bytes,
+		       ks.modules, ks.evictions);
+		return;
+	}
+	printf("kernel walker: %" PRIu64 " events, %.1f%% fell back to the snapshot", kws.events, pct);
+	for (unsigned k = KW_ST_NO_PROC; k < KW_ST_MAX; k++)
+		if (kws.status[k]) {
+			printf("%s%s %" PRIu64, c ? ", " : " (", kw_status_name(k), kws.status[k]);
+			c = true;
+		}
+	printf("%s; tables %.1f MiB of %.1f MiB of maps, %" PRIu64 " modules\n", c ? ")" : "",
+	       (double)ks.table_bytes / 1048576.0, (double)ks.map_bytes / 1048576.0, ks.modules);
+#else
+	(void)json;
+#endif
+}
+
 static int on_record(void *ctx, const void *data, size_t size)
 {
 	const struct cap_rec_hdr *h = data;
@@ -433,6 +553,14 @@ static int on_record(void *ctx, const void *data, size_t size)
 #ifdef HAVE_DWUNW
 		on_snapshot(data, size);
 #endif
+	} else if (h->kind == CAP_KIND_MAPEV) {
+		maps_view_event(data, size);
+#ifdef HAVE_KWALK
+	} else if (h->kind == KW_KIND_EVENT) {
+		on_kwalk(data, size);
+	} else if (kw_track_record(&kwt, data, size)) {
+		/* an executable mapping or an exit: tables loaded or dropped */
+#endif
 	} else if (h->kind == ML_REC_TRACE && size >= sizeof(struct ml_trace_rec)) {
 		struct ml_trace_rec r;
 
@@ -440,10 +568,6 @@ static int on_record(void *ctx, const void *data, size_t size)
 		trace_records++;
 		on_trace(&r);
 	}
-	/* let the report run on time under a steady stream of records (not while it drains) */
-	static uint32_t calls;
-	if (!draining && (++calls & 255) == 0 && mono_ns() >= next_report_ns)
-		return -EINTR;
 	return 0;
 }
 
@@ -483,20 +607,59 @@ static uint64_t counter_sum(struct bpf_map *m, uint32_t idx)
 }
 
 static struct dwunw_cap_reader *reader;
+static struct cap_pump *pump;
 
-/* Process every record already in the buffers. */
-static void drain(void)
+static int64_t ml_pseudo(const char *label);
+
+/* Snapshots the drain thread could not queue: their allocations go under a lost stack. */
+static void take_dropped(void)
 {
-	draining = true;
-	dwunw_cap_reader_consume(reader); /* reads until it catches up with the producers */
-	draining = false;
+	uint64_t *ids;
+	size_t n = cap_pump_take_dropped(pump, &ids);
+
+	if (n) {
+		int64_t idx = ml_pseudo("[stack lost: record queue full]");
+
+		for (size_t i = 0; i < n; i++)
+			ml_ev_put(ids[i], (uint32_t)idx);
+	}
+	free(ids);
 }
 
-/* Between chunks of the report's long loops: keep the buffers from filling up. */
+/*
+ * Process every record the producers submitted until now (the report needs them all). Producers
+ * faster than the unwinding for seconds: this report goes on without the records still in the
+ * buffers (their allocations under "[stack unknown: record not received]"), rather than wait.
+ */
+#define SYNC_TIMEOUT_MS 5000
+static bool sync_gave_up;      /* in this report */
+
+static void drain(void)
+{
+	if (!pump)
+		return;
+	if (sync_gave_up) {
+		cap_pump_process(pump, on_record, NULL, 65536);
+	} else if (cap_pump_sync(pump, on_record, NULL, SYNC_TIMEOUT_MS) < 0) {
+		sync_gave_up = true;
+		fprintf(stderr, "memleak: the unwinding is behind the records by more than %d s: this "
+			"report does without the records still in the buffers\n", SYNC_TIMEOUT_MS / 1000);
+	}
+	take_dropped();
+}
+
+/* Some queued records: the main loop's step, and between chunks of the report's long loops. */
+static void process_some(size_t max)
+{
+	if (!pump)
+		return;
+	cap_pump_process(pump, on_record, NULL, max); /* nothing when called from a record */
+	take_dropped();
+}
+
 static void drain_yield(void)
 {
-	if (!draining && reader) /* never inside a record's callback: the reader is not reentrant */
-		drain();
+	process_some(16384);
 }
 
 /* A pseudo-stack, of the process being counted when following a tree. */
@@ -538,8 +701,13 @@ static int cmp_stack_bytes(const void *a, const void *b)
 	return *(const uint32_t *)a < *(const uint32_t *)b ? -1 : 1;
 }
 
+/* The markers shown in this report's text (their legend follows the stacks). */
+static uint32_t marks_seen;
+
 static void print_stack_text(const struct ustack *s)
 {
+	/* in fp mode every frame is found by frame pointers: no [fp] on each line */
+	bool fp_marks = env.unwind != ML_UNWIND_FP;
 	size_t i;
 
 	printf("%" PRIu64 " bytes in %" PRIu64 " allocations from stack\n", s->bytes, s->count);
@@ -548,7 +716,7 @@ static void print_stack_text(const struct ustack *s)
 			printf("\taddr = %#" PRIx64 " size = %" PRIu64 "\n", allocs_v[a].addr,
 			       (uint64_t)allocs_v[a].info.size);
 	for (i = 0; i < s->nframes; i++)
-		print_frame_text(i, &s->frames[i]);
+		print_frame_text(i, &s->frames[i], fp_marks, &marks_seen);
 	if (s->label)
 		printf("\t%zu [<%016x>] %s\n", i, 0, s->label);
 }
@@ -659,8 +827,13 @@ static void print_stack_json(const struct ustack *s)
 		json_str("FP");
 	else
 		json_str("NONE");
-	if (s->kind == SK_DWARF)
-		printf(",\"beyond_window\":%s", s->beyond ? "true" : "false");
+	if (s->kind == SK_DWARF) {
+		uint32_t live = 0;
+
+		for (uint32_t i = 0; i < s->nframes; i++)
+			live += !!(s->frames[i].flags & UF_LIVE);
+		printf(",\"beyond_window\":%s,\"live_frames\":%u", s->beyond ? "true" : "false", live);
+	}
 	if (s->label) {
 		printf(",\"reason\":");
 		json_str(s->label);
@@ -827,6 +1000,7 @@ static void report(void)
 		st.v[k].first_alloc = -1;
 	}
 	slot_gen++;
+	sync_gave_up = false;
 
 	if (env.combined && env.unwind == ML_UNWIND_FP) {
 		/* the per-stack aggregate kept in BPF, iterated from the first key */
@@ -904,14 +1078,16 @@ static void report(void)
 
 	dwunw_cap_counters(skel->obj, capc);
 	lost = capc[CAP_CNT_OUTPUT_FAILED];
-	if (dwunw_cap_reader_lost(reader) > lost)
-		lost = dwunw_cap_reader_lost(reader);
+	if (cap_pump_reader_lost(pump) > lost)
+		lost = cap_pump_reader_lost(pump);
+	uint64_t qdropped = cap_pump_dropped(pump);
+	lost += qdropped;
 	uint64_t allocs_full = counter_sum(skel->maps.ml_counters, ML_CNT_ALLOCS_FULL);
 	uint64_t no_pending = counter_sum(skel->maps.ml_counters, ML_CNT_NO_PENDING);
 	uint64_t combined_full = counter_sum(skel->maps.ml_counters, ML_CNT_COMBINED_FULL);
 
 	/* unwind summary over the stacks shown in this report's aggregate */
-	size_t n_dwarf = 0, n_complete = 0, n_stopped = 0, n_fp = 0, n_pseudo = 0, n_beyond = 0;
+	size_t n_dwarf = 0, n_complete = 0, n_stopped = 0, n_fp = 0, n_pseudo = 0, n_beyond = 0, n_stale = 0;
 	char reasons[512] = "";
 	{
 		const char *rname[32];
@@ -932,6 +1108,7 @@ static void report(void)
 					continue;
 				}
 				n_stopped++;
+				n_stale += s->stop_name && !strcmp(s->stop_name, "STALE");
 				size_t r;
 				for (r = 0; r < nr; r++)
 					if (rname[r] == s->stop_name)
@@ -955,7 +1132,7 @@ static void report(void)
 	if (env.json) {
 		printf("{\"time\":\"%d:%d:%d\",\"timestamp\":%lld,\"pid\":%d,\"unwind_mode\":\"%s\",\"stacks\":[",
 		       tm.tm_hour, tm.tm_min, tm.tm_sec, (long long)t, target_pid,
-		       env.unwind == ML_UNWIND_DWARF ? "dwarf" : "fp");
+		       unwind_name());
 		for (size_t k = 0; k < shown; k++) {
 			if (k)
 				putchar(',');
@@ -995,7 +1172,10 @@ static void report(void)
 				c = true;
 			}
 		}
-		printf("}}");
+		printf("}},\"queue\":{\"bytes\":%zu,\"peak_records\":%" PRIu64 ",\"dropped\":%" PRIu64 "}",
+		       cap_pump_queue_bytes(pump), cap_pump_queue_peak(pump), qdropped);
+		kw_report(true);
+		maps_view_json();
 		ml_mem_json(skel->obj, report_outstanding);
 		printf("}\n");
 	} else if (env.folded) {
@@ -1004,6 +1184,7 @@ static void report(void)
 	} else {
 		printf("[%d:%d:%d] Top %zu stacks with outstanding allocations:\n", tm.tm_hour, tm.tm_min,
 		       tm.tm_sec, shown);
+		marks_seen = 0;
 		for (size_t k = 0; k < shown; k++) {
 			const struct ustack *s = &st.v[order[k]];
 
@@ -1011,16 +1192,25 @@ static void report(void)
 				printf("%s (%u):\n", proc_comm((uint32_t)s->space), (uint32_t)s->space);
 			print_stack_text(s);
 		}
-		if (env.unwind == ML_UNWIND_DWARF)
-			printf("dwarf: %zu stacks, %zu complete, %zu stopped early%s%s%s, %zu read beyond "
-			       "the window; %" PRIu64 " records, %.1f us/unwind, %" PRIu64 " patched\n",
-			       n_dwarf, n_complete, n_stopped, *reasons ? " (" : "", reasons,
+		fprint_marks_legend(stdout, "", marks_seen);
+		if (env.unwind != ML_UNWIND_FP)
+			printf("%s: %zu stacks, %zu complete, %zu stopped early%s%s%s, %zu with frames "
+			       "read live after the event; %" PRIu64 " records, %.1f us/unwind, %" PRIu64 " patched\n",
+			       unwind_name(), n_dwarf, n_complete, n_stopped, *reasons ? " (" : "", reasons,
 			       *reasons ? ")" : "", n_beyond, stats.records,
 			       stats.timed ? stats.unwind_ns / 1000.0 / (double)stats.timed : 0.0,
 			       stats.patched);
-		if (lost)
-			printf("lost %" PRIu64 " records (%s buffer full)\n", lost,
+		kw_report(false);
+		maps_view_text();
+		if (env.unwind == ML_UNWIND_DWARF && (n_beyond || n_stale))
+			printf("%zu stacks needed stack memory above the window, read after the event (%zu found "
+			       "changed since, cut there): --unwind=kernel walks them at the event\n",
+			       n_beyond + n_stale, n_stale);
+		if (lost > qdropped)
+			printf("lost %" PRIu64 " records (%s buffer full)\n", lost - qdropped,
 			       env.perfbuf ? "perf" : "ring");
+		if (qdropped)
+			printf("lost %" PRIu64 " records (record queue full)\n", qdropped);
 		if (allocs_full)
 			printf("%" PRIu64 " allocations not tracked (allocation table full)\n", allocs_full);
 		if (no_pending)
@@ -1033,7 +1223,7 @@ static void report(void)
 	}
 	fflush(stdout);
 	free(order);
-	if (env.unwind == ML_UNWIND_DWARF)
+	if (env.unwind != ML_UNWIND_FP)
 		ml_ev_prune();
 }
 
@@ -1132,10 +1322,36 @@ struct probe {
 	struct bpf_program *entry;
 	bool ret;
 	bool optional;
+	uint32_t fn_id;        /* enum ml_fn: the multi link's cookie */
 };
 
 static struct bpf_link **links;
 static size_t nlinks;
+static bool use_multi;         /* two multi-uprobe links instead of one link per probe */
+static int mfds[2] = { -1, -1 };
+static size_t nmfds;
+
+/* The programs of one way of attaching are loaded, the others not (decided before load). */
+static void choose_programs(void)
+{
+	struct bpf_program *per_probe[] = {
+		skel->progs.malloc_enter, skel->progs.calloc_enter, skel->progs.realloc_enter,
+		skel->progs.reallocarray_enter, skel->progs.aligned_alloc_enter,
+		skel->progs.posix_memalign_enter, skel->progs.memalign_enter,
+		skel->progs.valloc_enter, skel->progs.pvalloc_enter, skel->progs.mmap_enter,
+		skel->progs.alloc_return, skel->progs.free_enter, skel->progs.munmap_enter,
+	};
+
+	use_multi = !env.no_multi && um_supported();
+	for (size_t i = 0; i < sizeof(per_probe) / sizeof(per_probe[0]); i++)
+		bpf_program__set_autoload(per_probe[i], !use_multi);
+	bpf_program__set_autoload(skel->progs.ml_multi_enter, use_multi);
+	bpf_program__set_autoload(skel->progs.ml_multi_return, use_multi);
+	if (use_multi) {
+		bpf_program__set_expected_attach_type(skel->progs.ml_multi_enter, UM_ATTACH_TYPE);
+		bpf_program__set_expected_attach_type(skel->progs.ml_multi_return, UM_ATTACH_TYPE);
+	}
+}
 
 static int attach_one(struct bpf_program *prog, const char *path, const char *fn, bool ret,
 		      bool has_ret, pid_t pid)
@@ -1166,28 +1382,65 @@ static int attach_one(struct bpf_program *prog, const char *path, const char *fn
 	return 0;
 }
 
-static void attach_all(const char *path, pid_t pid)
+struct multi_set {
+	uint64_t off[ML_FN_NR], cookie[ML_FN_NR];
+	uint32_t n;
+};
+
+/* Both links at once: the return probes first, as attach_all does one function at a time. */
+static void attach_multi(const char *path, pid_t pid, const struct probe *probes, size_t np)
 {
-	struct probe probes[] = {
-		{ "malloc", skel->progs.malloc_enter, true, false },
-		{ "calloc", skel->progs.calloc_enter, true, false },
-		{ "realloc", skel->progs.realloc_enter, true, false },
-		{ "reallocarray", skel->progs.reallocarray_enter, true, true },
-		{ "aligned_alloc", skel->progs.aligned_alloc_enter, true, true },
-		{ "posix_memalign", skel->progs.posix_memalign_enter, true, false },
-		{ "memalign", skel->progs.memalign_enter, true, true },
-		{ "valloc", skel->progs.valloc_enter, true, true },
-		{ "pvalloc", skel->progs.pvalloc_enter, true, true },
-		{ "mmap", skel->progs.mmap_enter, true, false },
-		{ "free", skel->progs.free_enter, false, false },
-		{ "munmap", skel->progs.munmap_enter, false, false },
-	};
+	struct multi_set ent = { .n = 0 }, ret = { .n = 0 };
 	char name[256];
 
-	for (size_t i = 0; i < sizeof(probes) / sizeof(probes[0]); i++) {
+	for (size_t i = 0; i < np; i++) {
+		struct ua_site site;
 		int err;
 
-		/* return probe first: a call whose entry is seen then always has its return */
+		snprintf(name, sizeof(name), "%s%s", env.sym_prefix, probes[i].fn);
+		/* the same places as attach_one's */
+		err = ua_find(path, name, !env.probe_at_entry && !probes[i].ret, &site);
+		if (err) {
+			if (probes[i].optional) {
+				if (env.verbose)
+					fprintf(stderr, "memleak: %s not probed in %s: %s\n", name, path,
+						strerror(-err));
+				continue;
+			}
+			die("cannot probe %s in %s: %s", name, path, strerror(-err));
+		}
+		if (env.verbose)
+			fprintf(stderr, "memleak: %s probed at %s\n", name, site.why);
+		if (probes[i].ret) {
+			ret.off[ret.n] = site.entry_off;
+			ret.cookie[ret.n++] = probes[i].fn_id;
+		}
+		ent.off[ent.n] = site.probe_off;
+		ent.cookie[ent.n++] = probes[i].fn_id;
+	}
+	if (ret.n) {
+		int fd = um_attach(bpf_program__fd(skel->progs.ml_multi_return), path, ret.off,
+				   ret.cookie, ret.n, true, pid);
+
+		if (fd < 0)
+			die("cannot attach the return probes to %s: %s", path, strerror(-fd));
+		mfds[nmfds++] = fd;
+	}
+	int fd = um_attach(bpf_program__fd(skel->progs.ml_multi_enter), path, ent.off, ent.cookie,
+			   ent.n, false, pid);
+	if (fd < 0)
+		die("cannot attach the entry probes to %s: %s", path, strerror(-fd));
+	mfds[nmfds++] = fd;
+}
+
+/* One link per probe: the return probe first, so a call whose entry is seen has its return. */
+static void attach_per_probe(const char *path, pid_t pid, const struct probe *probes, size_t np)
+{
+	char name[256];
+
+	for (size_t i = 0; i < np; i++) {
+		int err;
+
 		snprintf(name, sizeof(name), "%s%s", env.sym_prefix, probes[i].fn);
 		err = probes[i].ret ? attach_one(skel->progs.alloc_return, path, name, true, true, pid)
 				    : 0;
@@ -1203,6 +1456,42 @@ static void attach_all(const char *path, pid_t pid)
 			die("cannot probe %s in %s: %s", name, path, strerror(-err));
 		}
 	}
+}
+
+static void attach_all(const char *path, pid_t pid)
+{
+	struct probe probes[] = {
+		{ "malloc", skel->progs.malloc_enter, true, false, ML_FN_MALLOC },
+		{ "calloc", skel->progs.calloc_enter, true, false, ML_FN_CALLOC },
+		{ "realloc", skel->progs.realloc_enter, true, false, ML_FN_REALLOC },
+		{ "reallocarray", skel->progs.reallocarray_enter, true, true, ML_FN_REALLOCARRAY },
+		{ "aligned_alloc", skel->progs.aligned_alloc_enter, true, true, ML_FN_ALIGNED_ALLOC },
+		{ "posix_memalign", skel->progs.posix_memalign_enter, true, false,
+		  ML_FN_POSIX_MEMALIGN },
+		{ "memalign", skel->progs.memalign_enter, true, true, ML_FN_MEMALIGN },
+		{ "valloc", skel->progs.valloc_enter, true, true, ML_FN_VALLOC },
+		{ "pvalloc", skel->progs.pvalloc_enter, true, true, ML_FN_PVALLOC },
+		{ "mmap", skel->progs.mmap_enter, true, false, ML_FN_MMAP },
+		{ "free", skel->progs.free_enter, false, false, ML_FN_FREE },
+		{ "munmap", skel->progs.munmap_enter, false, false, ML_FN_MUNMAP },
+	};
+	const size_t np = sizeof(probes) / sizeof(probes[0]);
+	uint64_t t0 = mono_ns();
+
+	if (use_multi)
+		attach_multi(path, pid, probes, np);
+	else
+		attach_per_probe(path, pid, probes, np);
+	if (env.verbose)
+		fprintf(stderr, "memleak: uprobes attached in %.1f ms (%s)\n",
+			(double)(mono_ns() - t0) / 1e6,
+			use_multi ? "two multi-uprobe links" : "one link per probe");
+	if (maps_view_on) {
+		int err = maps_view_attach(skel->obj, &links, &nlinks);
+
+		if (err)
+			die("cannot attach the mapping-change programs: %s", strerror(-err));
+	}
 	struct bpf_link *l = bpf_program__attach(skel->progs.ml_exec);
 	if (!l)
 		die("cannot attach sched_process_exec: %s", strerror(errno));
@@ -1213,6 +1502,30 @@ static void attach_all(const char *path, pid_t pid)
 		die("cannot attach sched_process_exit: %s", strerror(errno));
 	links[nlinks++] = l;
 }
+
+#ifdef HAVE_DWUNW
+/*
+ * Every stack runs through the allocator's object: build its unwind table and read its symbols
+ * (glibc's debug file included) before the probes fire. Done on the first record instead, that
+ * takes 0.1-2 s on a loaded machine, while records pile up faster than the buffers hold them.
+ */
+static void warm_module(const char *path)
+{
+	struct dwunw_table_info ti;
+	struct dwunw_symbol sym;
+	struct dwunw_module *m;
+	uint64_t t0 = mono_ns();
+
+	if (dwunw_module_open(&dctx, path, &m))
+		return;
+	dwunw_table_info(&dctx, m, &ti);
+	dwunw_symbolize(&dctx, m, 0, &sym);
+	dwunw_module_put(&dctx, m); /* stays in the module cache */
+	if (env.verbose)
+		fprintf(stderr, "memleak: %s unwind table and symbols ready in %.0f ms\n", path,
+			(double)(mono_ns() - t0) / 1e6);
+}
+#endif
 
 /* -c COMMAND, -- PROG ARGS: the command, started stopped before exec (target.c). */
 static struct target cmd;
@@ -1400,6 +1713,10 @@ int main(int argc, char **argv)
 	skel->rodata->cap_use_perfbuf = env.perfbuf;
 	skel->rodata->cap_stack_bytes = env.stack_size;
 	skel->rodata->follow_tree = following;
+	/* dwarf mode: mapping changes in order with the records (DWUNW_MAPEV=0: off, to compare) */
+	maps_view_on = env.unwind == ML_UNWIND_DWARF && !(getenv("DWUNW_MAPEV") &&
+							  !strcmp(getenv("DWUNW_MAPEV"), "0"));
+	skel->rodata->mapev_enabled = maps_view_on;
 	skel->rodata->cap_scratch_slots = dwunw_cap_scratch_slots(env.perfbuf);
 	ring_bytes = env.buffer_size && !env.perfbuf ? env.buffer_size : ml_ring_bytes(env.expected_rate);
 	skel->rodata->cap_wakeup_bytes = ring_bytes / 8;
@@ -1409,6 +1726,13 @@ int main(int argc, char **argv)
 	err = dwunw_cap_size_maps(skel->obj, env.perfbuf, ring_bytes);
 	if (!err && !(env.combined && env.unwind == ML_UNWIND_FP))
 		err = bpf_map__set_max_entries(skel->maps.combined_allocs, 1);
+#ifdef HAVE_KWALK
+	struct kw_opts kwo = { .budget = env.table_budget };
+
+	if (!err && env.unwind == ML_UNWIND_KERNEL)
+		err = kw_size_maps(skel->obj, &kwo);
+	kw_track_autoload(skel->obj, env.unwind == ML_UNWIND_KERNEL);
+#endif
 	if (err)
 		die("cannot size the maps: %s", strerror(-err));
 
@@ -1421,9 +1745,32 @@ int main(int argc, char **argv)
 		skel->rodata->target_tgid = (uint32_t)target_pid;
 	}
 
+	choose_programs();
 	err = memleak_bpf__load(skel);
 	if (err)
 		die("cannot load the BPF programs: %s (run with -v for the verifier log)", strerror(-err));
+#ifdef HAVE_KWALK
+	if (env.unwind == ML_UNWIND_KERNEL) {
+		kwt.l = kw_loader_new(skel->obj, &kwo);
+		if (!kwt.l)
+			die("cannot set up the in-kernel walker's tables: %s", strerror(errno));
+		if (following)
+			kw_preload_command(kwt.l, env.prog_argv ? env.prog_argv[0] : cmd.what);
+		else
+			kw_track_reload(&kwt, (uint32_t)target_pid, true);
+		err = kw_track_attach(&kwt, skel->obj);
+		if (err) /* the walker's fallback still reloads a process whose pcs it does not know */
+			fprintf(stderr, "memleak: no mmap tracing (%s): new mappings load at their first "
+				"allocation\n", strerror(-err));
+	}
+#endif
+#ifdef HAVE_DWUNW
+	err = frames_init(64, 0);
+	if (err)
+		die("libdwunw: %s", dwunw_strerror(err));
+	if (env.unwind == ML_UNWIND_DWARF)
+		warm_module(obj_path);
+#endif
 	/* uprobes are per file: following a tree, every process is probed and the BPF side filters */
 	attach_all(obj_path, following ? -1 : target_pid);
 	if (following) {
@@ -1434,15 +1781,18 @@ int main(int argc, char **argv)
 			die("cannot follow the command's processes: %s", strerror(-err));
 	}
 
-	reader = dwunw_cap_reader_new(skel->obj, env.perfbuf, perf_bytes, on_record, NULL);
+	/* the queue: half the ring buffer again (50 ms at the expected rate), or a CPU's perf buffer */
+	pump = cap_pump_new(env.perfbuf ? perf_bytes : ring_bytes / 2);
+	if (!pump)
+		die("out of memory");
+	reader = dwunw_cap_reader_new(skel->obj, env.perfbuf, perf_bytes, cap_pump_record, pump);
 	if (!reader)
 		die("cannot open the %s buffer: %s", env.perfbuf ? "perf" : "ring", strerror(errno));
-
-#ifdef HAVE_DWUNW
-	err = frames_init(64, 0);
+	err = cap_pump_start(pump, reader);
 	if (err)
-		die("libdwunw: %s", dwunw_strerror(err));
-#else
+		die("cannot start the drain thread: %s", strerror(-err));
+
+#ifndef HAVE_DWUNW
 	syms = syms_proc_new(target_pid);
 #endif
 	fpc.n = 1u << 15;
@@ -1454,7 +1804,7 @@ int main(int argc, char **argv)
 	fflush(stdout);
 	if (following && (err = target_go(&cmd))) {
 		/* it could not exec: one line said why */
-		tool_links_destroy(links, nlinks);
+		tool_links_destroy_fds(links, nlinks, mfds, nmfds);
 		exit(err);
 	}
 
@@ -1479,16 +1829,12 @@ int main(int argc, char **argv)
 				next_report_ns = mono_ns() + interval_ns;
 			continue;
 		}
-		/* short: records only wake us when the buffer fills up (cap_wakeup_bytes) */
+		/* the drain thread fills the queue; here records are unwound, a batch at a time */
 		int timeout = (int)((next_report_ns - now) / 1000000ull) + 1;
 		if (timeout > 10)
 			timeout = 10;
-		err = dwunw_cap_reader_poll(reader, timeout);
-		if (err < 0 && err != -EINTR) {
-			fprintf(stderr, "memleak: polling the %s buffer: %s\n",
-				env.perfbuf ? "perf" : "ring", strerror(-err));
-			break;
-		}
+		if (cap_pump_wait(pump, timeout))
+			process_some(2048);
 		now = mono_ns();
 		if (now - last_check >= 50000000ull) {
 			last_check = now;
@@ -1513,10 +1859,22 @@ int main(int argc, char **argv)
 			fprintf(stderr, "memleak: target pid %d exited\n", target_pid);
 	}
 
-	if (env.verbose)
+	if (env.verbose) {
 		ml_mem_text(stderr, skel->obj, report_outstanding);
-	tool_links_destroy(links, nlinks);
+		fprintf(stderr, "memleak: record queue %.1f MiB, at most %" PRIu64 " records waiting, %" PRIu64 " dropped\n",
+			cap_pump_queue_bytes(pump) / 1048576.0, cap_pump_queue_peak(pump),
+			cap_pump_dropped(pump));
+	}
+	cap_pump_free(pump); /* before the links' helper process is forked */
+	pump = NULL;
+	tool_links_destroy_fds(links, nlinks, mfds, nmfds);
 	dwunw_cap_reader_free(reader);
+#ifdef HAVE_KWALK
+	if (kwt.l) {
+		kw_track_detach(&kwt);
+		kw_loader_free(kwt.l);
+	}
+#endif
 	memleak_bpf__destroy(skel);
 	target_stop(&cmd);
 #ifdef HAVE_DWUNW
@@ -1524,6 +1882,7 @@ int main(int argc, char **argv)
 #else
 	syms_proc_free(syms);
 #endif
+	module_warn_flush();
 	if (pidfd >= 0)
 		close(pidfd);
 	free(obj_path);

@@ -13,6 +13,8 @@
 enum ml_unwind {
 	ML_UNWIND_FP = 0,    /* bpf_get_stackid() at the return probe, as upstream */
 	ML_UNWIND_DWARF = 1, /* snapshot at the entry probe, unwound by libdwunw */
+	ML_UNWIND_KERNEL = 2, /* walked at the entry probe in BPF (kwalk.bpf.h); a walk that stops
+	                       * short sends a stop notice, then the snapshot; keyed as dwarf mode's */
 };
 
 /* Allocator functions (the pending entry's kind). */
@@ -35,7 +37,7 @@ enum ml_fn {
 /*
  * struct ml_alloc_info.key: what identifies the allocation's stack.
  *  fp mode:    the bpf_get_stackid() id (0 .. 2^31), or ML_KEY_FPERR | -error
- *  dwarf mode: ML_KEY_DWARF | event id (the cookie of its snapshot record)
+ *  dwarf and kernel modes: ML_KEY_DWARF | event id (the cookie of its snapshot / walker record)
  *  either:     ML_KEY_LOST | reason, when its stack could not be sent
  */
 #define ML_KEY_DWARF (1ull << 63)

@@ -2,15 +2,25 @@
 /*
  * JIT symbols from /tmp/perf-PID.map ("START SIZE name" per line, hex), the file runtimes write
  * for perf (node --perf-basic-prof, the JVM with perf-map-agent), read as perf does. Read once
- * per process, again when a lookup misses and the file grew.
+ * per process; when a pc in anonymous executable memory is not found, the lines appended since
+ * are read (the runtime names code as it compiles it), at most once per PERF_MAP_RECHECK_NS.
  */
 #ifndef DWUNW_PERF_MAP_H
 #define DWUNW_PERF_MAP_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
-/* The interned name covering pc in pid's perf map (and *off = pc - start), or NULL. */
-const char *perf_map_lookup(pid_t pid, uint64_t pc, uint64_t *off);
+#define PERF_MAP_RECHECK_NS 20000000ull /* 20 ms */
+
+/*
+ * The interned name covering pc in pid's perf map (and *off = pc - start), or NULL. `jit`: pc is
+ * in anonymous executable memory, so a miss may be code named since the last read.
+ */
+const char *perf_map_lookup(pid_t pid, uint64_t pc, bool jit, uint64_t *off);
+
+/* Times the file was read or read on from where it ended (for -v and tests). */
+uint64_t perf_map_reads(void);
 
 #endif /* DWUNW_PERF_MAP_H */

@@ -4,14 +4,18 @@
  * it) runs sample(); the kernel stack comes from bpf_get_stackid (the kernel unwinds itself).
  * User stack, --unwind=dwarf: a snapshot of the thread's user registers and stack window
  * (capture.bpf.h) unwound by libdwunw in user space, with the frame-pointer stack id as
- * fallback; --unwind=fp: bpf_get_stackid(BPF_F_USER_STACK) only. Every sample becomes one
- * record; counting is done in user space (nothing is aggregated or lost silently here).
+ * fallback; --unwind=fp: bpf_get_stackid(BPF_F_USER_STACK) only; --unwind=kernel: the user
+ * stack walked here from the tables in the kwalk maps (kwalk.bpf.h), the event carrying the
+ * dwarf-mode snapshot after a stop notice when the walk stops short (kwalk_hybrid.bpf.h). Every sample becomes one record;
+ * counting is done in user space (nothing is aggregated or lost silently here).
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 #include "capture.bpf.h"
+#include "kwalk.bpf.h"
+#include "kwalk_hybrid.bpf.h"
 #include "profile.h"
 
 char LICENSE[] SEC("license") = "GPL";
@@ -79,6 +83,10 @@ static __always_inline int selected(__u32 tgid, __u32 tid)
 	return 1;
 }
 
+/* --unwind=kernel: executable mappings and exits of the selected processes */
+#define KW_TRACK_SELECTED(tgid, tid) selected(tgid, tid)
+#include "kwalk_track.bpf.h"
+
 SEC("perf_event")
 int sample(struct bpf_perf_event_data *ctx)
 {
@@ -107,6 +115,15 @@ int sample(struct bpf_perf_event_data *ctx)
 		struct cap_thread *t = cap_thread_get(tid, 1);
 
 		if (cap_snapshot(ctx, uregs, PR_COOKIE(kid, bpf_get_smp_processor_id()), uid, 0, t) == 0)
+			return 0;
+		pr_count(PR_CNT_SNAP_LOST);
+		r.flags |= PR_S_LOST_SNAP;
+	}
+	if (want_user && has_user && unwind_mode == PR_UNWIND_KERNEL) {
+		struct pt_regs *uregs = (struct pt_regs *)bpf_task_pt_regs(task);
+		struct cap_thread *t = cap_thread_get(tid, 1);
+
+		if (kw_hybrid(ctx, uregs, PR_COOKIE(kid, bpf_get_smp_processor_id()), uid, t) == 0)
 			return 0;
 		pr_count(PR_CNT_SNAP_LOST);
 		r.flags |= PR_S_LOST_SNAP;
@@ -141,10 +158,14 @@ int BPF_PROG(pr_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 	return 0;
 }
 
-/* forget the thread's cached stack VMA when it exits */
+/* forget the thread's cached stack VMA when it exits; --unwind=kernel: the process's tables */
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(pr_thread_exit, struct task_struct *p)
 {
-	cap_thread_exit((__u32)BPF_CORE_READ(p, pid));
+	__u32 tid = BPF_CORE_READ(p, pid), tgid = BPF_CORE_READ(p, tgid);
+
+	cap_thread_exit(tid);
+	if (unwind_mode == PR_UNWIND_KERNEL && tid == tgid && selected(tgid, tid))
+		kw_track_exit(ctx, tgid);
 	return 0;
 }

@@ -5,7 +5,9 @@
  *
  * One perf event per CPU runs profile.bpf.c. --unwind=dwarf (default): each sample of a user
  * thread sends a snapshot (registers + stack window) that is unwound here with libdwunw;
- * --unwind=fp: frame-pointer stacks from bpf_get_stackid. Samples are counted here by (pid,
+ * --unwind=fp: frame-pointer stacks from bpf_get_stackid; --unwind=kernel: stacks walked in the
+ * BPF program from tables loaded here (kwalk_user.h), the snapshot of dwarf mode carried along
+ * when a walk stops short. Samples are counted here by (pid,
  * comm, kernel stack, user stack), stacks interned and symbolized once; nothing per sample is
  * written anywhere. The report is printed at the end (Ctrl-C, DURATION, or the command's exit).
  */
@@ -28,6 +30,7 @@
 #include "capture_user.h"
 #include "frames.h"
 #include "intern.h"
+#include "module_warn.h"
 #include "ksyms.h"
 #include "profile.h"
 #include "profile.skel.h"
@@ -37,6 +40,12 @@
 #include "profile_target.h"
 #include "stack_store.h"
 #include "tool_util.h"
+#ifdef HAVE_KWALK
+#include "frames_kwalk.h"
+#include "kwalk_preload.h"
+#include "kwalk_track_user.h"
+#include "kwalk_user.h"
+#endif
 
 static struct profile_bpf *skel;
 static volatile sig_atomic_t exiting;
@@ -62,6 +71,7 @@ static void fill_kernel(void *arg, struct uframe *f, uint32_t n)
 		const char *name = ksyms_lookup(f[i].pc, &off);
 
 		f[i].module = intern("[kernel.kallsyms]");
+		uf_set_origin(&f[i], UO_KERNEL);
 		if (name) {
 			f[i].name = name;
 			f[i].offset = off;
@@ -209,6 +219,43 @@ static int64_t user_fp_stack(uint32_t pid, int32_t id)
 	return idx;
 }
 
+#ifdef HAVE_KWALK
+/* ---- --unwind=kernel: tables for the walker ------------------------------------------------ */
+
+static struct kw_track kwt;
+
+/* An exec the BPF side reports for every process: only the profiled ones get tables. */
+static bool kw_selected(uint32_t pid)
+{
+	if (!opts.npids)
+		return true;
+	for (size_t i = 0; i < opts.npids; i++)
+		if (opts.pids[i] == pid)
+			return true;
+	return false;
+}
+
+static void on_kwalk(const void *data, size_t size)
+{
+	struct kwalk_info ki;
+	uint32_t pid = 0;
+
+	if (size >= offsetof(struct kw_event, snap))
+		memcpy(&pid, (const char *)data + offsetof(struct kw_event, pid), sizeof(pid));
+	int64_t uidx = frames_from_kwalk(data, size, 0, space_of(pid), &prs.unw, &prs.kw, &ki);
+
+	if (uidx == FRAMES_BAD)
+		return;
+	if (kw_wants_reload(ki.status))
+		kw_track_reload(&kwt, ki.pid, false);
+	if (uidx == FRAMES_NOTICE)
+		return; /* the walk stopped short: the sample is the snapshot record that follows */
+	if (uidx == FRAMES_FALLBACK)
+		uidx = user_fp_stack(ki.pid, (int32_t)ki.aux);
+	count_sample(ki.pid, ki.tid, kernel_stack(PR_COOKIE_KSTACK(ki.cookie)), uidx);
+}
+#endif
+
 static int on_record(void *ctx, const void *data, size_t size)
 {
 	const struct cap_rec_hdr *h = data;
@@ -254,6 +301,17 @@ static int on_record(void *ctx, const void *data, size_t size)
 
 		memcpy(&r, data, sizeof(r));
 		on_exec(r.pid);
+#ifdef HAVE_KWALK
+		if (kwt.l && kw_selected(r.pid)) {
+			kw_track_forget(&kwt, r.pid);
+			if (opts.npids) /* a target: its new program's tables at once */
+				kw_track_reload(&kwt, r.pid, true);
+		}
+	} else if (h->kind == KW_KIND_EVENT) {
+		on_kwalk(data, size);
+	} else if (kw_track_record(&kwt, data, size)) {
+		/* an executable mapping or an exit: tables loaded or dropped */
+#endif
 	}
 	return 0;
 }
@@ -356,7 +414,7 @@ static size_t ring_size(void)
 	uint64_t want = (uint64_t)libbpf_num_possible_cpus() * hz * (opts.stack_size + 512);
 	size_t r = 8u << 20;
 
-	if (opts.unwind != PR_UNWIND_DWARF || !opts.user)
+	if (opts.unwind == PR_UNWIND_FP || !opts.user)
 		return 1u << 20;
 	while (r < want && r < (128u << 20))
 		r <<= 1;
@@ -384,9 +442,9 @@ int main(int argc, char **argv)
 	tool_verbose = opts.verbose;
 	st.max = opts.max_stacks;
 	agg.max = opts.max_keys;
-	if (!have_privileges(opts.unwind == PR_UNWIND_DWARF))
+	if (!have_privileges(opts.unwind != PR_UNWIND_FP))
 		die("need root (CAP_BPF, CAP_PERFMON%s)",
-		    opts.unwind == PR_UNWIND_DWARF ? ", CAP_SYS_PTRACE" : "");
+		    opts.unwind != PR_UNWIND_FP ? ", CAP_SYS_PTRACE" : "");
 	pr_check_targets();
 	libbpf_set_print(tool_libbpf_print);
 	if (opts.kernel && ksyms_load())
@@ -409,12 +467,32 @@ int main(int argc, char **argv)
 	err = dwunw_cap_size_maps(skel->obj, opts.perfbuf, ring_bytes);
 	if (!err)
 		err = bpf_map__set_max_entries(skel->maps.stack_traces, opts.stack_storage);
+#ifdef HAVE_KWALK
+	struct kw_opts kwo = { .budget = opts.table_budget };
+
+	if (!err && opts.unwind == PR_UNWIND_KERNEL && opts.user)
+		err = kw_size_maps(skel->obj, &kwo);
+	kw_track_autoload(skel->obj, opts.unwind == PR_UNWIND_KERNEL && opts.user);
+#endif
 	if (err)
 		die("cannot size the maps: %s", strerror(-err));
 	err = profile_bpf__load(skel);
 	if (err)
 		die("cannot load the BPF programs: %s (run with -v for the verifier log)",
 		    strerror(-err));
+#ifdef HAVE_KWALK
+	if (opts.unwind == PR_UNWIND_KERNEL && opts.user) {
+		kwt.l = kw_loader_new(skel->obj, &kwo);
+		if (!kwt.l)
+			die("cannot set up the in-kernel walker's tables: %s", strerror(errno));
+		kwt.selected = kw_selected;
+		/* the whole system: a process earns its tables with a few samples (kwalk_track_user.h) */
+		kwt.threshold = opts.npids ? 1 : 16;
+		kwt.load_ns_per_s = opts.npids ? 0 : 200000000ull; /* at most 20 % of the consumer */
+		if (opts.command)
+			kw_preload_command(kwt.l, opts.command[0]);
+	}
+#endif
 	if (opts.command) {
 		uint32_t pid = (uint32_t)ptarget_start(opts.command);
 
@@ -437,6 +515,17 @@ int main(int argc, char **argv)
 		die("cannot attach sched_process_exit: %s", strerror(-err));
 	if (!bpf_program__attach(skel->progs.pr_exec))
 		die("cannot attach sched_process_exec: %s", strerror(errno));
+#ifdef HAVE_KWALK
+	if (kwt.l) {
+		err = kw_track_attach(&kwt, skel->obj);
+		if (err) /* the walker's fallback still reloads a process whose pcs it does not know */
+			fprintf(stderr, "profile: no mmap tracing (%s): new mappings load at their "
+				"first sample\n", strerror(-err));
+		for (size_t i = 0; i < opts.npids; i++)
+			if (!opts.command)
+				kw_track_reload(&kwt, opts.pids[i], true);
+	}
+#endif
 	attach_events();
 
 	signal(SIGINT, on_signal);
@@ -486,10 +575,35 @@ int main(int argc, char **argv)
 		prs.read_failed = capc[CAP_CNT_READ_FAILED];
 	}
 	pr_counters(skel->maps.pr_counters);
+#ifdef HAVE_KWALK
+	if (kwt.l) {
+		struct kw_stats ks;
+		uint64_t tc[KW_TC_MAX];
+
+		kw_get_stats(kwt.l, &ks);
+		kw_track_counters(skel->obj, tc);
+		prs.kw_map_bytes = ks.map_bytes;
+		prs.kw_table_bytes = ks.table_bytes;
+		prs.kw_modules = ks.modules;
+		prs.kw_evictions = ks.evictions;
+		prs.kw_loads = kwt.loads;
+		prs.kw_mmaps = kwt.mmaps;
+		prs.kw_exits = kwt.exits;
+		prs.kw_deferred = kwt.deferred;
+		prs.kw_mmaps_lost = tc[KW_TC_LOST];
+	}
+#endif
 	pr_report();
 	dwunw_cap_reader_free(reader);
+#ifdef HAVE_KWALK
+	if (kwt.l) {
+		kw_track_detach(&kwt);
+		kw_loader_free(kwt.l);
+	}
+#endif
 	profile_bpf__destroy(skel);
 	ptarget_stop();
 	frames_shutdown();
+	module_warn_flush();
 	return 0;
 }

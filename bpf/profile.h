@@ -12,6 +12,8 @@
 enum pr_unwind {
 	PR_UNWIND_FP = 0,    /* bpf_get_stackid(BPF_F_USER_STACK), as libbpf-tools profile */
 	PR_UNWIND_DWARF = 1, /* registers + stack window, unwound by libdwunw in user space */
+	PR_UNWIND_KERNEL = 2, /* walked in the BPF program (kwalk.bpf.h); a walk that stops short
+	                       * sends a stop notice, then the dwarf-mode snapshot */
 };
 
 /*

@@ -30,6 +30,7 @@ enum {
 	OPT_PERFBUF,
 	OPT_MAX_STACKS,
 	OPT_MAX_KEYS,
+	OPT_TABLE_BUDGET,
 };
 
 static const struct option long_opts[] = {
@@ -53,6 +54,7 @@ static const struct option long_opts[] = {
 	{ "perf-buffer", no_argument, NULL, OPT_PERFBUF },
 	{ "max-stacks", required_argument, NULL, OPT_MAX_STACKS },
 	{ "max-keys", required_argument, NULL, OPT_MAX_KEYS },
+	{ "table-budget", required_argument, NULL, OPT_TABLE_BUDGET },
 	{},
 };
 
@@ -74,9 +76,14 @@ static void usage(FILE *f)
 "  -f, --folded               folded stacks (comm;root;...;leaf COUNT) for flamegraph.pl\n"
 "  -d, --delimited            '--' between kernel and user stacks (text)\n"
 "      --stack-storage-size=N stack ids kept by bpf_get_stackid (16384)\n"
-"      --unwind=dwarf|fp      user stacks: DWARF unwinding of a stack window (default) or\n"
-"                             frame pointers (bpf_get_stackid)\n"
-"      --stack-size=BYTES     stack window copied per sample (16384, max 65536)\n"
+"      --unwind=dwarf|fp|kernel\n"
+"                             user stacks: DWARF unwinding of a stack window (default),\n"
+"                             frame pointers (bpf_get_stackid), or DWARF tables walked in\n"
+"                             the BPF program (a walk that stops short falls back to the\n"
+"                             dwarf path for that sample; its tables load for the next)\n"
+"      --stack-size=BYTES     stack window copied per sample (16384, max 65536; kernel:\n"
+"                             per fallback)\n"
+"      --table-budget=MIB     --unwind=kernel: memory for the tables' maps (64)\n"
 "      --json                 NDJSON: one line per stack, then a summary line\n"
 "      --perf-buffer          perf buffer instead of the ring buffer\n"
 "      --max-stacks=N         distinct stacks kept (262144; more: [stack table full])\n"
@@ -209,8 +216,10 @@ void pr_parse_args(int argc, char **argv)
 				opts.unwind = PR_UNWIND_DWARF;
 			else if (!strcmp(optarg, "fp"))
 				opts.unwind = PR_UNWIND_FP;
+			else if (!strcmp(optarg, "kernel"))
+				opts.unwind = PR_UNWIND_KERNEL;
 			else
-				die("--unwind: expected dwarf or fp, got %s", optarg);
+				die("--unwind: expected dwarf, fp or kernel, got %s", optarg);
 			break;
 		case OPT_STACK_SIZE: {
 			uint64_t v = parse_u64(optarg, "stack size");
@@ -218,6 +227,14 @@ void pr_parse_args(int argc, char **argv)
 			if (v < 64 || v > CAP_MAX_STACK)
 				die("--stack-size %s: out of range (64 .. %d)", optarg, CAP_MAX_STACK);
 			opts.stack_size = (uint32_t)(v & ~7ull);
+			break;
+		}
+		case OPT_TABLE_BUDGET: {
+			uint64_t v = parse_u64(optarg, "table budget");
+
+			if (v < 1 || v > 4096)
+				die("--table-budget %s: out of range (1 .. 4096 MiB)", optarg);
+			opts.table_budget = v << 20;
 			break;
 		}
 		case OPT_JSON: opts.json = true; break;
@@ -256,6 +273,15 @@ void pr_parse_args(int argc, char **argv)
 		die("-a excludes -p and -- COMMAND");
 	if (opts.npids && opts.command)
 		die("-p and -- COMMAND exclude each other");
+	if (opts.unwind == PR_UNWIND_KERNEL) {
+#ifndef HAVE_KWALK
+		die("--unwind=kernel: not in this build (the in-kernel walker is x86_64 and arm64 only)");
+#endif
+		if (opts.perfbuf)
+			die("--unwind=kernel sends its events on the ring buffer: drop --perf-buffer");
+	} else if (opts.table_budget) {
+		die("--table-budget is for --unwind=kernel");
+	}
 }
 
 void pr_check_targets(void)

@@ -32,6 +32,7 @@ struct pr_opts {
 	uint32_t stack_size;   /* --stack-size */
 	size_t max_stacks;     /* --max-stacks */
 	size_t max_keys;       /* --max-keys */
+	uint64_t table_budget; /* --table-budget (bytes; 0: the walker's default) */
 	char **command;        /* -- COMMAND ARGS... (NULL-terminated), or NULL */
 };
 

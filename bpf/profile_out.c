@@ -15,6 +15,16 @@
 #include "report_fmt.h"
 #include "stack_store.h"
 #include "tool_util.h"
+#ifdef HAVE_KWALK
+#include "kwalk_user.h"
+#define kw_status_text kw_status_name
+#else
+static const char *kw_status_text(unsigned s)
+{
+	(void)s;
+	return "?";
+}
+#endif
 
 /* ---- Processes seen ---------------------------------------------------------------------- */
 
@@ -62,6 +72,17 @@ void pr_counters(struct bpf_map *m)
 	free(v);
 }
 
+static const char *unwind_name(void)
+{
+	return opts.unwind == PR_UNWIND_KERNEL ? "kernel" : opts.unwind == PR_UNWIND_DWARF ? "dwarf" : "fp";
+}
+
+/* --unwind=kernel: share of the walker's events that fell back to the snapshot, in percent */
+static double kw_fallback_pct(void)
+{
+	return prs.kw.events ? 100.0 * (double)prs.kw.snapshot / (double)prs.kw.events : 0.0;
+}
+
 void pr_print_header(void)
 {
 	FILE *f = opts.folded || opts.json ? stderr : stdout;
@@ -75,7 +96,7 @@ void pr_print_header(void)
 		prs.ncpus, prs.ncpus == 1 ? "" : "s",
 		opts.command ? "the command" : opts.npids ? "the given processes" : "all threads",
 		opts.user && opts.kernel ? "user + kernel" : opts.user ? "user" : "kernel",
-		opts.unwind == PR_UNWIND_DWARF ? "dwarf" : "frame-pointer");
+		opts.unwind == PR_UNWIND_FP ? "frame-pointer" : unwind_name());
 	if (opts.duration)
 		fprintf(f, " for %" PRIu64 " secs.\n", opts.duration);
 	else
@@ -106,19 +127,18 @@ static bool reaches_bottom(const struct ustack *s)
 	return false;
 }
 
+/* The markers shown in the text report (their legend follows it). */
+static uint32_t marks_seen;
+
 static void text_frame(const struct uframe *f)
 {
 	fputs("    ", stdout);
 	if (f->name)
 		fputs(f->name, stdout);
-	else if (f->module)
-		printf("[unknown] (%s)", f->module);
 	else
-		fputs("[unknown]", stdout);
-	if (f->flags & UF_FP)
-		fputs(" [fp]", stdout);
-	if (f->flags & UF_PERFMAP)
-		fputs(" [jit]", stdout);
+		fprint_unknown(stdout, f, "(%s)", false);
+	/* in fp mode every user frame is found by frame pointers: no [fp] on each line */
+	fprint_frame_marks(stdout, f, opts.unwind != PR_UNWIND_FP, &marks_seen);
 	putchar('\n');
 }
 
@@ -126,10 +146,8 @@ static void folded_frame(FILE *o, const struct uframe *f)
 {
 	if (f->name)
 		fputs(f->name, o);
-	else if (f->module)
-		fprintf(o, "[unknown] (%s)", base_name(f->module));
 	else
-		fputs("[unknown]", o);
+		fprint_unknown(o, f, "(%s)", true);
 }
 
 static void print_text(const struct pr_entry *e)
@@ -319,7 +337,7 @@ void pr_report(void)
 	uint32_t *order = xcalloc(agg.n, sizeof(*order));
 	struct reason lost[32], stopped[32];
 	size_t nlost = 0, nstopped = 0;
-	uint64_t usamples = 0, ucomplete = 0, ufp = 0;
+	uint64_t usamples = 0, ucomplete = 0, ufp = 0, ulive = 0;
 
 	for (size_t i = 0; i < agg.n; i++)
 		order[i] = (uint32_t)i;
@@ -339,6 +357,8 @@ void pr_report(void)
 			ucomplete += e->count;
 		if (u->kind == SK_FP)
 			ufp += e->count;
+		if (u->kind == SK_DWARF && u->beyond)
+			ulive += e->count;
 		if (u->kind == SK_PSEUDO)
 			reason_add(lost, &nlost, 32, u->label, e->count);
 		else if (u->stop)
@@ -347,6 +367,8 @@ void pr_report(void)
 	free(order);
 	if (opts.folded)
 		print_folded_all();
+	else if (!opts.json)
+		fprint_marks_legend(stdout, "    ", marks_seen);
 	fflush(stdout);
 
 	struct rusage ru;
@@ -373,11 +395,11 @@ void pr_report(void)
 		       ",\"period\":%" PRIu64 ",\"cpus\":%d,\"duration_ns\":%" PRIu64
 		       ",\"start_unix_ns\":%" PRIu64 ",\"unwind\":\"%s\",\"user_samples\":%" PRIu64
 		       ",\"user_complete\":%" PRIu64 ",\"user_fp_stacks\":%" PRIu64
-		       ",\"fp_frames_in_dwarf\":%" PRIu64 ",\"lost\":{",
+		       ",\"fp_frames_in_dwarf\":%" PRIu64 ",\"user_live\":%" PRIu64 ",\"lost\":{",
 		       agg.samples, prs.event, opts.period ? 0 : opts.freq, opts.period, prs.ncpus,
 		       prs.end_ns - prs.start_ns, (uint64_t)time(NULL) * UINT64_C(1000000000) -
-		       (uint64_t)(prs.end_ns - prs.start_ns), opts.unwind == PR_UNWIND_DWARF ? "dwarf" : "fp",
-		       usamples, ucomplete, ufp, prs.unw.frames_fp);
+		       (uint64_t)(prs.end_ns - prs.start_ns), unwind_name(),
+		       usamples, ucomplete, ufp, prs.unw.frames_fp, ulive);
 		for (size_t i = 0; i < nlost; i++) {
 			printf("%s", i ? "," : "");
 			json_str(lost[i].name);
@@ -407,16 +429,52 @@ void pr_report(void)
 				printf("null");
 			putchar('}');
 		}
-		printf("]}}\n");
+		printf("]");
+		if (opts.unwind == PR_UNWIND_KERNEL) {
+			printf(",\"kernel_walk\":{\"events\":%" PRIu64 ",\"from_kernel\":%" PRIu64
+			       ",\"fallback\":%" PRIu64 ",\"fallback_pct\":%.2f,\"bad\":%" PRIu64
+			       ",\"by_status\":{", prs.kw.events, prs.kw.kernel, prs.kw.snapshot,
+			       kw_fallback_pct(), prs.kw.bad);
+			bool c = false;
+			for (unsigned k = 0; k < KW_ST_MAX; k++)
+				if (prs.kw.status[k]) {
+					printf("%s\"%s\":%" PRIu64, c ? "," : "", kw_status_text(k),
+					       prs.kw.status[k]);
+					c = true;
+				}
+			printf("},\"table_loads\":%" PRIu64 ",\"mmaps\":%" PRIu64 ",\"mmaps_lost\":%" PRIu64
+			       ",\"exits\":%" PRIu64 ",\"loads_deferred\":%" PRIu64 ",\"map_bytes\":%" PRIu64 ",\"table_bytes\":%" PRIu64
+			       ",\"modules\":%" PRIu64 ",\"evictions\":%" PRIu64 "}",
+			       prs.kw_loads, prs.kw_mmaps, prs.kw_mmaps_lost, prs.kw_exits, prs.kw_deferred,
+			       prs.kw_map_bytes, prs.kw_table_bytes, prs.kw_modules, prs.kw_evictions);
+		}
+		printf("}}\n");
 		fflush(stdout);
 	}
 	fprintf(stderr,
 		"profile: %" PRIu64 " samples in %.1f s (%s, %d CPU%s); user stacks: %" PRIu64
 		", %.1f%% complete to _start/__libc_start_main/thread start (%s)%s%s%s%s%s%s",
 		agg.samples, secs, prs.event, prs.ncpus, prs.ncpus == 1 ? "" : "s", usamples, pct,
-		opts.unwind == PR_UNWIND_DWARF ? "dwarf" : "fp", *lostbuf ? "; lost: " : "", lostbuf,
+		unwind_name(), *lostbuf ? "; lost: " : "", lostbuf,
 		*stopbuf ? "; stopped early: " : "", stopbuf, prs.unw.frames_fp ? "; " : "",
 		prs.unw.frames_fp ? "frames by frame pointer (no CFI) marked [fp]" : "");
+	if (ulive)
+		fprintf(stderr, "; %" PRIu64 " with frames read live after the event [live]", ulive);
+	if (opts.unwind == PR_UNWIND_KERNEL) {
+		fprintf(stderr, "; kernel walker: %" PRIu64 " events, %.1f%% fell back to the snapshot",
+			prs.kw.events, kw_fallback_pct());
+		for (unsigned k = KW_ST_NO_PROC, c = 0; k < KW_ST_MAX; k++)
+			if (prs.kw.status[k])
+				fprintf(stderr, "%s%s %" PRIu64, c++ ? ", " : " (", kw_status_text(k),
+					prs.kw.status[k]);
+		for (unsigned k = KW_ST_NO_PROC; k < KW_ST_MAX; k++)
+			if (prs.kw.status[k]) {
+				fputc(')', stderr);
+				break;
+			}
+		fprintf(stderr, ", tables %.1f MiB of %.1f MiB of maps",
+			(double)prs.kw_table_bytes / 1048576.0, (double)prs.kw_map_bytes / 1048576.0);
+	}
 	if (prs.klost)
 		fprintf(stderr, "; kernel stacks lost: %" PRIu64, prs.klost);
 	if (prs.bpf[PR_CNT_REC_LOST])

@@ -9,6 +9,7 @@
 
 #include <stdint.h>
 #include "frames.h"
+#include "frames_kwalk.h"
 
 struct bpf_map;
 
@@ -23,6 +24,11 @@ struct pr_stats {
 	uint64_t npids;
 	uint64_t records;       /* records received */
 	uint64_t buffer_bytes;  /* bytes of records received (snapshots and samples) */
+	/* --unwind=kernel */
+	struct kwalk_seen kw;   /* walker events: from the walker / fallen back, by stop reason */
+	uint64_t kw_loads, kw_mmaps, kw_exits; /* table (re)loads; mmap and exit records seen */
+	uint64_t kw_deferred;   /* fallbacks of processes not (yet) worth loading (-a) */
+	uint64_t kw_map_bytes, kw_table_bytes, kw_modules, kw_evictions, kw_mmaps_lost;
 };
 
 extern struct pr_stats prs;

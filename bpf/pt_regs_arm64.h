@@ -3,7 +3,7 @@
  * arm64's register frame, for the cross build's vmlinux.h (bpf/Makefile): the layout of
  * arch/arm64/include/asm/ptrace.h (user_pt_regs is UAPI). Marked preserve_access_index like the
  * rest of vmlinux.h, so every access is CO-RE relocated against the target kernel's BTF; the
- * fields after pstate are the kernel's business and left out.
+ * fields after pstate are the kernel's business and left out, but for syscallno.
  */
 #ifndef DWUNW_PT_REGS_ARM64_H
 #define DWUNW_PT_REGS_ARM64_H
@@ -26,6 +26,7 @@ struct pt_regs {
 		};
 	};
 	__u64 orig_x0;
+	__s32 syscallno;   /* the system call of a sys_exit tracepoint (kwalk_track.bpf.h) */
 } __attribute__((preserve_access_index));
 
 #endif

@@ -21,15 +21,90 @@ void json_str(const char *s)
 	putchar('"');
 }
 
-void print_frame_text(size_t i, const struct uframe *f)
+const char *frame_origin(const struct uframe *f)
 {
-	if (!f->module)
-		printf("\t%zu [<%016" PRIx64 ">] <null sym>\n", i, f->pc);
-	else if (!f->name)
-		printf("\t%zu [<%016" PRIx64 ">] [%s]\n", i, f->pc, f->module);
+	static const char *const names[] = {
+		[UO_WINDOW] = "window", [UO_FP] = "fp", [UO_PROLOGUE] = "prologue",
+		[UO_LR] = "lr", [UO_SIGNAL] = "signal", [UO_KERNEL] = "kernel",
+		[UO_KWALK] = "kernel-walk",
+	};
+	uint32_t o = uf_origin(f);
+
+	if (f->flags & UF_LIVE)
+		return "live";
+	return o < sizeof(names) / sizeof(names[0]) && names[o] ? names[o] : "window";
+}
+
+void fprint_frame_marks(FILE *out, const struct uframe *f, bool fp_marks, uint32_t *seen)
+{
+	uint32_t o = uf_origin(f), m = 0;
+
+	if (f->flags & UF_LIVE)
+		m = MARK_LIVE;
+	else if (o == UO_FP && fp_marks)
+		m = MARK_FP;
+	else if (o == UO_PROLOGUE)
+		m = MARK_PROLOGUE;
+	else if (o == UO_LR)
+		m = MARK_LR;
+	if (m)
+		fprintf(out, " [%s]", m == MARK_LIVE ? "live" : m == MARK_FP ? "fp" : m == MARK_PROLOGUE ? "prologue" : "lr");
+	if (f->flags & UF_PERFMAP) {
+		fputs(" [jit]", out);
+		m |= MARK_JIT;
+	}
+	if (seen)
+		*seen |= m;
+}
+
+void fprint_marks_legend(FILE *out, const char *indent, uint32_t seen)
+{
+	static const struct {
+		uint32_t bit;
+		const char *text;
+	} v[] = {
+		{ MARK_LIVE, "[live] rests on stack memory read from the process after the event (it may have changed since)" },
+		{ MARK_FP, "[fp] found by frame pointers (no CFI there)" },
+		{ MARK_PROLOGUE, "[prologue] found by decoding the function's prologue (no CFI there)" },
+		{ MARK_LR, "[lr] return address taken where the call left it (no CFI there)" },
+		{ MARK_JIT, "[jit] named from the JIT's /tmp/perf-PID.map" },
+	};
+	bool first = true;
+
+	if (!seen)
+		return;
+	fprintf(out, "%sframes marked ", indent);
+	for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)
+		if (seen & v[i].bit) {
+			fprintf(out, "%s%s", first ? "" : "; ", v[i].text);
+			first = false;
+		}
+	fputc('\n', out);
+}
+
+void fprint_unknown(FILE *out, const struct uframe *f, const char *module_fmt, bool base)
+{
+	fputs("[unknown]", out);
+	if (f->module) {
+		fputc(' ', out);
+		fprintf(out, module_fmt, base ? base_name(f->module) : f->module);
+	} else if (f->flags & UF_JIT) {
+		fputc(' ', out);
+		fprintf(out, module_fmt, "[anon]");
+	}
+}
+
+void print_frame_text(size_t i, const struct uframe *f, bool fp_marks, uint32_t *seen)
+{
+	printf("\t%zu [<%016" PRIx64 ">] ", i, f->pc);
+	if (f->name && f->module)
+		printf("%s+0x%" PRIx64 " [%s]", f->name, f->offset, f->module);
+	else if (f->name)
+		printf("%s+0x%" PRIx64, f->name, f->offset);
 	else
-		printf("\t%zu [<%016" PRIx64 ">] %s+0x%" PRIx64 " [%s]\n", i, f->pc, f->name, f->offset,
-		       f->module);
+		fprint_unknown(stdout, f, "[%s]", false);
+	fprint_frame_marks(stdout, f, fp_marks, seen);
+	putchar('\n');
 }
 
 void fprint_frame_folded(FILE *out, const struct uframe *f)
@@ -59,5 +134,5 @@ void print_frame_json(const struct uframe *f)
 		json_str(f->module);
 	else
 		printf("null");
-	putchar('}');
+	printf(",\"origin\":\"%s\"}", frame_origin(f));
 }

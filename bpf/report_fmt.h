@@ -1,8 +1,12 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
-/* Pieces of the tools' reports on stdout: JSON strings, and one frame as text, folded or JSON. */
+/*
+ * Pieces of the tools' reports on stdout: JSON strings, one frame as text, folded or JSON, where
+ * each frame came from (its origin and text marker, and the legend line that explains the markers).
+ */
 #ifndef DWUNW_REPORT_FMT_H
 #define DWUNW_REPORT_FMT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 #include "stack_store.h"
@@ -10,15 +14,44 @@
 /* s as a JSON string, quotes included. */
 void json_str(const char *s);
 
-/* memleak's frame line: "\tI [<PC>] name+0xOFF [module]" (upstream's form). */
-void print_frame_text(size_t i, const struct uframe *f);
+/*
+ * The frame's origin as JSON and the docs name it: "live" (UF_LIVE), else "window", "fp",
+ * "prologue", "lr", "signal", "kernel".
+ */
+const char *frame_origin(const struct uframe *f);
+
+/*
+ * Text markers: " [live]", " [fp]", " [prologue]", " [lr]" for a frame that rests on memory read
+ * after the event or on no CFI (one, in that order of precedence), then " [jit]" for a name from
+ * the JIT's perf map. Marks what it printed in *seen (MARK_* bits) for the legend. Frames of a
+ * frame-pointer stack in fp mode (every frame is one) are marked only with `fp_marks`.
+ */
+#define MARK_LIVE     (1u << 0)
+#define MARK_FP       (1u << 1)
+#define MARK_PROLOGUE (1u << 2)
+#define MARK_LR       (1u << 3)
+#define MARK_JIT      (1u << 4)
+void fprint_frame_marks(FILE *out, const struct uframe *f, bool fp_marks, uint32_t *seen);
+
+/* One line that explains the markers in `seen` ("" when none): "frames marked [live]: ...". */
+void fprint_marks_legend(FILE *out, const char *indent, uint32_t seen);
+
+/*
+ * A frame without a name, perf style: "[unknown]" with its module in the form the tool prints
+ * modules (fmt: "[%s]" or "(%s)"), "[anon]" for anonymous executable memory (JIT code), nothing
+ * for a pc in no mapping.
+ */
+void fprint_unknown(FILE *out, const struct uframe *f, const char *module_fmt, bool base);
+
+/* memleak's frame line: "\tI [<PC>] name+0xOFF [module]" (upstream's form), marks after it. */
+void print_frame_text(size_t i, const struct uframe *f, bool fp_marks, uint32_t *seen);
 
 /* A frame in folded stacks: its name, else "[module]" (base name), else "[unknown]". */
 void print_frame_folded(const struct uframe *f);
 /* The same into a stream (a line built in memory: memleak merges identical folded lines). */
 void fprint_frame_folded(FILE *out, const struct uframe *f);
 
-/* {"pc":"0x..","symbol":..,"offset":N,"module":..} */
+/* {"pc":"0x..","symbol":..,"offset":N,"module":..,"origin":".."} */
 void print_frame_json(const struct uframe *f);
 
 #endif /* DWUNW_REPORT_FMT_H */

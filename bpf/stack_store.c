@@ -9,13 +9,13 @@
 struct stack_store st = { .max = 65536 };
 
 static bool stack_same(const struct ustack *s, uint64_t space, uint32_t kind, int32_t stop,
-		       const char *label, const uint64_t *pcs, uint32_t n)
+		       const char *label, const uint64_t *pcs, const uint64_t *ids, uint32_t n)
 {
 	if (s->space != space || s->kind != kind || s->stop != stop || s->nframes != n ||
-	    s->label != label)
+	    s->label != label || !s->ids != !ids)
 		return false;
 	for (uint32_t i = 0; i < n; i++)
-		if (s->frames[i].pc != pcs[i])
+		if (s->frames[i].pc != pcs[i] || (ids && s->ids[i] != ids[i]))
 			return false;
 	return true;
 }
@@ -48,17 +48,24 @@ int64_t pseudo_stack(const char *label)
 int64_t stack_get_in(uint64_t space, uint32_t kind, int32_t stop, const char *label,
 		     const char *stop_name, const uint64_t *pcs, uint32_t n, fill_fn fill, void *arg)
 {
+	return stack_get_ids(space, kind, stop, label, stop_name, pcs, NULL, n, fill, arg);
+}
+
+int64_t stack_get_ids(uint64_t space, uint32_t kind, int32_t stop, const char *label,
+		      const char *stop_name, const uint64_t *pcs, const uint64_t *ids, uint32_t n,
+		      fill_fn fill, void *arg)
+{
 	uint64_t h = hash64(hash64(hash64(space, kind), (uint64_t)(uint32_t)stop),
 			    (uint64_t)(uintptr_t)label);
 	struct ustack *s;
 	size_t i;
 
 	for (uint32_t k = 0; k < n; k++)
-		h = hash64(h, pcs[k]);
+		h = hash64(h, ids ? pcs[k] ^ ids[k] : pcs[k]);
 	if (st.index_cap)
 		for (i = h & (st.index_cap - 1); st.index[i]; i = (i + 1) & (st.index_cap - 1)) {
 			s = &st.v[st.index[i] - 1];
-			if (s->hash == h && stack_same(s, space, kind, stop, label, pcs, n))
+			if (s->hash == h && stack_same(s, space, kind, stop, label, pcs, ids, n))
 				return st.index[i] - 1;
 		}
 	/* pseudo stacks always fit: the table keeps room for them */
@@ -85,6 +92,10 @@ int64_t stack_get_in(uint64_t space, uint32_t kind, int32_t stop, const char *la
 	s->frames = xcalloc(n, sizeof(*s->frames));
 	for (uint32_t k = 0; k < n; k++)
 		s->frames[k].pc = pcs[k];
+	if (ids && n) {
+		s->ids = xcalloc(n, sizeof(*s->ids));
+		memcpy(s->ids, ids, n * sizeof(*ids));
+	}
 	if (fill && n)
 		fill(arg, s->frames, n);
 	index_put(h, (uint32_t)st.n);

@@ -18,13 +18,45 @@ struct uframe {
 	uint64_t offset;
 	const char *module;    /* NULL: not in a file mapping */
 	uint64_t maddr;        /* pc as an address of the module's file (0: unknown) */
-	uint32_t how;          /* enum dwunw_how for unwound frames (0 otherwise) */
+	uint32_t how;          /* enum dwunw_how for unwound frames (0 otherwise), or HOW_KERNEL */
 	uint32_t flags;        /* UF_* */
 };
 
 #define UF_FP      (1u << 0) /* recovered by frame pointers inside a DWARF walk (no CFI there) */
 #define UF_JIT     (1u << 1) /* anonymous executable memory */
 #define UF_PERFMAP (1u << 2) /* named from /tmp/perf-PID.map */
+#define UF_LIVE    (1u << 3) /* rests on memory read from the process after the event (for at least
+			      * one record of the stack): it, or a frame below it, needed it */
+
+/*
+ * Where a frame came from, in bits 8-11 of flags (frame_origin() in report_fmt.h names it; UF_LIVE
+ * overrides it when shown). Only UO_WINDOW, UO_SIGNAL and UO_KERNEL rest on nothing but what was
+ * captured at the event and on the CFI or the ABI.
+ */
+enum uf_origin {
+	UO_WINDOW = 0,         /* registers and stack window captured at the event, stepped by CFI */
+	UO_FP,                 /* frame pointers (no CFI at the callee's pc; or a frame-pointer stack) */
+	UO_PROLOGUE,           /* the callee's prologue decoded (no CFI) */
+	UO_LR,                 /* the return address where a call leaves it: link register, [sp] (no CFI) */
+	UO_SIGNAL,             /* a signal frame's saved context */
+	UO_KERNEL,             /* a kernel frame (the kernel's own unwinder, at the event) */
+	UO_KWALK,              /* a user frame walked in the BPF program at the event (--unwind=kernel) */
+};
+#define UF_ORIGIN_SHIFT 8
+#define UF_ORIGIN_MASK  (0xfu << UF_ORIGIN_SHIFT)
+
+static inline uint32_t uf_origin(const struct uframe *f)
+{
+	return (f->flags & UF_ORIGIN_MASK) >> UF_ORIGIN_SHIFT;
+}
+
+static inline void uf_set_origin(struct uframe *f, enum uf_origin o)
+{
+	f->flags = (f->flags & ~UF_ORIGIN_MASK) | ((uint32_t)o << UF_ORIGIN_SHIFT);
+}
+
+/* uframe.how of a frame walked by the in-kernel walker (--unwind=kernel; not a dwunw_how) */
+#define HOW_KERNEL 16
 
 enum stack_kind {
 	SK_DWARF = 1,          /* unwound by libdwunw */
@@ -41,6 +73,7 @@ struct ustack {
 	const char *stop_name; /* machine-readable reason (JSON, summary) */
 	uint32_t nframes;
 	struct uframe *frames;
+	uint64_t *ids;         /* per frame: the identity of its file (maps_view.h), or NULL */
 	bool beyond;           /* SK_DWARF: some unwind read live memory beyond the stack window */
 	/* the tool's per-report totals (memleak: outstanding bytes and allocations) */
 	uint64_t bytes, count;
@@ -65,6 +98,13 @@ typedef void (*fill_fn)(void *arg, struct uframe *frames, uint32_t n);
 /* The stack's index; a new one is added (frames filled by fill()) when absent. */
 int64_t stack_get_in(uint64_t space, uint32_t kind, int32_t stop, const char *label,
 		     const char *stop_name, const uint64_t *pcs, uint32_t n, fill_fn fill, void *arg);
+/*
+ * The same, keyed by (file identity, pc) per frame: `ids` (n, may be NULL) tells apart two
+ * files mapped at one address at different times, so their stacks never merge.
+ */
+int64_t stack_get_ids(uint64_t space, uint32_t kind, int32_t stop, const char *label,
+		      const char *stop_name, const uint64_t *pcs, const uint64_t *ids, uint32_t n,
+		      fill_fn fill, void *arg);
 
 static inline int64_t stack_get(uint32_t kind, int32_t stop, const char *label,
 				const char *stop_name, const uint64_t *pcs, uint32_t n, fill_fn fill,

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /* Minimal ELF symbolizer over /proc/PID/maps: see syms.h. */
+#include <errno.h>
 #include <fcntl.h>
 #include <gelf.h>
 #include <libelf.h>
@@ -7,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "module_warn.h"
 #include "syms.h"
 
 struct sym {
@@ -59,8 +61,10 @@ static void elf_load(struct elf_syms *e)
 	size_t nph;
 	Elf *elf;
 
-	if (fd < 0)
+	if (fd < 0) {
+		module_warn(e->path, strerror(errno));
 		return;
+	}
 	elf_version(EV_CURRENT);
 	elf = elf_begin(fd, ELF_C_READ, NULL);
 	if (!elf || !gelf_getehdr(elf, &eh))

@@ -76,8 +76,13 @@ bool tool_flush_stdout(void)
 
 void tool_links_destroy(struct bpf_link **links, size_t n)
 {
+	tool_links_destroy_fds(links, n, NULL, 0);
+}
+
+void tool_links_destroy_fds(struct bpf_link **links, size_t n, int *fds, size_t nfds)
+{
 	int p[2] = { -1, -1 };
-	pid_t pid = n && pipe2(p, O_CLOEXEC) == 0 ? fork() : -1;
+	pid_t pid = n + nfds && pipe2(p, O_CLOEXEC) == 0 ? fork() : -1;
 
 	if (pid == 0) {
 		int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
@@ -99,6 +104,9 @@ void tool_links_destroy(struct bpf_link **links, size_t n)
 		for (size_t i = 0; i < n; i++)
 			if (links[i])
 				bpf_link__destroy(links[i]);
+		for (size_t i = 0; i < nfds; i++)
+			if (fds[i] >= 0)
+				close(fds[i]);
 		_exit(0);
 	}
 	if (p[0] >= 0)
@@ -110,5 +118,10 @@ void tool_links_destroy(struct bpf_link **links, size_t n)
 		if (pid < 0 && links[i])
 			bpf_link__destroy(links[i]);
 		links[i] = NULL;
+	}
+	for (size_t i = 0; i < nfds; i++) {
+		if (pid < 0 && fds[i] >= 0)
+			close(fds[i]);
+		fds[i] = -1;
 	}
 }

@@ -40,5 +40,7 @@ struct bpf_link;
  * child is (a second or two later). Without fork, they are closed here, one after the other.
  */
 void tool_links_destroy(struct bpf_link **links, size_t n);
+/* The same, with link file descriptors made without libbpf (uprobe_multi.h) closed with them. */
+void tool_links_destroy_fds(struct bpf_link **links, size_t n, int *fds, size_t nfds);
 
 #endif /* DWUNW_TOOL_SIGNALS_H */

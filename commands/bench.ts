@@ -19,6 +19,7 @@ import { join } from 'node:path';
 import type { ChalkInstance } from 'chalk';
 import Table from 'cli-table3';
 import type { ArgumentsCamelCase, Argv } from 'yargs';
+import { type KernelBench, kernelBench } from '../lib/kernel-bench.js';
 import { packageRoot } from '../lib/native.js';
 import { ChunkedWriter, CliError, colorsFor, reportError } from '../lib/output.js';
 
@@ -158,6 +159,8 @@ export interface BenchReport {
   reference?: string;
   targets?: Target[];
   callgrind?: { iterations: number };
+  /** the in-kernel walker against the binary-search peer (lib/kernel-bench.ts) */
+  kernel?: KernelBench;
 }
 
 // ---- running programs ---------------------------------------------------------------------------
@@ -408,6 +411,8 @@ export async function bench(o: BenchOptions): Promise<void> {
     await addCallgrind(report, harness, fileArgs, o.iterations ?? (o.quick ? 20 : 200));
   }
   report.targets = targets(report);
+  progress(o, 'the in-kernel walker and its peer on a python3 workload (BPF, a few seconds)');
+  report.kernel = await kernelBench(o.quick);
   if (progressOn(o)) process.stderr.write('\r\x1b[K');
 
   const out = new ChunkedWriter();
@@ -573,6 +578,8 @@ export function text(r: BenchReport, c: ChalkInstance, tty: boolean): string {
     o += table(['target', 'goal', 'measured', ''], trows2, ['left', 'right', 'right', 'left'], c, tty);
   }
 
+  if (r.kernel) o += kernelText(r.kernel, c, tty);
+
   if (cg) {
     const ref = r.snapshots.find((s) => s.name === r.reference) ?? r.snapshots[0];
     const top = ref?.unwinders.dwunw.callgrind_top;
@@ -587,5 +594,35 @@ export function text(r: BenchReport, c: ChalkInstance, tty: boolean): string {
       );
     }
   }
+  return o;
+}
+
+/** The in-kernel walker beside its binary-search peer, or why there are no figures. */
+function kernelText(k: KernelBench, c: ChalkInstance, tty: boolean): string {
+  let o = `\n${c.bold('In-kernel walker')} (bpf_stats run_time_ns / run_cnt; issue 11)`;
+  if (k.unavailable || !k.walker) return `${o}: ${c.dim(`not measured: ${k.unavailable ?? 'no figures'}`)}\n`;
+  o += `: ${k.workload}; ${k.events} events unwound both ways, ${k.identical_pct?.toFixed(2)} % identical\n`;
+  const row = (name: string, f: NonNullable<KernelBench['walker']>): string[] => [
+    name,
+    num(f.ns_per_frame, 1),
+    num(f.ns_per_extra_frame, 1),
+    ns(f.ns_first_frame),
+    ns(f.ns_per_sample),
+    num(f.frames_per_sample, 1),
+    num(f.bytes_per_row, 2),
+    String(f.verifier_insns),
+    `${num(f.fallback_pct, 2)} %`,
+  ];
+  const rows = [row(c.bold('dwunw'), k.walker)];
+  if (k.peer) rows.push(row('binary search', k.peer));
+  o += table(
+    ['walker', 'ns/frame', 'per extra frame', 'first frame', 'per sample', 'frames', 'B/row', 'verifier insns', 'fallback'],
+    rows,
+    ['left', 'right', 'right', 'right', 'right', 'right', 'right', 'right', 'right'],
+    c,
+    tty,
+  );
+  const met = k.met ? c.green('met') : c.red('missed');
+  o += `target: ≤ ${k.target_ns_per_frame} ns/frame: ${met}; maps ${((k.walker.map_bytes ?? 0) / 1048576).toFixed(1)} MiB\n`;
   return o;
 }

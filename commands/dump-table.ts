@@ -4,6 +4,7 @@ import { statSync } from 'node:fs';
 import type { ArgumentsCamelCase, Argv } from 'yargs';
 import type { ChalkInstance } from 'chalk';
 import { Dwunw, DwunwError, type Module, type Row, type TableInfo, sourceName } from '../lib/dwunw.js';
+import * as N from '../lib/native.js';
 import { ChunkedWriter, CliError, colorsFor, hex, parseAddress, reportError } from '../lib/output.js';
 
 interface Args {
@@ -34,7 +35,8 @@ export async function handler(argv: ArgumentsCamelCase<Args>): Promise<void> {
 }
 
 /** Stats of the table, as printed in JSON. */
-function statsOf(info: TableInfo) {
+function statsOf(info: TableInfo, mod: Module) {
+  const m = mod.memory();
   return {
     rows: info.rows,
     rules: info.rules,
@@ -43,6 +45,8 @@ function statsOf(info: TableInfo) {
     build_ms: Math.round(info.buildNs / 1e4) / 100,
     fdes: info.fdes,
     fdes_dropped: info.fdesDropped,
+    // What the module holds: the table, symbols (when built), and the file bytes read (never the whole file).
+    memory: { table: m.table, symbols: m.symbols, other: m.elf, file_size: m.fileSize },
   };
 }
 
@@ -83,9 +87,13 @@ export async function dumpTable(file: string, opts: { json: boolean; pc?: string
       only = row;
     }
 
-    const rows = (): Iterable<Row> => (only ? [only] : mod!.rows());
-    if (opts.json) await printJson(file, mod, info, rows);
-    else await printText(file, mod, info, rows);
+    if (only) {
+      const rows = (): Iterable<Row> => [only];
+      if (opts.json) await printJson(file, mod, info, rows);
+      else await printText(file, mod, info, rows);
+    } else {
+      await printAll(file, mod, info, opts.json);
+    }
 
     // A table built with entries skipped must not look clean: say where, and fail.
     if (info.firstError !== 0) {
@@ -110,7 +118,7 @@ async function printJson(file: string, mod: Module, info: TableInfo, rows: () =>
   const out = new ChunkedWriter();
   await out.write(
     `{"file":${JSON.stringify(file)},"arch":${JSON.stringify(mod.arch.name)},` +
-      `"stats":${JSON.stringify(statsOf(info))},"rows":[`,
+      `"stats":${JSON.stringify(statsOf(info, mod))},"rows":[`,
   );
   let first = true;
   for (const row of rows()) {
@@ -123,6 +131,31 @@ async function printJson(file: string, mod: Module, info: TableInfo, rows: () =>
   }
   await out.write('\n]}\n');
   await out.flush();
+}
+
+/** Every row, rendered by the library in bulk (same text as printJson/printText). */
+async function printAll(file: string, mod: Module, info: TableInfo, json: boolean): Promise<void> {
+  const out = process.stdout;
+  // Resolves when the bytes are handed to the OS: the library's buffer is then free to refill.
+  const put = (b: Buffer | string): Promise<void> =>
+    new Promise((done, fail) => out.write(b, (e) => (e ? fail(e) : done())));
+  if (json) {
+    await put(
+      `{"file":${JSON.stringify(file)},"arch":${JSON.stringify(mod.arch.name)},` +
+        `"stats":${JSON.stringify(statsOf(info, mod))},"rows":[`,
+    );
+    for (const b of mod.dump(N.DWUNW_DUMP_JSON)) await put(b);
+    await put('\n]}\n');
+    return;
+  }
+  const c: ChalkInstance = colorsFor(process.stdout);
+  const bpr = info.rows ? info.bytes / info.rows : 0;
+  await put(
+    `${c.bold(file)} (${mod.arch.name}): ${info.rows} rows, ${info.rules} rules, ` +
+      `${bpr.toFixed(1)} bytes/row, built in ${(info.buildNs / 1e6).toFixed(2)} ms\n`,
+  );
+  const format = N.DWUNW_DUMP_TEXT | (c.level > 0 ? N.DWUNW_DUMP_COLOR : 0);
+  for (const b of mod.dump(format)) await put(b);
 }
 
 const pad = (s: string, width: number): string => ' '.repeat(Math.max(0, width - s.length));

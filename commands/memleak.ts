@@ -90,23 +90,30 @@ export async function memleak(args: string[]): Promise<void> {
 export function colorLine(c: ChalkInstance, line: string): string {
   let m: RegExpExecArray | null;
   if ((m = /^\t(\d+) \[<([0-9a-f]{16})>\] (.*)$/.exec(line))) {
-    const [, idx, pc, rest] = m as unknown as [string, string, string, string];
+    const [, idx, pc, all] = m as unknown as [string, string, string, string];
     const head = `\t${idx} ${c.dim(`[<${pc}>]`)} `;
+    // where the frame came from, when it rests on more than the captured stack and CFI
+    const mk = /((?: \[(?:live|fp|prologue|lr|jit)\])*)$/.exec(all)!;
+    const rest = all.slice(0, all.length - mk[1]!.length);
+    const marks = mk[1] ? (mk[1].includes('[live]') ? c.red(mk[1]) : c.magenta(mk[1])) : '';
     let s: RegExpExecArray | null;
-    if ((s = /^(.+)\+0x([0-9a-f]+) \[(.*)\]$/.exec(rest))) return `${head}${c.cyan.bold(s[1]!)}${c.dim(`+0x${s[2]}`)} ${c.dim(`[${s[3]}]`)}`;
-    if (/^\[(unwind stopped|unwind failed|stack lost|stack unknown|stack table full)/.test(rest) || rest === '<null sym>') return head + c.red(rest);
-    return head + c.yellow(rest);
+    if ((s = /^(.+)\+0x([0-9a-f]+) \[(.*)\]$/.exec(rest))) return `${head}${c.cyan.bold(s[1]!)}${c.dim(`+0x${s[2]}`)} ${c.dim(`[${s[3]}]`)}${marks}`;
+    if ((s = /^(.+)\+0x([0-9a-f]+)$/.exec(rest)) && !rest.startsWith('[')) return `${head}${c.cyan.bold(s[1]!)}${c.dim(`+0x${s[2]}`)}${marks}`;
+    if (/^\[(unwind stopped|unwind failed|stack lost|stack unknown|stack table full)/.test(rest) || rest === '[unknown]') return head + c.red(rest) + marks;
+    return head + c.yellow(rest) + marks;
   }
+  if (/^frames marked \[/.test(line)) return c.dim(line);
   if ((m = /^(\d+) bytes in (\d+) allocations from stack$/.exec(line))) {
     return `${c.yellow.bold(m[1]!)} bytes in ${c.yellow.bold(m[2]!)} allocations from stack`;
   }
   if (/^\[\d+:\d+:\d+\] Top \d+ stacks with outstanding allocations:$/.test(line)) return c.bold.underline(line);
   if (/^Attaching to pid \d+, Ctrl\+C to quit\.$/.test(line)) return c.dim(line);
   if (/^\taddr = 0x[0-9a-f]+ size = \d+$/.test(line)) return c.dim(line);
-  if ((m = /^dwarf: (\d+) stacks, (\d+) complete, (\d+) stopped early(.*)$/.exec(line))) {
-    const ok = m[1] === m[2];
-    return c.dim('dwarf: ') + (ok ? c.green : c.red)(line.slice('dwarf: '.length));
+  if ((m = /^(dwarf|kernel): (\d+) stacks, (\d+) complete, (\d+) stopped early(.*)$/.exec(line))) {
+    const ok = m[2] === m[3];
+    return c.dim(`${m[1]}: `) + (ok ? c.green : c.red)(line.slice(m[1]!.length + 2));
   }
+  if (/^kernel walker: \d+ events, /.test(line)) return c.dim(line);
   if (/^lost \d+ records|^\d+ (allocations|stacks) not (tracked|stored|aggregated)/.test(line)) return c.red(line);
   if (/^\[\d+\] \w+: (alloc exited|free entered)/.test(line)) return c.dim(line);
   return line;

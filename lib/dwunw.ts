@@ -202,6 +202,31 @@ export class Module {
     for (let i = 0; i < n; i++) yield this.row(i);
   }
 
+  /**
+   * The whole table rendered by the library (N.DWUNW_DUMP_*), a buffer at a time: one call per
+   * megabyte instead of one per row. Text starts with the column line. Each buffer yielded is
+   * reused for the next: write it out (and wait for the write) before going on.
+   */
+  *dump(format: number): Generator<Buffer> {
+    const buf = Buffer.allocUnsafe(1 << 20);
+    const row: [number | bigint] = [0];
+    for (;;) {
+      const n = Number(N.lib().dwunw_table_dump(this.owner.ctx, this.h, format, row, buf, buf.length));
+      if (n < 0) throw new DwunwError(n);
+      if (n === 0) return;
+      // One buffer, refilled by the next call: the caller is done with it before asking for more.
+      yield buf.subarray(0, n);
+    }
+  }
+
+  /** Memory the module holds now, by kind (bytes). */
+  memory(): { table: number; symbols: number; elf: number; fileSize: number } {
+    const out: Record<string, unknown> = {};
+    check(N.lib().dwunw_module_memory(this.owner.ctx, this.h, out));
+    const r = out as Record<string, number | bigint>;
+    return { table: num(r.table!), symbols: num(r.symbols!), elf: num(r.elf!), fileSize: num(r.file_size!) };
+  }
+
   /** Index of the row covering a module address, or null when no CFI covers it. */
   lookup(addr: bigint): number | null {
     const r = Number(N.lib().dwunw_table_lookup(this.owner.ctx, this.h, addr));

@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { CliError } from './errors.js';
 import { packageRoot } from './native.js';
+import type { KernelWalk } from './profile.js';
 
 // ---- Paths ---------------------------------------------------------------------------------------
 
@@ -21,6 +22,8 @@ export interface MlFrame {
   symbol: string | null;
   offset: number;
   module: string | null;
+  /** Where the frame came from (bpf/README.md): window, live, fp, prologue, lr, signal. */
+  origin?: 'window' | 'live' | 'fp' | 'prologue' | 'lr' | 'signal' | 'kernel-walk' | 'kernel';
 }
 
 export interface MlAlloc {
@@ -37,6 +40,8 @@ export interface MlStack {
   complete: boolean | null;
   stop: string;
   beyond_window?: boolean;
+  /** dwarf: frames that rest on memory read after the event (origin "live"). */
+  live_frames?: number;
   reason?: string;
   /** -a */
   allocs?: MlAlloc[];
@@ -46,7 +51,7 @@ export interface MlReport {
   time: string;
   timestamp: number;
   pid: number;
-  unwind_mode: 'dwarf' | 'fp';
+  unwind_mode: 'dwarf' | 'fp' | 'kernel';
   stacks: MlStack[];
   lost: number;
   untracked: { allocs_full: number; no_pending: number; combined_full: number; stack_table_full: number };
@@ -63,6 +68,8 @@ export interface MlReport {
     unwind_ns_avg: number;
     reasons: Record<string, number>;
   };
+  /** --unwind=kernel */
+  kernel_walk?: KernelWalk;
 }
 
 /** The JSON documents of memleak --json output (lines starting with '{'). */
@@ -88,11 +95,11 @@ export function frameName(f: MlFrame): string {
 
 export const frameNames = (s: MlStack): string[] => s.frames.map(frameName);
 
-/** `sym+0xoff`, `[module]` or `<null sym>`, as memleak's text output. */
+/** `sym+0xoff`, `[unknown] [module]` (base name) or `[unknown]`, as memleak's text output. */
 export function frameLabel(f: MlFrame): string {
   if (f.symbol) return `${f.symbol}+0x${f.offset.toString(16)}`;
-  if (f.module) return `[${f.module.slice(f.module.lastIndexOf('/') + 1)}]`;
-  return '<null sym>';
+  if (f.module) return `[unknown] [${f.module.slice(f.module.lastIndexOf('/') + 1)}]`;
+  return '[unknown]';
 }
 
 // ---- leaky's manifest --------------------------------------------------------------------------
@@ -184,7 +191,7 @@ export interface SiteResult {
 }
 
 export interface Analysis {
-  mode: 'dwarf' | 'fp';
+  mode: 'dwarf' | 'fp' | 'kernel';
   sites: SiteResult[];
   /** Stacks of no site (the workload has none: other allocations of glibc, or lost stacks). */
   extra: MlStack[];

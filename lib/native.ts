@@ -30,6 +30,7 @@ export const DWUNW_ERR_NO_PROCESS = -16;
 export const DWUNW_ERR_UNSUPPORTED = -17;
 export const DWUNW_ERR_PROLOGUE = -18;
 export const DWUNW_ERR_LIVE_END = -19;
+export const DWUNW_ERR_STALE = -20;
 
 export const DWUNW_ARCH_UNKNOWN = 0;
 export const DWUNW_ARCH_X86_64 = 1;
@@ -70,6 +71,9 @@ export const DWUNW_TABLE_SRC_EH_FRAME = 1 << 0;
 export const DWUNW_TABLE_SRC_DEBUG_FRAME = 1 << 1;
 
 export const DWUNW_ROW_SIGNAL = 1 << 0;
+export const DWUNW_DUMP_TEXT = 0;
+export const DWUNW_DUMP_JSON = 1;
+export const DWUNW_DUMP_COLOR = 2;
 export const DWUNW_ROW_RA_SIGNED = 1 << 1;
 
 export const DWUNW_ROW_MAX_REGS = 48;
@@ -164,6 +168,13 @@ export const TableInfoT = koffi.struct('dwunw_table_info', {
   first_error_offset: 'uint64_t',
   first_error_source: 'uint32_t',
   pad: 'uint32_t',
+});
+
+export const ModuleMemoryT = koffi.struct('dwunw_module_memory', {
+  table: 'uint64_t',
+  symbols: 'uint64_t',
+  elf: 'uint64_t',
+  file_size: 'uint64_t',
 });
 
 // The anonymous element struct of dwunw_row_text.regs[].
@@ -269,6 +280,7 @@ export const STRUCTS = {
   dwunw_arch_ops: ArchOpsT,
   dwunw_cache_stats: CacheStatsT,
   dwunw_table_info: TableInfoT,
+  dwunw_module_memory: ModuleMemoryT,
   dwunw_row_text: RowTextT,
   dwunw_regs: RegsT,
   dwunw_frame: FrameT,
@@ -367,6 +379,8 @@ export interface Lib {
   dwunw_table_info(ctx: Pointer, mod: Pointer, out: Record<string, unknown>): number;
   dwunw_table_row(ctx: Pointer, mod: Pointer, index: number | bigint, out: Buffer): number;
   dwunw_table_lookup(ctx: Pointer, mod: Pointer, addr: number | bigint): number | bigint;
+  dwunw_table_dump(ctx: Pointer, mod: Pointer, format: number, row: [number | bigint], buf: Buffer, len: number): number | bigint;
+  dwunw_module_memory(ctx: Pointer, mod: Pointer, out: Record<string, unknown>): number;
   dwunw_cache_stats(ctx: Pointer, out: Record<string, unknown>): number;
   dwunw_arch_get(arch: number): Pointer | null;
   // The struct arguments below are Buffers over CMem (memory that does not move): see CMem.
@@ -459,6 +473,15 @@ export function lib(): Lib {
     // Called with a Buffer of sizeof(struct dwunw_row_text): the library writes into it directly.
     dwunw_table_row: f('int', 'dwunw_table_row', [ctxP, modP, 'uint64_t', koffi.pointer(RowTextT)]),
     dwunw_table_lookup: f('int64_t', 'dwunw_table_lookup', [ctxP, modP, 'uint64_t']),
+    dwunw_table_dump: f('int64_t', 'dwunw_table_dump', [
+      ctxP,
+      modP,
+      'uint32_t',
+      koffi.inout(koffi.pointer('uint64_t')),
+      'char *',
+      'uint64_t',
+    ]),
+    dwunw_module_memory: f('int', 'dwunw_module_memory', [ctxP, modP, koffi.out(koffi.pointer(ModuleMemoryT))]),
     dwunw_cache_stats: f('int', 'dwunw_cache_stats', [ctxP, koffi.out(koffi.pointer(CacheStatsT))]),
     dwunw_arch_get: f(koffi.pointer(ArchOpsT), 'dwunw_arch_get', ['int']),
     dwunw_capture: f('int', 'dwunw_capture', [

@@ -47,7 +47,7 @@ export interface PrSummary {
   cpus: number;
   duration_ns: number;
   start_unix_ns: number;
-  unwind: 'dwarf' | 'fp';
+  unwind: 'dwarf' | 'fp' | 'kernel';
   user_samples: number;
   user_complete: number;
   user_fp_stacks: number;
@@ -67,6 +67,31 @@ export interface PrSummary {
   buffer_bytes: number;
   self: { user_s: number; sys_s: number; max_rss_kib: number };
   modules: { path: string; build_id: string | null }[];
+  /** --unwind=kernel: where the user stacks came from (the in-kernel walker or its fallback) */
+  kernel_walk?: KernelWalk;
+}
+
+/** --unwind=kernel's summary (profile and memleak): walker events and the tables' memory. */
+export interface KernelWalk {
+  events: number;
+  /** stacks walked in the BPF program */
+  from_kernel: number;
+  /** walks that stopped short: unwound from the snapshot carried in the same event */
+  fallback: number;
+  fallback_pct: number;
+  bad: number;
+  /** events by why the walk ended (ok, depth, no-code: complete; the others fell back) */
+  by_status: Record<string, number>;
+  table_loads: number;
+  mmaps: number;
+  mmaps_lost: number;
+  exits: number;
+  /** profile -a: fallbacks of processes not (yet) sampled enough to load their tables */
+  loads_deferred?: number;
+  map_bytes: number;
+  table_bytes: number;
+  modules: number;
+  evictions: number;
 }
 
 export interface PrOutput {

@@ -3,6 +3,7 @@
 import type { ChalkInstance } from 'chalk';
 import { type Frame, frameFlagNames, howName } from './dwunw.js';
 import { DWUNW_FRAME_BEYOND_SNAPSHOT, DWUNW_FRAME_JIT, DWUNW_FRAME_UPROBE_TRAMP, DWUNW_FRAME_VDSO, DWUNW_OK } from './native.js';
+import { frameOrigins, type Origin } from './origin.js';
 import { hex } from './output.js';
 
 export interface ThreadReport {
@@ -38,7 +39,7 @@ export const stopLine = (t: Pick<ThreadReport, 'stop' | 'stopText'>): string =>
 
 // ---- JSON ------------------------------------------------------------------------------------------
 
-export function frameJson(f: Frame) {
+export function frameJson(f: Frame, origin: Origin) {
   return {
     pc: hex(f.pc),
     sp: hex(f.sp),
@@ -50,6 +51,7 @@ export function frameJson(f: Frame) {
     line: f.symbol?.line ?? null,
     how: howName(f.how),
     flags: frameFlagNames(f.flags),
+    origin,
   };
 }
 
@@ -57,7 +59,7 @@ export function threadJson(t: ThreadReport) {
   return {
     tid: t.tid,
     comm: t.comm,
-    frames: t.frames.map(frameJson),
+    frames: ((o) => t.frames.map((f, i) => frameJson(f, o[i]!)))(frameOrigins(t.frames)),
     stop: t.stopName,
     stop_text: stopLine(t),
     ...(t.error !== undefined ? { error: t.error } : {}),

@@ -51,6 +51,7 @@ interface Report {
   differences: number;
   fallback: number;
   complete: number;
+  uprobe_tramp?: number;
   lost: number;
   signal_frames: number;
   vdso_events: number;
@@ -120,7 +121,11 @@ function common(tt: Test, name: string, r: ReturnType<typeof run>, minEvents: nu
   tt.same(unexplained(rep!), [], `${name}: every fallback explained`);
   // The first samples of a process (and of a fresh dlopen) fall back while user space loads the
   // tables: how many depends on the machine's load, hence a loose bound.
-  tt.ok(rep!.complete >= rep!.events * minComplete, `${name}: ${rep!.complete} of ${rep!.events} walks complete in the kernel (>= ${minComplete * 100} %)`);
+  // Samples taken in a uretprobe's trampoline (another test's uretprobe on libc, running beside
+  // this one) have no unwind info at frame 0 for either path: not the walker's to complete.
+  const walkable = rep!.events - (rep!.uprobe_tramp ?? 0);
+  if (rep!.uprobe_tramp) tt.comment(`${name}: ${rep!.uprobe_tramp} samples in a uretprobe trampoline ([uprobes])`);
+  tt.ok(rep!.complete >= walkable * minComplete, `${name}: ${rep!.complete} of ${walkable} walkable events complete in the kernel (>= ${minComplete * 100} %)`);
   tt.ok(rep!.kernel.bytes_per_row! > 0 && rep!.kernel.bytes_per_row! <= 4, `${name}: ${rep!.kernel.bytes_per_row} B per source row (<= 4, every index and rule included)`);
   const k = rep!.kernel;
   const p = rep!.peer;
@@ -176,7 +181,8 @@ if (why) {
     const k = rep!.kernel as Figures & { evictions: number; rows: number; map_bytes: number };
     tt.ok(k.evictions >= 1, `${k.evictions} modules evicted`);
     tt.ok(k.rows <= 110000, `${k.rows} rows in use within the 110000-row capacity`);
-    tt.ok((rep!.by_status.ok ?? 0) >= rep!.events / 2, `${rep!.by_status.ok ?? 0} of ${rep!.events} walks complete after the reload`);
+    const walkable = rep!.events - (rep!.uprobe_tramp ?? 0); // as in common()
+    tt.ok((rep!.by_status.ok ?? 0) >= walkable / 2, `${rep!.by_status.ok ?? 0} of ${walkable} walkable events complete after the reload`);
     tt.comment(`budget: map bytes ${k.map_bytes}, ${k.evictions} evictions, ${rep!.fallback} fallbacks of ${rep!.events}`);
   });
   const py = join(dir, 'load.py');

@@ -155,6 +155,7 @@ interface JReport {
   lost: number;
   untracked: Record<string, number>;
   unwind: Record<string, unknown>;
+  kernel_walk?: { events: number; from_kernel: number; fallback: number; fallback_pct: number; bad: number; by_status: Record<string, number>; table_loads: number; mmaps: number; map_bytes: number; table_bytes: number };
 }
 
 function reports(text: string): JReport[] {
@@ -252,6 +253,7 @@ async function main(t: Test): Promise<void> {
     dwarf: async () => ({ r: await dwunw([...JSONA, '-c', `${leaky} 3`, '600']).done }),
     fp: async () => ({ r: await dwunw(['--unwind=fp', ...JSONA, '-c', `${leaky} 3`, '600']).done }),
     perf: async () => ({ r: await dwunw(['--perf-buffer', ...JSONA, '-c', `${leaky} 3`, '600']).done }),
+    kernel: async () => ({ r: await dwunw(['--unwind=kernel', ...JSONA, '-c', `${leaky} 3`, '600']).done }),
     // -p: four tracers on one run of leaky (-C and not, dwarf and fp), all attached before it runs
     pid: async () => {
       const target = await stoppedLeaky(['2']);
@@ -261,6 +263,7 @@ async function main(t: Test): Promise<void> {
         dwarfC: dwunw(['--json', '-C', '-T', '100000', '-p', p, '600']),
         fp: dwunw(['--unwind=fp', '--json', '-o', '0', '-T', '100000', '-p', p, '600']),
         fpC: dwunw(['--unwind=fp', '--json', '-C', '-T', '100000', '-p', p, '600']),
+        kernel: dwunw(['--unwind=kernel', ...JSONA, '-p', p, '600']),
       };
       await Promise.all(Object.values(runs).map((r) => r.attached));
       process.kill(target.pid, 'SIGCONT');
@@ -412,6 +415,34 @@ async function main(t: Test): Promise<void> {
     tt.same(key(rep), key(dwarfRep), 'same frames (symbol+offset), bytes and counts');
   });
 
+  /** The same stacks as dwarf mode's report of the same workload: frames, bytes and counts. */
+  const sameAsDwarf = (tt: Test, rep: JReport, dw: JReport | null, what: string): void => {
+    if (!dw) return;
+    const key = (r: JReport) => r.stacks.map((s) => `${s.bytes} ${s.allocations} ${s.kind} ${s.stop} ${labels(s).join(' ')}`).sort();
+    tt.same(key(rep), key(dw), `${what}: the same frames (symbol+offset), bytes and counts as dwarf mode`);
+  };
+
+  /** The walker's events all accounted for: from the walker or fallen back, none malformed. */
+  const checkKernelWalk = (tt: Test, rep: JReport, what: string): void => {
+    const k = rep.kernel_walk;
+    if (!k) return void tt.fail(`${what}: no kernel_walk object in the report`);
+    tt.equal(k.events, k.from_kernel + k.fallback, `${what}: every walker event from the walker or the snapshot (${k.from_kernel} + ${k.fallback})`);
+    tt.equal(k.bad, 0, `${what}: no malformed event`);
+    tt.ok(k.from_kernel > 0, `${what}: stacks walked in the kernel (${k.from_kernel} of ${k.events}, fallback ${k.fallback_pct} %)`);
+    tt.equal(Object.values(k.by_status).reduce((a, b) => a + b, 0), k.events, `${what}: stops by reason add up`);
+    tt.ok(k.table_bytes > 0 && k.table_bytes <= k.map_bytes, `${what}: tables ${k.table_bytes} B within ${k.map_bytes} B of maps`);
+  };
+
+  t.test('--unwind=kernel (-c "leaky 3"): the dwarf mode stacks, the fallback counted', async (tt) => {
+    const r = results.kernel?.r;
+    const rep = one(tt, r, 'memleak --unwind=kernel -c');
+    if (!rep || !r) return;
+    tt.equal(rep.unwind_mode, 'kernel');
+    checkDwarf(tt, rep, 3);
+    sameAsDwarf(tt, rep, dwarfRep, '-c');
+    checkKernelWalk(tt, rep, '-c');
+  });
+
   t.test('-p PID (attached before the target runs), -C against the plain report', async (tt) => {
     const rs = results.pid;
     if (!rs || rs.error) {
@@ -432,7 +463,14 @@ async function main(t: Test): Promise<void> {
     if (dw && dwC) tt.same(agg(dwC), agg(dw), 'dwarf -C: the same per-stack totals as the report without -C');
     if (fp && fpC) tt.same(agg(fpC), agg(fp), 'fp -C (the aggregate kept in BPF): the same per-stack totals');
     if (dwC) tt.ok(dwC.stacks.every((s) => s.allocs === undefined), '-C lists no allocations');
-    for (const k of ['dwarf', 'dwarfC', 'fp', 'fpC']) tt.match(rs[k]!.stderr, /memleak: target pid \d+ exited/, `${k}: saw the target exit`);
+    for (const k of ['dwarf', 'dwarfC', 'fp', 'fpC', 'kernel']) tt.match(rs[k]!.stderr, /memleak: target pid \d+ exited/, `${k}: saw the target exit`);
+    // --unwind=kernel on the same run: tables loaded before it ran, so the walker did the stacks
+    const kw = one(tt, rs.kernel, 'memleak --unwind=kernel -p');
+    if (kw) {
+      checkDwarf(tt, kw, 2);
+      sameAsDwarf(tt, kw, dw, '-p');
+      checkKernelWalk(tt, kw, '-p');
+    }
   });
 
   t.test('text output; the target exits mid-trace (before COUNT reports)', async (tt) => {
@@ -452,11 +490,12 @@ async function main(t: Test): Promise<void> {
       /^\[\d{1,2}:\d{1,2}:\d{1,2}\] Top \d+ stacks with outstanding allocations:$/,
       /^\d+ bytes in \d+ allocations from stack$/,
       /^\taddr = 0x[0-9a-f]+ size = \d+$/,
-      /^\t\d+ \[<[0-9a-f]{16}>\] (\S+\+0x[0-9a-f]+ \[\/[^\]]+\]|\[\/[^\]]+\]|<null sym>)$/,
-      /^dwarf: \d+ stacks, \d+ complete, \d+ stopped early.*, \d+ read beyond the window; \d+ records, [\d.]+ us\/unwind, \d+ patched$/,
+      /^\t\d+ \[<[0-9a-f]{16}>\] (\S+\+0x[0-9a-f]+ \[\/[^\]]+\]|\[unknown\]( \[\/[^\]]+\]| \[anon\])?)( \[(live|fp|prologue|lr)\])?$/,
+      /^dwarf: \d+ stacks, \d+ complete, \d+ stopped early.*, \d+ with frames read live after the event; \d+ records, [\d.]+ us\/unwind, \d+ patched$/,
+      /^frames marked \[(live|fp|prologue|lr)\] /,
     ];
     const odd = lines.filter((l) => !pats.some((p) => p.test(l)));
-    tt.same(odd, [], 'every line is in the upstream format (header, stack, addr, frame) or the dwarf summary');
+    tt.same(odd, [], 'every line is in the upstream format (header, stack, addr, frame, with a marker where it rests on live memory or no CFI), the legend or the dwarf summary');
     const heads = lines.map((l, i) => (pats[0]!.test(l) ? i : -1)).filter((i) => i >= 0);
     tt.ok(heads.length >= 2, `a report every second until the exit (${heads.length} reports)`);
     // the last report: -T 5, largest first, each with its -a lines

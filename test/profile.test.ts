@@ -4,6 +4,9 @@
 // its measured share of the CPU time; frame-pointer mode reported beside it; and
 // `perf record --call-graph dwarf` on the same workload as the peer oracle, chain by chain (the
 // same frames from the chain's entry to its leaf, and its own shares against its run's split).
+// --unwind=kernel (stacks walked in the BPF program, falling back to the snapshot when a walk
+// stops short) on the same fixture: the same chains as dwarf mode and as perf, the fallback
+// counted in the summary.
 //
 // Needs root, the kernel's BTF and BPF (and perf for the oracle): without them the checks are
 // skipped with the reason, unless DWUNW_REQUIRE_BPF=1 (CI), which makes that a failure.
@@ -119,6 +122,7 @@ if (why) {
   else t.pass(`profile tests skipped: ${why}`, { skip: why });
 } else {
   let dwarfTop: Record<string, string> = {};
+  let kernelTop: Record<string, string> = {};
 
   t.test('dwarf: complete stacks, chain shares match the measured CPU split', async (tt) => {
     const r = await run(profileBin, ['-U', '-F', '999', '--json', '--', hot, '4']);
@@ -151,6 +155,40 @@ if (why) {
     const libMod = mine.find((e) => names(e).includes('hotlib_leaf'))?.user?.frames.find((f) => f.symbol === 'hotlib_leaf')?.module;
     tt.match(libMod ?? '', /libhot\.so$/, 'hotlib_leaf in libhot.so');
     dwarfTop = bc.top;
+  });
+
+  t.test('--unwind=kernel: the same complete stacks as dwarf mode, the fallback counted', async (tt) => {
+    const r = await run(profileBin, ['-U', '-F', '999', '--unwind=kernel', '--json', '--', hot, '4']);
+    tt.equal(r.status, 0, `exit status 0 ${r.stderr}`);
+    const rep = hotReport(r.stdout);
+    if (!rep) return void tt.fail(`no report from hot in: ${r.stdout.slice(-500)}`);
+    const out = parseProfileJson(r.stdout);
+    const mine = out.entries.filter((e) => e.pid === rep.pid);
+    const total = mine.reduce((a, e) => a + e.count, 0);
+    const complete = mine.filter((e) => e.user?.complete).reduce((a, e) => a + e.count, 0);
+    tt.equal(out.summary?.unwind, 'kernel', 'summary says kernel');
+    tt.ok(total >= 300, `enough samples of hot (${total})`);
+    tt.ok(complete / total >= 0.99, `>= 99 % complete to _start/thread start: ${complete}/${total}`);
+    tt.equal(out.summary?.samples, out.entries.reduce((a, e) => a + e.count, 0), 'every sample counted in an entry (none dropped)');
+    const k = out.summary?.kernel_walk;
+    if (!k) return void tt.fail('no kernel_walk in the summary');
+    tt.equal(k.events, k.from_kernel + k.fallback, `every walker event from the walker or its snapshot (${k.from_kernel} + ${k.fallback})`);
+    tt.equal(k.bad, 0, 'no malformed event');
+    tt.equal(Object.values(k.by_status).reduce((a, b) => a + b, 0), k.events, 'stops by reason add up');
+    // (how many fall back depends on how soon the tables load after the exec: not asserted)
+    tt.ok(k.from_kernel > 0, `stacks walked in the kernel: ${k.from_kernel}/${k.events} (fallback ${k.fallback_pct} %)`);
+    tt.ok(k.table_bytes > 0 && k.table_bytes <= k.map_bytes, `tables ${k.table_bytes} B within ${k.map_bytes} B of maps`);
+    tt.match(r.stderr, /\(kernel\); .*kernel walker: \d+ events, \d+\.\d% fell back to the snapshot/, 'summary line shows the fallback %');
+    const bc = byChain(mine.map((e) => ({ names: names(e), count: e.count })));
+    const cpu = cpuShares(rep.cpu_ns);
+    for (const c of Object.keys(CHAINS)) {
+      const share = (bc.counts[c] ?? 0) / total;
+      tt.ok(Math.abs(share - cpu[c]!) <= 0.05, `${c}: ${(100 * share).toFixed(1)} % of samples vs ${(100 * cpu[c]!).toFixed(1)} % of CPU`);
+      if (dwarfTop[c]) tt.ok(sameFrames(bc.top[c] ?? '', dwarfTop[c]!) && !bc.top[c]?.includes('?'), `${c}: the same frames as dwarf mode (kernel ${bc.top[c]}; dwarf ${dwarfTop[c]})`);
+    }
+    tt.match(bc.top.signal, /^spin;signal_work;on_signal;__restore_rt;.*chain_signal$/, 'through the signal frame');
+    tt.equal(bc.top.recurse?.split(';').filter((n) => n === 'recurse').length, 26, 'recursion 26 frames deep');
+    kernelTop = bc.top;
   });
 
   t.test('fp mode: reported for comparison', async (tt) => {
@@ -197,6 +235,7 @@ if (why) {
         const share = (bc.counts[c] ?? 0) / bc.total;
         tt.ok(Math.abs(share - cpu[c]!) <= 0.05, `perf ${c}: ${(100 * share).toFixed(1)} % of samples vs ${(100 * cpu[c]!).toFixed(1)} % of CPU`);
         if (dwarfTop[c]) tt.ok(sameFrames(dwarfTop[c]!, bc.top[c] ?? ''), `${c}: same frames as perf (dwunw ${dwarfTop[c]}; perf ${bc.top[c]})`);
+        if (kernelTop[c]) tt.ok(sameFrames(kernelTop[c]!, bc.top[c] ?? ''), `${c}: --unwind=kernel, same frames as perf (dwunw ${kernelTop[c]}; perf ${bc.top[c]})`);
       }
     } finally {
       rmSync(dir, { recursive: true, force: true });

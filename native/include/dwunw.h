@@ -54,7 +54,11 @@ const char *dwunw_version(void);
 #define DWUNW_ERR_LIVE_END         -19 /* the walk stopped: a return address read from the live process
                                         * after the event is zero; that memory may have changed since,
                                         * so this is not taken as the outermost frame */
-#define DWUNW_ERR_MIN              -19
+#define DWUNW_ERR_STALE            -20 /* the walk stopped: stack memory above the snapshot, read from the
+                                        * live process, changed since the event: it differs from what was
+                                        * sampled then (dwunw_capture_sampled), or a return address read
+                                        * there points into no mapping (that frame is not returned) */
+#define DWUNW_ERR_MIN              -20
 
 /* One line naming the error ("no call-frame information", ...). Never NULL. */
 const char *dwunw_strerror(int err);
@@ -256,6 +260,29 @@ struct dwunw_frame {
 int dwunw_capture(struct dwunw_ctx *ctx, const struct dwunw_regs *regs,
 		  struct dwunw_frame *frames, size_t *frame_cnt);
 
+/*
+ * Change detection for reads beyond the snapshot. A capture can sample a few pieces of the stack
+ * above its copy at the event (cheap: a few small reads); the memory the walk then reads from the
+ * live process is checked against them. `data` holds `len` bytes as they were at `addr`.
+ */
+struct dwunw_stack_sample {
+	uint64_t addr;
+	const void *data;
+	uint64_t len;
+};
+
+/*
+ * dwunw_capture with samples of the stack above the snapshot. The first time the walk needs memory
+ * beyond the snapshot, the live stack is read in one batch (up to 64 KiB, within its mapping) and
+ * every sample in the same system call (at most 4 KiB of samples are checked; the rest are
+ * ignored). If any sample differs, or is no longer readable, the stack changed since the event:
+ * the walk stops at the last frame recovered without live memory and returns DWUNW_ERR_STALE.
+ * Samples inside the snapshot are ignored. With nsamples 0 it is dwunw_capture.
+ */
+int dwunw_capture_sampled(struct dwunw_ctx *ctx, const struct dwunw_regs *regs,
+			  const struct dwunw_stack_sample *samples, size_t nsamples,
+			  struct dwunw_frame *frames, size_t *frame_cnt);
+
 /* ---- Module cache ------------------------------------------------------------------------- */
 
 /*
@@ -338,6 +365,29 @@ int dwunw_table_row(struct dwunw_ctx *ctx, struct dwunw_module *mod, uint64_t in
 /* The row covering a module address: its index, or DWUNW_ERR_NO_DWARF. */
 int64_t dwunw_table_lookup(struct dwunw_ctx *ctx, struct dwunw_module *mod, uint64_t addr);
 
+/*
+ * Rows [*row, ...) of the module's table rendered in bulk, as whole lines into buf: one call per
+ * buffer instead of one per row. DWUNW_DUMP_TEXT: readelf --debug-dump=frames-interp's columns
+ * (the header line first when *row is 0; DWUNW_DUMP_COLOR adds ANSI colours); DWUNW_DUMP_JSON:
+ * {"pc","cfa","regs"} objects, each preceded by "\n" (row 0) or ",\n". *row advances past the
+ * rows written. Returns the bytes written (0 once *row is past the last row), or DWUNW_ERR_*
+ * (DWUNW_ERR_INVALID_ARG when buf cannot hold the next line).
+ */
+#define DWUNW_DUMP_TEXT  0u
+#define DWUNW_DUMP_JSON  1u
+#define DWUNW_DUMP_COLOR 2u
+int64_t dwunw_table_dump(struct dwunw_ctx *ctx, struct dwunw_module *mod, uint32_t format,
+			 uint64_t *row, char *buf, uint64_t len);
+
+/* Memory a module holds, by kind (what is built or read so far). */
+struct dwunw_module_memory {
+	uint64_t table;             /* the compiled table: rows, rules, index, look-up cache */
+	uint64_t symbols;           /* the symbol index (and its debug files' sections) */
+	uint64_t elf;               /* file bytes read: headers, CFI, symbol and string tables */
+	uint64_t file_size;         /* the file's size, for comparison */
+};
+int dwunw_module_memory(struct dwunw_ctx *ctx, struct dwunw_module *mod, struct dwunw_module_memory *out);
+
 /* ---- Process maps ------------------------------------------------------------------------- */
 
 /*
@@ -345,6 +395,15 @@ int64_t dwunw_table_lookup(struct dwunw_ctx *ctx, struct dwunw_module *mod, uint
  * offline snapshots and core files. The pid is then never refreshed from /proc.
  */
 int dwunw_maps_set(struct dwunw_ctx *ctx, int32_t pid, const char *maps_text, size_t len);
+/*
+ * Use this text as the maps of the live process `pid`, kept up to date by the caller (e.g. from
+ * mapping events applied in order with its records, so each capture sees the modules mapped
+ * when it was taken). Never re-read from /proc; memory beyond the snapshot is still read live.
+ * A mapping's file is opened only while it is the very file mapped (same device and inode, at
+ * its path or through /proc/PID/map_files); else its frames have no module (never a guess).
+ * Calling it again replaces the maps; captures in progress keep the ones they started with.
+ */
+int dwunw_maps_pin(struct dwunw_ctx *ctx, int32_t pid, const char *maps_text, size_t len);
 /*
  * Offline memory of pid (a core file's segments): read when the snapshot does not cover an
  * address, before module files. The bytes are not copied: keep them valid until the pid is

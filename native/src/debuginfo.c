@@ -12,19 +12,6 @@
 #define XZ_MEMLIMIT (128ull << 20)  /* xz -9 needs 65 MiB of dictionary; refuse anything beyond */
 #define DEFAULT_DEBUG_DIRS "/usr/lib/debug"
 
-uint32_t dw_crc32(const uint8_t *p, uint64_t len)
-{
-	uLong crc = crc32(0L, Z_NULL, 0);
-
-	while (len) {
-		uInt n = len > (1u << 30) ? (1u << 30) : (uInt)len;
-		crc = crc32(crc, p, n);
-		p += n;
-		len -= n;
-	}
-	return (uint32_t)crc;
-}
-
 int dw_debuglink(struct dw_elf *e, const char **name, uint32_t *crc)
 {
 	const struct dw_section *s;
@@ -75,7 +62,8 @@ static int try_candidate(struct search *s, const char *path, int check_crc, uint
 	    (s->e->build_id_len != d->build_id_len ||
 	     memcmp(s->e->build_id, d->build_id, d->build_id_len) != 0))
 		goto reject;
-	if (check_crc && dw_crc32(d->image, d->size) != crc)
+	uint32_t got;
+	if (check_crc && (dw_elf_crc32(d, &got) || got != crc))
 		goto reject;
 	if (s->found && s->foundlen)
 		snprintf(s->found, s->foundlen, "%s", path);

@@ -26,9 +26,6 @@ int dw_debug_file_open(struct dw_elf *e, const char *module_path, const char *sy
 /* The .gnu_debuglink of e: file name and CRC. 0 when present and well-formed. */
 int dw_debuglink(struct dw_elf *e, const char **name, uint32_t *crc);
 
-/* CRC-32 (the .gnu_debuglink one: zlib's) of a whole buffer. */
-uint32_t dw_crc32(const uint8_t *p, uint64_t len);
-
 /*
  * MiniDebugInfo: decompress e's .gnu_debugdata (xz) and open it as an ELF image. *buf receives
  * the malloc'd image, to free after dw_elf_close(out). DWUNW_ERR_NO_DWARF when e has none.

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -104,6 +105,78 @@ static int table_ok(uint64_t off, uint64_t n, uint64_t ent, uint64_t size)
 static size_t ehdr_size(unsigned cls) { return cls == ELFCLASS64 ? sizeof(Elf64_Ehdr) : sizeof(Elf32_Ehdr); }
 static size_t phdr_size(unsigned cls) { return cls == ELFCLASS64 ? sizeof(Elf64_Phdr) : sizeof(Elf32_Phdr); }
 static size_t shdr_size(unsigned cls) { return cls == ELFCLASS64 ? sizeof(Elf64_Shdr) : sizeof(Elf32_Shdr); }
+
+static void file_id_of(struct dw_file_id *id, const struct stat *st)
+{
+	id->dev = st->st_dev;
+	id->ino = st->st_ino;
+	id->size = (uint64_t)st->st_size;
+	id->mtime_s = st->st_mtim.tv_sec;
+	id->mtime_ns = st->st_mtim.tv_nsec;
+	id->ctime_s = st->st_ctim.tv_sec;
+	id->ctime_ns = st->st_ctim.tv_nsec;
+}
+
+/* The file is still what was opened (any write moves ctime). */
+static int file_unchanged(const struct dw_elf *e)
+{
+	struct stat st;
+	struct dw_file_id now;
+
+	if (fstat(e->fd, &st) != 0)
+		return 0;
+	file_id_of(&now, &st);
+	return memcmp(&now, &e->id, sizeof(now)) == 0;
+}
+
+/* pread all of [off, off+len) into buf, checking the file did not change around it. */
+static int read_file(const struct dw_elf *e, uint64_t off, void *buf, uint64_t len)
+{
+	uint8_t *p = buf;
+
+	if (!file_unchanged(e))
+		return DWUNW_ERR_IO;
+	while (len) {
+		ssize_t n = pread(e->fd, p, len > (1u << 30) ? (1u << 30) : (size_t)len, (off_t)off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return DWUNW_ERR_IO; /* truncated under us, or a read error */
+		p += n;
+		off += (uint64_t)n;
+		len -= (uint64_t)n;
+	}
+	return file_unchanged(e) ? DWUNW_OK : DWUNW_ERR_IO;
+}
+
+/* Make [off, off+len) of the image hold the file's bytes (a no-op for images). The caller checked
+ * the range against e->size. Serialised by the load lock after open. */
+static int fill(struct dw_elf *e, uint64_t off, uint64_t len)
+{
+	if (!e->sparse || !len)
+		return DWUNW_OK;
+	for (uint32_t i = 0; i < e->nfilled; i++)
+		if (off >= e->filled[i][0] && off + len <= e->filled[i][1])
+			return DWUNW_OK;
+	int rc = read_file(e, off, (uint8_t *)e->sparse + off, len);
+	if (rc)
+		return rc;
+	__atomic_fetch_add(&e->held, len, __ATOMIC_RELAXED);
+	if (e->nfilled < sizeof(e->filled) / sizeof(e->filled[0])) {
+		e->filled[e->nfilled][0] = off;
+		e->filled[e->nfilled][1] = off + len;
+		e->nfilled++;
+	}
+	return DWUNW_OK;
+}
+
+/* fill() of a range clamped to the file. */
+static int fill_clamped(struct dw_elf *e, uint64_t off, uint64_t len)
+{
+	if (off >= e->size)
+		return DWUNW_OK;
+	return fill(e, off, len > e->size - off ? e->size - off : len);
+}
 
 /*
  * Classify a file from its first `avail` bytes before libelf parses it: libelf calls an unknown
@@ -344,10 +417,12 @@ static void find_build_id(struct dw_elf *e, const struct note_area *bid_sec)
 	for (uint32_t i = 0; i < e->nphdrs; i++) {
 		const struct dw_phdr *p = &e->phdrs[i];
 		if (p->type == PT_NOTE && range_ok(p->offset, p->filesz, e->size) &&
+		    fill(e, p->offset, p->filesz) == DWUNW_OK &&
 		    parse_build_id(e, e->image + p->offset, p->filesz, p->align))
 			return;
 	}
-	if (bid_sec->found && range_ok(bid_sec->off, bid_sec->size, e->size))
+	if (bid_sec->found && range_ok(bid_sec->off, bid_sec->size, e->size) &&
+	    fill(e, bid_sec->off, bid_sec->size) == DWUNW_OK)
 		parse_build_id(e, e->image + bid_sec->off, bid_sec->size, bid_sec->align);
 }
 
@@ -423,7 +498,7 @@ static void eh_frame_from_phdrs(struct dw_elf *e)
 	uint64_t avail, off;
 	const uint8_t *hdr = vaddr_ptr(e, ph->vaddr, &avail, &off);
 	uint64_t hsz = ph->filesz ? ph->filesz : ph->memsz;
-	if (!hdr || hsz > avail)
+	if (!hdr || hsz > avail || fill(e, off, hsz))
 		return;
 	e->eh_frame_hdr_vaddr = ph->vaddr;
 	struct dw_section *hs = &e->sec[DW_SEC_EH_FRAME_HDR];
@@ -442,7 +517,7 @@ static void eh_frame_from_phdrs(struct dw_elf *e)
 			  ph->vaddr + 4, ph->vaddr, &eh_vaddr) != 0)
 		return;
 	const uint8_t *eh = vaddr_ptr(e, eh_vaddr, &avail, &off);
-	if (!eh)
+	if (!eh || fill(e, off, avail))
 		return;
 	struct dw_section *s = &e->sec[DW_SEC_EH_FRAME];
 	memset(s, 0, sizeof(*s));
@@ -493,8 +568,70 @@ static void reset(struct dw_elf *e)
 	e->fd = -1;
 }
 
-/* Files up to this size are read into memory rather than mapped. */
-#define DW_ELF_COPY_MAX (64ull << 20)
+/* Fill the header tables libelf reads at elf_memory() and section look-ups: ELF header, program
+ * headers, section headers (with the extended counts of section 0) and the section-name table.
+ * check_header() has bounded them by the file's size. */
+static int fill_headers(struct dw_elf *e)
+{
+	const uint8_t *h = e->image;
+	int rc;
+
+	if ((rc = fill_clamped(e, 0, sizeof(Elf64_Ehdr))))
+		return rc;
+	unsigned cls = h[EI_CLASS];
+	uint64_t phoff, shoff, phnum, shnum, shstrndx, ent = shdr_size(cls);
+	if (cls == ELFCLASS64) {
+		Elf64_Ehdr eh;
+		memcpy(&eh, h, sizeof(eh));
+		phoff = eh.e_phoff, phnum = eh.e_phnum, shoff = eh.e_shoff, shnum = eh.e_shnum;
+		shstrndx = eh.e_shstrndx;
+	} else {
+		Elf32_Ehdr eh;
+		memcpy(&eh, h, sizeof(eh));
+		phoff = eh.e_phoff, phnum = eh.e_phnum, shoff = eh.e_shoff, shnum = eh.e_shnum;
+		shstrndx = eh.e_shstrndx;
+	}
+	if (shoff) {
+		if ((rc = fill_clamped(e, shoff, ent)))
+			return rc;
+		uint64_t s0_size, s0_link, s0_info;
+		if (cls == ELFCLASS64) {
+			Elf64_Shdr s0;
+			memcpy(&s0, h + shoff, sizeof(s0));
+			s0_size = s0.sh_size, s0_link = s0.sh_link, s0_info = s0.sh_info;
+		} else {
+			Elf32_Shdr s0;
+			memcpy(&s0, h + shoff, sizeof(s0));
+			s0_size = s0.sh_size, s0_link = s0.sh_link, s0_info = s0.sh_info;
+		}
+		if (!shnum)
+			shnum = s0_size;
+		if (shstrndx == SHN_XINDEX)
+			shstrndx = s0_link;
+		if (phnum == PN_XNUM)
+			phnum = s0_info;
+		if (shnum && table_ok(shoff, shnum, ent, e->size) && (rc = fill(e, shoff, shnum * ent)))
+			return rc;
+		if (shstrndx && shstrndx < shnum && table_ok(shoff, shnum, ent, e->size)) {
+			uint64_t off, size;
+			if (cls == ELFCLASS64) {
+				Elf64_Shdr sh;
+				memcpy(&sh, h + shoff + shstrndx * ent, sizeof(sh));
+				off = sh.sh_offset, size = sh.sh_size;
+			} else {
+				Elf32_Shdr sh;
+				memcpy(&sh, h + shoff + shstrndx * ent, sizeof(sh));
+				off = sh.sh_offset, size = sh.sh_size;
+			}
+			if (range_ok(off, size, e->size) && (rc = fill(e, off, size)))
+				return rc;
+		}
+	}
+	if (phnum && table_ok(phoff, phnum, phdr_size(cls), e->size) &&
+	    (rc = fill(e, phoff, phnum * phdr_size(cls))))
+		return rc;
+	return DWUNW_OK;
+}
 
 int dw_elf_open_path(struct dw_elf *e, const char *path)
 {
@@ -532,56 +669,40 @@ int dw_elf_open_path(struct dw_elf *e, const char *path)
 	rc = check_header(hdr, (size_t)n, (uint64_t)st.st_size);
 	if (rc)
 		goto fail_fd;
-
-	/*
-	 * A private copy, not a mapping: a file rewritten in place under a mapping turns later
-	 * reads into SIGBUS. Only very large files are mapped (and then must not be rewritten).
-	 */
-	if ((uint64_t)st.st_size <= DW_ELF_COPY_MAX) {
-		size_t size = (size_t)st.st_size, got = 0;
-		uint8_t *buf = malloc(size ? size : 1);
-		if (!buf) {
-			rc = DWUNW_ERR_NOMEM;
-			goto fail_fd;
-		}
-		while (got < size) {
-			n = pread(fd, buf + got, size - got, (off_t)got);
-			if (n < 0 && errno == EINTR)
-				continue;
-			if (n <= 0)
-				break;
-			got += (size_t)n;
-		}
-		close(fd);
-		if (got != size) {
-			free(buf);
-			return n < 0 ? dw_errno_to_err(errno) : DWUNW_ERR_IO;
-		}
-		rc = dw_elf_open_image(e, buf, size);
-		if (rc) {
-			free(buf);
-			return rc;
-		}
-		e->copy = buf;
-		return DWUNW_OK;
-	}
-
-	Elf *elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
-	if (!elf) {
-		rc = DWUNW_ERR_CORRUPT;
+	if ((uint64_t)st.st_size > SIZE_MAX / 2) {
+		rc = DWUNW_ERR_NOMEM;
 		goto fail_fd;
 	}
-	e->elf = elf;
-	e->fd = fd;
-	size_t size;
-	const char *raw = elf_rawfile(elf, &size);
-	if (!raw) {
-		dw_elf_close(e);
-		return DWUNW_ERR_IO;
+
+	/*
+	 * Neither a mapping of the file (a file rewritten in place turns reads into SIGBUS) nor a copy
+	 * of all of it (up to the whole binary, most of it code we never read): a reservation that
+	 * costs memory only where a range is read into it.
+	 */
+	void *img = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (img == MAP_FAILED) {
+		rc = DWUNW_ERR_NOMEM;
+		goto fail_fd;
 	}
-	e->image = (const uint8_t *)raw;
-	e->size = size;
-	rc = open_common(e);
+	e->fd = fd;
+	e->sparse = img;
+	e->image = img;
+	e->size = (uint64_t)st.st_size;
+	file_id_of(&e->id, &st);
+	rc = fill_headers(e);
+	if (!rc) {
+		/* The headers may differ from what was checked before they were read. */
+		rc = check_header(e->image, (size_t)e->size, e->size);
+	}
+	if (!rc) {
+		Elf *elf = elf_memory((char *)img, (size_t)e->size);
+		if (!elf)
+			rc = DWUNW_ERR_CORRUPT;
+		e->elf = elf;
+	}
+	if (!rc)
+		rc = open_common(e);
 	if (rc)
 		dw_elf_close(e);
 	return rc;
@@ -624,13 +745,12 @@ void dw_elf_close(struct dw_elf *e)
 	for (int i = 0; i < DW_SEC_COUNT; i++)
 		free(e->sec[i].owned);
 	free(e->phdrs);
-	/* elf is set exactly when this dw_elf owns fd and libelf's mapping. */
-	if (e->elf) {
+	if (e->elf)
 		elf_end(e->elf);
-		if (e->fd >= 0)
-			close(e->fd);
-	}
-	free(e->copy);
+	if (e->fd >= 0)
+		close(e->fd);
+	if (e->sparse)
+		munmap(e->sparse, e->size);
 	reset(e);
 }
 
@@ -647,6 +767,9 @@ static int load_section(struct dw_elf *e, struct dw_section *s)
 {
 	if (!range_ok(s->file_off, s->size, e->size))
 		return DWUNW_ERR_CORRUPT;
+	int frc = fill(e, s->file_off, s->size);
+	if (frc)
+		return frc;
 	const uint8_t *p = e->image + s->file_off;
 	if (!s->compressed) {
 		s->data = p;
@@ -709,6 +832,7 @@ static int load_section(struct dw_elf *e, struct dw_section *s)
 	s->owned = buf;
 	s->data = buf;
 	s->size = raw_size;
+	__atomic_fetch_add(&e->held, raw_size, __ATOMIC_RELAXED);
 	return DWUNW_OK;
 }
 
@@ -766,7 +890,13 @@ int dw_elf_read_vaddr(const struct dw_elf *e, uint64_t vaddr, void *buf, size_t 
 			if (p->offset > e->size || rel > e->size - p->offset ||
 			    !range_ok(p->offset + rel, from_file, e->size))
 				return DWUNW_ERR_INVALID_ARG;
-			memcpy(out, e->image + p->offset + rel, from_file);
+			if (e->sparse) {
+				int rc = read_file(e, p->offset + rel, out, from_file);
+				if (rc)
+					return rc;
+			} else {
+				memcpy(out, e->image + p->offset + rel, from_file);
+			}
 		}
 		memset(out + from_file, 0, chunk - from_file);
 		out += chunk;
@@ -831,4 +961,50 @@ int dw_elf_build_id_hex(const struct dw_elf *e, char *buf, size_t buflen)
 	}
 	buf[2 * e->build_id_len] = 0;
 	return (int)e->build_id_len;
+}
+
+int dw_elf_raw(struct dw_elf *e, uint64_t off, uint64_t len, const uint8_t **out)
+{
+	int rc;
+
+	if (!e || !out)
+		return DWUNW_ERR_INVALID_ARG;
+	if (!range_ok(off, len, e->size))
+		return DWUNW_ERR_CORRUPT;
+	pthread_mutex_t *m = load_lock(e);
+	pthread_mutex_lock(m);
+	rc = fill(e, off, len);
+	pthread_mutex_unlock(m);
+	if (!rc)
+		*out = e->image + off;
+	return rc;
+}
+
+int dw_elf_crc32(struct dw_elf *e, uint32_t *out)
+{
+	enum { CHUNK = 1 << 16 };
+	uLong crc = crc32(0L, Z_NULL, 0);
+	uint8_t *buf = NULL;
+	int rc = DWUNW_OK;
+
+	if (!e || !out)
+		return DWUNW_ERR_INVALID_ARG;
+	/* Read through a buffer: the checksum must not make the whole file resident. */
+	if (e->sparse && !(buf = malloc(CHUNK)))
+		return DWUNW_ERR_NOMEM;
+	for (uint64_t off = 0; off < e->size && !rc;) {
+		uint64_t n = e->size - off < CHUNK ? e->size - off : CHUNK;
+		const uint8_t *p = e->image + off;
+		if (buf) {
+			rc = read_file(e, off, buf, n);
+			p = buf;
+		}
+		if (!rc)
+			crc = crc32(crc, p, (uInt)n);
+		off += n;
+	}
+	free(buf);
+	if (!rc)
+		*out = (uint32_t)crc;
+	return rc;
 }

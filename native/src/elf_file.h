@@ -52,12 +52,25 @@ struct dw_phdr {
 	uint64_t align;
 };
 
+/* What a file looked like when opened: a later read checks it still does. */
+struct dw_file_id {
+	uint64_t dev, ino, size;
+	int64_t mtime_s, mtime_ns, ctime_s, ctime_ns;
+};
+
 struct dw_elf {
 	void *elf;                  /* Elf * */
-	int fd;                     /* -1 for images */
-	const uint8_t *image;       /* the whole file, mapped or caller's */
+	int fd;                     /* the file, read on demand; -1 for images */
+	/* The file's bytes at their offsets. A caller's image; or, for a file, an anonymous private
+	 * reservation of its size into which only the ranges dwunw uses are read (pread): pages never
+	 * read hold no memory, and a file truncated or rewritten later can never fault us. */
+	const uint8_t *image;
 	uint64_t size;
-	void *copy;                 /* image is this private copy of the file (freed on close) */
+	void *sparse;               /* that reservation (munmap'd on close), NULL for images */
+	struct dw_file_id id;
+	uint64_t held;              /* bytes read into it, plus decompressed copies */
+	uint64_t filled[32][2];     /* ranges read (a range inside one is not read again) */
+	uint32_t nfilled;
 	uint16_t machine;
 	uint8_t elf_class;
 	uint8_t type;               /* ET_EXEC, ET_DYN, ET_CORE, ... */
@@ -78,7 +91,7 @@ struct dw_elf {
 	uint64_t eh_frame_hdr_vaddr;
 };
 
-/* Open a file; the mapping stays until dw_elf_close. */
+/* Open a file: headers are read now, sections when first asked for; the fd stays open. */
 int dw_elf_open_path(struct dw_elf *e, const char *path);
 /* Use a caller's image (not copied: it must outlive the dw_elf). */
 int dw_elf_open_image(struct dw_elf *e, const void *image, size_t size);
@@ -87,6 +100,13 @@ void dw_elf_close(struct dw_elf *e);
 /* Section data, decompressed on first call. Returns DWUNW_OK, DWUNW_ERR_NO_DWARF when absent,
  * or the error that loading it met (corrupt, unsupported compression, out of memory). */
 int dw_elf_section(struct dw_elf *e, enum dw_sec_id id, const struct dw_section **out);
+
+/* The file's bytes [off, off+len) at *out, read on first use. DWUNW_ERR_CORRUPT when out of
+ * bounds, DWUNW_ERR_IO when the read fails or the file changed since it was opened. */
+int dw_elf_raw(struct dw_elf *e, uint64_t off, uint64_t len, const uint8_t **out);
+
+/* CRC-32 (gnu_debuglink's) of the whole file, streamed for files. */
+int dw_elf_crc32(struct dw_elf *e, uint32_t *out);
 
 /* Copy `len` bytes at virtual address `vaddr` from the file's PT_LOAD contents (bytes inside
  * p_memsz but beyond p_filesz read as zero). DWUNW_ERR_INVALID_ARG when not covered. */

@@ -35,6 +35,7 @@ static const struct {
 	[-DWUNW_ERR_UNSUPPORTED] = { "UNSUPPORTED", "not supported by this build" },
 	[-DWUNW_ERR_PROLOGUE] = { "PROLOGUE", "no CFI, and a prologue the analyser does not understand" },
 	[-DWUNW_ERR_LIVE_END] = { "LIVE_END", "zero return address read after the event (memory may have changed)" },
+	[-DWUNW_ERR_STALE] = { "STALE", "the stack above the window changed since the event" },
 };
 
 DWUNW_API const char *dwunw_strerror(int err)

@@ -243,8 +243,11 @@ static int build_table(struct dwunw_module *m)
 	err_dbg = dw_elf_section(e, DW_SEC_DEBUG_FRAME, &dbg);
 	if (err_eh && err_dbg)
 		return err_eh != DWUNW_ERR_NO_DWARF ? err_eh : err_dbg;
-	dw_elf_section(e, DW_SEC_TEXT, &text);
-	dw_elf_section(e, DW_SEC_GOT, &got);
+	/* Only their addresses (textrel/datarel bases): their bytes are never read. */
+	if (e->sec[DW_SEC_TEXT].index)
+		text = &e->sec[DW_SEC_TEXT];
+	if (e->sec[DW_SEC_GOT].index)
+		got = &e->sec[DW_SEC_GOT];
 	in.machine = e->machine;
 	in.addr_size = e->arch->addr_size;
 	if (!err_eh) {

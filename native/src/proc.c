@@ -388,7 +388,7 @@ int dw_proc_refresh(struct dwunw_ctx_impl *c, struct dw_proc **pp)
 	struct dw_proc *old = *pp, *p;
 	int err;
 
-	if (old->offline)
+	if (old->offline || old->pinned)
 		return DWUNW_ERR_NO_MODULE;
 	err = load_proc(old->pid, NULL, 0, &p);
 	if (err)
@@ -541,7 +541,11 @@ int dw_map_module(struct dwunw_ctx_impl *c, struct dw_proc *p, struct dw_map *m,
 			open_path = alt;
 		}
 		pthread_mutex_unlock(&c->lock);
-		err = dw_module_acquire(c, path, open_path, NULL, 0, &mod);
+		/* pinned maps may be older than the process: open only the very file once mapped */
+		if (p->pinned && open_path && !path_is_mapping(m, open_path))
+			err = DWUNW_ERR_NO_MODULE;
+		else
+			err = dw_module_acquire(c, path, open_path, NULL, 0, &mod);
 	}
 	if (!err) {
 		const struct dw_phdr *ph = dw_elf_load_for_offset(&mod->elf, m->kind == DW_MAP_VDSO ? 0 : m->offset);
@@ -605,6 +609,25 @@ int dw_proc_read_mem(const struct dw_proc *p, uint64_t addr, void *buf, size_t l
 		return DWUNW_OK;
 	}
 	return DWUNW_ERR_IO;
+}
+
+DWUNW_API int dwunw_maps_pin(struct dwunw_ctx *ctx, int32_t pid, const char *maps_text, size_t len)
+{
+	struct dwunw_ctx_impl *c = dw_ctx(ctx);
+	struct dw_proc *p;
+	int err;
+
+	if (!c || !maps_text || !len || pid <= 0)
+		return DWUNW_ERR_INVALID_ARG;
+	err = load_proc(pid, maps_text, len, &p);
+	if (err)
+		return err;
+	p->offline = 0;  /* memory beyond the snapshot is still read from the process */
+	p->pinned = 1;
+	pthread_mutex_lock(&c->lock);
+	install(c, p);
+	pthread_mutex_unlock(&c->lock);
+	return DWUNW_OK;
 }
 
 DWUNW_API int dwunw_memory_add(struct dwunw_ctx *ctx, int32_t pid, uint64_t addr, const void *data,

@@ -42,6 +42,7 @@ struct dw_proc {
 	uint8_t offline;      /* maps given by dwunw_maps_set: never re-read from /proc */
 	uint8_t dead;         /* replaced by a newer snapshot */
 	uint8_t published;    /* has been the context's last_proc: freed only when no capture runs */
+	uint8_t pinned;       /* live process, maps kept by the caller (dwunw_maps_pin): not re-read */
 	_Atomic uint32_t refcnt;
 	struct dw_map *maps;  /* sorted by start */
 	uint32_t nmaps;

@@ -153,10 +153,11 @@ static int linked_strtab(struct dw_elf *e, const struct dw_section *symsec, enum
 	}
 	/* Some other table: read it raw (string tables are never compressed in practice). */
 	scn = elf_getscn(e->elf, link);
+	const uint8_t *raw;
 	if (!scn || !gelf_getshdr(scn, &sh) || sh.sh_type != SHT_STRTAB || (sh.sh_flags & SHF_COMPRESSED) ||
-	    sh.sh_offset > e->size || sh.sh_size > e->size - sh.sh_offset)
+	    dw_elf_raw(e, sh.sh_offset, sh.sh_size, &raw))
 		return -1;
-	*data = (const char *)e->image + sh.sh_offset;
+	*data = (const char *)raw;
 	*size = sh.sh_size;
 	return 0;
 }
@@ -438,6 +439,15 @@ int dw_symtab_build(const struct dwunw_ctx_impl *c, const struct dwunw_module *m
 	s->build_ns = now_ns() - t0;
 	*out = s;
 	return DWUNW_OK;
+}
+
+uint64_t dw_symtab_bytes(const struct dw_symtab *s)
+{
+	if (!s)
+		return 0;
+	/* The line table is left out: built only when file:line is asked for. */
+	return sizeof(*s) + s->nsyms * sizeof(s->syms[0]) + (s->have_dbg ? s->dbg.held : 0) +
+	       (s->have_mdi ? s->mdi.size : 0);
 }
 
 void dw_symtab_free(struct dw_symtab *s)

@@ -14,6 +14,8 @@ struct dwunw_ctx_impl;
 /* Build the index for module m (its ELF is m->elf; debug_dirs/sysroot/flags from the context). */
 int dw_symtab_build(const struct dwunw_ctx_impl *c, const struct dwunw_module *m, struct dw_symtab **out);
 void dw_symtab_free(struct dw_symtab *s);
+/* Memory the index holds: its symbols and what it read of debug files (not the module's ELF). */
+uint64_t dw_symtab_bytes(const struct dw_symtab *s);
 /* Symbol covering module address `addr` (thread-safe: the line table is built on first use under
  * the symtab's own lock). DWUNW_ERR_NOT_FOUND when no symbol covers it (out->name is ""). */
 int dw_symtab_lookup(struct dw_symtab *s, uint64_t addr, struct dwunw_symbol *out);

@@ -6,6 +6,7 @@
  * then from read-only module data. No allocation, no lock and no system call per frame while
  * everything needed is in the snapshot.
  */
+#include <stdlib.h>
 #include <string.h>
 #include "expr.h"
 #include "internal.h"
@@ -44,6 +45,9 @@ struct place {
 };
 
 #define DW_LIVE_PAGE 4096
+#define DW_LIVE_SPAN (64u << 10)   /* bytes of live stack read in one batch */
+#define DW_SAMPLE_MAX 4096u        /* bytes of samples checked per capture */
+#define DW_SAMPLE_IOV 64           /* samples checked per capture */
 
 struct walk {
 	struct dwunw_ctx_impl *c;
@@ -57,9 +61,13 @@ struct walk {
 	uint8_t remote_on;
 	uint8_t refreshed;
 	uint8_t beyond;            /* the current step read beyond the snapshot */
-	uint8_t live_ok;           /* live_page holds the process's page at live_lo */
+	uint8_t checked;           /* the samples were compared with the live process */
+	uint8_t stale;             /* ... and one differed: live memory is not trusted */
 	unsigned asz;
-	uint64_t live_lo;
+	uint64_t live_lo, live_len; /* live_buf holds the process's bytes [live_lo, +live_len) */
+	uint8_t *live_buf;         /* DW_LIVE_SPAN + DW_SAMPLE_MAX bytes, allocated on first need */
+	const struct dwunw_stack_sample *samples;
+	size_t nsamples;
 	/* not cleared at the start of a capture: */
 	struct dw_remote remote;   /* set up on first use (remote_on) */
 	struct place places[4];    /* recent ones (frame_place); empty: len 0, no rcache */
@@ -68,7 +76,6 @@ struct walk {
 		uint32_t frame;    /* first frame using it: it carries the reference */
 	} held[DW_HELD_MAX];
 	unsigned nheld;
-	uint8_t live_page[DW_LIVE_PAGE]; /* live_ok says what it holds */
 };
 
 static const struct place no_place; /* empty: len 0, no table */
@@ -102,23 +109,103 @@ static int read_module_data(struct walk *w, uint64_t addr, void *buf, size_t len
 	return err ? DWUNW_ERR_IO : DWUNW_OK;
 }
 
-/* Memory beyond the snapshot, read from the live process a page at a time: a deep walk past the
- * window costs one read per page, not one per word. A read across a page edge goes straight. */
+/*
+ * The first read beyond the snapshot: every sample (dwunw_capture_sampled) read back in the same
+ * system call as the span; any difference, or a sample no longer readable, marks the capture
+ * stale. Returns DWUNW_OK with the span read, or the span's error.
+ */
+static int live_fill(struct walk *w, uint64_t lo, uint64_t len, int check)
+{
+	struct dw_remote_iov iov[1 + DW_SAMPLE_IOV];
+	const struct dwunw_stack_sample *smp[DW_SAMPLE_IOV];
+	unsigned n = 1, ns = 0;
+	uint64_t used = 0;
+	int err;
+
+	iov[0] = (struct dw_remote_iov){ lo, w->live_buf, len };
+	for (size_t i = 0; check && i < w->nsamples && ns < DW_SAMPLE_IOV; i++) {
+		const struct dwunw_stack_sample *sm = &w->samples[i];
+
+		if (!sm->data || !sm->len || sm->len > DW_SAMPLE_MAX - used)
+			continue;
+		/* inside the snapshot: nothing is read live there */
+		if (sm->addr >= w->snap_lo && sm->addr - w->snap_lo < w->snap_len)
+			continue;
+		iov[n++] = (struct dw_remote_iov){ sm->addr, w->live_buf + DW_LIVE_SPAN + used, sm->len };
+		smp[ns++] = sm;
+		used += sm->len;
+	}
+	err = dw_remote_readv(&w->remote, iov, n);
+	if (err && n > 1) {
+		/* the span alone: a sample that cannot be read any more is memory gone since */
+		err = dw_remote_read(&w->remote, lo, w->live_buf, len);
+		if (!err)
+			w->stale = 1;
+	}
+	if (err)
+		return err;
+	for (unsigned i = 0; i < ns && !w->stale; i++)
+		if (memcmp(iov[i + 1].buf, smp[i]->data, smp[i]->len))
+			w->stale = 1;
+	if (check)
+		w->checked = 1;
+	w->live_lo = lo;
+	w->live_len = len;
+	return DWUNW_OK;
+}
+
+/*
+ * Memory beyond the snapshot, read from the live process in batches: the rest of the stack's
+ * mapping from the page of the first miss, up to DW_LIVE_SPAN, in one system call (a deep walk
+ * past the window costs one read, not one per page or word). A miss outside a known mapping
+ * reads one page. Once a sample showed a change, nothing more is read: DWUNW_ERR_STALE.
+ */
 static int live_read(struct walk *w, uint64_t addr, void *buf, size_t len)
 {
-	uint64_t page = addr & ~(uint64_t)(DW_LIVE_PAGE - 1);
+	uint64_t page = addr & ~(uint64_t)(DW_LIVE_PAGE - 1), span = DW_LIVE_PAGE;
+	const struct dw_map *m;
+	int err;
 
-	if (len > DW_LIVE_PAGE || addr - page > DW_LIVE_PAGE - len)
-		return dw_remote_read(&w->remote, addr, buf, len);
-	if (!w->live_ok || w->live_lo != page) {
-		w->live_ok = 0;
-		if (dw_remote_read(&w->remote, page, w->live_page, DW_LIVE_PAGE) != DWUNW_OK)
-			return dw_remote_read(&w->remote, addr, buf, len); /* its own error */
-		w->live_ok = 1;
-		w->live_lo = page;
+	if (w->stale)
+		return DWUNW_ERR_STALE;
+	if (w->live_len && addr >= w->live_lo && addr - w->live_lo <= w->live_len &&
+	    len <= w->live_len - (addr - w->live_lo)) {
+		memcpy(buf, w->live_buf + (addr - w->live_lo), len);
+		return DWUNW_OK;
 	}
-	memcpy(buf, w->live_page + (addr - page), len);
+	if (!w->live_buf && !(w->live_buf = malloc(DW_LIVE_SPAN + DW_SAMPLE_MAX)))
+		return dw_remote_read(&w->remote, addr, buf, len);
+	if (w->proc && (m = dw_proc_find(w->proc, addr)) && m->end > addr)
+		span = m->end - page < DW_LIVE_SPAN ? m->end - page : DW_LIVE_SPAN;
+	if (len > span || addr - page > span - len) {
+		/* across the mapping's end or a page edge: read it alone, once the samples are checked */
+		if (!w->checked && live_fill(w, page, DW_LIVE_PAGE, 1) == DWUNW_OK && w->stale)
+			return DWUNW_ERR_STALE;
+		return dw_remote_read(&w->remote, addr, buf, len);
+	}
+	err = live_fill(w, page, span, !w->checked);
+	if (err && span > DW_LIVE_PAGE)
+		err = live_fill(w, page, DW_LIVE_PAGE, !w->checked);
+	if (err) {
+		w->live_len = 0;
+		return dw_remote_read(&w->remote, addr, buf, len); /* its own error */
+	}
+	if (w->stale)
+		return DWUNW_ERR_STALE;
+	memcpy(buf, w->live_buf + (addr - page), len);
 	return DWUNW_OK;
+}
+
+/* Code (read to recognise a signal trampoline where no CFI covers the pc, e.g. JIT code) is not
+ * stack memory that may hold other frames since the event: read straight, without the mark. The
+ * stack's own mapping is never code here, even when it is executable. */
+static int code_at(const struct walk *w, uint64_t addr)
+{
+	const struct dw_map *m;
+
+	if (!w->proc || !(m = dw_proc_find(w->proc, addr)) || !(m->prot & DW_PROT_X))
+		return 0;
+	return m != dw_proc_find(w->proc, w->snap_lo);
 }
 
 static int wread(void *arg, uint64_t addr, void *buf, size_t len)
@@ -138,11 +225,15 @@ static int wread(void *arg, uint64_t addr, void *buf, size_t len)
 			dw_remote_begin(&w->remote, w->in->pid, w->c->cfg.audit, w->c->cfg.audit_arg);
 			w->remote_on = 1;
 		}
+		if (code_at(w, addr) && dw_remote_read(&w->remote, addr, buf, len) == DWUNW_OK)
+			return DWUNW_OK;
 		err = live_read(w, addr, buf, len);
 		if (!err) {
 			w->beyond = 1;
 			return DWUNW_OK;
 		}
+		if (err == DWUNW_ERR_STALE)
+			return err;
 	}
 	return read_module_data(w, addr, buf, len) == DWUNW_OK ? DWUNW_OK : err;
 }
@@ -360,7 +451,7 @@ static void place_fill(struct walk *w, struct place *pl, uint64_t lookup, uint32
 		return;
 	}
 	m = (struct dw_map *)dw_proc_find(w->proc, lookup);
-	if (!m && !w->refreshed && !w->proc->offline) {
+	if (!m && !w->refreshed && !w->proc->offline && !w->proc->pinned) {
 		/* a library loaded after the maps were read */
 		struct dw_proc *old = w->proc;
 		w->refreshed = 1;
@@ -512,6 +603,10 @@ static int fp_plausible(const struct walk *w, const struct dwunw_regs *in, const
 	if (!w->proc)
 		return 1;
 	m = dw_proc_find(w->proc, out->pc);
+	/* code mapped since the maps were read (a JIT's new code page): the next frame's look-up
+	 * reads them again, and stops there if the pc is still in no mapping */
+	if (!m && !w->refreshed && !w->proc->offline)
+		m = dw_proc_find(w->proc, in->pc);
 	if (!m || !(m->prot & DW_PROT_X))
 		return 0;
 	if (!((in->valid >> sp) & 1) || !((out->valid >> sp) & 1))
@@ -948,6 +1043,13 @@ static void hand_refs(struct walk *w, struct dwunw_frame *frames, size_t nf)
 DWUNW_API int dwunw_capture(struct dwunw_ctx *ctx, const struct dwunw_regs *regs,
 			    struct dwunw_frame *frames, size_t *frame_cnt)
 {
+	return dwunw_capture_sampled(ctx, regs, NULL, 0, frames, frame_cnt);
+}
+
+DWUNW_API int dwunw_capture_sampled(struct dwunw_ctx *ctx, const struct dwunw_regs *regs,
+				    const struct dwunw_stack_sample *samples, size_t nsamples,
+				    struct dwunw_frame *frames, size_t *frame_cnt)
+{
 	struct dwunw_ctx_impl *c = dw_ctx(ctx);
 	const struct dwunw_arch_ops *arch;
 	struct walk w;
@@ -981,6 +1083,8 @@ DWUNW_API int dwunw_capture(struct dwunw_ctx *ctx, const struct dwunw_regs *regs
 	w.nheld = 0;
 	w.c = c;
 	w.in = regs;
+	w.samples = samples;
+	w.nsamples = samples ? nsamples : 0;
 	w.arch = arch;
 	w.asz = asz = arch->addr_size;
 	if (regs->stack && regs->stack_size) {
@@ -1069,6 +1173,9 @@ DWUNW_API int dwunw_capture(struct dwunw_ctx *ctx, const struct dwunw_regs *regs
 			rule = dw_table_rule_at(pl->table, lookup - pl->bias);
 
 		r = step_other(&w, pl, rule, &cur, &next, &cfa, &nhow, &fl, exact, (uint32_t)nf);
+		/* a step that met changed memory is not used, whatever it fell back to */
+		if (DW_UNLIKELY(w.stale))
+			r = DWUNW_ERR_STALE;
 		if (DW_UNLIKELY(r)) {
 			if (r == DWUNW_ERR_NO_MODULE && !w.proc && proc_err)
 				r = proc_err;
@@ -1103,6 +1210,12 @@ DWUNW_API int dwunw_capture(struct dwunw_ctx *ctx, const struct dwunw_regs *regs
 		cur->valid &= regmask;
 		continue;
 stop:
+		/* A return address read after the event that points into no mapping at all was another
+		 * value at the event: the stack changed since. Not shown as a frame. */
+		if (r == DWUNW_ERR_NO_MODULE && (fl & DWUNW_FRAME_BEYOND_SNAPSHOT) && w.proc && !pl->map && nf > 0) {
+			ret = DWUNW_ERR_STALE;
+			break;
+		}
 		/* The last frame: no step from it (r = 1: the outermost, else the reason). */
 		*f = (struct dwunw_frame){ .pc = opc, .sp = fsp, .cfa = 0,
 					   .module_addr = pl->mod ? opc - pl->bias : 0, .module = pl->mod,
@@ -1116,6 +1229,7 @@ stop:
 	hand_refs(&w, frames, nf);
 	if (w.remote_on)
 		dw_remote_end(&w.remote);
+	free(w.live_buf);
 	if (entered)
 		dw_proc_leave(c, w.proc, w.proc_ref);
 	*frame_cnt = nf;

@@ -626,6 +626,59 @@ static void test_offline(void)
 	dwunw_shutdown(&ctx);
 }
 
+/*
+ * Maps pinned by the caller (dwunw_maps_pin, as memleak does from mapping events): used as given
+ * for a live pid, never re-read, and a file opened only while it is the very file mapped.
+ */
+static void test_pinned(void)
+{
+	struct dwunw_ctx ctx;
+	struct dwunw_frame f[MAXF];
+	struct dwunw_regs regs = self.regs;
+	size_t nf = MAXF, len = 0;
+	char *bad, line[4352];
+	int err;
+
+	if (!self.maps || !self_nf) {
+		SKIP("pinned: no snapshot");
+		return;
+	}
+	if (!ok(init_ctx(&ctx, 0, 0) == DWUNW_OK, "pinned: init"))
+		return;
+	regs.pid = regs.tid = getpid();
+	is_int(dwunw_maps_pin(&ctx, 0, self.maps, self.maps_len), DWUNW_ERR_INVALID_ARG, "pinned: pid 0 refused");
+	is_int(dwunw_maps_pin(&ctx, regs.pid, self.maps, self.maps_len), DWUNW_OK, "pinned: maps of our pid");
+	err = dwunw_capture(&ctx, &regs, f, &nf);
+	ok(err == DWUNW_OK && same_frames(f, nf, self_frames, self_nf, ~0u),
+	   "pinned: the same %zu frames as live (%s)", nf, dwunw_errname(err));
+	dwunw_module_cache_release(&ctx, f, nf);
+
+	/* every file mapping with another inode: no file is the one mapped, so no module (no guess,
+	 * no re-read of /proc) */
+	bad = malloc(self.maps_len * 2 + 64);
+	for (const char *s = self.maps, *end = self.maps + self.maps_len; s < end;) {
+		const char *eol = memchr(s, '\n', (size_t)(end - s));
+		size_t l = eol ? (size_t)(eol - s) : (size_t)(end - s);
+		unsigned long long lo, hi, off, ino;
+		char perms[8], dev[16];
+		int pos = 0;
+
+		snprintf(line, sizeof(line), "%.*s", (int)l, s);
+		if (sscanf(line, "%llx-%llx %7s %llx %15s %llu %n", &lo, &hi, perms, &off, dev, &ino, &pos) >= 6)
+			len += (size_t)sprintf(bad + len, "%llx-%llx %s %llx %s %llu %s\n", lo, hi, perms, off, dev,
+					       ino ? ino + 7777777 : 0, pos ? line + pos : "");
+		s += l + 1;
+	}
+	is_int(dwunw_maps_pin(&ctx, regs.pid, bad, len), DWUNW_OK, "pinned: maps of other inodes");
+	nf = MAXF;
+	err = dwunw_capture(&ctx, &regs, f, &nf);
+	ok(nf >= 1 && !f[0].module, "pinned: frame 0 in no module when its file is not the mapped one (%s, %zu frames)",
+	   dwunw_errname(err), nf);
+	dwunw_module_cache_release(&ctx, f, nf);
+	free(bad);
+	dwunw_shutdown(&ctx);
+}
+
 /* A zero return address ends the walk cleanly only when it comes from the copy taken at the
  * event; read from the live process afterwards, it may be a frame rewritten since (LIVE_END). */
 __attribute__((noinline)) static void entry_target(void)
@@ -666,6 +719,26 @@ static void test_live_end(void)
 	ok(err == DWUNW_ERR_LIVE_END && nf == 1, "live end: zero return address read live: LIVE_END (%s, %zu frames)",
 	   dwunw_errname(err), nf);
 	dwunw_module_cache_release(&ctx, f, nf);
+
+	/* Samples of the memory above the copy, taken "at the event": checked in the first live
+	 * read. Unchanged: the walk goes on as without them; changed: STALE at the last frame
+	 * recovered from the copy. */
+	uint64_t then = 0x1234;
+	struct dwunw_stack_sample smp = { (uint64_t)(uintptr_t)&slot[2], &then, sizeof(then) };
+
+	slot[2] = then;
+	nf = 8;
+	err = dwunw_capture_sampled(&ctx, &r, &smp, 1, f, &nf);
+	ok(err == DWUNW_ERR_LIVE_END && nf == 1, "stale: sample unchanged: as without samples (%s, %zu frames)",
+	   dwunw_errname(err), nf);
+	dwunw_module_cache_release(&ctx, f, nf);
+	slot[2] = then + 1;
+	nf = 8;
+	err = dwunw_capture_sampled(&ctx, &r, &smp, 1, f, &nf);
+	ok(err == DWUNW_ERR_STALE && nf == 1 && f[0].pc == r.pc,
+	   "stale: sample changed since: STALE after frame 0 (%s, %zu frames)", dwunw_errname(err), nf);
+	dwunw_module_cache_release(&ctx, f, nf);
+	ok(!strcmp(dwunw_errname(DWUNW_ERR_STALE), "STALE"), "stale: named");
 	dwunw_shutdown(&ctx);
 }
 
@@ -1345,6 +1418,7 @@ int main(void)
 	ok(make_self_snapshot() >= 0 && snap_err == 0, "self: snapshot inside qsort -> bsearch -> dl_iterate_phdr callbacks");
 	test_self();
 	test_offline();
+	test_pinned();
 	test_live_end();
 	test_timing();
 	test_errors();

@@ -1,0 +1,256 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * Mapping changes of traced processes as records in the capture channel (reusable: memleak,
+ * profile). Include after capture.bpf.h, with MAPEV_TRACED(tgid) defined by the tool (its
+ * process filter); attach mapev_sys_enter, mapev_sys_exit and mapev_exec.
+ *
+ * Why raw syscall tracepoints: sys_enter/sys_exit are stable by name on every kernel with BPF
+ * raw tracepoints (4.17+), need no tracefs (syscalls:sys_exit_mmap does) and no kernel function
+ * that may be inlined or renamed (the mmap/munmap internals differ between 6.1 and 6.18). The
+ * file of a new mapping is read from its VMA (bpf_find_vma, 5.17+) at the syscall's exit, so the
+ * record names what was really mapped (dev, inode, offset, path). Mappings the kernel makes
+ * itself at exec (the program, the dynamic loader) are not syscalls: user space reads them from
+ * /proc/PID/maps after the exec record (maps_view.c).
+ */
+#ifndef DWUNW_MAPEV_BPF_H
+#define DWUNW_MAPEV_BPF_H
+
+#include "mapev.h"
+
+#ifndef MAPEV_TRACED
+#error "define MAPEV_TRACED(tgid) before including mapev.bpf.h"
+#endif
+
+#if defined(__TARGET_ARCH_x86)
+#define MAPEV_NR_MMAP   9
+#define MAPEV_NR_MUNMAP 11
+#define MAPEV_NR_MMAP2  -1
+#define MAPEV_MAP_ANON  0x20
+#elif defined(__TARGET_ARCH_arm64)
+#define MAPEV_NR_MMAP   222
+#define MAPEV_NR_MUNMAP 215
+#define MAPEV_NR_MMAP2  -1
+#define MAPEV_MAP_ANON  0x20
+#elif defined(__TARGET_ARCH_mips)
+#define MAPEV_NR_MMAP   4090
+#define MAPEV_NR_MUNMAP 4091
+#define MAPEV_NR_MMAP2  4210
+#define MAPEV_MAP_ANON  0x800
+#else
+#error "mapev.bpf.h: no syscall numbers for this architecture"
+#endif
+
+const volatile __u32 mapev_enabled = 0;      /* set by the tool before load */
+
+/* tid -> length asked for by a file mmap in flight (set at entry, taken at exit) */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, __u64);
+} mapev_pending SEC(".maps");
+
+struct mapev_vma_ctx {
+	__u64 start, end, pgoff, flags;
+	__u64 file;            /* struct file *, read with CO-RE below */
+};
+
+static long mapev_vma_cb(struct task_struct *task, struct vm_area_struct *vma, void *data)
+{
+	struct mapev_vma_ctx *c = data;
+
+	c->start = vma->vm_start;
+	c->end = vma->vm_end;
+	c->pgoff = vma->vm_pgoff;
+	c->flags = vma->vm_flags;
+	c->file = (__u64)vma->vm_file;
+	return 0;
+}
+
+/* A record to fill: in the ring buffer, or a scratch slot (perf buffer); NULL when full. */
+static __always_inline struct mapev_rec *mapev_begin(struct cap_scratch_slot **slot)
+{
+	struct mapev_rec *r;
+
+	*slot = NULL;
+	if (!cap_use_perfbuf) {
+		r = bpf_ringbuf_reserve(&cap_ringbuf, sizeof(*r), 0);
+	} else {
+		*slot = cap_scratch_take();
+		r = *slot ? (struct mapev_rec *)(*slot)->data : NULL;
+	}
+	if (!r) {
+		cap_count(CAP_CNT_OUTPUT_FAILED);
+		return NULL;
+	}
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+
+	r->h.kind = CAP_KIND_MAPEV;
+	r->h.hdr_size = sizeof(*r);
+	r->h.flags = 0;
+	r->pid = pid_tgid >> 32;
+	r->tid = (__u32)pid_tgid;
+	r->ts = bpf_ktime_get_ns();
+	r->op = 0;
+	r->prot = 0;
+	r->start = r->end = r->offset = r->ino = 0;
+	r->dev_major = r->dev_minor = 0;
+	r->nparts = 0;
+	r->flags = 0;
+	return r;
+}
+
+static __always_inline void mapev_end(void *ctx, struct mapev_rec *r, struct cap_scratch_slot *slot)
+{
+	if (!slot) {
+		bpf_ringbuf_submit(r, cap_rb_wakeup());
+		return;
+	}
+	if (bpf_perf_event_output(ctx, &cap_perfbuf, BPF_F_CURRENT_CPU, r, sizeof(*r)))
+		cap_count(CAP_CNT_OUTPUT_FAILED);
+	asm volatile("" ::: "memory");
+	slot->busy = 0;
+}
+
+/* The file's path, component by component up to the root, crossing mounts. */
+static __always_inline void mapev_path(struct mapev_rec *r, struct file *file)
+{
+	struct dentry *d = BPF_CORE_READ(file, f_path.dentry);
+	struct vfsmount *vmnt = BPF_CORE_READ(file, f_path.mnt);
+	struct mount *mnt = container_of(vmnt, struct mount, mnt);
+	__u32 n = 0;
+
+	for (int i = 0; i < MAPEV_NAME_PARTS + 8; i++) {
+		struct dentry *root = BPF_CORE_READ(mnt, mnt.mnt_root);
+		struct dentry *parent = BPF_CORE_READ(d, d_parent);
+
+		if (d == root) {
+			struct mount *up = BPF_CORE_READ(mnt, mnt_parent);
+
+			if (up == mnt) { /* the namespace's root */
+				r->nparts = n;
+				return;
+			}
+			d = BPF_CORE_READ(mnt, mnt_mountpoint);
+			mnt = up;
+			continue;
+		}
+		if (d == parent) {
+			r->nparts = n;
+			return;
+		}
+		if (n >= MAPEV_NAME_PARTS)
+			break;
+		const unsigned char *name = BPF_CORE_READ(d, d_name.name);
+		long len = bpf_probe_read_kernel_str(r->parts[n], MAPEV_PART_LEN, name);
+		__u32 nlen = BPF_CORE_READ(d, d_name.len);
+
+		if (len <= 0 || nlen >= MAPEV_PART_LEN)
+			break;
+		n++;
+		d = parent;
+	}
+	r->flags |= MAPEV_F_PATH_CUT;
+	r->nparts = n;
+}
+
+SEC("raw_tp/sys_enter")
+int mapev_sys_enter(struct bpf_raw_tracepoint_args *ctx)
+{
+	long id = (long)ctx->args[1];
+	struct pt_regs *regs = (struct pt_regs *)ctx->args[0];
+	__u64 pid_tgid;
+
+	if (!mapev_enabled || (id != MAPEV_NR_MMAP && id != MAPEV_NR_MUNMAP && id != MAPEV_NR_MMAP2))
+		return 0;
+	pid_tgid = bpf_get_current_pid_tgid();
+	if (!MAPEV_TRACED((__u32)(pid_tgid >> 32)))
+		return 0;
+	if (id == MAPEV_NR_MUNMAP) {
+		struct cap_scratch_slot *slot;
+		struct mapev_rec *r = mapev_begin(&slot);
+		__u64 addr = PT_REGS_PARM1_CORE_SYSCALL(regs);
+		__u64 len = PT_REGS_PARM2_CORE_SYSCALL(regs);
+
+		if (!r)
+			return 0;
+		r->op = MAPEV_MUNMAP;
+		r->start = addr;
+		r->end = addr + ((len + 4095) & ~4095ull);
+		mapev_end(ctx, r, slot);
+		return 0;
+	}
+	if (PT_REGS_PARM4_CORE_SYSCALL(regs) & MAPEV_MAP_ANON)
+		return 0;
+	__u32 tid = (__u32)pid_tgid;
+	__u64 len = PT_REGS_PARM2_CORE_SYSCALL(regs);
+
+	bpf_map_update_elem(&mapev_pending, &tid, &len, BPF_ANY);
+	return 0;
+}
+
+SEC("raw_tp/sys_exit")
+int mapev_sys_exit(struct bpf_raw_tracepoint_args *ctx)
+{
+	__u64 pid_tgid, *lenp, len, ret = ctx->args[1];
+	struct mapev_vma_ctx c = {};
+	struct cap_scratch_slot *slot;
+	struct mapev_rec *r;
+	__u32 tid;
+
+	if (!mapev_enabled)
+		return 0;
+	pid_tgid = bpf_get_current_pid_tgid();
+	tid = (__u32)pid_tgid;
+	lenp = bpf_map_lookup_elem(&mapev_pending, &tid);
+	if (!lenp)
+		return 0;
+	len = *lenp;
+	bpf_map_delete_elem(&mapev_pending, &tid);
+	if (ret >= (__u64)-4095)
+		return 0;
+	r = mapev_begin(&slot);
+	if (!r)
+		return 0;
+	r->start = ret;
+	r->end = ret + ((len + 4095) & ~4095ull);
+	r->op = MAPEV_MMAP_UNKNOWN;
+	if (bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_find_vma) &&
+	    bpf_find_vma(bpf_get_current_task_btf(), ret, mapev_vma_cb, &c, 0) == 0 && c.file &&
+	    c.start <= ret) {
+		struct file *file = (struct file *)c.file;
+		struct inode *ino = BPF_CORE_READ(file, f_inode);
+		__u32 dev = BPF_CORE_READ(ino, i_sb, s_dev);
+
+		r->op = MAPEV_MMAP;
+		r->offset = (c.pgoff << 12) + (ret - c.start);
+		r->prot = c.flags & 7;
+		r->ino = BPF_CORE_READ(ino, i_ino);
+		r->dev_major = dev >> 20;
+		r->dev_minor = dev & 0xfffff;
+		if (c.end < r->end)
+			r->end = c.end;
+		mapev_path(r, file);
+	}
+	mapev_end(ctx, r, slot);
+	return 0;
+}
+
+/* A new image: its mappings are the kernel's, user space reads them from /proc. */
+SEC("raw_tp/sched_process_exec")
+int mapev_exec(void *ctx)
+{
+	struct cap_scratch_slot *slot;
+	struct mapev_rec *r;
+
+	if (!mapev_enabled || !MAPEV_TRACED((__u32)(bpf_get_current_pid_tgid() >> 32)))
+		return 0;
+	r = mapev_begin(&slot);
+	if (!r)
+		return 0;
+	r->op = MAPEV_EXEC;
+	mapev_end(ctx, r, slot);
+	return 0;
+}
+
+#endif /* DWUNW_MAPEV_BPF_H */

@@ -1,0 +1,373 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/* Mappings of traced processes in record order: see maps_view.h. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <bpf/libbpf.h>
+#include "intern.h"
+#include "mapev.h"
+#include "maps_view.h"
+#include "tool_util.h"
+#ifdef HAVE_DWUNW
+#include "frames.h"
+#endif
+
+bool maps_view_on;
+struct maps_view_stats maps_view_stats;
+
+struct mv_map {
+	uint64_t start, end, offset, ino;
+	uint32_t dev_major, dev_minor;
+	uint8_t prot;          /* 1 r, 2 w, 4 x */
+	uint8_t file;          /* a file mapping (path names the file, or unknown) */
+	uint8_t unknown;       /* a file mapping whose file is not known */
+	const char *path;      /* interned; "[vdso]" and the like for special ones; NULL: anonymous */
+};
+
+struct mv_proc {
+	uint32_t pid;
+	bool dirty;            /* changed since last given to libdwunw */
+	struct mv_map *v;      /* sorted by start, not overlapping */
+	size_t n, cap;
+};
+
+static struct mv_proc *procs;
+static size_t nprocs, procs_cap;
+
+/* (dev, inode) -> path, learned from /proc reads: names files whose event lost its path. */
+static struct mv_known {
+	uint64_t ino;
+	uint32_t maj, min;
+	const char *path;
+} *known;
+static size_t nknown, known_cap;
+
+static void known_put(uint64_t ino, uint32_t maj, uint32_t min, const char *path)
+{
+	for (size_t i = 0; i < nknown; i++)
+		if (known[i].ino == ino && known[i].maj == maj && known[i].min == min) {
+			known[i].path = path;
+			return;
+		}
+	if (nknown == known_cap) {
+		known_cap = known_cap ? known_cap * 2 : 64;
+		known = xrealloc(known, known_cap * sizeof(*known));
+	}
+	known[nknown++] = (struct mv_known){ ino, maj, min, path };
+}
+
+static const char *known_get(uint64_t ino, uint32_t maj, uint32_t min)
+{
+	for (size_t i = 0; i < nknown; i++)
+		if (known[i].ino == ino && known[i].maj == maj && known[i].min == min)
+			return known[i].path;
+	return NULL;
+}
+
+static struct mv_proc *proc_find(uint32_t pid)
+{
+	static size_t last;
+
+	if (last < nprocs && procs[last].pid == pid)
+		return &procs[last];
+	for (size_t i = 0; i < nprocs; i++)
+		if (procs[i].pid == pid) {
+			last = i;
+			return &procs[i];
+		}
+	return NULL;
+}
+
+static void map_insert_at(struct mv_proc *p, size_t i, const struct mv_map *m)
+{
+	if (p->n == p->cap) {
+		p->cap = p->cap ? p->cap * 2 : 64;
+		p->v = xrealloc(p->v, p->cap * sizeof(*p->v));
+	}
+	memmove(&p->v[i + 1], &p->v[i], (p->n - i) * sizeof(*p->v));
+	p->v[i] = *m;
+	p->n++;
+}
+
+/* Remove [start, end) from the view: entries inside go, entries across are cut. */
+static void view_cut(struct mv_proc *p, uint64_t start, uint64_t end)
+{
+	for (size_t i = 0; i < p->n;) {
+		struct mv_map *m = &p->v[i];
+
+		if (m->end <= start || m->start >= end) {
+			i++;
+			continue;
+		}
+		p->dirty = true;
+		if (m->start < start && m->end > end) { /* split in two */
+			struct mv_map hi = *m;
+
+			hi.offset += end - m->start;
+			hi.start = end;
+			m->end = start;
+			map_insert_at(p, i + 1, &hi);
+			return;
+		}
+		if (m->start < start) {
+			m->end = start;
+			i++;
+		} else if (m->end > end) {
+			if (m->file)
+				m->offset += end - m->start;
+			m->start = end;
+			i++;
+		} else {
+			memmove(m, m + 1, (p->n - i - 1) * sizeof(*m));
+			p->n--;
+		}
+	}
+}
+
+static void view_add(struct mv_proc *p, const struct mv_map *m)
+{
+	size_t i = 0;
+
+	view_cut(p, m->start, m->end);
+	while (i < p->n && p->v[i].start < m->start)
+		i++;
+	map_insert_at(p, i, m);
+	p->dirty = true;
+}
+
+/* The view from /proc/PID/maps now (a process seen first, or after an exec). */
+static void view_seed(struct mv_proc *p)
+{
+	char fn[64], line[4352];
+	FILE *f;
+
+	p->n = 0;
+	p->dirty = true;
+	maps_view_stats.seeds++;
+	snprintf(fn, sizeof(fn), "/proc/%u/maps", p->pid);
+	f = fopen(fn, "re");
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		struct mv_map m = { 0 };
+		char perms[8];
+		int pos = 0;
+		unsigned maj, min;
+
+		if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %7s %" SCNx64 " %x:%x %" SCNu64 " %n", &m.start,
+			   &m.end, perms, &m.offset, &maj, &min, &m.ino, &pos) < 7 || m.end <= m.start)
+			continue;
+		m.dev_major = maj;
+		m.dev_minor = min;
+		m.prot = (perms[0] == 'r' ? 1 : 0) | (perms[1] == 'w' ? 2 : 0) | (perms[2] == 'x' ? 4 : 0);
+		char *path = line + pos;
+		path[strcspn(path, "\n")] = 0;
+		if (*path) {
+			static const char del[] = " (deleted)";
+			size_t l = strlen(path);
+
+			if (l > sizeof(del) - 1 && !strcmp(path + l - (sizeof(del) - 1), del))
+				path[l - (sizeof(del) - 1)] = 0;
+			m.path = intern(path);
+			m.file = path[0] == '/' && m.ino;
+			if (m.file)
+				known_put(m.ino, maj, min, m.path);
+		}
+		if (p->n && p->v[p->n - 1].end > m.start)
+			continue;
+		map_insert_at(p, p->n, &m);
+	}
+	fclose(f);
+}
+
+static struct mv_proc *proc_get(uint32_t pid)
+{
+	struct mv_proc *p = proc_find(pid);
+
+	if (p)
+		return p;
+	if (nprocs == procs_cap) {
+		procs_cap = procs_cap ? procs_cap * 2 : 16;
+		procs = xrealloc(procs, procs_cap * sizeof(*procs));
+	}
+	p = &procs[nprocs++];
+	memset(p, 0, sizeof(*p));
+	p->pid = pid;
+	view_seed(p);
+	return p;
+}
+
+/* The path of an event's file, from its components (last first). */
+static const char *event_path(const struct mapev_rec *r)
+{
+	char buf[MAPEV_NAME_PARTS * MAPEV_PART_LEN + 2];
+	size_t len = 0;
+
+	if (r->op != MAPEV_MMAP || (r->flags & MAPEV_F_PATH_CUT) || !r->nparts ||
+	    r->nparts > MAPEV_NAME_PARTS)
+		return known_get(r->ino, r->dev_major, r->dev_minor);
+	for (uint32_t k = r->nparts; k-- > 0;) {
+		const char *part = r->parts[k];
+		size_t l = strnlen(part, MAPEV_PART_LEN);
+
+		if (l == MAPEV_PART_LEN)
+			return known_get(r->ino, r->dev_major, r->dev_minor);
+		buf[len++] = '/';
+		memcpy(buf + len, part, l);
+		len += l;
+	}
+	buf[len] = 0;
+	return intern(buf);
+}
+
+void maps_view_event(const void *data, size_t size)
+{
+	struct mapev_rec r;
+	struct mv_proc *p;
+
+	if (size < sizeof(r))
+		return;
+	memcpy(&r, data, sizeof(r));
+	maps_view_stats.events++;
+	if (r.op == MAPEV_EXEC) {
+		maps_view_stats.execs++;
+		p = proc_find(r.pid);
+		if (p)
+			view_seed(p);
+		return;
+	}
+	if (r.end <= r.start)
+		return;
+	p = proc_get(r.pid);
+	if (r.op == MAPEV_MUNMAP) {
+		maps_view_stats.munmaps++;
+		view_cut(p, r.start, r.end);
+		return;
+	}
+	if (r.op != MAPEV_MMAP && r.op != MAPEV_MMAP_UNKNOWN)
+		return;
+	struct mv_map m = {
+		.start = r.start, .end = r.end, .offset = r.offset, .ino = r.ino,
+		.dev_major = r.dev_major, .dev_minor = r.dev_minor, .prot = (uint8_t)r.prot, .file = 1,
+	};
+	m.path = r.op == MAPEV_MMAP ? event_path(&r) : NULL;
+	m.unknown = !m.path;
+	if (m.path)
+		known_put(m.ino, m.dev_major, m.dev_minor, m.path);
+	maps_view_stats.mmaps++;
+	maps_view_stats.unknown += m.unknown;
+	view_add(p, &m);
+}
+
+void maps_view_sync(uint32_t pid)
+{
+	struct mv_proc *p = proc_get(pid);
+
+	if (!p->dirty)
+		return;
+	p->dirty = false;
+#ifdef HAVE_DWUNW
+	size_t cap = p->n * 96 + 64, len = 0;
+	char *text = xcalloc(1, cap);
+
+	for (size_t i = 0; i < p->n; i++) {
+		const struct mv_map *m = &p->v[i];
+		const char *path = m->unknown ? "[unknown file]" : m->path ? m->path : "";
+		size_t need = strlen(path) + 96;
+
+		if (len + need > cap) {
+			cap = (len + need) * 2;
+			text = xrealloc(text, cap);
+		}
+		len += (size_t)snprintf(text + len, cap - len,
+					"%" PRIx64 "-%" PRIx64 " %c%c%cp %08" PRIx64 " %02x:%02x %" PRIu64 " %s\n",
+					m->start, m->end, m->prot & 1 ? 'r' : '-', m->prot & 2 ? 'w' : '-',
+					m->prot & 4 ? 'x' : '-', m->offset, m->dev_major, m->dev_minor,
+					m->ino, path);
+	}
+	if (len && dwunw_maps_pin(&dctx, (int32_t)pid, text, len) == DWUNW_OK)
+		maps_view_stats.pins++;
+	free(text);
+#endif
+}
+
+uint64_t maps_view_file_id(uint32_t pid, uint64_t pc, bool *unknown)
+{
+	struct mv_proc *p = proc_find(pid);
+	size_t lo = 0, hi;
+
+	*unknown = false;
+	if (!p)
+		return 0;
+	hi = p->n;
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+
+		if (p->v[mid].end <= pc)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo >= p->n || p->v[lo].start > pc || !p->v[lo].file)
+		return 0;
+	*unknown = p->v[lo].unknown;
+	return hash64(hash64(p->v[lo].ino, p->v[lo].dev_major), p->v[lo].dev_minor) | 1;
+}
+
+void maps_view_forget(uint32_t pid)
+{
+	struct mv_proc *p = proc_find(pid);
+
+	if (!p)
+		return;
+	free(p->v);
+	*p = procs[--nprocs];
+}
+
+int maps_view_attach(struct bpf_object *obj, struct bpf_link ***links, size_t *nlinks)
+{
+	static const char *const progs[] = { "mapev_exec", "mapev_sys_enter", "mapev_sys_exit" };
+
+	for (size_t i = 0; i < sizeof(progs) / sizeof(progs[0]); i++) {
+		struct bpf_program *p = bpf_object__find_program_by_name(obj, progs[i]);
+		struct bpf_link *l = p ? bpf_program__attach(p) : NULL;
+		struct bpf_link **nl;
+
+		if (!l)
+			return p ? -errno : -ENOENT;
+		nl = realloc(*links, (*nlinks + 1) * sizeof(**links));
+		if (!nl) {
+			bpf_link__destroy(l);
+			return -ENOMEM;
+		}
+		*links = nl;
+		(*links)[(*nlinks)++] = l;
+	}
+	return 0;
+}
+
+void maps_view_json(void)
+{
+	const struct maps_view_stats *s = &maps_view_stats;
+
+	if (!maps_view_on)
+		return;
+	printf(",\"maps\":{\"events\":%" PRIu64 ",\"mmaps\":%" PRIu64 ",\"unknown_files\":%" PRIu64
+	       ",\"munmaps\":%" PRIu64 ",\"execs\":%" PRIu64 ",\"seeds\":%" PRIu64
+	       ",\"records_flagged\":%" PRIu64 "}",
+	       s->events, s->mmaps, s->unknown, s->munmaps, s->execs, s->seeds, s->flagged);
+}
+
+void maps_view_text(void)
+{
+	const struct maps_view_stats *s = &maps_view_stats;
+
+	/* only when something is flagged (the JSON summary always has the counts) */
+	if (!maps_view_on || (!s->unknown && !s->flagged))
+		return;
+	printf("maps: %" PRIu64 " file mappings of unknown file, %" PRIu64
+	       " records flagged MODULE_UNKNOWN (of %" PRIu64 " mappings applied in record order)\n",
+	       s->unknown, s->flagged, s->mmaps);
+}

@@ -1,0 +1,57 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * The mappings of each traced process as of the record being processed: seeded from
+ * /proc/PID/maps at the process's first record or mapping event (and after each exec), then
+ * changed only by mapping events (mapev.h) applied in order with the records. Before a record is
+ * unwound, its process's view is given to libdwunw (dwunw_maps_pin) when it changed, so every
+ * record is unwound and symbolized against the modules mapped when it was captured.
+ */
+#ifndef DWUNW_MAPS_VIEW_H
+#define DWUNW_MAPS_VIEW_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct mapev_rec;
+
+/* Mapping events are in use (the tool attached mapev.bpf.h's programs). */
+extern bool maps_view_on;
+
+struct maps_view_stats {
+	uint64_t events;      /* mapping records received */
+	uint64_t mmaps;       /* file mappings added */
+	uint64_t unknown;     /* ... whose file could not be known (frames there are flagged) */
+	uint64_t munmaps;
+	uint64_t execs;
+	uint64_t seeds;       /* views read from /proc/PID/maps */
+	uint64_t pins;        /* views given to libdwunw */
+	uint64_t flagged;     /* records with a frame in a mapping of unknown file */
+};
+extern struct maps_view_stats maps_view_stats;
+
+/* Apply one mapping record (CAP_KIND_MAPEV); malformed ones are ignored. */
+void maps_view_event(const void *data, size_t size);
+
+/* Before unwinding a record of pid: its current view, given to libdwunw if changed. */
+void maps_view_sync(uint32_t pid);
+
+/*
+ * The identity of the file mapped at pc in pid's view (device and inode folded, never 0), or 0
+ * when pc is in no file mapping; *unknown: pc lies in a file mapping whose file is unknown.
+ */
+uint64_t maps_view_file_id(uint32_t pid, uint64_t pc, bool *unknown);
+
+struct bpf_object;
+struct bpf_link;
+/* Attach mapev.bpf.h's programs of obj, appended to *links: 0 or a negative errno. */
+int maps_view_attach(struct bpf_object *obj, struct bpf_link ***links, size_t *nlinks);
+
+/* The summary: JSON (",\"maps\":{...}") and a text line, when mapping events are on. */
+void maps_view_json(void);
+void maps_view_text(void);
+
+/* The process is gone: its view goes. */
+void maps_view_forget(uint32_t pid);
+
+#endif /* DWUNW_MAPS_VIEW_H */

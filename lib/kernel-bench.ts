@@ -1,0 +1,162 @@
+// The in-kernel walker's figures for `dwunw bench` (issue 11): build/bpf/kwalk-check runs a fixed
+// workload (a python3 loop, ~18 frames per sample through the interpreter, libc and its
+// extension modules), walks every cpu-clock sample in the kernel with dwunw's block-index walker
+// and with a plain binary-search walker (the peer, as Parca's and OTel's) over the same rows, and
+// reads each program's run_time_ns / run_cnt (kernel.bpf_stats_enabled). Needs root and BPF:
+// without them the object says why in `unavailable`, and bench goes on.
+import { spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { packageRoot } from './native.js';
+
+/** One walker's figures, per sample of the workload. */
+export interface KernelWalkerFigures {
+  ns_per_frame: number;
+  ns_per_sample: number;
+  frames_per_sample: number;
+  bytes_per_row: number;
+  map_bytes: number;
+  verifier_insns: number;
+  fallback_pct: number;
+  /** run time of a one-frame walk (the fixed cost per sample) */
+  ns_first_frame: number;
+  /** (full walk - one-frame walk) / (frames - 1) */
+  ns_per_extra_frame: number;
+  samples: number;
+}
+
+export interface KernelBench {
+  /** why there are no figures (no root, no BPF, kwalk-check not built, the workload failed) */
+  unavailable?: string;
+  workload?: string;
+  /** dwunw's walker: block index, per-CPU rule cache, stack read in chunks */
+  walker?: KernelWalkerFigures;
+  /** the binary-search peer over the same rows, one user read per frame */
+  peer?: KernelWalkerFigures;
+  /** the sampled events unwound both ways (kernel walk vs libdwunw on the snapshot) */
+  events?: number;
+  identical_pct?: number;
+  differences?: number;
+  target_ns_per_frame: number;
+  met?: boolean;
+  // The same figures as `walker`, flat, as issue 11 names them.
+  ns_per_frame?: number;
+  ns_per_sample?: number;
+  frames_per_sample?: number;
+  bytes_per_row?: number;
+  map_bytes?: number;
+  verifier_insns?: number;
+  fallback_pct?: number;
+}
+
+const TARGET_NS_PER_FRAME = 60;
+
+const WORKLOAD =
+  'import time, json, re\ns = 0\nfor i in range(150000):\n' +
+  '    s += len(json.dumps({"a": [time.time()] * 5, "b": str(i)}))\n' +
+  '    re.sub(r"[0-9]+", "x", "abc123def456")\nprint(s)\n';
+
+interface CheckJson {
+  events: number;
+  identical_pct: number;
+  differences: number;
+  fallback: number;
+  bpf_stats: boolean;
+  kernel: Record<string, number>;
+  peer?: Record<string, number>;
+}
+
+function figures(k: Record<string, number>, shared: Record<string, number>): KernelWalkerFigures {
+  const n = (x: number | undefined) => (typeof x === 'number' && Number.isFinite(x) ? x : 0);
+  return {
+    ns_per_frame: n(k.ns_per_frame),
+    ns_per_sample: n(k.ns_per_sample),
+    frames_per_sample: n(k.frames_per_sample),
+    bytes_per_row: n(k.bytes_per_row),
+    map_bytes: n(k.map_bytes ?? shared.map_bytes),
+    verifier_insns: n(k.verifier_insns),
+    fallback_pct: n(k.fallback_pct),
+    ns_first_frame: n(k.ns_first_frame),
+    ns_per_extra_frame: n(k.ns_per_extra_frame),
+    samples: n(k.samples),
+  };
+}
+
+/** The system's python3 first (a pyenv shim on PATH would be a shell script forking the real one). */
+function python3(): string | null {
+  for (const d of ['/usr/bin', '/bin', ...(process.env.PATH ?? '').split(':')]) if (d && existsSync(join(d, 'python3'))) return join(d, 'python3');
+  return null;
+}
+
+function runCheck(cmd: string, args: string[], timeoutMs: number): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    const out: Buffer[] = [];
+    const err: Buffer[] = [];
+    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+    child.stdout.on('data', (b: Buffer) => out.push(b));
+    child.stderr.on('data', (b: Buffer) => err.push(b));
+    child.on('error', (e) => {
+      clearTimeout(timer);
+      resolve({ code: -1, stdout: '', stderr: e.message });
+    });
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout: Buffer.concat(out).toString(), stderr: Buffer.concat(err).toString() });
+    });
+  });
+}
+
+/** The last line of kwalk-check's stderr that says something (libbpf's verifier log is long). */
+function why(stderr: string, code: number | null): string {
+  const lines = stderr.trim().split('\n').filter((l) => l.startsWith('kwalk-check:'));
+  return (lines.pop() ?? stderr.trim().split('\n').pop() ?? '').replace(/^kwalk-check:\s*/, '') || `kwalk-check exit status ${code}`;
+}
+
+/** Run the workload under kwalk-check; never throws (the reason goes in `unavailable`). */
+export async function kernelBench(quick: boolean): Promise<KernelBench> {
+  const none = (unavailable: string): KernelBench => ({ unavailable, target_ns_per_frame: TARGET_NS_PER_FRAME });
+  const check = process.env.DWUNW_KWALK_CHECK ?? join(packageRoot(), 'build', 'bpf', 'kwalk-check');
+  if (process.platform !== 'linux') return none('BPF needs Linux');
+  if (process.arch !== 'x64') return none(`the walker's bench runs on x86_64 (this is ${process.arch})`);
+  if (process.getuid?.() !== 0) return none('needs root (BPF programs, perf events, kernel.bpf_stats_enabled)');
+  if (!existsSync(check)) return none(`${check} is not built (run make)`);
+  const python = python3();
+  if (!python) return none('the workload needs python3 (scripts/ensure-deps installs it)');
+  const dir = mkdtempSync(join(tmpdir(), 'dwunw-kbench-'));
+  try {
+    const py = join(dir, 'load.py');
+    writeFileSync(py, WORKLOAD);
+    // -p: the tables are in before the workload starts (as a tool loads them at exec)
+    const args = ['--json', '-p', '-d', quick ? '3' : '8', '-F', '997', '-m', '0', '--', python, py];
+    const r = await runCheck(check, args, 60_000);
+    const line = r.stdout.trim().split('\n').pop() ?? '';
+    let j: CheckJson;
+    try {
+      j = JSON.parse(line) as CheckJson;
+    } catch {
+      return none(why(r.stderr, r.code));
+    }
+    if (!j.bpf_stats) return none('kernel.bpf_stats_enabled could not be turned on: no run times');
+    if (!j.kernel || !j.kernel.samples) return none('no sample was walked (the workload did not run?)');
+    const walker = figures(j.kernel, j.kernel);
+    const out: KernelBench = {
+      workload: `python3 json/re loop, cpu-clock 997 Hz (${j.events} samples)`,
+      ...walker,
+      walker,
+      peer: j.peer ? figures(j.peer, j.kernel) : undefined,
+      events: j.events,
+      identical_pct: j.identical_pct,
+      differences: j.differences,
+      target_ns_per_frame: TARGET_NS_PER_FRAME,
+      met: walker.ns_per_frame <= TARGET_NS_PER_FRAME,
+    };
+    delete (out as { samples?: number }).samples;
+    delete (out as { ns_first_frame?: number }).ns_first_frame;
+    delete (out as { ns_per_extra_frame?: number }).ns_per_extra_frame;
+    return out;
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}

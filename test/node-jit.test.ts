@@ -1,0 +1,171 @@
+// JIT code, with real BPF: node (V8) run with --perf-basic-prof --interpreted-frames-native-stack
+// (fixtures/node/jit_leak.js), traced in the default (dwarf) mode.
+//  - memleak -p PID: JS functions leak Buffer.allocUnsafeSlow blocks (kept referenced) of sizes
+//    only they use (-z/-Z keep the others out): every block accounted for; every stack names the
+//    JS functions from /tmp/perf-PID.map (jitLeakInner above jitLeakOuter), goes on through V8's
+//    frames without CFI to node::Start / __libc_start_main, complete, each frame with its origin;
+//  - profile -p PID, node spinning: samples in JS name jitSpinOuter/jitSpinInner, marked [jit], with
+//    the legend line, and reach node::Start / __libc_start_main; no frame is printed <null sym>.
+// node's binary is large: the first unwind builds its table (seconds under load); the test
+// asserts invariants only, never timings. Needs root, BTF, BPF and node: skipped with the
+// reason, unless DWUNW_REQUIRE_BPF=1 (CI).
+import { type ChildProcess, spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import t from 'tap';
+
+const root = fileURLToPath(new URL('..', import.meta.url));
+const memleakBin = join(root, 'build', 'bpf', 'memleak');
+const profileBin = join(root, 'build', 'bpf', 'profile');
+const fixture = join(root, 'fixtures', 'node', 'jit_leak.js');
+const nodeBin = existsSync('/usr/bin/node') ? '/usr/bin/node' : process.execPath;
+const NODE_FLAGS = ['--perf-basic-prof', '--interpreted-frames-native-stack'];
+const REQUIRE = process.env.DWUNW_REQUIRE_BPF === '1';
+const ORIGINS = ['window', 'live', 'fp', 'prologue', 'lr', 'signal'];
+const BOTTOM = /^(node::Start\(|__libc_start_main$|__libc_start_call_main$)/;
+
+function unavailable(): string | null {
+  if (process.platform !== 'linux' || process.arch !== 'x64') return 'needs Linux on x86_64';
+  if (process.getuid?.() !== 0) return 'not root (memleak and profile need CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE)';
+  if (!existsSync('/sys/kernel/btf/vmlinux')) return 'the kernel has no BTF (/sys/kernel/btf/vmlinux)';
+  for (const b of [memleakBin, profileBin]) if (!existsSync(b)) return `${b} is not built (make bpf)`;
+  return null;
+}
+
+interface JFrame {
+  pc: string;
+  symbol: string | null;
+  module: string | null;
+  origin?: string;
+}
+interface JStack {
+  allocations: number;
+  bytes: number;
+  frames: JFrame[];
+  kind: string;
+  complete: boolean | null;
+  stop: string;
+  reason?: string;
+}
+interface JReport {
+  stacks: JStack[];
+  lost: number;
+  untracked: Record<string, number>;
+}
+
+interface Proc {
+  child: ChildProcess;
+  stdout: string;
+  stderr: string;
+  done: Promise<number | null>;
+}
+
+function start(cmd: string, args: string[], timeoutMs: number): Proc {
+  const env = { ...process.env };
+  delete env.NODE_OPTIONS;
+  const child = spawn(cmd, args, { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const p: Proc = { child, stdout: '', stderr: '', done: Promise.resolve(null) };
+  child.stdout!.setEncoding('utf8').on('data', (d: string) => (p.stdout += d));
+  child.stderr!.setEncoding('utf8').on('data', (d: string) => (p.stderr += d));
+  const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+  p.done = new Promise((resolve) =>
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      resolve(code);
+    }),
+  );
+  return p;
+}
+
+/** Resolves when `test` holds for the stream's text so far (polled), or rejects after ms. */
+async function waitFor(p: Proc, test: () => boolean, ms: number, what: string): Promise<void> {
+  const end = Date.now() + ms;
+  while (!test()) {
+    if (p.child.exitCode !== null || p.child.signalCode !== null) throw new Error(`${what}: the process ended first`);
+    if (Date.now() > end) throw new Error(`${what}: not within ${ms} ms`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+const names = (s: JStack): string[] => s.frames.map((f) => f.symbol ?? '');
+
+const skip = unavailable();
+if (skip && REQUIRE) t.fail(`DWUNW_REQUIRE_BPF=1 but: ${skip}`);
+
+t.test('memleak -p: JS functions named from the perf map, stacks complete to node::Start', { skip: skip ?? false }, async (tt) => {
+  const node = start(nodeBin, [...NODE_FLAGS, fixture, 'leak', '8'], 180_000);
+  tt.teardown(() => void node.child.kill('SIGKILL'));
+  await waitFor(node, () => /^ready \d+$/m.test(node.stdout), 60_000, 'node ready');
+  const pid = Number(/^ready (\d+)$/m.exec(node.stdout)![1]);
+  // only the fixture's blocks: SIZE .. SIZE + PER_ROUND - 1 (jit_leak.js)
+  const ml = start(memleakBin, ['--json', '-o', '0', '-T', '100000', '-z', '70000', '-Z', '70019', '-p', String(pid), '1'], 170_000);
+  tt.teardown(() => void ml.child.kill('SIGKILL'));
+  await waitFor(ml, () => /^Attaching to pid \d+/m.test(ml.stderr), 60_000, 'memleak attached');
+  process.kill(pid, 'SIGUSR2');
+  await waitFor(node, () => /^\{"leaked"/m.test(node.stdout), 60_000, 'node leaked its blocks');
+  const sum = JSON.parse(node.stdout.split('\n').find((l) => l.startsWith('{"leaked"'))!) as { leaked: number; bytes: number };
+  // the process (and its maps) stays until a report (one a second) holds every block
+  const reports = (): JReport[] => ml.stdout.split('\n').filter((l) => l.startsWith('{') && l.endsWith('}')).map((l) => JSON.parse(l) as JReport);
+  const held = (r: JReport | undefined) => (r ? r.stacks.reduce((a, s) => a + s.allocations, 0) + (r.untracked.allocs_full ?? 0) + (r.untracked.no_pending ?? 0) : 0);
+  await waitFor(ml, () => held(reports().at(-1)) >= sum.leaked, 120_000, 'a report with every block').catch((e: Error) => tt.comment(e.message));
+  node.child.kill('SIGTERM');
+  const [mlStatus] = await Promise.all([ml.done, node.done]);
+  tt.equal(mlStatus, 0, 'memleak exits 0 when the target exits', { stderr: ml.stderr });
+  const last = reports().at(-1);
+  if (!last) return void tt.fail('no report from memleak', { ml: ml.stderr });
+
+  const untracked = (last.untracked.allocs_full ?? 0) + (last.untracked.no_pending ?? 0);
+  const count = last.stacks.reduce((a, s) => a + s.allocations, 0);
+  const bytes = last.stacks.reduce((a, s) => a + s.bytes, 0);
+  tt.equal(count + untracked, sum.leaked, `every block accounted for: ${count} outstanding + ${untracked} untracked = ${sum.leaked} leaked`);
+  if (untracked === 0) tt.equal(bytes, sum.bytes, `their bytes: ${bytes}`);
+
+  const unwound = last.stacks.filter((s) => s.kind === 'dwarf');
+  const pseudo = last.stacks.filter((s) => s.kind !== 'dwarf');
+  tt.comment(`${unwound.length} stacks unwound (${unwound.reduce((a, s) => a + s.allocations, 0)} blocks), ${pseudo.length} pseudo-stacks (${pseudo.map((s) => s.reason).join(', ')}), records lost: ${last.lost}`);
+  tt.ok(unwound.length > 0, 'stacks were unwound');
+  for (const s of unwound) {
+    const n = names(s);
+    const inner = n.findIndex((x) => /jitLeakInner/.test(x));
+    const outer = n.findIndex((x) => /jitLeakOuter/.test(x));
+    const where = n.join(' <- ');
+    tt.ok(inner >= 0 && outer > inner, 'the JS functions are named, jitLeakInner above jitLeakOuter', { where });
+    tt.ok(n.some((x) => BOTTOM.test(x)), 'the stack goes on to node::Start / __libc_start_main', { where });
+    tt.equal(s.complete, true, `complete (stop ${s.stop})`, { where });
+    tt.ok(s.frames.every((f) => ORIGINS.includes(f.origin ?? '')), 'every frame says where it came from', { origins: s.frames.map((f) => f.origin) });
+    const js = s.frames.filter((f) => /^JS:/.test(f.symbol ?? ''));
+    tt.ok(js.length > 0 && js.every((f) => f.module === null), 'JS frames are in no file (anonymous code)');
+    tt.ok(s.frames.some((f) => f.origin === 'fp'), 'V8 frames without CFI are stepped by frame pointers, and marked fp');
+    if (tt.passing() === false) break;
+  }
+});
+
+t.test('profile -p: JS names marked [jit], stacks to node::Start, no <null sym>', { skip: skip ?? false }, async (tt) => {
+  // node spins until ended: it is alive while profile unwinds its samples (the first unwind
+  // builds node's table, seconds under load)
+  const node = start(nodeBin, [...NODE_FLAGS, fixture, 'spin', '150000'], 170_000);
+  tt.teardown(() => void node.child.kill('SIGKILL'));
+  await waitFor(node, () => /^ready \d+$/m.test(node.stdout), 60_000, 'node ready');
+  const pid = Number(/^ready (\d+)$/m.exec(node.stdout)![1]);
+  const pr = start(profileBin, ['-U', '-F', '199', '-p', String(pid), '3'], 160_000);
+  tt.teardown(() => void pr.child.kill('SIGKILL'));
+  const status = await pr.done;
+  // SIGKILL: a signal node handles waits for its event loop, which the spin loop holds
+  node.child.kill('SIGKILL');
+  await node.done;
+  tt.equal(status, 0, 'profile exits 0 after its duration', { stderr: pr.stderr });
+  tt.notMatch(pr.stdout, /<null sym>/, 'no frame printed <null sym>');
+  // text blocks: frames, "    -   comm (pid)", count, blank line
+  const blocks = pr.stdout.split('\n\n').map((b) => b.split('\n').filter((l) => /^ {4}\S/.test(l) && !/^ {4}-\s/.test(l)).map((l) => l.slice(4)));
+  const js = blocks.filter((b) => b.some((l) => /^JS:\S*jitSpin(Inner|Outer) /.test(l)));
+  tt.comment(`${blocks.length} stacks, ${js.length} through jitSpinInner/jitSpinOuter`);
+  tt.ok(js.length > 0, 'samples in the JS functions, named');
+  for (const b of js) {
+    const where = b.join(' <- ');
+    tt.ok(b.filter((l) => l.startsWith('JS:')).every((l) => / \[jit\]$/.test(l)), 'each JS frame marked [jit]', { where });
+    tt.ok(b.some((l) => BOTTOM.test(l)), 'the stack goes on to node::Start / __libc_start_main', { where });
+    if (tt.passing() === false) break;
+  }
+  tt.match(pr.stdout, /^ {4}frames marked .*\[jit\] named from the JIT's \/tmp\/perf-PID\.map/m, 'the legend explains the markers once');
+});
