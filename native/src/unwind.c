@@ -84,7 +84,8 @@ static const struct place no_place; /* empty: len 0, no table */
 static inline void place_use(struct walk *w, const struct place *pl, uint32_t fi)
 {
 	if (DW_UNLIKELY(pl->unused)) {
-		w->held[pl->hidx].frame = fi;
+		if (w->held[pl->hidx].frame > fi)
+			w->held[pl->hidx].frame = fi;
 		((struct place *)pl)->unused = 0;
 	}
 }
@@ -974,11 +975,18 @@ static int memo_take(struct walk *w)
 			memset(pl, 0, sizeof(*pl));
 			continue;
 		}
+		pl->unused = 1;
+		pl->hidx = (uint8_t)w->nheld;
+		w->nplaces++;
+		if (w->nheld && w->held[0].m == pl->mod) {
+			/* two mappings of one module: one reference */
+			dw_module_put(pl->mod);
+			pl->hidx = 0;
+			continue;
+		}
 		w->held[w->nheld].m = pl->mod;
 		w->held[w->nheld].frame = UINT32_MAX; /* released at the end unless a frame uses it */
-		pl->unused = 1;
-		pl->hidx = (uint8_t)w->nheld++;
-		w->nplaces++;
+		w->nheld++;
 	}
 	return 1;
 }
@@ -1012,6 +1020,16 @@ static void hand_refs(struct walk *w, struct dwunw_frame *frames, size_t nf)
 	size_t at = 0;
 	int list = nf > 0;
 
+	/* A place handed over to the mapping of the pc itself (frame_place's trampoline case) left
+	 * its module on a frame showing another one: the first frame that shows it holds it. */
+	for (unsigned i = 0; i < w->nheld; i++) {
+		size_t fr = w->held[i].frame;
+		if (fr >= nf || frames[fr].module == w->held[i].m)
+			continue;
+		while (fr < nf && frames[fr].module != w->held[i].m)
+			fr++;
+		w->held[i].frame = fr < nf ? (uint32_t)fr : UINT32_MAX;
+	}
 	/* in frame order (places from the memo get their frame when first used) */
 	for (unsigned i = 1; i < w->nheld; i++)
 		for (unsigned j = i; j > 0 && w->held[j - 1].frame > w->held[j].frame; j--) {
