@@ -627,6 +627,64 @@ static void test_offline(void)
 }
 
 /*
+ * A return address at the very start of a module's code, right after its read-only mapping: the
+ * look-up (pc - 1) is in one mapping, the frame in the next, both of one module. The second
+ * capture takes both places from the context's memo: still one reference, released with the
+ * frames (the fuzzer found one left behind).
+ */
+static void test_code_start_memo(void)
+{
+	struct dwunw_ctx ctx;
+	struct dwunw_frame f[MAXF];
+	struct dwunw_cache_stats st;
+	struct dwunw_regs regs = self.regs;
+	unsigned long long phi = 0, pc = 0;
+	char ppath[256] = "";
+
+	if (!self.maps || !self_nf) {
+		SKIP("code start: no snapshot");
+		return;
+	}
+	for (const char *s = self.maps, *end = self.maps + self.maps_len; s < end && !pc;) {
+		const char *eol = memchr(s, '\n', (size_t)(end - s));
+		size_t l = eol ? (size_t)(eol - s) : (size_t)(end - s);
+		unsigned long long lo, hi, off;
+		char line[1024], perms[8] = "", path[256] = "";
+
+		snprintf(line, sizeof(line), "%.*s", (int)l, s);
+		if (sscanf(line, "%llx-%llx %7s %llx %*s %*s %255s", &lo, &hi, perms, &off, path) == 5) {
+			if (perms[2] == 'x' && path[0] == '/' && lo == phi && strcmp(path, ppath) == 0)
+				pc = lo;
+			phi = hi;
+			snprintf(ppath, sizeof(ppath), "%s", path);
+		}
+		s += l + 1;
+	}
+	if (!pc) {
+		SKIP("code start: no code mapping right after its file's first mapping");
+		return;
+	}
+	if (!ok(init_ctx(&ctx, 0, 0) == DWUNW_OK, "code start: init"))
+		return;
+	is_int(dwunw_maps_set(&ctx, FAKE_PID, self.maps, self.maps_len), DWUNW_OK, "code start: maps_set");
+	regs.pid = regs.tid = FAKE_PID;
+	regs.pc = pc;
+	regs.flags |= DWUNW_REGS_PC_IS_RETADDR;
+	for (int round = 0; round < 3; round++) {
+		size_t nf = MAXF;
+		int err = dwunw_capture(&ctx, &regs, f, &nf);
+
+		dwunw_module_cache_release(&ctx, f, nf);
+		memset(&st, 0, sizeof(st));
+		err = dwunw_cache_stats(&ctx, &st) == DWUNW_OK ? err : DWUNW_ERR_INVALID_ARG;
+		ok(nf >= 1 && st.active == 0,
+		   "code start, capture %d: %zu frames (%s), no module reference left (%llu active)", round + 1, nf,
+		   dwunw_errname(err), (unsigned long long)st.active);
+	}
+	dwunw_shutdown(&ctx);
+}
+
+/*
  * Maps pinned by the caller (dwunw_maps_pin, as memleak does from mapping events): used as given
  * for a live pid, never re-read, and a file opened only while it is the very file mapped.
  */
@@ -1419,6 +1477,7 @@ int main(void)
 	test_self();
 	test_offline();
 	test_pinned();
+	test_code_start_memo();
 	test_live_end();
 	test_timing();
 	test_errors();
