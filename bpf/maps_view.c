@@ -9,6 +9,7 @@
 #include "intern.h"
 #include "mapev.h"
 #include "maps_view.h"
+#include "tool_signals.h"
 #include "tool_util.h"
 #ifdef HAVE_DWUNW
 #include "frames.h"
@@ -387,22 +388,7 @@ int maps_view_attach(struct bpf_object *obj, struct bpf_link ***links, size_t *n
 {
 	static const char *const progs[] = { "mapev_exec", "mapev_sys_enter", "mapev_sys_exit" };
 
-	for (size_t i = 0; i < sizeof(progs) / sizeof(progs[0]); i++) {
-		struct bpf_program *p = bpf_object__find_program_by_name(obj, progs[i]);
-		struct bpf_link *l = p ? bpf_program__attach(p) : NULL;
-		struct bpf_link **nl;
-
-		if (!l)
-			return p ? -errno : -ENOENT;
-		nl = realloc(*links, (*nlinks + 1) * sizeof(**links));
-		if (!nl) {
-			bpf_link__destroy(l);
-			return -ENOMEM;
-		}
-		*links = nl;
-		(*links)[(*nlinks)++] = l;
-	}
-	return 0;
+	return tool_links_attach(obj, progs, sizeof(progs) / sizeof(progs[0]), links, nlinks);
 }
 
 void maps_view_json(void)

@@ -14,6 +14,7 @@
 #include <bpf/libbpf.h>
 #include "target.h"
 #include "tool_opts.h"
+#include "tool_signals.h"
 #include "tool_util.h"
 
 /* ---- the program ---------------------------------------------------------------------------- */
@@ -252,22 +253,7 @@ int follow_attach(struct bpf_object *obj, struct bpf_link ***links, size_t *nlin
 {
 	static const char *const progs[] = { "follow_fork", "follow_exec", "follow_exit" };
 
-	for (size_t i = 0; i < sizeof(progs) / sizeof(progs[0]); i++) {
-		struct bpf_program *p = bpf_object__find_program_by_name(obj, progs[i]);
-		struct bpf_link *l = p ? bpf_program__attach(p) : NULL;
-		struct bpf_link **nl;
-
-		if (!l)
-			return p ? -errno : -ENOENT;
-		nl = realloc(*links, (*nlinks + 1) * sizeof(**links));
-		if (!nl) {
-			bpf_link__destroy(l);
-			return -ENOMEM;
-		}
-		*links = nl;
-		(*links)[(*nlinks)++] = l;
-	}
-	return 0;
+	return tool_links_attach(obj, progs, sizeof(progs) / sizeof(progs[0]), links, nlinks);
 }
 
 bool follow_any_alive(struct bpf_object *obj)

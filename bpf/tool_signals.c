@@ -74,6 +74,27 @@ bool tool_flush_stdout(void)
 	return !stdout_gone;
 }
 
+int tool_links_attach(struct bpf_object *obj, const char *const *names, size_t n,
+		      struct bpf_link ***links, size_t *nlinks)
+{
+	for (size_t i = 0; i < n; i++) {
+		struct bpf_program *p = bpf_object__find_program_by_name(obj, names[i]);
+		struct bpf_link *l = p ? bpf_program__attach(p) : NULL;
+		struct bpf_link **nl;
+
+		if (!l)
+			return p ? -errno : -ENOENT;
+		nl = realloc(*links, (*nlinks + 1) * sizeof(**links));
+		if (!nl) {
+			bpf_link__destroy(l);
+			return -ENOMEM;
+		}
+		*links = nl;
+		(*links)[(*nlinks)++] = l;
+	}
+	return 0;
+}
+
 void tool_links_destroy(struct bpf_link **links, size_t n)
 {
 	tool_links_destroy_fds(links, n, NULL, 0);

@@ -43,4 +43,10 @@ void tool_links_destroy(struct bpf_link **links, size_t n);
 /* The same, with link file descriptors made without libbpf (uprobe_multi.h) closed with them. */
 void tool_links_destroy_fds(struct bpf_link **links, size_t n, int *fds, size_t nfds);
 
+struct bpf_object;
+/* Attach the programs named (their own SEC() attach points) and append their links to *links;
+ * 0, or -ENOENT for a name not in obj, -errno of the first that fails, -ENOMEM. */
+int tool_links_attach(struct bpf_object *obj, const char *const *names, size_t n,
+		      struct bpf_link ***links, size_t *nlinks);
+
 #endif /* DWUNW_TOOL_SIGNALS_H */
