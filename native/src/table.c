@@ -27,6 +27,8 @@ struct builder {
 	/* rules, deduplicated through an open-addressing hash of rule ids */
 	struct dw_rule *rules;
 	uint32_t nrules, cap_rules;
+	struct rkey *keys;         /* keys[id]: rule id's key */
+	uint32_t cap_keys;
 	struct dw_regrule *regrules;
 	uint32_t nregrules, cap_regrules;
 	uint32_t *hash;            /* rule id + 1, 0 = empty */
@@ -61,23 +63,56 @@ static int grow(void **p, uint32_t *cap, uint32_t need, size_t elem)
 	return DWUNW_OK;
 }
 
-/* A rule's key is its first 12 bytes and register rules are 8: hash them a word at a time. */
-static uint64_t hash_rule(const struct dw_rule *r, const struct dw_regrule *regs, uint32_t n)
-{
-	uint64_t w[2], h = 0x9e3779b97f4a7c15ull;
+/* What identifies a rule: the rest of struct dw_rule is derived from it (and its register
+ * rules), so it is computed once per distinct rule, not per row. */
+struct rkey {
+	uint8_t cfa_kind, flags, nregs, ra_reg;
+	uint16_t cfa_reg, pad;
+	int32_t cfa_off;
+};
+_Static_assert(sizeof(struct rkey) == 12, "rule key layout");
 
-	memcpy(w, r, 8);
-	memcpy(&w[1], (const uint8_t *)r + 8, 4); /* up to reg_first, which is not part of the key */
-	w[1] &= 0xffffffffull;
-	h = (h ^ w[0]) * 0xff51afd7ed558ccdull;
-	h = (h ^ w[1]) * 0xc4ceb9fe1a85ec53ull;
+/* Hash a key and its register rules a word at a time: the rules first (rule_id hashes them
+ * while packing them), then the key. */
+static uint64_t hash_key(const struct rkey *k, uint64_t h)
+{
+	uint64_t w0;
+
+	memcpy(&w0, k, 8);
+	h = (h ^ w0) * 0xff51afd7ed558ccdull;
+	h = (h ^ (uint32_t)k->cfa_off) * 0xc4ceb9fe1a85ec53ull;
+	return h ^ (h >> 32);
+}
+
+static uint64_t hash_rule(const struct rkey *k, const struct dw_regrule *regs, uint32_t n)
+{
+	uint64_t h = 0;
+
 	for (uint32_t i = 0; i < n; i++) {
 		uint64_t x;
 		memcpy(&x, &regs[i], 8);
 		h = (h ^ x) * 0xff51afd7ed558ccdull;
 		h ^= h >> 29;
 	}
-	return h ^ (h >> 32);
+	return hash_key(k, h);
+}
+
+static int same_rule(const struct rkey *a, const struct dw_regrule *ra, const struct rkey *b,
+		     const struct dw_regrule *rb)
+{
+	uint64_t x, y;
+
+	memcpy(&x, a, 8);
+	memcpy(&y, b, 8);
+	if (x != y || a->cfa_off != b->cfa_off)
+		return 0;
+	for (uint32_t i = 0; i < a->nregs; i++) {
+		memcpy(&x, &ra[i], 8);
+		memcpy(&y, &rb[i], 8);
+		if (x != y)
+			return 0;
+	}
+	return 1;
 }
 
 /* Recognise "DW_OP_bregN off [DW_OP_deref]" (signal frames are made of these). */
@@ -137,7 +172,7 @@ static int rehash(struct builder *b)
 	b->hash_mask = size - 1;
 	for (uint32_t id = 1; id < b->nrules; id++) {
 		const struct dw_rule *r = &b->rules[id];
-		uint64_t k = hash_rule(r, &b->regrules[r->reg_first], r->nregs);
+		uint64_t k = hash_rule(&b->keys[id], &b->regrules[r->reg_first], r->nregs);
 		uint32_t i = (uint32_t)k & b->hash_mask;
 		while (h[i])
 			i = (i + 1) & b->hash_mask;
@@ -171,119 +206,126 @@ static void lean_shape(struct dw_rule *r, const struct dw_regrule *rr, uint32_t 
 	r->flags |= DW_RULEF_LEAN | (r->cfa_reg == a->fp_reg && r->cfa_reg != a->sp_reg ? DW_RULEF_CFA_FP : 0);
 }
 
+/* The derived fields of a new rule: the shape its step takes (flags, slots, bounds, mask). */
+static void derive_rule(const struct builder *b, struct dw_rule *r, const struct dw_regrule *rr, uint32_t n)
+{
+	const struct dwunw_arch_ops *a = b->in->arch;
+	int64_t lo = INT32_MAX, hi = INT32_MIN;
+	uint64_t set_mask = 0;
+
+	if (r->cfa_kind == DW_CFA_KIND_REG && r->cfa_reg < DWUNW_MAX_REGS && r->ra_reg < DWUNW_MAX_REGS) {
+		r->flags |= DW_RULEF_SIMPLE;
+		if (!(r->flags & DW_RULEF_SIGNAL)) {
+			int ra_undef = 0, all_undef = 1;
+			for (uint32_t i = 0; i < n; i++) {
+				all_undef &= rr[i].kind == DW_RULE_UNDEF;
+				ra_undef |= rr[i].reg == r->ra_reg;
+			}
+			if (ra_undef && all_undef)
+				r->flags |= DW_RULEF_OUTERMOST;
+		}
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		if (rr[i].reg == r->ra_reg)
+			r->flags |= DW_RULEF_RA_RULE;
+		if (rr[i].reg >= DWUNW_MAX_REGS || rr[i].kind != DW_RULE_OFFSET)
+			r->flags &= ~DW_RULEF_SIMPLE;
+		if (rr[i].kind == DW_RULE_OFFSET) {
+			lo = rr[i].val < lo ? rr[i].val : lo;
+			hi = rr[i].val > hi ? rr[i].val : hi;
+			if (rr[i].reg < 64)
+				set_mask |= 1ull << rr[i].reg;
+		}
+	}
+	if ((r->flags & (DW_RULEF_SIMPLE | DW_RULEF_RA_RULE | DW_RULEF_SIGNAL)) ==
+	    (DW_RULEF_SIMPLE | DW_RULEF_RA_RULE) && a) {
+		r->flags |= DW_RULEF_FAST;
+		r->step_mask = (set_mask & (a->nregs >= 64 ? ~0ull : (1ull << a->nregs) - 1)) |
+			       (a->sp_reg < 64 ? 1ull << a->sp_reg : 0);
+	}
+	/* slots one word wide: [lo, hi + word) */
+	if (lo <= hi) {
+		r->off_min = (int32_t)lo;
+		r->span = (uint32_t)(hi - lo) + (b->in->addr_size ? b->in->addr_size : 8);
+	}
+	if (r->flags & DW_RULEF_FAST)
+		lean_shape(r, rr, n, a);
+}
+
+/* The rule id of a state: an existing one when equal, else a new one. */
 static int rule_id(struct builder *b, const struct dw_frame_state *st, uint32_t *out)
 {
-	struct dw_rule r = { 0 };
+	struct rkey key = { 0 };
+	struct dw_regrule *tmp = b->tmp;
 	uint32_t n = 0;
 	uint64_t k;
 	int err;
 
-	r.cfa_kind = st->cfa_kind;
-	r.flags = b->cur_flags | (st->ra_signed ? DW_RULEF_RA_SIGNED : 0);
-	r.ra_reg = b->cur_ra;
+	key.cfa_kind = st->cfa_kind;
+	key.flags = b->cur_flags | (st->ra_signed ? DW_RULEF_RA_SIGNED : 0);
+	key.ra_reg = b->cur_ra;
 	if (st->cfa_kind == DW_CFA_KIND_REG) {
 		if (st->cfa_reg > UINT16_MAX || !fits32(st->cfa_off))
 			return DWUNW_ERR_UNSUPPORTED_CFI;
-		r.cfa_reg = (uint16_t)st->cfa_reg;
-		r.cfa_off = (int32_t)st->cfa_off;
+		key.cfa_reg = (uint16_t)st->cfa_reg;
+		key.cfa_off = (int32_t)st->cfa_off;
 	} else if (st->cfa_kind == DW_CFA_KIND_EXPR) {
-		if ((err = intern_expr(b, st->cfa_expr, st->cfa_expr_len, &r.cfa_off)))
+		if ((err = intern_expr(b, st->cfa_expr, st->cfa_expr_len, &key.cfa_off)))
 			return err;
 	}
+	/* The register rules, hashed as they are packed (hash_rule's order and mixing). */
+	k = 0;
 	for (unsigned w = 0; w < DW_MAX_COLS / 64; w++) {
 		uint64_t bits = st->set[w];
 		while (bits) {
 			unsigned reg = w * 64 + (unsigned)__builtin_ctzll(bits);
 			const struct dw_col *c = &st->col[reg];
-			struct dw_regrule *rr = &b->tmp[n++];
+			uint8_t kind = c->kind;
+			int32_t val = 0;
+			uint64_t x;
 			bits &= bits - 1;
-			rr->reg = (uint16_t)reg;
-			rr->kind = c->kind;
-			rr->pad = 0;
-			rr->val = 0;
-			switch (c->kind) {
-			case DW_RULE_OFFSET:
-			case DW_RULE_VAL_OFFSET:
-			case DW_RULE_REG:
-				if (!fits32(c->val))
+			if (DW_LIKELY(kind == DW_RULE_OFFSET) || kind == DW_RULE_VAL_OFFSET || kind == DW_RULE_REG) {
+				val = (int32_t)c->val;
+				if (val != c->val)
 					return DWUNW_ERR_UNSUPPORTED_CFI;
-				rr->val = (int32_t)c->val;
-				break;
-			case DW_RULE_EXPR:
-			case DW_RULE_VAL_EXPR:
-				if ((err = intern_expr(b, c->expr, c->expr_len, &rr->val)))
+			} else if (kind == DW_RULE_EXPR || kind == DW_RULE_VAL_EXPR) {
+				if ((err = intern_expr(b, c->expr, c->expr_len, &val)))
 					return err;
-				break;
 			}
+			tmp[n] = (struct dw_regrule){ (uint16_t)reg, kind, 0, val };
+			memcpy(&x, &tmp[n], 8);
+			n++;
+			k = (k ^ x) * 0xff51afd7ed558ccdull;
+			k ^= k >> 29;
 		}
 	}
 	if (n > UINT8_MAX)
 		return DWUNW_ERR_UNSUPPORTED_CFI;
-	r.nregs = (uint8_t)n;
-	if (r.cfa_kind == DW_CFA_KIND_REG && r.cfa_reg < DWUNW_MAX_REGS && r.ra_reg < DWUNW_MAX_REGS)
-		r.flags |= DW_RULEF_SIMPLE;
-	if (r.cfa_kind == DW_CFA_KIND_REG && r.cfa_reg < DWUNW_MAX_REGS && r.ra_reg < DWUNW_MAX_REGS &&
-	    !(r.flags & DW_RULEF_SIGNAL)) {
-		int ra_undef = 0, all_undef = 1;
-		for (uint32_t i = 0; i < n; i++) {
-			all_undef &= b->tmp[i].kind == DW_RULE_UNDEF;
-			ra_undef |= b->tmp[i].reg == r.ra_reg;
-		}
-		if (ra_undef && all_undef)
-			r.flags |= DW_RULEF_OUTERMOST;
-	}
-	{
-		int64_t lo = INT32_MAX, hi = INT32_MIN;
-		uint64_t set_mask = 0;
-		for (uint32_t i = 0; i < n; i++) {
-			const struct dw_regrule *rr = &b->tmp[i];
-			if (rr->reg == r.ra_reg)
-				r.flags |= DW_RULEF_RA_RULE;
-			if (rr->reg >= DWUNW_MAX_REGS || rr->kind != DW_RULE_OFFSET)
-				r.flags &= ~DW_RULEF_SIMPLE;
-			if (rr->kind == DW_RULE_OFFSET) {
-				lo = rr->val < lo ? rr->val : lo;
-				hi = rr->val > hi ? rr->val : hi;
-				if (rr->reg < 64)
-					set_mask |= 1ull << rr->reg;
-			}
-		}
-		if ((r.flags & (DW_RULEF_SIMPLE | DW_RULEF_RA_RULE | DW_RULEF_SIGNAL)) ==
-		    (DW_RULEF_SIMPLE | DW_RULEF_RA_RULE) && b->in->arch) {
-			const struct dwunw_arch_ops *a = b->in->arch;
-			r.flags |= DW_RULEF_FAST;
-			r.step_mask = (set_mask & (a->nregs >= 64 ? ~0ull : (1ull << a->nregs) - 1)) |
-				      (a->sp_reg < 64 ? 1ull << a->sp_reg : 0);
-		}
-		/* slots one word wide: [lo, hi + word) */
-		if (lo <= hi) {
-			r.off_min = (int32_t)lo;
-			r.span = (uint32_t)(hi - lo) + (b->in->addr_size ? b->in->addr_size : 8);
-		}
-		if (r.flags & DW_RULEF_FAST)
-			lean_shape(&r, b->tmp, n, b->in->arch);
-	}
+	key.nregs = (uint8_t)n;
+	k = hash_key(&key, k);
 
-	k = hash_rule(&r, b->tmp, n);
 	for (uint32_t i = (uint32_t)k & b->hash_mask;; i = (i + 1) & b->hash_mask) {
 		uint32_t id = b->hash[i];
 		if (!id)
 			break;
-		const struct dw_rule *o = &b->rules[id - 1];
-		if (memcmp(o, &r, offsetof(struct dw_rule, reg_first)) == 0 &&
-		    (!n || memcmp(&b->regrules[o->reg_first], b->tmp, n * sizeof(struct dw_regrule)) == 0)) {
+		if (same_rule(&b->keys[id - 1], &b->regrules[b->rules[id - 1].reg_first], &key, tmp)) {
 			*out = id - 1;
 			return DWUNW_OK;
 		}
 	}
 	if (grow((void **)&b->rules, &b->cap_rules, b->nrules + 1, sizeof(*b->rules)) ||
+	    grow((void **)&b->keys, &b->cap_keys, b->nrules + 1, sizeof(*b->keys)) ||
 	    grow((void **)&b->regrules, &b->cap_regrules, b->nregrules + n, sizeof(*b->regrules)))
 		return DWUNW_ERR_NOMEM;
-	r.reg_first = b->nregrules;
+	struct dw_rule r = { .cfa_kind = key.cfa_kind, .flags = key.flags, .nregs = key.nregs,
+			     .ra_reg = key.ra_reg, .cfa_reg = key.cfa_reg, .cfa_off = key.cfa_off,
+			     .reg_first = b->nregrules };
+	derive_rule(b, &r, tmp, n);
 	if (n)
-		memcpy(&b->regrules[b->nregrules], b->tmp, n * sizeof(struct dw_regrule));
+		memcpy(&b->regrules[b->nregrules], tmp, n * sizeof(struct dw_regrule));
 	b->nregrules += n;
 	b->rules[b->nrules] = r;
+	b->keys[b->nrules] = key;
 	*out = b->nrules++;
 	if ((uint64_t)b->nrules * 2 > b->hash_mask)
 		return rehash(b);
@@ -295,7 +337,7 @@ static int rule_id(struct builder *b, const struct dw_frame_state *st, uint32_t 
 	return DWUNW_OK;
 }
 
-static int add_row(struct builder *b, uint64_t pc, uint32_t id)
+static inline int add_row(struct builder *b, uint64_t pc, uint32_t id)
 {
 	uint64_t off;
 
@@ -305,7 +347,7 @@ static int add_row(struct builder *b, uint64_t pc, uint32_t id)
 		b->nrows--; /* same start: the later rule wins */
 	if (b->nrows && b->rows[b->nrows - 1].id == id)
 		return DWUNW_OK; /* identical neighbour */
-	if (grow((void **)&b->rows, &b->cap_rows, b->nrows + 1, sizeof(*b->rows)))
+	if (DW_UNLIKELY(b->nrows == b->cap_rows) && grow((void **)&b->rows, &b->cap_rows, b->nrows + 1, sizeof(*b->rows)))
 		return DWUNW_ERR_NOMEM;
 	b->rows[b->nrows++] = (struct brow){ (uint32_t)off, id };
 	return DWUNW_OK;
@@ -330,6 +372,64 @@ static int cmp_fde_ref(const void *a, const void *b)
 	if (x->src != y->src)
 		return x->src < y->src ? -1 : 1;
 	return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+/* FDEs come in address order within a few ascending runs (one per group of linked objects):
+ * merging the runs costs n per level and log(runs) levels. */
+static int sort_refs(struct fde_ref *a, uint32_t n)
+{
+	struct fde_ref *tmp, *src = a, *dst;
+	uint32_t *runs, nruns = 0;
+
+	if (n < 2)
+		return DWUNW_OK;
+	for (uint32_t i = 1; i < n; i++)
+		nruns += cmp_fde_ref(&a[i - 1], &a[i]) > 0;
+	if (!nruns)
+		return DWUNW_OK;
+	nruns++;
+	tmp = malloc((size_t)n * sizeof(*tmp));
+	runs = malloc(((size_t)nruns + 1) * sizeof(*runs));
+	if (!tmp || !runs) {
+		free(tmp);
+		free(runs);
+		return DWUNW_ERR_NOMEM;
+	}
+	/* runs[k] = start of run k; runs[nruns] = n */
+	nruns = 0;
+	runs[nruns++] = 0;
+	for (uint32_t i = 1; i < n; i++)
+		if (cmp_fde_ref(&a[i - 1], &a[i]) > 0)
+			runs[nruns++] = i;
+	runs[nruns] = n;
+	dst = tmp;
+	while (nruns > 1) {
+		uint32_t k, m = 0;
+		for (k = 0; k + 1 < nruns; k += 2) {
+			uint32_t i = runs[k], j = runs[k + 1], ie = runs[k + 1], je = runs[k + 2], o = runs[k];
+			while (i < ie && j < je)
+				dst[o++] = cmp_fde_ref(&src[j], &src[i]) < 0 ? src[j++] : src[i++];
+			while (i < ie)
+				dst[o++] = src[i++];
+			while (j < je)
+				dst[o++] = src[j++];
+			runs[m++] = runs[k];
+		}
+		if (k < nruns) { /* an odd run out: copied as is */
+			memcpy(&dst[runs[k]], &src[runs[k]], (size_t)(runs[k + 1] - runs[k]) * sizeof(*dst));
+			runs[m++] = runs[k];
+		}
+		runs[m] = n;
+		nruns = m;
+		struct fde_ref *t = src;
+		src = dst;
+		dst = t;
+	}
+	if (src != a)
+		memcpy(a, src, (size_t)n * sizeof(*a));
+	free(tmp);
+	free(runs);
+	return DWUNW_OK;
 }
 
 static int in_ranges(const struct dw_table_input *in, uint64_t begin, uint64_t end)
@@ -480,11 +580,8 @@ int dw_table_build(const struct dw_table_input *in, struct dw_table *t)
 			}
 			refs[nrefs++] = (struct fde_ref){ f->pc_begin, f->pc_end, s, i };
 		}
-	for (uint32_t i = 1; i < nrefs; i++)
-		if (cmp_fde_ref(&refs[i - 1], &refs[i]) > 0) {
-			qsort(refs, nrefs, sizeof(*refs), cmp_fde_ref);
-			break;
-		}
+	if ((err = sort_refs(refs, nrefs)))
+		goto out;
 
 	/* Overlaps: .eh_frame beats .debug_frame; within one section the later FDE wins. */
 	for (uint32_t i = 0; i < nrefs; i++) {
@@ -516,11 +613,18 @@ drop:
 	}
 	if ((err = rehash(b)))
 		goto out;
+	/* libc and node have 6-8 rows per FDE */
+	if ((err = grow((void **)&b->rows, &b->cap_rows, kept * 8 + 16, sizeof(*b->rows))))
+		goto out;
 	/* Rule 0: END */
 	if ((err = grow((void **)&b->rules, &b->cap_rules, 1, sizeof(*b->rules))))
 		goto out;
+	if ((err = grow((void **)&b->keys, &b->cap_keys, 1, sizeof(*b->keys))))
+		goto out;
 	memset(&b->rules[0], 0, sizeof(b->rules[0]));
 	b->rules[0].cfa_kind = DW_CFA_KIND_END;
+	memset(&b->keys[0], 0, sizeof(b->keys[0]));
+	b->keys[0].cfa_kind = DW_CFA_KIND_END;
 	b->nrules = 1;
 
 	cc->src = -1;
@@ -575,6 +679,7 @@ out:
 	if (b) {
 		free(b->rows);
 		free(b->rules);
+		free(b->keys);
 		free(b->regrules);
 		free(b->hash);
 		free(b->exprs);
