@@ -7,6 +7,8 @@
 #include "expr.h"
 #include "internal.h"
 #include "table.h"
+#include "table_build.h"
+#include "table_lazy.h"
 
 _Static_assert(sizeof(struct dw_rule) == 32 && offsetof(struct dw_rule, reg_first) == 12, "rule layout");
 _Static_assert(sizeof(struct dw_regrule) == 8, "register rule layout");
@@ -18,30 +20,15 @@ struct fde_ref {
 	uint32_t idx;              /* in its scan */
 };
 
-struct builder {
-	const struct dw_table_input *in;
-	uint64_t base;
-	/* rows */
-	struct brow { uint32_t pc, id; } *rows;
-	uint32_t nrows, cap_rows;
-	/* rules, deduplicated through an open-addressing hash of rule ids */
-	struct dw_rule *rules;
-	uint32_t nrules, cap_rules;
-	struct rkey *keys;         /* keys[id]: rule id's key */
-	uint32_t cap_keys;
-	struct dw_regrule *regrules;
-	uint32_t nregrules, cap_regrules;
-	uint32_t *hash;            /* rule id + 1, 0 = empty */
-	uint32_t hash_mask;
-	struct dw_expr_ref *exprs;
-	uint32_t nexprs, cap_exprs;
-	/* the FDE being compiled */
-	uint8_t cur_flags;
-	uint8_t cur_ra;
-	int cur_err;
-	/* scratch for canonicalising one row */
-	struct dw_regrule tmp[DW_MAX_COLS];
-};
+static int grow(void **p, uint32_t *cap, uint32_t need, size_t elem);
+
+/* Growing the rule dictionary: a fixed one is full at its capacity. */
+static int grow_dict(struct builder *b, void **p, uint32_t *cap, uint32_t need, size_t elem)
+{
+	if (b->fixed)
+		return need <= *cap ? DWUNW_OK : DWUNW_ERR_UNSUPPORTED_CFI;
+	return grow(p, cap, need, elem);
+}
 
 static int grow(void **p, uint32_t *cap, uint32_t need, size_t elem)
 {
@@ -62,15 +49,6 @@ static int grow(void **p, uint32_t *cap, uint32_t need, size_t elem)
 	*cap = (uint32_t)ncap;
 	return DWUNW_OK;
 }
-
-/* What identifies a rule: the rest of struct dw_rule is derived from it (and its register
- * rules), so it is computed once per distinct rule, not per row. */
-struct rkey {
-	uint8_t cfa_kind, flags, nregs, ra_reg;
-	uint16_t cfa_reg, pad;
-	int32_t cfa_off;
-};
-_Static_assert(sizeof(struct rkey) == 12, "rule key layout");
 
 /* Hash a key and its register rules a word at a time: the rules first (rule_id hashes them
  * while packing them), then the key. */
@@ -150,8 +128,8 @@ static int intern_expr(struct builder *b, const uint8_t *p, uint32_t len, int32_
 		}
 	if (b->nexprs >= INT32_MAX)
 		return DWUNW_ERR_NOMEM;
-	if (grow((void **)&b->exprs, &b->cap_exprs, b->nexprs + 1, sizeof(*b->exprs)))
-		return DWUNW_ERR_NOMEM;
+	if (grow_dict(b, (void **)&b->exprs, &b->cap_exprs, b->nexprs + 1, sizeof(*b->exprs)))
+		return b->fixed ? DWUNW_ERR_UNSUPPORTED_CFI : DWUNW_ERR_NOMEM;
 	b->exprs[b->nexprs] = (struct dw_expr_ref){ p, len, dw_expr_check(p, len, b->in->addr_size), 0, 0, 0 };
 	expr_shape(&b->exprs[b->nexprs]);
 	*out = (int32_t)b->nexprs++;
@@ -313,10 +291,10 @@ static int rule_id(struct builder *b, const struct dw_frame_state *st, uint32_t 
 			return DWUNW_OK;
 		}
 	}
-	if (grow((void **)&b->rules, &b->cap_rules, b->nrules + 1, sizeof(*b->rules)) ||
+	if (grow_dict(b, (void **)&b->rules, &b->cap_rules, b->nrules + 1, sizeof(*b->rules)) ||
 	    grow((void **)&b->keys, &b->cap_keys, b->nrules + 1, sizeof(*b->keys)) ||
-	    grow((void **)&b->regrules, &b->cap_regrules, b->nregrules + n, sizeof(*b->regrules)))
-		return DWUNW_ERR_NOMEM;
+	    grow_dict(b, (void **)&b->regrules, &b->cap_regrules, b->nregrules + n, sizeof(*b->regrules)))
+		return b->fixed ? DWUNW_ERR_UNSUPPORTED_CFI : DWUNW_ERR_NOMEM;
 	struct dw_rule r = { .cfa_kind = key.cfa_kind, .flags = key.flags, .nregs = key.nregs,
 			     .ra_reg = key.ra_reg, .cfa_reg = key.cfa_reg, .cfa_off = key.cfa_off,
 			     .reg_first = b->nregrules };
@@ -432,7 +410,7 @@ static int sort_refs(struct fde_ref *a, uint32_t n)
 	return DWUNW_OK;
 }
 
-static int in_ranges(const struct dw_table_input *in, uint64_t begin, uint64_t end)
+int dw_builder_in_ranges(const struct dw_table_input *in, uint64_t begin, uint64_t end)
 {
 	if (!in->nranges)
 		return 1;
@@ -535,6 +513,72 @@ static int finish(struct builder *b, struct dw_table *t)
 	return DWUNW_OK;
 }
 
+int dw_builder_start(struct builder *b, const struct dw_table_input *in, uint64_t base)
+{
+	int err;
+
+	b->in = in;
+	b->base = base;
+	if ((err = rehash(b)))
+		return err;
+	/* Rule 0: END */
+	if ((err = grow_dict(b, (void **)&b->rules, &b->cap_rules, 1, sizeof(*b->rules))) ||
+	    (err = grow((void **)&b->keys, &b->cap_keys, 1, sizeof(*b->keys))))
+		return err;
+	memset(&b->rules[0], 0, sizeof(b->rules[0]));
+	b->rules[0].cfa_kind = DW_CFA_KIND_END;
+	memset(&b->keys[0], 0, sizeof(b->keys[0]));
+	b->keys[0].cfa_kind = DW_CFA_KIND_END;
+	b->nrules = 1;
+	return DWUNW_OK;
+}
+
+void dw_builder_free(struct builder *b)
+{
+	free(b->rows);
+	free(b->keys);
+	free(b->hash);
+	if (!b->fixed) {
+		free(b->rules);
+		free(b->regrules);
+		free(b->exprs);
+	}
+}
+
+int dw_builder_row(struct builder *b, uint64_t pc, uint32_t id)
+{
+	return add_row(b, pc, id);
+}
+
+int dw_builder_fde(struct builder *b, const struct dw_cfi_section *sec, const struct dw_cie *cie,
+		   const struct dw_frame_state *cst, int cst_err, struct dw_fde *f, int *ferr)
+{
+	int e = cst_err;
+
+	b->cur_flags = cie->signal ? DW_RULEF_SIGNAL : 0;
+	b->cur_ra = (uint8_t)cie->ra_reg;
+	if (!e && cie->ra_reg > UINT8_MAX)
+		e = DWUNW_ERR_UNSUPPORTED_CFI;
+	/* Rows are only kept from an FDE whose program ran to its end: a program that fails
+	 * part-way is not trusted for any of its range. add_row may replace the last row
+	 * before it, so that one is saved too. */
+	uint32_t rows_before = b->nrows;
+	struct brow last_before = rows_before ? b->rows[rows_before - 1] : (struct brow){ 0, 0 };
+	if (!e)
+		e = dw_cfi_run_fde(sec, cie, cst, f, on_row, b);
+	*ferr = 0;
+	if (e == DWUNW_ERR_NOMEM)
+		return e;
+	if (e) {
+		*ferr = e;
+		b->nrows = rows_before;
+		if (rows_before)
+			b->rows[rows_before - 1] = last_before;
+		return add_row(b, f->pc_begin, 0);
+	}
+	return DWUNW_OK;
+}
+
 int dw_table_build(const struct dw_table_input *in, struct dw_table *t)
 {
 	const struct dw_cfi_section *secs[2] = { in->eh_frame, in->debug_frame };
@@ -574,7 +618,7 @@ int dw_table_build(const struct dw_table_input *in, struct dw_table *t)
 	for (uint32_t s = 0; s < 2; s++)
 		for (uint32_t i = 0; i < scans[s].nfdes; i++) {
 			const struct dw_fde *f = &scans[s].fdes[i];
-			if (f->pc_begin >= f->pc_end || !in_ranges(in, f->pc_begin, f->pc_end)) {
+			if (f->pc_begin >= f->pc_end || !dw_builder_in_ranges(in, f->pc_begin, f->pc_end)) {
 				t->fdes_dropped++;
 				continue;
 			}
@@ -604,28 +648,16 @@ drop:
 		t->fdes_dropped++;
 	}
 
-	b->in = in;
-	b->base = kept ? refs[0].begin : 0;
 	if (!kept) {
 		err = (t->first_err && !scans[0].nfdes && !scans[1].nfdes) ? t->first_err
 									    : DWUNW_ERR_NO_DWARF;
 		goto out;
 	}
-	if ((err = rehash(b)))
-		goto out;
 	/* libc and node have 6-8 rows per FDE */
 	if ((err = grow((void **)&b->rows, &b->cap_rows, kept * 8 + 16, sizeof(*b->rows))))
 		goto out;
-	/* Rule 0: END */
-	if ((err = grow((void **)&b->rules, &b->cap_rules, 1, sizeof(*b->rules))))
+	if ((err = dw_builder_start(b, in, refs[0].begin)))
 		goto out;
-	if ((err = grow((void **)&b->keys, &b->cap_keys, 1, sizeof(*b->keys))))
-		goto out;
-	memset(&b->rules[0], 0, sizeof(b->rules[0]));
-	b->rules[0].cfa_kind = DW_CFA_KIND_END;
-	memset(&b->keys[0], 0, sizeof(b->keys[0]));
-	b->keys[0].cfa_kind = DW_CFA_KIND_END;
-	b->nrules = 1;
 
 	cc->src = -1;
 	for (uint32_t i = 0; i < kept; i++) {
@@ -643,30 +675,11 @@ drop:
 			cc->err = dw_cfi_cie_state(sec, cie, &cc->st);
 		}
 		f.pc_end = r->end; /* clipped by a later FDE */
-		b->cur_flags = cie->signal ? DW_RULEF_SIGNAL : 0;
-		b->cur_ra = (uint8_t)cie->ra_reg;
-		ferr = cc->err;
-		if (!ferr && cie->ra_reg > UINT8_MAX)
-			ferr = DWUNW_ERR_UNSUPPORTED_CFI;
-		/* Rows are only kept from an FDE whose program ran to its end: a program that fails
-		 * part-way is not trusted for any of its range. add_row may replace the last row
-		 * before it, so that one is saved too. */
-		uint32_t rows_before = b->nrows;
-		struct brow last_before = rows_before ? b->rows[rows_before - 1] : (struct brow){ 0, 0 };
-		if (!ferr)
-			ferr = dw_cfi_run_fde(sec, cie, &cc->st, &f, on_row, b);
-		if (ferr == DWUNW_ERR_NOMEM) {
-			err = ferr;
+		if ((err = dw_builder_fde(b, sec, cie, &cc->st, cc->err, &f, &ferr)))
 			goto out;
-		}
 		if (ferr) {
 			note_err(t, ferr, f.offset, src_flag);
 			t->fdes_dropped++;
-			b->nrows = rows_before;
-			if (rows_before)
-				b->rows[rows_before - 1] = last_before;
-			if ((err = add_row(b, r->begin, 0)))
-				goto out;
 		}
 		t->sources |= src_flag;
 		if (i + 1 == kept || refs[i + 1].begin != r->end) {
@@ -676,14 +689,8 @@ drop:
 	}
 	err = finish(b, t);
 out:
-	if (b) {
-		free(b->rows);
-		free(b->rules);
-		free(b->keys);
-		free(b->regrules);
-		free(b->hash);
-		free(b->exprs);
-	}
+	if (b)
+		dw_builder_free(b);
 	free(b);
 	free(cc);
 	free(refs);
@@ -703,6 +710,10 @@ out:
 
 void dw_table_free(struct dw_table *t)
 {
+	if (t->lazy) {
+		dw_lazy_free(t->lazy);
+		free(t->rcache);
+	}
 	free(t->mem);
 	memset(t, 0, sizeof(*t));
 }
@@ -738,6 +749,8 @@ const struct dw_rule *dw_table_rule_slow(const struct dw_table *t, uint64_t addr
 	uint32_t slot, id;
 
 	if (addr < t->base || off >= UINT32_MAX) {
+		if (t->lazy)
+			return NULL; /* a lazy table spans less than 4 GiB from its first FDE */
 		row = dw_table_find(t, addr);
 		return row < 0 ? NULL : dw_table_rule(t, (uint32_t)row);
 	}
@@ -745,10 +758,15 @@ const struct dw_rule *dw_table_rule_slow(const struct dw_table *t, uint64_t addr
 	e2 = atomic_load_explicit(&t->rcache[slot + 1], memory_order_relaxed);
 	if ((e2 >> 32) == off + 1)
 		return &t->rules[(uint32_t)e2];
-	row = dw_table_find(t, addr);
-	if (row < 0)
-		return NULL;
-	id = dw_table_id(t, (uint32_t)row);
+	if (t->lazy) {
+		if (dw_lazy_rule_id(t, addr, &id))
+			return NULL;
+	} else {
+		row = dw_table_find(t, addr);
+		if (row < 0)
+			return NULL;
+		id = dw_table_id(t, (uint32_t)row);
+	}
 	e = atomic_load_explicit(&t->rcache[slot], memory_order_relaxed);
 	atomic_store_explicit(&t->rcache[slot + 1], e, memory_order_relaxed);
 	atomic_store_explicit(&t->rcache[slot], (off + 1) << 32 | id, memory_order_relaxed);

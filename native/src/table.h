@@ -76,6 +76,8 @@ struct dw_expr_ref {
 	int64_t shape_off;
 };
 
+struct dw_lazy;
+
 struct dw_table {
 	uint64_t base;             /* module address of pc offset 0 */
 	uint32_t nrows;
@@ -110,6 +112,9 @@ struct dw_table {
 	uint32_t first_err_src;    /* DWUNW_TABLE_SRC_* of the section that had it */
 	void *mem;                 /* one allocation holding every array */
 	uint64_t bytes;
+	/* Built by range on first use (table_lazy.c): then pcs, ids, blocks, nrows and nrules are
+	 * unused, rules/regrules/exprs never move, and look-ups go through it. NULL: eager. */
+	struct dw_lazy *lazy;
 };
 
 /* Where a table's CFI comes from: up to two sections. The .eh_frame wins where both cover a pc. */
@@ -135,7 +140,8 @@ static inline uint32_t dw_table_id(const struct dw_table *t, uint32_t row)
 	return t->wide_ids ? t->ids32[row] : t->ids16[row];
 }
 
-/* Row covering module address `addr`, or -1 (before the first row / past the table). */
+/* Row covering module address `addr`, or -1 (before the first row / past the table). Eager
+ * tables only. */
 int64_t dw_table_find(const struct dw_table *t, uint64_t addr);
 
 /* The rule covering module address `addr` (NULL: none) through the table's look-up cache, which

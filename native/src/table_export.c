@@ -14,7 +14,7 @@ static int table_of(struct dwunw_ctx *ctx, struct dwunw_module *mod, const struc
 {
 	if (!dw_ctx(ctx) || !mod)
 		return DWUNW_ERR_INVALID_ARG;
-	return dw_module_table(mod, t);
+	return dw_module_full_table(mod, t);
 }
 
 DWUNW_API int dwunw_export_info(struct dwunw_ctx *ctx, struct dwunw_module *mod, struct dwunw_export_info *out)
