@@ -444,22 +444,30 @@ static int finish(struct builder *b, struct dw_table *t)
 	size_t sz_pcs, sz_ids, sz_rules, sz_regs, sz_exprs, sz_blocks;
 	uint8_t *mem;
 
+	/* Row 0 is at offset 0 (the 16-bit pcs below count from it) */
+	if (n && b->rows[0].pc) {
+		uint32_t d = b->rows[0].pc;
+		for (uint32_t i = 0; i < n; i++)
+			b->rows[i].pc -= d;
+		b->base += d;
+	}
 	t->base = b->base;
 	t->nrows = n;
 	t->nrules = b->nrules;
 	t->nregrules = b->nregrules;
 	t->nexprs = b->nexprs;
 	t->wide_ids = b->nrules > UINT16_MAX + 1u;
-	/* About eight rows per index block keeps the index near half a byte per row. */
+	/* About eight rows per index block keeps the index near half a byte per row; blocks of at
+	 * most 64 KiB keep a row's pc within 16 bits of its block's start. */
 	span = n ? (uint64_t)b->rows[n - 1].pc + 1 : 1;
 	want = n / 8 ? n / 8 : 1;
-	while (shift < 32 && (span >> shift) + 1 > want)
+	while (shift < 16 && (span >> shift) + 1 > want)
 		shift++;
 	nblocks = (uint32_t)((span >> shift) + 1);
 	t->shift = shift;
 	t->nblocks = nblocks;
 
-	sz_pcs = (size_t)n * 4;
+	sz_pcs = (size_t)n * 2;
 	sz_ids = (size_t)n * (t->wide_ids ? 4 : 2);
 	sz_rules = (size_t)b->nrules * sizeof(struct dw_rule);
 	sz_regs = (size_t)b->nregrules * sizeof(struct dw_regrule);
@@ -487,7 +495,7 @@ static int finish(struct builder *b, struct dw_table *t)
 	memset(mem, 0, (size_t)8 << t->rcache_bits);
 	t->blocks = (void *)(mem + ((size_t)8 << t->rcache_bits));
 	mem += ALIGN8(sz_blocks);
-	t->pcs = (void *)mem;
+	t->pcs16 = (void *)mem;
 	mem += ALIGN8(sz_pcs);
 	t->ids16 = (void *)mem;
 #undef ALIGN8
@@ -497,7 +505,9 @@ static int finish(struct builder *b, struct dw_table *t)
 	if (sz_exprs)
 		memcpy(t->exprs, b->exprs, sz_exprs);
 	for (uint32_t i = 0; i < n; i++) {
-		t->pcs[i] = b->rows[i].pc;
+		/* row i > 0 lies in (k << shift, (k + 1) << shift] for k = (pc - 1) >> shift */
+		uint32_t pc = b->rows[i].pc;
+		t->pcs16[i] = i ? (uint16_t)(pc - 1 - (((pc - 1) >> shift) << shift)) : 0;
 		if (t->wide_ids)
 			t->ids32[i] = b->rows[i].id;
 		else
@@ -506,7 +516,7 @@ static int finish(struct builder *b, struct dw_table *t)
 	/* blocks[k] = the last row starting at or before k << shift */
 	for (uint32_t k = 0, r = 0; k < nblocks; k++) {
 		uint64_t start = (uint64_t)k << shift;
-		while (r + 1 < n && t->pcs[r + 1] <= start)
+		while (r + 1 < n && b->rows[r + 1].pc <= start)
 			r++;
 		t->blocks[k] = r;
 	}
@@ -721,7 +731,7 @@ void dw_table_free(struct dw_table *t)
 int64_t dw_table_find(const struct dw_table *t, uint64_t addr)
 {
 	uint64_t off;
-	uint32_t b, lo, hi;
+	uint32_t b, lo, hi, rel;
 
 	if (!t->nrows || addr < t->base)
 		return -1;
@@ -731,15 +741,34 @@ int64_t dw_table_find(const struct dw_table *t, uint64_t addr)
 		return t->nrows - 1;
 	lo = t->blocks[b];
 	hi = b + 1 < t->nblocks ? t->blocks[b + 1] : t->nrows - 1;
-	/* the last row in [lo, hi] starting at or before off */
+	/* The last row in [lo, hi] starting at or before off. Row lo does; the rows after it start
+	 * in (b << shift, (b + 1) << shift], at (b << shift) + 1 + pcs16. */
+	rel = (uint32_t)(off - ((uint64_t)b << t->shift));
 	while (lo < hi) {
 		uint32_t mid = lo + (hi - lo + 1) / 2;
-		if (t->pcs[mid] <= off)
+		if (t->pcs16[mid] < rel)
 			lo = mid;
 		else
 			hi = mid - 1;
 	}
 	return lo;
+}
+
+uint32_t dw_table_pc(const struct dw_table *t, uint32_t row)
+{
+	uint32_t lo = 1, hi = t->nblocks;
+
+	if (!row)
+		return 0;
+	/* its block k: blocks[k] < row <= blocks[k + 1], or the last block */
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		if (t->blocks[mid] >= row)
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	return (uint32_t)(((uint64_t)(lo - 1) << t->shift) + 1 + t->pcs16[row]);
 }
 
 const struct dw_rule *dw_table_rule_slow(const struct dw_table *t, uint64_t addr)

@@ -2,9 +2,10 @@
 /*
  * The compiled unwind table of one module, built once from its CFI.
  *
- * Rows are two parallel arrays sorted by pc: a 32-bit pc offset from `base` and a rule id. Rules
- * are deduplicated (libc.so.6 has 28.5 k rows but only 396 distinct rules), so a row costs
- * 6 bytes (8 with 32-bit ids). A block index maps pc >> shift to the first candidate row.
+ * Rows are two parallel arrays sorted by pc: a 16-bit pc relative to the row's index block
+ * (blocks span at most 64 KiB) and a rule id. Rules are deduplicated (libc.so.6 has 28.5 k rows
+ * but only 396 distinct rules), so a row costs 4 bytes (6 with 32-bit ids). A block index maps
+ * pc >> shift to the first candidate row.
  * Rule id 0 is the END rule: no CFI from that pc on (the gap after an FDE).
  */
 #ifndef DWUNW_TABLE_H
@@ -84,7 +85,7 @@ struct dw_table {
 	uint8_t wide_ids;          /* ids32 instead of ids16 */
 	uint8_t addr_size;
 	uint16_t machine;
-	uint32_t *pcs;
+	uint16_t *pcs16;           /* row r > 0 starts at (k << shift) + 1 + pcs16[r], k its block */
 	union {
 		uint16_t *ids16;
 		uint32_t *ids32;
@@ -139,6 +140,9 @@ static inline uint32_t dw_table_id(const struct dw_table *t, uint32_t row)
 {
 	return t->wide_ids ? t->ids32[row] : t->ids16[row];
 }
+
+/* Row `row`'s pc, as an offset from base (a search of the block index: for dumps, not look-ups). */
+uint32_t dw_table_pc(const struct dw_table *t, uint32_t row);
 
 /* Row covering module address `addr`, or -1 (before the first row / past the table). Eager
  * tables only. */

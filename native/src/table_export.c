@@ -46,7 +46,7 @@ DWUNW_API int64_t dwunw_export_rows(struct dwunw_ctx *ctx, struct dwunw_module *
 	if (n > t->nrows - first)
 		n = t->nrows - first;
 	for (uint64_t i = 0; i < n; i++) {
-		pcs[i] = t->base + t->pcs[first + i];
+		pcs[i] = t->base + dw_table_pc(t, (uint32_t)(first + i));
 		rule_ids[i] = dw_table_id(t, (uint32_t)(first + i));
 	}
 	return (int64_t)n;
