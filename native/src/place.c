@@ -44,6 +44,10 @@ static void place_fill(struct walk *w, struct place *pl, uint64_t lookup, uint32
 		pl->fflags = DWUNW_FRAME_JIT;
 	else if (m->kind == DW_MAP_VDSO)
 		pl->fflags = DWUNW_FRAME_VDSO;
+	{
+		struct dwunw_frame hf = { .how = DWUNW_HOW_CFI, .flags = pl->fflags };
+		memcpy(&pl->howflags, &hf.how, sizeof(pl->howflags));
+	}
 	if (m->kind != DW_MAP_FILE && m->kind != DW_MAP_VDSO) {
 		pl->err = DWUNW_ERR_NO_MODULE;
 		return;

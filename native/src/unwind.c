@@ -359,6 +359,7 @@ struct fast_st {
 	uint64_t pc, sp, fp;
 	uint64_t saved;            /* registers some step restored */
 	struct dwunw_frame *f;
+	struct dwunw_frame *f0;    /* the first frame of this walk_fast */
 };
 
 /* One frame of walk_fast, `dec` known at compile time (0 only for an exact frame 0): -1 after a
@@ -378,9 +379,14 @@ static inline __attribute__((always_inline)) int fast_frame(const struct fast_en
 	uintptr_t base;
 	unsigned fl;
 
-	/* lookup and pc (= lookup + dec) both in the place */
+	/* lookup and pc (= lookup + dec) both in the place (never for pc 0 after a step) */
 	if (DW_UNLIKELY(lookup - p->start >= p->len - dec)) {
 		const struct place *t = st->a;
+
+		/* the step before read a zero return address: the chain's end (checked here, off
+		 * the common path) */
+		if (DW_UNLIKELY(pc == 0) && f != st->f0)
+			return FAST_END;
 		if (DW_UNLIKELY(!t->rcache || lookup - t->start >= t->len - dec)) {
 			/* a third module: the other recent places */
 			for (t = e->places; t < e->places_end; t++)
@@ -445,17 +451,25 @@ static inline __attribute__((always_inline)) int fast_frame(const struct fast_en
 	if (has_ra_to_pc)
 		npc = e->ra_to_pc(npc, !!(fl & DW_RULEF_RA_SIGNED));
 	/* how and the first frame's EXACT_PC: set by the caller */
-	*f++ = (struct dwunw_frame){ .pc = pc, .sp = sp, .cfa = cfa, .module_addr = pc - p->bias,
-				     .module = p->mod, .how = DWUNW_HOW_CFI, .flags = p->fflags };
-	st->f = f;
+	f->pc = pc;
+	f->sp = sp;
+	f->cfa = cfa;
+	f->module_addr = pc - p->bias;
+	f->module = p->mod;
+	memcpy(&f->how, &p->howflags, sizeof(p->howflags)); /* how and flags in one store */
+	st->f = ++f;
 	st->pc = npc;
 	st->sp = cfa;
-	if (DW_UNLIKELY(npc == 0))
-		return FAST_END;
-	if (DW_UNLIKELY(cfa < sp || (cfa == sp && npc == pc)))
-		return FAST_NO_PROGRESS;
+	/* A zero return address ends the chain before any other check; when none of them stops
+	 * the walk the next frame's place check sees it (no place holds pc 0 - 1). */
+	if (DW_UNLIKELY(cfa <= sp)) {
+		if (npc == 0)
+			return FAST_END;
+		if (cfa < sp || npc == pc)
+			return FAST_NO_PROGRESS;
+	}
 	if (DW_UNLIKELY(f >= fend))
-		return FAST_DEPTH;
+		return npc == 0 ? FAST_END : FAST_DEPTH;
 	return -1;
 }
 
@@ -472,7 +486,7 @@ static inline __attribute__((always_inline)) int walk_fast(const struct fast_env
 	const uint64_t v0 = (s->valid & e->keep) | (1ull << spr);
 	struct dwunw_frame *const fend = frames + cap;
 	struct fast_st st = { .p = *plp, .a = *altp, .pc = s->pc, .sp = s->regs[spr], .fp = s->regs[fpr],
-			      .saved = 0, .f = frames + *nfp };
+			      .saved = 0, .f = frames + *nfp, .f0 = frames + *nfp };
 	int ret = -1;
 
 	if (exact)

@@ -4,6 +4,7 @@
 #ifndef DWUNW_WALK_H
 #define DWUNW_WALK_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include "internal.h"
 #include "proc.h"
@@ -34,6 +35,7 @@ struct place {
 	struct dwunw_module *mod;
 	struct dw_map *map;
 	uint32_t fflags;           /* DWUNW_FRAME_* every frame here carries (JIT, vDSO, uprobes) */
+	uint64_t howflags;         /* a CFI frame's how and flags, as laid out in struct dwunw_frame */
 	int err;
 	uint8_t unused;            /* taken from the memo, no frame yet: held[hidx] has no frame */
 	uint8_t hidx;
@@ -72,6 +74,9 @@ struct walk {
 	} held[DW_HELD_MAX];
 	unsigned nheld;
 };
+
+_Static_assert(offsetof(struct dwunw_frame, flags) == offsetof(struct dwunw_frame, how) + 4,
+	       "a frame's how and flags are one 8-byte word (place.howflags)");
 
 /* The first frame in a place taken from the memo carries its module's reference. */
 static inline void place_use(struct walk *w, const struct place *pl, uint32_t fi)
