@@ -4,6 +4,8 @@
 #include "live_read.h"
 #include "place.h"
 
+const struct dw_shape dw_no_shapes[1 << DW_SHAPE_BITS];
+
 /* A place for the mapping holding `lookup`, in slot pl (frame_place). */
 static void place_fill(struct walk *w, struct place *pl, uint64_t lookup, uint32_t fi)
 {
@@ -31,6 +33,7 @@ static void place_fill(struct walk *w, struct place *pl, uint64_t lookup, uint32
 			m = (struct dw_map *)dw_proc_find(w->proc, lookup);
 		}
 	}
+	pl->shapes = (struct dw_shape *)dw_no_shapes;
 	pl->map = m;
 	if (!m) {
 		pl->err = DWUNW_ERR_NO_MODULE;

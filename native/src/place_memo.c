@@ -26,6 +26,10 @@ int dw_memo_take(struct walk *w)
 		}
 		pl->unused = 1;
 		pl->hidx = (uint8_t)w->nheld;
+		/* its pre-decoded rules: keys are offsets in the mapping, below 2^32 - 1 */
+		pl->shapes = c->memo_shapes[i];
+		pl->memo_slot = (uint8_t)(i + 1);
+		pl->shapes_w = pl->len < UINT32_MAX;
 		w->nplaces++;
 		if (w->nheld && w->held[0].m == pl->mod) {
 			/* two mappings of one module: one reference */
@@ -51,6 +55,9 @@ void dw_memo_give(struct walk *w)
 			const struct place *pl = &w->places[i];
 			if (!pl->rcache || !pl->mod)
 				continue;
+			/* another mapping than the memo place n had: its cache starts empty */
+			if (pl->memo_slot != n + 1)
+				memset(c->memo_shapes[n], 0, sizeof(c->memo_shapes[n]));
 			memcpy(c->memo_place[n], pl, sizeof(*pl));
 			((struct place *)c->memo_place[n])->unused = 0;
 			c->memo_gen[n++] = atomic_load_explicit(&pl->mod->gen, memory_order_relaxed);

@@ -373,7 +373,10 @@ static inline __attribute__((always_inline)) int fast_frame(const struct fast_en
 	const struct place *p = st->p;
 	const uint64_t pc = st->pc, sp = st->sp, lookup = pc - dec;
 	const struct dw_rule *rule;
+	const struct dw_shape *sh;
+	struct dw_shape tmp;
 	uint64_t key, ent, cfa, lo, npc;
+	uint32_t skey;
 	const _Atomic uint64_t *slot;
 	struct dwunw_frame *f = st->f;
 	uintptr_t base;
@@ -406,27 +409,45 @@ static inline __attribute__((always_inline)) int fast_frame(const struct fast_en
 		st->a = p;
 		st->p = p = t;
 	}
-	key = lookup - p->tbias + 1; /* 0 never matches: an entry's key is below 2^32 */
-	slot = &p->rcache[((key * 0x9e3779b97f4a7c15ull) >> p->rshift) & ~1ull];
-	ent = atomic_load_explicit(slot, memory_order_relaxed);
-	if (DW_UNLIKELY((ent >> 32) != key)) {
-		ent = atomic_load_explicit(slot + 1, memory_order_relaxed);
-		if ((ent >> 32) != key)
-			return FAST_MORE;
-	}
-	rule = &p->rules[(uint32_t)ent];
-	fl = rule->flags;
-	if (DW_UNLIKELY(!(fl & DW_RULEF_LEAN))) {
-		/* the last frame, as step_cfi would end it: no caller, no CFA shown (a CFA register
-		 * that is not kept by a step: left to the slow path) */
-		if ((fl & DW_RULEF_OUTERMOST) && (((v0 | st->saved) >> rule->cfa_reg) & 1)) {
-			*f++ = (struct dwunw_frame){ .pc = pc, .sp = sp, .module_addr = pc - p->bias,
-						     .module = p->mod, .how = DWUNW_HOW_CFI, .flags = p->fflags };
-			st->f = f;
-			return FAST_END;
+	/* the rule, pre-decoded: one probe of the place's shape cache, else the table's look-up
+	 * cache (filling the shape cache when the capture owns it) */
+	skey = (uint32_t)(lookup - p->start) + 1;
+	sh = &p->shapes[dw_shape_slot(skey)];
+	if (DW_UNLIKELY(sh->key != skey) && (++sh)->key != skey) {
+		key = lookup - p->tbias + 1; /* 0 never matches: an entry's key is below 2^32 */
+		slot = &p->rcache[((key * 0x9e3779b97f4a7c15ull) >> p->rshift) & ~1ull];
+		ent = atomic_load_explicit(slot, memory_order_relaxed);
+		if (DW_UNLIKELY((ent >> 32) != key)) {
+			ent = atomic_load_explicit(slot + 1, memory_order_relaxed);
+			if ((ent >> 32) != key)
+				return FAST_MORE;
 		}
-		return FAST_MORE;
+		rule = &p->rules[(uint32_t)ent];
+		fl = rule->flags;
+		if (DW_UNLIKELY(!(fl & DW_RULEF_LEAN))) {
+			/* the last frame, as step_cfi would end it: no caller, no CFA shown (a CFA
+			 * register that is not kept by a step: left to the slow path) */
+			if ((fl & DW_RULEF_OUTERMOST) && (((v0 | st->saved) >> rule->cfa_reg) & 1)) {
+				*f++ = (struct dwunw_frame){ .pc = pc, .sp = sp, .module_addr = pc - p->bias,
+							     .module = p->mod, .how = DWUNW_HOW_CFI,
+							     .flags = p->fflags };
+				st->f = f;
+				return FAST_END;
+			}
+			return FAST_MORE;
+		}
+		tmp = (struct dw_shape){ .key = skey, .cfa_off = rule->cfa_off, .off_min = rule->off_min,
+					 .span = rule->span, .ra_slot = rule->ra_slot, .fp_slot = rule->fp_slot,
+					 .flags = (uint8_t)fl, .step_mask = rule->step_mask };
+		if (p->shapes_w) {
+			/* the newest in way 0, the one it replaces in way 1 */
+			struct dw_shape *set = (struct dw_shape *)sh - 1;
+			set[1] = set[0];
+			set[0] = tmp;
+		}
+		sh = &tmp;
 	}
+	fl = sh->flags;
 	if (fl & DW_RULEF_CFA_FP) {
 		if (DW_UNLIKELY(!(((v0 | st->saved) >> e->fpr) & 1)))
 			return FAST_MORE;
@@ -434,20 +455,20 @@ static inline __attribute__((always_inline)) int fast_frame(const struct fast_en
 	} else {
 		cfa = sp;
 	}
-	cfa += (uint64_t)(int64_t)rule->cfa_off;
+	cfa += (uint64_t)(int64_t)sh->cfa_off;
 	if (asz == 4)
 		cfa = (uint32_t)cfa;
 	/* the slots [lo, lo + span) inside the snapshot (snap_len >= DW_LEAN_SPAN_MAX >= span: no
 	 * wrap; lo below the snapshot wraps to a large number) */
-	lo = cfa - e->snap_lo + (uint64_t)(int64_t)rule->off_min;
-	if (DW_UNLIKELY(lo > e->snap_len - rule->span))
+	lo = cfa - e->snap_lo + (uint64_t)(int64_t)sh->off_min;
+	if (DW_UNLIKELY(lo > e->snap_len - sh->span))
 		return FAST_MORE;
 	/* the step: from here on this frame is done */
 	base = snap_base + cfa;
-	npc = word_at((const uint8_t *)(base + (intptr_t)rule->ra_slot * asz), asz);
-	if (rule->fp_slot)
-		st->fp = word_at((const uint8_t *)(base + (intptr_t)rule->fp_slot * asz), asz);
-	st->saved |= rule->step_mask;
+	npc = word_at((const uint8_t *)(base + (intptr_t)sh->ra_slot * asz), asz);
+	if (sh->fp_slot)
+		st->fp = word_at((const uint8_t *)(base + (intptr_t)sh->fp_slot * asz), asz);
+	st->saved |= sh->step_mask;
 	if (has_ra_to_pc)
 		npc = e->ra_to_pc(npc, !!(fl & DW_RULEF_RA_SIGNED));
 	/* how and the first frame's EXACT_PC: set by the caller */

@@ -34,12 +34,19 @@ struct place {
 	const struct dw_regrule *regrules;
 	struct dwunw_module *mod;
 	struct dw_map *map;
-	uint32_t fflags;           /* DWUNW_FRAME_* every frame here carries (JIT, vDSO, uprobes) */
 	uint64_t howflags;         /* a CFI frame's how and flags, as laid out in struct dwunw_frame */
+	/* pre-decoded rules (shape.h): the memo's cache of this place, else dw_no_shapes */
+	struct dw_shape *shapes;
+	uint32_t fflags;           /* DWUNW_FRAME_* every frame here carries (JIT, vDSO, uprobes) */
 	int err;
 	uint8_t unused;            /* taken from the memo, no frame yet: held[hidx] has no frame */
 	uint8_t hidx;
+	uint8_t memo_slot;         /* 1 + the memo place it came from (its shapes), 0: none */
+	uint8_t shapes_w;          /* shapes may be filled (the capture owns the memo) */
 };
+
+/* An empty shape cache, never written (shapes_w 0). */
+extern const struct dw_shape dw_no_shapes[1 << DW_SHAPE_BITS];
 
 #define DW_LIVE_PAGE 4096
 #define DW_LIVE_SPAN (64u << 10)   /* bytes of live stack read in one batch */
