@@ -20,7 +20,7 @@ import type { ChalkInstance } from 'chalk';
 import Table from 'cli-table3';
 import type { ArgumentsCamelCase, Argv } from 'yargs';
 import { type KernelBench, kernelBench } from '../lib/kernel-bench.js';
-import { packageRoot } from '../lib/native.js';
+import { packageRoot } from '../lib/root.js';
 import { ChunkedWriter, CliError, colorsFor, reportError } from '../lib/output.js';
 
 interface Args {

@@ -6,7 +6,7 @@
 // status 1 on any mismatch or error. Frames beyond code that has no CFI at all are reported as
 // "cfi-absent", not compared. See lib/verify.ts.
 import type { ArgumentsCamelCase, Argv } from 'yargs';
-import { packageRoot } from '../lib/native.js';
+import { packageRoot } from '../lib/root.js';
 import { ChunkedWriter, CliError } from '../lib/output.js';
 import { VERIFY_ARCHES, type VerifyArch, killSessions, reportJson, reportText, verify } from '../lib/verify.js';
 

@@ -1,12 +1,12 @@
 // The koffi binding of libdwunw (native/include/dwunw.h). Only declarations live here: the struct
 // layouts (checked against the C header by test/abi-layout.test.ts) and the functions the CLI uses.
 // The shared library is loaded lazily, so the types can be inspected without it.
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { endianness } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join, resolve } from 'node:path';
 import koffi from 'koffi';
 import { CliError } from './errors.js';
+import { packageRoot } from './root.js';
 
 // ---- Constants of dwunw.h ------------------------------------------------------------------
 
@@ -408,23 +408,7 @@ export interface Lib {
 
 // ---- Loading -----------------------------------------------------------------------------------
 
-/** The package root: the nearest directory above this file whose package.json names "dwunw". */
-export function packageRoot(): string {
-  let dir = dirname(fileURLToPath(import.meta.url));
-  for (;;) {
-    const pkg = join(dir, 'package.json');
-    if (existsSync(pkg)) {
-      try {
-        if ((JSON.parse(readFileSync(pkg, 'utf8')) as { name?: string }).name === 'dwunw') return dir;
-      } catch {
-        // not ours: keep looking
-      }
-    }
-    const up = dirname(dir);
-    if (up === dir) throw new Error('cannot find the dwunw package root');
-    dir = up;
-  }
-}
+export { packageRoot };
 
 /** Where the shared library is: $DWUNW_LIB, else build/libdwunw.so in the package root. */
 export function libraryPath(): string {
