@@ -25,6 +25,7 @@ import {
 } from '../lib/native.js';
 import { ChunkedWriter, CliError, ExitCode, colorsFor } from '../lib/output.js';
 import { Warnings } from '../lib/warnings.js';
+import { type Mark, legendLine } from '../lib/marks.js';
 import { type ProcessReport, type ThreadReport, processHeader, processJson, threadJson, threadText } from '../lib/stacks.js';
 
 // Option names as given (yargs also provides them camelCased to the handler).
@@ -231,18 +232,21 @@ export async function unwindCore(core: string, o: UnwindCoreOptions): Promise<vo
     // The first thread took the fatal signal (a kernel core repeats it in every thread's note).
     const signals = c.threads.map((t, i) => (i === 0 ? signalName(c.arch, t.signo) : null));
     if (!o.json) await out.write(`${processHeader(report, colors)}\n`);
+    const seen = new Set<Mark>();
     for (const [i, t] of c.threads.entries()) {
       const u = d.unwind({ pid: c.pid, tid: t.tid, regs: t.regs, stack: null }, o.maxFrames);
       // Only the main thread's name is in the core (NT_PRPSINFO).
       const tr: ThreadReport = { tid: t.tid, comm: t.tid === c.corePid ? c.comm : null, ...u, addrSize };
       report.threads.push(tr);
       if (!o.json) {
-        const lines = threadText(tr, colors, { lines: o.lines }).split('\n');
+        const lines = threadText(tr, colors, { lines: o.lines, seen }).split('\n');
         const sig = signals[i];
         if (sig) lines[0] = colors.bold(`Thread ${tr.tid}${tr.comm !== null ? ` (${tr.comm})` : ''} [${sig}]:`);
         await out.write(`${i === 0 ? '' : '\n'}${lines.join('\n')}`);
       }
     }
+    const legend = legendLine(seen);
+    if (!o.json && legend) await out.write(`\n${legend}\n`);
     if (o.json) {
       const j = processJson(report);
       const json = {

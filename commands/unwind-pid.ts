@@ -27,6 +27,7 @@ import {
 import { DWUNW_ERR_IO, DWUNW_ERR_PERM } from '../lib/native.js';
 import { ChunkedWriter, CliError, ExitCode, colorsFor, reportError } from '../lib/output.js';
 import { type Snapshot, type SnapshotThread, snapshotToJson } from '../lib/snapshot.js';
+import { type Mark, legendLine } from '../lib/marks.js';
 import { type ProcessReport, type ThreadReport, processHeader, processJson, threadText } from '../lib/stacks.js';
 import { checkTraceable } from '../lib/traceable.js';
 
@@ -64,7 +65,7 @@ export function builder(y: Argv): Argv<Args> {
       type: 'number',
       default: DEFAULT_STACK_SIZE,
       requiresArg: true,
-      describe: 'Bytes of stack copied while the thread is frozen; memory beyond is read live (frames marked +mem)',
+      describe: 'Bytes of stack copied while the thread is frozen; memory beyond is read live (frames marked [live])',
     })
     .option('audit', { type: 'boolean', default: false, describe: 'Log every attach, detach and read fallback on stderr' })
     .option('attach-timeout', {
@@ -262,6 +263,7 @@ export async function unwindPid(o: UnwindPidOptions): Promise<void> {
   try {
     if (!o.json) await out.write(`${processHeader(report, c)}\n`);
     let first = true;
+    const seen = new Set<Mark>();
     for (const tid of tids) {
       const comm = readComm(`/proc/${pid}/task/${tid}/comm`);
       const cap = await d.captureThread(pid, tid, {
@@ -302,12 +304,14 @@ export async function unwindPid(o: UnwindPidOptions): Promise<void> {
         saved.push({ tid, comm, regs: cap.regs, stack: cap.stack });
       }
       if (!o.json) {
-        await out.write(`${first ? '' : '\n'}${threadText(t, c, { lines: o.lines })}`);
+        await out.write(`${first ? '' : '\n'}${threadText(t, c, { lines: o.lines, seen })}`);
         await out.flush();
       }
       first = false;
       await letSignalsIn();
     }
+    const legend = legendLine(seen);
+    if (!o.json && legend) await out.write(`\n${legend}\n`);
     if (o.json) await out.write(`${JSON.stringify(processJson(report), null, 1)}\n`);
     await out.flush();
 

@@ -41,6 +41,7 @@ import { DEFAULT_MAX_FRAMES, Dwunw, DwunwError, type Module, VDSO_NAME } from '.
 import { DWUNW_CFG_NO_REMOTE_READS } from '../lib/native.js';
 import { ChunkedWriter, CliError, colorsFor } from '../lib/output.js';
 import { type Snapshot, SnapshotError, parseSnapshot } from '../lib/snapshot.js';
+import { type Mark, legendLine } from '../lib/marks.js';
 import { type ProcessReport, processHeader, processJson, threadText } from '../lib/stacks.js';
 
 // Option names as given (yargs also provides them camelCased to the handler).
@@ -136,13 +137,16 @@ export async function unwindSnapshot(
     }
     if (!o.json) await out.write(`${processHeader(report, c)}\n`);
     let first = true;
+    const seen = new Set<Mark>();
     for (const t of snap.threads) {
       const u = d.unwind({ pid: snap.pid, tid: t.tid, regs: t.regs, stack: t.stack }, o.maxFrames);
       const tr = { tid: t.tid, comm: t.comm, ...u, addrSize };
       report.threads.push(tr);
-      if (!o.json) await out.write(`${first ? '' : '\n'}${threadText(tr, c, { lines: o.lines })}`);
+      if (!o.json) await out.write(`${first ? '' : '\n'}${threadText(tr, c, { lines: o.lines, seen })}`);
       first = false;
     }
+    const legend = legendLine(seen);
+    if (!o.json && legend) await out.write(`\n${legend}\n`);
     if (o.json) await out.write(`${JSON.stringify(processJson(report), null, 1)}\n`);
     await out.flush();
   } finally {
