@@ -3,8 +3,8 @@
 import { statSync } from 'node:fs';
 import type { ArgumentsCamelCase, Argv } from 'yargs';
 import type { ChalkInstance } from 'chalk';
-import { Dwunw, DwunwError, type Module, type Row, type TableInfo, sourceName } from '../lib/dwunw.js';
-import * as N from '../lib/native.js';
+import type { Module, Row, TableInfo } from '../lib/dwunw.js';
+import * as N from '../lib/native-consts.js';
 import { ChunkedWriter, CliError, colorsFor, hex, parseAddress, reportError } from '../lib/output.js';
 
 interface Args {
@@ -72,6 +72,8 @@ export async function dumpTable(file: string, opts: { json: boolean; pc?: string
   }
   checkFile(file);
 
+  // the library (koffi) only now: --help and usage errors do without it
+  const { Dwunw, DwunwError, sourceName } = await import('../lib/dwunw.js');
   const d = new Dwunw();
   let mod: Module | undefined;
   try {

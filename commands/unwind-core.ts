@@ -13,7 +13,8 @@
 import { readFileSync, statSync } from 'node:fs';
 import { resolve } from 'node:path';
 import type { ArgumentsCamelCase, Argv } from 'yargs';
-import { type CoreLoad, DEFAULT_MAX_FRAMES, Dwunw, DwunwError } from '../lib/dwunw.js';
+import { DEFAULT_MAX_FRAMES } from '../lib/defaults.js';
+import type { CoreLoad, Dwunw, DwunwError } from '../lib/dwunw.js';
 import {
   DWUNW_ARCH_MIPS32,
   DWUNW_CFG_NO_REMOTE_READS,
@@ -22,7 +23,7 @@ import {
   DWUNW_ERR_INVALID_ARG,
   DWUNW_ERR_NOT_ELF,
   DWUNW_ERR_UNSUPPORTED_ARCH,
-} from '../lib/native.js';
+} from '../lib/native-consts.js';
 import { ChunkedWriter, CliError, ExitCode, colorsFor } from '../lib/output.js';
 import { Warnings } from '../lib/warnings.js';
 import { type Mark, legendLine } from '../lib/marks.js';
@@ -181,11 +182,11 @@ function readMaps(file: string): string {
   }
 }
 
-function load(d: Dwunw, core: string, o: UnwindCoreOptions, maps: string | undefined): CoreLoad {
+function load(d: Dwunw, LibError: typeof DwunwError, core: string, o: UnwindCoreOptions, maps: string | undefined): CoreLoad {
   try {
     return d.loadCore(core, { maps, exe: o.exe });
   } catch (e) {
-    if (!(e instanceof DwunwError)) throw e;
+    if (!(e instanceof LibError)) throw e;
     if (e.code === DWUNW_ERR_NOT_ELF) throw new CliError(core, 'not an ELF file');
     if (e.code === DWUNW_ERR_INVALID_ARG) throw new CliError(core, 'not a core file (ELF type is not ET_CORE)');
     if (e.code === DWUNW_ERR_UNSUPPORTED_ARCH) throw new CliError(core, `unsupported architecture (${describeElf(core)})`);
@@ -209,9 +210,11 @@ export async function unwindCore(core: string, o: UnwindCoreOptions): Promise<vo
   // Offline: nothing is read from a process of this machine, whatever the core's pid.
   // An absolute sysroot: module paths (sysroot + the maps' path) read the same from anywhere.
   const sysroot = o.sysroot !== undefined ? resolve(o.sysroot) : null;
+  // the library (koffi) only now: --help and usage errors do without it
+  const { Dwunw, DwunwError } = await import('../lib/dwunw.js');
   const d = new Dwunw({ flags: DWUNW_CFG_NO_REMOTE_READS, sysroot, warn });
   try {
-    const c = load(d, core, o, maps);
+    const c = load(d, DwunwError, core, o, maps);
     if (c.status === DWUNW_ERR_CORRUPT) warn(`dwunw: ${core}: malformed or truncated core: unwinding what could be read`);
     if (maps === undefined && !(c.flags & DWUNW_CORE_NT_FILE))
       warn(`dwunw: ${core}: no NT_FILE note (a qemu guest core?) and no --maps: modules are unknown`);

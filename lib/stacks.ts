@@ -1,9 +1,10 @@
 // Printing unwound stacks, shared by unwind-pid and unwind-snapshot: the gdb/eu-stack-like text
 // and the JSON form. Nothing here unwinds; it formats what lib/dwunw.ts returns.
 import type { ChalkInstance } from 'chalk';
-import { type Frame, frameFlagNames, howName } from './dwunw.js';
+import type { Frame } from './dwunw.js';
+import { frameFlagNames, howName } from './frame-names.js';
 import { type Mark, originMark } from './marks.js';
-import { DWUNW_FRAME_JIT, DWUNW_FRAME_UPROBE_TRAMP, DWUNW_OK } from './native.js';
+import { DWUNW_FRAME_JIT, DWUNW_FRAME_UPROBE_TRAMP, DWUNW_OK } from './native-consts.js';
 import { frameOrigins, type Origin } from './origin.js';
 import { hex } from './output.js';
 

@@ -80,12 +80,20 @@ t.test('bin/dwunw --help loads neither yargs, koffi nor a command', async (t) =>
   t.same(r.urls.filter((u) => /yargs|koffi|chalk|cli-table3|\/commands\/|dump-table|unwind-/.test(u)), [], 'nothing else loaded');
 });
 
-t.test('bin/dwunw dump-table --help: yargs and that command only', async (t) => {
-  const r = dwunw(['dump-table', '--help'], true);
-  t.equal(r.status, 0);
-  t.match(r.stdout, /^dwunw dump-table <file>/);
-  t.ok(r.urls.some((u) => /\/dist\/cli\/dump-table-[^/]+\.js$/.test(u)), 'dump-table chunk');
-  t.same(r.urls.filter((u) => /\/dist\/cli\/(bench|verify|memleak|profile|unwind-)/.test(u)), [], 'no other command');
+t.test('a command\'s --help and usage errors: yargs and that command, not koffi', async (t) => {
+  for (const cmd of ['dump-table', 'unwind-pid', 'unwind-snapshot', 'unwind-core']) {
+    const r = dwunw([cmd, '--help'], true);
+    t.equal(r.status, 0, `${cmd} --help: exit 0`);
+    t.match(r.stdout, new RegExp(`^dwunw ${cmd} <`), `${cmd} --help: its usage`);
+    t.ok(r.urls.some((u) => new RegExp(`/dist/cli/${cmd}-[^/]+\\.js$`).test(u)), `${cmd}: its chunk`);
+    t.same(r.urls.filter((u) => /\/dist\/cli\/(bench|verify|memleak|profile|unwind-|dump-table)/.test(u) && !u.includes(`/${cmd}-`)), [], `${cmd}: no other command`);
+    t.same(r.urls.filter((u) => /koffi/.test(u)), [], `${cmd} --help: koffi not loaded`);
+    const u = dwunw([cmd, '--frob'], true);
+    t.equal(u.status, 2, `${cmd} --frob: exit 2`);
+    t.same(u.urls.filter((x) => /koffi/.test(x)), [], `${cmd} --frob: koffi not loaded`);
+  }
+  const run = dwunw(['dump-table', '/bin/true', '--pc', '0'], true);
+  t.ok(run.urls.some((x) => /koffi/.test(x)), 'dump-table FILE: koffi loaded (the library is called)');
 });
 
 t.test('usage errors: one line, a pointer to --help, exit status 2', async (t) => {
