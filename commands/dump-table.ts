@@ -5,7 +5,7 @@ import type { ArgumentsCamelCase, Argv } from 'yargs';
 import type { ChalkInstance } from 'chalk';
 import type { Module, Row, TableInfo } from '../lib/dwunw.js';
 import * as N from '../lib/native-consts.js';
-import { ChunkedWriter, CliError, colorsFor, hex, parseAddress, reportError } from '../lib/output.js';
+import { ChunkedWriter, CliError, ExitCode, colorsFor, hex, parseAddress, reportError } from '../lib/output.js';
 
 interface Args {
   file: string;
@@ -67,7 +67,7 @@ export async function dumpTable(file: string, opts: { json: boolean; pc?: string
   let pc: bigint | undefined;
   if (opts.pc !== undefined) {
     const v = parseAddress(opts.pc);
-    if (v === null) throw new CliError('--pc', `not an address: ${opts.pc}`);
+    if (v === null) throw new CliError('--pc', `not an address: ${opts.pc}`, ExitCode.USAGE);
     pc = v;
   }
   checkFile(file);

@@ -40,7 +40,7 @@ import type { ArgumentsCamelCase, Argv } from 'yargs';
 import { DEFAULT_MAX_FRAMES, VDSO_NAME } from '../lib/defaults.js';
 import type { Module } from '../lib/dwunw.js';
 import { DWUNW_CFG_NO_REMOTE_READS } from '../lib/native-consts.js';
-import { ChunkedWriter, CliError, colorsFor } from '../lib/output.js';
+import { ChunkedWriter, CliError, ExitCode, colorsFor } from '../lib/output.js';
 import { type Snapshot, SnapshotError, parseSnapshot } from '../lib/snapshot.js';
 import { type Mark, legendLine } from '../lib/marks.js';
 import { type ProcessReport, processHeader, processJson, threadText } from '../lib/stacks.js';
@@ -96,7 +96,7 @@ export async function unwindSnapshot(
   o: { json: boolean; lines: boolean; maxFrames: number; sysroot?: string },
 ): Promise<void> {
   if (!Number.isInteger(o.maxFrames) || o.maxFrames < 1 || o.maxFrames > 65536)
-    throw new CliError('--max-frames', `not a number of frames (1-65536): ${o.maxFrames}`);
+    throw new CliError('--max-frames', `not a number of frames (1-65536): ${o.maxFrames}`, ExitCode.USAGE);
   // the library (koffi) only now: --help and usage errors do without it
   const { Dwunw, DwunwError } = await import('../lib/dwunw.js');
   const snap = readSnapshot(file, (name) => Dwunw.archByName(name)?.arch ?? null);

@@ -92,5 +92,11 @@ async function runCommand(argv: string[], wanted: CommandEntry): Promise<void> {
       if (err) throw err;
       throw new CliError('usage', `${msg.replace(/\s*\n\s*/g, ' ')} (see dwunw ${name} --help)`, ExitCode.USAGE);
     })
-    .parseAsync();
+    .parseAsync()
+    .catch((e: unknown) => {
+      // a command's own check of an option's value: the same pointer as yargs' errors
+      if (e instanceof CliError && e.status === ExitCode.USAGE && !e.reason.includes('(see dwunw'))
+        throw new CliError(e.what, `${e.reason} (see dwunw ${name} --help)`, e.status);
+      throw e;
+    });
 }

@@ -483,7 +483,7 @@ t.test('errors are one line, each its exit status (README.md)', async (t) => {
 
   const bad = dwunw(['unwind-pid', 'abc']);
   t.equal(bad.status, 2);
-  t.equal(bad.stderr, 'dwunw: pid abc: not a process id\n');
+  t.equal(bad.stderr, 'dwunw: pid abc: not a process id (see dwunw unwind-pid --help)\n');
 
   const pid = await startSleep(t);
   const noThread = dwunw(['unwind-pid', String(pid), '--tid', String(none)]);
@@ -773,6 +773,9 @@ t.test('unwind-snapshot errors are one line', async (t) => {
     t.ok(lines[0]?.startsWith(`dwunw: ${file}: `), `${name}: names the file`);
     t.match(lines[0] ?? '', cause, `${name}: the cause`);
   }
+  const u = dwunw(['unwind-snapshot', join(dir, 'notjson.json'), '--max-frames', '0']);
+  t.equal(u.status, 2, '--max-frames 0: a usage error');
+  t.equal(u.stderr, 'dwunw: --max-frames: not a number of frames (1-65536): 0 (see dwunw unwind-snapshot --help)\n', '--max-frames 0: one line, the pointer');
 });
 
 t.test('--attach-timeout: a thread that cannot stop (vfork parent, state D) is not unwound', async (t) => {
