@@ -286,7 +286,8 @@ static int rule_id(struct builder *b, const struct dw_frame_state *st, uint32_t 
 		uint32_t id = b->hash[i];
 		if (!id)
 			break;
-		if (same_rule(&b->keys[id - 1], &b->regrules[b->rules[id - 1].reg_first], &key, tmp)) {
+		/* (no register rules yet: regrules may still be NULL, and no index into it is made) */
+		if (same_rule(&b->keys[id - 1], b->regrules ? b->regrules + b->rules[id - 1].reg_first : tmp, &key, tmp)) {
 			*out = id - 1;
 			return DWUNW_OK;
 		}
