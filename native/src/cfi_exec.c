@@ -109,6 +109,7 @@ int dw_cfi_run_fde(const struct dw_cfi_section *s, const struct dw_cie *cie,
 	struct dw_frame_state st;
 
 	state_copy(&st, initial);
+	st.changed = 0;
 	return dw_cfi_exec(s, cie, initial, fde->insns, fde->insns_end, fde->pc_begin, fde->pc_end,
 			   &st, row, arg);
 }
@@ -130,6 +131,10 @@ int dw_cfi_exec(const struct dw_cfi_section *s, const struct dw_cie *cie,
 	cur_init(&c, insns, (size_t)(end - insns));
 	while (cur_left(&c) && !err) {
 		uint8_t op = cur_u8(&c);
+
+		/* anything but an advance or a nop may change the state */
+		if (op > CFA_advance_loc4 && (op & 0xc0) != CFA_advance_loc && op != CFA_MIPS_advance_loc8)
+			st->changed = 1;
 		uint64_t reg, delta = 0, newloc;
 		int64_t off;
 		const uint8_t *ep;

@@ -336,10 +336,20 @@ static int on_row(void *arg, uint64_t pc, const struct dw_frame_state *st)
 {
 	struct builder *b = arg;
 	uint32_t id;
-	int err = rule_id(b, st, &id);
+	int err;
 
-	if (err)
-		return err;
+	/* Every FDE's first row is usually its CIE's state: its id is known after the first time. */
+	if (!st->changed && b->memo_sec == b->cur_sec && b->memo_cie == b->cur_cie && b->memo_sec) {
+		id = b->memo_id;
+	} else {
+		if ((err = rule_id(b, st, &id)))
+			return err;
+		if (!st->changed) {
+			b->memo_sec = b->cur_sec;
+			b->memo_cie = b->cur_cie;
+			b->memo_id = id;
+		}
+	}
 	return add_row(b, pc, id);
 }
 
@@ -568,6 +578,8 @@ int dw_builder_fde(struct builder *b, const struct dw_cfi_section *sec, const st
 
 	b->cur_flags = cie->signal ? DW_RULEF_SIGNAL : 0;
 	b->cur_ra = (uint8_t)cie->ra_reg;
+	b->cur_sec = sec;
+	b->cur_cie = cie->offset;
 	if (!e && cie->ra_reg > UINT8_MAX)
 		e = DWUNW_ERR_UNSUPPORTED_CFI;
 	/* Rows are only kept from an FDE whose program ran to its end: a program that fails

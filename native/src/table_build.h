@@ -40,6 +40,10 @@ struct builder {
 	/* the rule dictionary lives in fixed reservations (lazy tables: readers hold pointers into
 	 * it while blocks are added): it never moves, and is full at its capacity */
 	uint8_t fixed;
+	/* the rule id of the CIE state (sec, offset): rows before an FDE's first change have it */
+	const struct dw_cfi_section *cur_sec, *memo_sec;
+	uint64_t cur_cie, memo_cie;
+	uint32_t memo_id;
 	/* scratch for canonicalising one row */
 	struct dw_regrule tmp[DW_MAX_COLS];
 };
