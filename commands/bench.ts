@@ -20,8 +20,8 @@ import type { ChalkInstance } from 'chalk';
 import Table from 'cli-table3';
 import type { ArgumentsCamelCase, Argv } from 'yargs';
 import { type KernelBench, kernelBench } from '../lib/kernel-bench.js';
-import { packageRoot } from '../lib/native.js';
-import { ChunkedWriter, CliError, colorsFor, reportError } from '../lib/output.js';
+import { packageRoot } from '../lib/root.js';
+import { ChunkedWriter, CliError, ExitCode, colorsFor, reportError } from '../lib/output.js';
 
 interface Args {
   json: boolean;
@@ -392,7 +392,7 @@ export interface BenchOptions {
 
 function checkCount(name: string, v: number | undefined, max: number): void {
   if (v !== undefined && (!Number.isInteger(v) || v < 1 || v > max))
-    throw new CliError(name, `not a number from 1 to ${max}: ${v}`);
+    throw new CliError(name, `not a number from 1 to ${max}: ${v}`, ExitCode.USAGE);
 }
 
 export async function bench(o: BenchOptions): Promise<void> {

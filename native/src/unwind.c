@@ -225,17 +225,19 @@ static int is_sigtramp(struct walk *w, const struct state *s, struct dwunw_regs 
 	return w->arch->sigframe(&in, out, dw_walk_read, w) > 0;
 }
 
-/* A frame-pointer step is believed only when it is plausible where the maps are known: the
- * return address lies in executable memory, and the caller's stack pointer moves outward inside
- * the stack mapping of the callee's. Garbage in rbp/x29 then stops the walk instead of producing
- * frames at addresses nothing maps, or frames built from heap words. */
+/* A frame-pointer step is believed only when it is plausible against the maps: the return
+ * address lies in executable memory, and the caller's stack pointer moves outward inside the
+ * stack mapping of the callee's. Garbage in rbp/x29 then stops the walk instead of producing
+ * frames at addresses nothing maps, or frames built from heap words. Without maps (a process gone
+ * and never cached, pid 0) nothing can be checked: no step, the walk stops there with its reason
+ * (a chain of unchecked words would be a guess, and would depend on how the target was built). */
 static int fp_plausible(const struct walk *w, const struct dwunw_regs *in, const struct dwunw_regs *out)
 {
 	const struct dw_map *m;
 	unsigned sp = w->arch->sp_reg;
 
 	if (!w->proc)
-		return 1;
+		return 0;
 	m = dw_proc_find(w->proc, out->pc);
 	/* code mapped since the maps were read (a JIT's new code page): the next frame's look-up
 	 * reads them again, and stops there if the pc is still in no mapping */
