@@ -14,17 +14,26 @@ const WIDE = [
   [0xffe0, 0xffe6], [0x1f300, 0x1f64f], [0x1f900, 0x1f9ff], [0x20000, 0x3fffd],
 ];
 
+const PRINTABLE_ASCII = /^[\x20-\x7e]*$/;
+
 function columns(cp) {
   if (cp < 0x20 || (cp >= 0x7f && cp < 0xa0)) return 0;
   if ((cp >= 0x300 && cp <= 0x36f) || cp === 0x200b || (cp >= 0xfe00 && cp <= 0xfe0f)) return 0;
-  for (const [lo, hi] of WIDE) if (cp >= lo && cp <= hi) return 2;
+  for (let i = 0; i < WIDE.length; i++) if (cp >= WIDE[i][0] && cp <= WIDE[i][1]) return 2;
   return 1;
 }
 
 function stringWidth(s) {
   if (typeof s !== 'string' || s.length === 0) return 0;
+  if (s.includes('\x1b')) s = s.replace(ANSI, '');
+  // nearly all of the CLI's text: one column a character
+  if (PRINTABLE_ASCII.test(s)) return s.length;
   let n = 0;
-  for (const ch of s.replace(ANSI, '')) n += columns(ch.codePointAt(0));
+  for (let i = 0; i < s.length; i++) {
+    const cp = s.codePointAt(i);
+    if (cp > 0xffff) i++;
+    n += columns(cp);
+  }
   return n;
 }
 
