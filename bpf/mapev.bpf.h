@@ -104,11 +104,16 @@ static __always_inline struct mapev_rec *mapev_begin(void)
 	return r;
 }
 
-/* Into the capture channel, in order with the tool's records; a full buffer is counted. */
+/*
+ * Into the capture channel, in order with the tool's records; a full buffer is counted. A new
+ * executable file mapping wakes the reader at once: user space holds its file open as soon as it
+ * sees it (maps_hold.h), before the library can be unloaded and deleted; such mappings are rare.
+ */
 static __always_inline void mapev_end(void *ctx, struct mapev_rec *r)
 {
+	__u64 wake = r->op == MAPEV_MMAP && (r->prot & 4) ? BPF_RB_FORCE_WAKEUP : cap_rb_wakeup();
 	long err = cap_use_perfbuf ? bpf_perf_event_output(ctx, &cap_perfbuf, BPF_F_CURRENT_CPU, r, sizeof(*r))
-				   : bpf_ringbuf_output(&cap_ringbuf, r, sizeof(*r), cap_rb_wakeup());
+				   : bpf_ringbuf_output(&cap_ringbuf, r, sizeof(*r), wake);
 
 	if (err)
 		cap_count(CAP_CNT_OUTPUT_FAILED);

@@ -44,6 +44,20 @@ void maps_view_sync(uint32_t pid);
  */
 uint64_t maps_view_file_id(uint32_t pid, uint64_t pc, uint64_t ts, bool no_module, bool *unknown);
 
+/*
+ * A frame at pc has no module although pc lies in a file mapping: when the mapping's file is held
+ * (maps_hold.h), the view names it by the held file from now on (re-synced on the next
+ * maps_view_sync); true when it changed, so the record is unwound again.
+ */
+bool maps_view_use_hold(uint32_t pid, uint64_t pc);
+
+/*
+ * A frame at pc in a file mapping without a module: the name to show for its module ("PATH
+ * (deleted)", "PATH (replaced)", PATH; NULL when the file is not known) and in *why the reason
+ * it could not be loaded (NULL when pc is in no file mapping).
+ */
+const char *maps_view_describe(uint32_t pid, uint64_t pc, uint64_t ts, const char **why);
+
 struct bpf_object;
 struct bpf_link;
 /* Attach mapev.bpf.h's programs of obj, appended to *links: 0 or a negative errno. */
