@@ -141,6 +141,100 @@ static void view_add(struct mv_proc *p, const struct mv_map *m)
 	p->dirty = true;
 }
 
+/* Cut the view's entries at addr (an entry across it becomes two). */
+static void view_split(struct mv_proc *p, uint64_t addr)
+{
+	for (size_t i = 0; i < p->n; i++) {
+		struct mv_map *m = &p->v[i];
+
+		if (m->start < addr && addr < m->end) {
+			struct mv_map hi = *m;
+
+			if (hi.file)
+				hi.offset += addr - m->start;
+			hi.start = addr;
+			m->end = addr;
+			map_insert_at(p, i + 1, &hi);
+			return;
+		}
+	}
+}
+
+/*
+ * mprotect: [start, end) has protection prot. Its entries change; where the view has nothing
+ * and the pages become executable, anonymous code (JIT) is added, so frames there are known as
+ * such even when the memory is gone by the time the record is processed.
+ */
+static void view_protect(struct mv_proc *p, uint64_t start, uint64_t end, uint8_t prot, uint64_t ts)
+{
+	uint64_t at = start;
+
+	if (end <= start)
+		return;
+	view_split(p, start);
+	view_split(p, end);
+	for (size_t i = 0; i < p->n && at < end; i++) {
+		struct mv_map *m = &p->v[i];
+
+		if (m->end <= at)
+			continue;
+		if (m->start >= end)
+			break;
+		if (m->start > at && (prot & 4)) { /* a hole below this entry */
+			struct mv_map a = { .start = at, .end = m->start, .prot = prot, .since = ts };
+
+			map_insert_at(p, i, &a);
+			i++;
+			m = &p->v[i];
+		}
+		m->prot = prot;
+		at = m->end;
+	}
+	if (at < end && (prot & 4)) {
+		struct mv_map a = { .start = at, .end = end, .prot = prot, .since = ts };
+		size_t i = 0;
+
+		while (i < p->n && p->v[i].start < at)
+			i++;
+		map_insert_at(p, i, &a);
+	}
+	p->dirty = true;
+}
+
+/* mremap: the entries of [old_start, old_end) now lie at [start, end) (grown or shrunk at the end). */
+static void view_move(struct mv_proc *p, uint64_t old_start, uint64_t old_end, uint64_t start,
+		      uint64_t end, uint64_t ts)
+{
+	struct mv_map moved[16];
+	size_t n = 0;
+
+	view_split(p, old_start);
+	view_split(p, old_end);
+	for (size_t i = 0; i < p->n && n < 16; i++)
+		if (p->v[i].start >= old_start && p->v[i].end <= old_end)
+			moved[n++] = p->v[i];
+	view_cut(p, old_start, old_end);
+	view_cut(p, start, end);
+	if (!n) { /* code the view did not know (anonymous, mapped executable): as such at its new place */
+		struct mv_map a = { .start = start, .end = end, .prot = 5, .since = ts };
+
+		view_add(p, &a);
+	}
+	for (size_t k = 0; k < n; k++) {
+		struct mv_map m = moved[k];
+
+		m.start = m.start - old_start + start;
+		m.end = k + 1 == n ? end : m.end - old_start + start; /* the last one takes the growth */
+		m.since = ts;
+		if (m.start >= end)
+			break;
+		if (m.end > end)
+			m.end = end;
+		view_add(p, &m);
+	}
+	p->dirty = true;
+}
+
 /* whether [start, end) overlaps nothing in the view */
 static bool view_free(const struct mv_proc *p, uint64_t start, uint64_t end)
 {
@@ -272,6 +366,17 @@ void maps_view_event(const void *data, size_t size)
 		view_cut(p, r.start, r.end);
 		/* every record taken while it was mapped is processed: its file can go */
 		maps_hold_release(r.pid, r.start, r.end, r.ts);
+		return;
+	}
+	if (r.op == MAPEV_MPROTECT) {
+		maps_view_stats.mprotects++;
+		view_protect(p, r.start, r.end, (uint8_t)r.prot, r.ts);
+		return;
+	}
+	if (r.op == MAPEV_MREMAP) {
+		maps_view_stats.mremaps++;
+		if (r.old_end > r.old_start)
+			view_move(p, r.old_start, r.old_end, r.start, r.end, r.ts);
 		return;
 	}
 	if (r.op != MAPEV_MMAP && r.op != MAPEV_MMAP_UNKNOWN)
@@ -447,10 +552,10 @@ void maps_view_json(void)
 	if (!maps_view_on)
 		return;
 	printf(",\"maps\":{\"events\":%" PRIu64 ",\"mmaps\":%" PRIu64 ",\"unknown_files\":%" PRIu64
-	       ",\"munmaps\":%" PRIu64 ",\"execs\":%" PRIu64 ",\"seeds\":%" PRIu64
+	       ",\"mprotects\":%" PRIu64 ",\"mremaps\":%" PRIu64 ",\"munmaps\":%" PRIu64 ",\"execs\":%" PRIu64 ",\"seeds\":%" PRIu64
 	       ",\"records_flagged\":%" PRIu64 ",\"files_held\":%" PRIu64 ",\"files_missed\":%" PRIu64
 	       ",\"held_used\":%" PRIu64 "}",
-	       s->events, s->mmaps, s->unknown, s->munmaps, s->execs, s->seeds, s->flagged, h.held, h.missed,
+	       s->events, s->mmaps, s->unknown, s->mprotects, s->mremaps, s->munmaps, s->execs, s->seeds, s->flagged, h.held, h.missed,
 	       h.used);
 }
 

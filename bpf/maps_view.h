@@ -23,6 +23,8 @@ struct maps_view_stats {
 	uint64_t mmaps;       /* file mappings added */
 	uint64_t unknown;     /* ... whose file could not be known (frames there are flagged) */
 	uint64_t munmaps;
+	uint64_t mprotects;   /* protection changes of code (JIT made executable, and back) */
+	uint64_t mremaps;     /* code moved */
 	uint64_t execs;
 	uint64_t seeds;       /* views read from /proc/PID/maps */
 	uint64_t pins;        /* views given to libdwunw */

@@ -33,7 +33,7 @@ function unavailable(): string | null {
   return null;
 }
 
-interface JFrame { symbol: string | null; module: string | null; origin?: string }
+interface JFrame { pc?: string; symbol: string | null; module: string | null; origin?: string; anon?: boolean }
 interface JStack {
   allocations: number;
   bytes: number;
@@ -166,4 +166,38 @@ if (why) {
       t.comment(`${v.name}: ${JSON.stringify({ ...s, reused: Number(m[2]), loads: Number(m[1]), maps: r.last.maps })}`);
     });
   }
+
+  // code made at run time (a JIT's way: mapped writable, made executable with mprotect, with
+  // --move moved by mremap), leaking through it, then unmapped; memleak processes each record
+  // 300 ms late, when that code is gone: only the mprotect/mremap events, applied in order,
+  // say that the caller of each block was anonymous code, where it was then
+  for (const move of [false, true])
+    t.test(`JIT code made executable by mprotect${move ? ', moved by mremap' : ''}, gone before processing`, { timeout: 60_000 }, async (t) => {
+      const jit = join(fx, 'jitleak');
+      if (!existsSync(jit)) {
+        t.fail(`${jit} is not built (make fixtures)`);
+        return;
+      }
+      const ROUNDS_JIT = 5;
+      const r = await trace(`${jit} ${move ? '--move ' : ''}${ROUNDS_JIT} 3333`, [], { DWUNW_TEST_LAG_MS: '300' });
+      t.equal(r.code, 0, `memleak exits 0${r.code ? `: ${r.stderr.trim().split('\n').pop()}` : ''}`);
+      const places = [...r.stderr.matchAll(/jitleak: (0x[0-9a-f]+)/g)].map((m) => BigInt(m[1]!));
+      t.equal(places.length, ROUNDS_JIT, 'jitleak ran its code each round');
+      if (!r.last) return;
+      let blocks = 0;
+      let inJit = 0;
+      for (const st of r.last.stacks)
+        for (const a of st.allocs ?? []) {
+          if (a.size !== 3333) continue;
+          blocks++;
+          const f0 = st.frames[0];
+          const pc = f0?.pc ? BigInt(f0.pc) : 0n;
+          if (f0?.anon === true && f0.module === null && places.some((p) => pc >= p && pc < p + 4096n)) inJit++;
+        }
+      t.equal(blocks, ROUNDS_JIT, `every block found (${blocks})`);
+      t.equal(inJit, ROUNDS_JIT, `each block's caller shown in the anonymous code it ran in (${inJit} of ${blocks})`);
+      const m = r.last.maps ?? {};
+      t.ok((m.mprotects ?? 0) >= ROUNDS_JIT, `mprotects applied in record order (${m.mprotects})`);
+      if (move) t.ok((m.mremaps ?? 0) >= ROUNDS_JIT, `mremaps applied in record order (${m.mremaps})`);
+    });
 }
