@@ -294,11 +294,13 @@ static void fill_dwarf(void *arg, struct uframe *out, uint32_t n)
 			out[i].flags |= UF_FP;
 		if (f->flags & DWUNW_FRAME_JIT)
 			out[i].flags |= UF_JIT;
-		if (!f->module) {
+		uint64_t at = out[i].pc - (i + d->skip > 0);
+
+		/* a module that may be another file than the one mapped then: not named from it */
+		if (!f->module || (maps_view_on && maps_view_untrusted((uint32_t)d->pid, at))) {
 			const char *why;
 			/* in a file mapping whose file could not be loaded: name the file, as perf does */
-			const char *name = maps_view_on ? maps_view_describe((uint32_t)d->pid,
-						out[i].pc - (i + d->skip > 0), 0, &why) : NULL;
+			const char *name = maps_view_on ? maps_view_describe((uint32_t)d->pid, at, 0, &why) : NULL;
 
 			if (name)
 				out[i].module = name;
@@ -421,8 +423,12 @@ int64_t frames_from_snapshot(const void *data, size_t size, uint32_t skip, uint6
 
 				/* a return address points after the call: look up the call */
 				/* in a file mapping but no module: which file it was is not known */
-				frame_ids[i] = maps_view_file_id(rec->pid, pcs[i] - (i + skip > 0), rec->ts,
-								 !frames[i + skip].module, &unk);
+				uint64_t at = pcs[i] - (i + skip > 0);
+
+				frame_ids[i] = maps_view_file_id(rec->pid, at, rec->ts,
+								 !frames[i + skip].module ||
+									 maps_view_untrusted(rec->pid, at),
+								 &unk);
 				if (unk && !unknown_mod) {
 					unknown_mod = true;
 					maps_view_describe(rec->pid, pcs[i] - (i + skip > 0), rec->ts, &why);

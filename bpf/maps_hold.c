@@ -113,9 +113,71 @@ static bool held_locked(const struct mapev_rec *r)
 static bool drain_taps; /* a drain thread taps every record first: the main thread need not */
 static void maps_hold_tap_one(const void *data, size_t size);
 
+/*
+ * Ranges changed by events the drain thread has seen (it runs ahead of the main thread): a
+ * mapping made before such a change is no longer what /proc/PID/map_files shows for its range.
+ * A ring; a query older than what it still holds is answered "changed" (never trusted).
+ */
+#define CHG_MAX 1024
+static struct chg {
+	uint32_t pid;
+	uint64_t start, end, ts;
+} chg[CHG_MAX];
+static size_t chg_next, chg_n;
+static uint64_t chg_floor;    /* ts of the newest entry overwritten */
+static uint64_t chg_latest;   /* ts of the newest entry */
+
+static void chg_note(const struct mapev_rec *r)
+{
+	struct chg c = { r->pid, r->start, r->end, r->ts };
+
+	if (r->op == MAPEV_EXEC) {
+		c.start = 0;
+		c.end = ~0ull;
+	} else if (r->op == MAPEV_MREMAP) {
+		c.start = r->old_start;
+		c.end = r->old_end;
+	} else if (r->op != MAPEV_MUNMAP && r->op != MAPEV_MMAP && r->op != MAPEV_MMAP_UNKNOWN) {
+		return;
+	}
+	pthread_mutex_lock(&mu);
+	if (chg_n == CHG_MAX && chg[chg_next].ts > chg_floor)
+		chg_floor = chg[chg_next].ts;
+	chg[chg_next] = c;
+	chg_next = (chg_next + 1) % CHG_MAX;
+	if (chg_n < CHG_MAX)
+		chg_n++;
+	if (c.ts > chg_latest)
+		chg_latest = c.ts;
+	pthread_mutex_unlock(&mu);
+}
+
+bool maps_hold_superseded(uint32_t pid, uint64_t start, uint64_t end, uint64_t since)
+{
+	bool yes = false;
+
+	if (!__atomic_load_n(&drain_taps, __ATOMIC_RELAXED))
+		return false;
+	pthread_mutex_lock(&mu);
+	if (chg_latest > since) {
+		yes = since < chg_floor;
+		for (size_t i = 0; i < chg_n && !yes; i++)
+			yes = chg[i].pid == pid && chg[i].ts > since && chg[i].start < end && start < chg[i].end;
+	}
+	pthread_mutex_unlock(&mu);
+	return yes;
+}
+
 void maps_hold_tap_drain(const void *data, size_t size)
 {
+	struct mapev_rec r;
+
 	__atomic_store_n(&drain_taps, true, __ATOMIC_RELAXED);
+	if (size >= sizeof(r)) {
+		memcpy(&r, data, sizeof(r));
+		if (r.h.kind == CAP_KIND_MAPEV)
+			chg_note(&r);
+	}
 	maps_hold_tap_one(data, size);
 }
 

@@ -55,6 +55,14 @@ const char *maps_hold_why(const char *path, uint64_t ino, uint32_t maj, uint32_t
  */
 void maps_hold_release(uint32_t pid, uint64_t start, uint64_t end, uint64_t ts);
 
+/*
+ * A mapping of pid at [start, end), made by the event of time `since`, may no longer be what the
+ * process has there: the drain thread has seen a later event change that range (or cannot tell).
+ * Then /proc/PID/map_files shows another mapping, whose file may even have the same device and
+ * inode (the number of a deleted file is reused). False without a drain thread.
+ */
+bool maps_hold_superseded(uint32_t pid, uint64_t start, uint64_t end, uint64_t since);
+
 /* The path of a mapping record's file into buf (NUL-terminated); false when not known. */
 bool mapev_rec_path(const struct mapev_rec *r, char *buf, size_t size);
 

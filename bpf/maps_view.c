@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <bpf/libbpf.h>
 #include "intern.h"
 #include "mapev.h"
@@ -462,6 +464,21 @@ bool maps_view_use_hold(uint32_t pid, uint64_t pc)
 		return false;
 	proc_find(pid)->dirty = true;
 	return true;
+}
+
+bool maps_view_untrusted(uint32_t pid, uint64_t pc)
+{
+	const struct mv_map *m = file_map_at(pid, pc);
+	struct stat st;
+
+	/* seeded from /proc, or unwound through its held file: its file is known for sure */
+	if (!m || !m->since || m->held || m->unknown || !m->path)
+		return false;
+	if (!maps_hold_superseded(pid, m->start, m->end, m->since))
+		return false;
+	/* its path still names the very file: what libdwunw opened */
+	return stat(m->path, &st) || (uint64_t)st.st_ino != m->ino || major(st.st_dev) != m->dev_major ||
+	       minor(st.st_dev) != m->dev_minor;
 }
 
 const char *maps_view_describe(uint32_t pid, uint64_t pc, uint64_t ts, const char **why)

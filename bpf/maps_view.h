@@ -54,6 +54,13 @@ uint64_t maps_view_file_id(uint32_t pid, uint64_t pc, uint64_t ts, bool no_modul
 bool maps_view_use_hold(uint32_t pid, uint64_t pc);
 
 /*
+ * A frame at pc has a module, but its mapping's file was gone from its path while the range had
+ * changed since (maps_hold_superseded): libdwunw may have opened the file now mapped there through
+ * /proc/PID/map_files, which can carry the old file's inode number. Not trusted: flagged.
+ */
+bool maps_view_untrusted(uint32_t pid, uint64_t pc);
+
+/*
  * A frame at pc in a file mapping without a module: the name to show for its module ("PATH
  * (deleted)", "PATH (replaced)", PATH; NULL when the file is not known) and in *why the reason
  * it could not be loaded (NULL when pc is in no file mapping).
