@@ -333,6 +333,11 @@ static struct mv_proc *proc_get(uint32_t pid)
 	return p;
 }
 
+void maps_view_seed(uint32_t pid)
+{
+	proc_get(pid);
+}
+
 /* The path of an event's file, from its components, else learned from /proc by identity. */
 static const char *event_path(const struct mapev_rec *r)
 {
