@@ -16,9 +16,16 @@ native:
 
 $(BUILD)/libdwunw.a: native
 
+# tsc checks the types and compiles dist/lib, dist/commands (scripts/ use them); esbuild bundles
+# what bin/dwunw runs into dist/cli/: cli.js (the start) and one chunk per command, loaded lazily
+# (a few files to load instead of ~60; koffi, a native addon, stays a package).
 ts: dist/.stamp
 dist/.stamp: $(TS_SRCS) tsconfig.json package.json
 	@npx tsc -p .
+	@rm -rf dist/cli
+	@npx esbuild lib/cli.ts --bundle --splitting --format=esm --platform=node --target=node20 \
+	  --outdir=dist/cli --external:koffi --chunk-names='[name]-[hash]' --log-level=warning \
+	  "--banner:js=import { createRequire as __dwunwRequire } from 'node:module'; const require = __dwunwRequire(import.meta.url);"
 	@touch $@
 
 unit: $(UNIT_BINS)

@@ -8,6 +8,7 @@ import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import t from 'tap';
+import { valgrindFailure } from '../commands/bench.js';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const bin = join(root, 'bin', 'dwunw');
@@ -160,4 +161,30 @@ t.test('bench: argument errors are one line, exit 1', async (t) => {
     t.match(r.stderr, new RegExp(`^dwunw: ${what.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}`), `${args.join(' ')}: says ${what}`);
     t.equal(r.stderr.trim().split('\n').length, 1, `${args.join(' ')}: one line`);
   }
+});
+
+// --callgrind under a uprobe: valgrind's own summary ("I refs: 0") is its last line; the failure
+// names the signal, where it hit and the cause (stderr as valgrind 3.19 printed it here while
+// another process's memleak had uprobes on libc's malloc).
+t.test('bench --callgrind: a harness killed under valgrind is named in one line', async (t) => {
+  const trapped = [
+    '==16586== Callgrind, a call-graph generating cache profiler',
+    '==16586== Command: build/bench/dwunw-bench --profile deep --unwinder dwunw --iterations 200',
+    '==16586== ',
+    '==16586== Process terminating with default action of signal 5 (SIGTRAP)',
+    '==16586==    at 0x4ACB931: malloc (malloc.c:3281)',
+    '==16586==    by 0x114DE8: read_file (json.c:26)',
+    '==16586== Events    : Ir',
+    '==16586== Collected : 0',
+    '==16586== ',
+    '==16586== I   refs:      0',
+    'Trace/breakpoint trap',
+  ].join('\n');
+  const m = valgrindFailure(trapped, null);
+  t.notMatch(m, /I\s+refs/, 'not the summary line');
+  t.match(m, /SIGTRAP in malloc \(malloc\.c:3281\)/, 'the signal and where');
+  t.match(m, /uprobe/, 'the cause');
+  t.notMatch(m, /\n/, 'one line');
+  const own = ['==1== Command: x', 'dwunw-bench: --profile: no snapshot named arm64/qsort', '==1== ', '==1== I   refs:      0'].join('\n');
+  t.equal(valgrindFailure(own, null), 'dwunw-bench: --profile: no snapshot named arm64/qsort', "the harness's own message");
 });

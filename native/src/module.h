@@ -8,6 +8,7 @@
 #include <stdatomic.h>
 #include <sys/types.h>
 #include "elf_file.h"
+#include "shape.h"
 #include "table.h"
 
 #define DW_REF_EVICTING UINT32_MAX  /* refcnt while a slot is being emptied */
@@ -83,6 +84,7 @@ struct dwunw_ctx_impl {
 	uint64_t memo_proc_seq;     /* loaded_seq of memo_proc: the same maps */
 	uint32_t memo_gen[2];
 	uint64_t memo_place[2][16];
+	struct dw_shape memo_shapes[2][1 << DW_SHAPE_BITS]; /* per memo place (shape.h) */
 };
 
 struct dwunw_ctx_impl *dw_ctx(struct dwunw_ctx *ctx);

@@ -9,6 +9,7 @@
  * plus truncated snapshots, vanished processes, argument errors, max_frames, and a timing of
  * warm captures (a TAP comment, not an assertion).
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <execinfo.h>
 #include <fcntl.h>
@@ -383,6 +384,20 @@ __attribute__((no_sanitize_address)) CHAIN static int take_snapshot(struct snap 
 	s->regs.stack_start = r[1];
 	s->regs.stack_size = end - r[1];
 	s->nbt = backtrace(s->bt, MAXF);
+	{
+		/* An interceptor of backtrace() (ASan's, in libasan.so) is frame 0 before its caller:
+		 * leading frames outside this function's object go, so frame 0 is the call site here. */
+		Dl_info me, at;
+		int k = 0;
+
+		if (dladdr((void *)(uintptr_t)take_snapshot, &me))
+			while (k < s->nbt && dladdr(s->bt[k], &at) && at.dli_fbase != me.dli_fbase)
+				k++;
+		if (k > 0 && k < s->nbt) {
+			memmove(s->bt, s->bt + k, (size_t)(s->nbt - k) * sizeof(s->bt[0]));
+			s->nbt -= k;
+		}
+	}
 	s->maps = read_text("/proc/self/maps", &s->maps_len);
 	return 0;
 }
