@@ -151,13 +151,14 @@ t.test('bench --quick, piped: plain aligned text', async (t) => {
     t.match(r.stdout, s, `mentions ${s}`);
 });
 
-t.test('bench: argument errors are one line, exit 1', async (t) => {
-  for (const [args, what] of [
-    [['bench', '--snapshot', '/nonexistent/x.snapshot.json'], '/nonexistent/x.snapshot.json: no such file'],
-    [['bench', '--iterations', '0'], '--iterations'],
-  ] as [string[], string][]) {
+// A missing file is a failure (exit 1); a bad option value is a usage error (exit 2).
+t.test('bench: argument errors are one line, exit 1 or 2', async (t) => {
+  for (const [args, what, status] of [
+    [['bench', '--snapshot', '/nonexistent/x.snapshot.json'], '/nonexistent/x.snapshot.json: no such file', 1],
+    [['bench', '--iterations', '0'], '--iterations', 2],
+  ] as [string[], string, number][]) {
     const r = dwunw(args);
-    t.equal(r.status, 1, `${args.join(' ')}: exit 1`);
+    t.equal(r.status, status, `${args.join(' ')}: exit ${status}`);
     t.match(r.stderr, new RegExp(`^dwunw: ${what.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}`), `${args.join(' ')}: says ${what}`);
     t.equal(r.stderr.trim().split('\n').length, 1, `${args.join(' ')}: one line`);
   }
