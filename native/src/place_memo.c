@@ -55,9 +55,14 @@ void dw_memo_give(struct walk *w)
 			const struct place *pl = &w->places[i];
 			if (!pl->rcache || !pl->mod)
 				continue;
-			/* another mapping than the memo place n had: its cache starts empty */
-			if (pl->memo_slot != n + 1)
-				memset(c->memo_shapes[n], 0, sizeof(c->memo_shapes[n]));
+			/* the memo place n itself: unchanged (its module, held all along, is the same
+			 * load), and so is its shape cache */
+			if (pl->memo_slot == n + 1) {
+				n++;
+				continue;
+			}
+			/* another mapping: its cache starts empty */
+			memset(c->memo_shapes[n], 0, sizeof(c->memo_shapes[n]));
 			memcpy(c->memo_place[n], pl, sizeof(*pl));
 			((struct place *)c->memo_place[n])->unused = 0;
 			c->memo_gen[n++] = atomic_load_explicit(&pl->mod->gen, memory_order_relaxed);

@@ -191,12 +191,16 @@ static void to_regs(const struct walk *w, const struct state *s, struct dwunw_re
 	memcpy(r->regs, s->regs, sizeof(r->regs));
 }
 
-/* Frame 0's registers: only the arch's are looked at. */
-static void from_regs_n(const struct dwunw_regs *r, struct state *s, unsigned nregs)
+/* Frame 0's registers other than sp and fp (only the arch's are looked at), for the first slow
+ * step: walk_fast kept s's pc, valid mask, sp and fp, and never touched the others. */
+static __attribute__((noinline)) void full_regs(const struct dwunw_regs *r, struct state *s,
+						const struct dwunw_arch_ops *arch)
 {
-	s->pc = r->pc;
-	s->valid = r->valid;
-	memcpy(s->regs, r->regs, (nregs < DWUNW_MAX_REGS ? nregs : DWUNW_MAX_REGS) * sizeof(s->regs[0]));
+	uint64_t sp = s->regs[arch->sp_reg], fp = s->regs[arch->fp_reg];
+
+	memcpy(s->regs, r->regs, (arch->nregs < DWUNW_MAX_REGS ? arch->nregs : DWUNW_MAX_REGS) * sizeof(s->regs[0]));
+	s->regs[arch->sp_reg] = sp;
+	s->regs[arch->fp_reg] = fp;
 }
 
 static void from_regs(const struct dwunw_regs *r, struct state *s)
@@ -211,14 +215,14 @@ static void from_regs(const struct dwunw_regs *r, struct state *s)
  * truth, whatever the FDE says (the arm64 vDSO's FDE describes only a frame record). The step
  * itself then goes through step_fallback, which asks the arch first.
  */
-static int is_sigtramp(struct walk *w, const struct state *s)
+static int is_sigtramp(struct walk *w, const struct state *s, struct dwunw_regs *out)
 {
-	struct dwunw_regs in, out;
+	struct dwunw_regs in;
 
 	if (!w->arch->sigframe)
 		return 0;
 	to_regs(w, s, &in);
-	return w->arch->sigframe(&in, &out, dw_walk_read, w) > 0;
+	return w->arch->sigframe(&in, out, dw_walk_read, w) > 0;
 }
 
 /* A frame-pointer step is believed only when it is plausible against the maps: the return
@@ -254,13 +258,19 @@ static int fp_plausible(const struct walk *w, const struct dwunw_regs *in, const
  * they look plausible (fp_plausible).
  */
 static int step_fallback(struct walk *w, const struct state *s, struct state *n, uint32_t fi,
-			 int exact, const struct place *pl, uint32_t *how)
+			 int exact, const struct place *pl, uint32_t *how, const struct dwunw_regs *sig)
 {
 	const struct dwunw_module *mod = pl->mod;
 	const struct dwunw_arch_ops *arch = w->arch;
 	struct dwunw_regs in, out;
 	int r;
 
+	if (sig) {
+		/* is_sigtramp recognised it already: its caller's registers */
+		*how = DWUNW_HOW_SIGNAL;
+		from_regs(sig, n);
+		return DWUNW_OK;
+	}
 	to_regs(w, s, &in);
 	memset(&out, 0, sizeof(out));
 	if (arch->sigframe) {
@@ -404,10 +414,11 @@ static inline __attribute__((always_inline)) int fast_frame(const struct fast_en
 				if (lk != lookup || lookup - t->start >= t->len - dec)
 					return FAST_MORE;
 			}
+			if (!t->rcache)
+				return FAST_MORE;
+			place_use(e->w, t, (uint32_t)(f - frames));
 		}
-		if (!t->rcache)
-			return FAST_MORE;
-		place_use(e->w, t, (uint32_t)(f - frames));
+		/* (the other recent place was the current one of an earlier frame: in use already) */
 		st->a = p;
 		st->p = p = t;
 	}
@@ -580,10 +591,12 @@ static __attribute__((noinline)) int step_other(struct walk *w, const struct pla
 						uint32_t *fl, int exact, uint32_t fi)
 {
 	struct state *tmp;
+	struct dwunw_regs sig;
+	int is_sig = 0;
 	int r;
 
 	if (rule && rule->cfa_kind != DW_CFA_KIND_END &&
-	    !((rule->flags & DW_RULEF_SIGNAL) && is_sigtramp(w, *cur))) {
+	    !((rule->flags & DW_RULEF_SIGNAL) && (is_sig = is_sigtramp(w, *cur, &sig)))) {
 		r = step_cfi(w, pl->table, rule, *cur, *next, cfa);
 		if (r)
 			return r;
@@ -593,7 +606,7 @@ static __attribute__((noinline)) int step_other(struct walk *w, const struct pla
 		}
 	} else {
 		*cfa = 0;
-		r = step_fallback(w, *cur, *next, fi, exact, pl, nhow);
+		r = step_fallback(w, *cur, *next, fi, exact, pl, nhow, is_sig ? &sig : NULL);
 		if (r)
 			return r;
 		if (*nhow == DWUNW_HOW_SIGNAL)
@@ -635,7 +648,7 @@ DWUNW_API int dwunw_capture_sampled(struct dwunw_ctx *ctx, const struct dwunw_re
 	struct fast_env fe;
 	size_t cap, nf = 0;
 	uint32_t how = DWUNW_HOW_INITIAL;
-	int exact, entered = 0, memo, ret = DWUNW_OK, proc_err = DWUNW_OK;
+	int exact, entered = 0, memo, ret = DWUNW_OK, proc_err = DWUNW_OK, full = 0;
 	uint64_t regmask, keep, lr_bit, snap_lo, snap_len;
 	const uint8_t *snap;
 	unsigned spr, asz;
@@ -690,7 +703,12 @@ DWUNW_API int dwunw_capture_sampled(struct dwunw_ctx *ctx, const struct dwunw_re
 	lr_bit = arch->lr_reg < DWUNW_MAX_REGS ? 1ull << arch->lr_reg : 0;
 	regmask = arch->nregs >= 64 ? ~0ull : (1ull << arch->nregs) - 1;
 	keep = (arch->callee_saved | lr_bit) & regmask;
-	from_regs_n(regs, cur, arch->nregs);
+	/* Frame 0's registers: what walk_fast reads now, the others before the first slow step
+	 * (full_regs); a capture that walk_fast completes never copies them. */
+	cur->pc = regs->pc;
+	cur->valid = regs->valid;
+	cur->regs[spr] = regs->regs[spr];
+	cur->regs[arch->fp_reg] = regs->regs[arch->fp_reg];
 	exact = !(regs->flags & DWUNW_REGS_PC_IS_RETADDR);
 	pl = alt = &no_place; /* the first frame looks its place up */
 	fe = (struct fast_env){ .w = &w, .snap = snap, .snap_lo = snap_lo, .snap_len = snap_len, .keep = keep,
@@ -729,12 +747,20 @@ DWUNW_API int dwunw_capture_sampled(struct dwunw_ctx *ctx, const struct dwunw_re
 				ret = fr == FAST_END ? DWUNW_OK : fr == FAST_DEPTH ? DWUNW_ERR_DEPTH : DWUNW_ERR_NO_PROGRESS;
 				break;
 			}
+			if (DW_UNLIKELY(!full)) {
+				full_regs(regs, cur, arch);
+				full = 1;
+			}
 			if (nf != n0) {
 				fast_restore(&w, cur, frames, n0, nf, exact, keep, saved, arch->fp_reg);
 				exact = 0;
 				how = DWUNW_HOW_CFI;
 				continue;
 			}
+		}
+		if (DW_UNLIKELY(!full)) {
+			full_regs(regs, cur, arch);
+			full = 1;
 		}
 		fl |= pl->fflags;
 		w.beyond = 0;
