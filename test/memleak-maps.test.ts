@@ -10,28 +10,19 @@
 // shown as not complete, with a reason) or wrong: 0 wrong, and no stack holds both sizes.
 // Needs root, BTF and BPF: skipped with the reason, unless DWUNW_REQUIRE_BPF=1 (CI).
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import t from 'tap';
+import { bpfUnavailable, root, skipOrFail } from './helpers.js';
 
-const root = fileURLToPath(new URL('..', import.meta.url));
 const memleakBin = join(root, 'build', 'bpf', 'memleak');
 const fx = join(root, 'fixtures', 'x86_64', 'build');
-const REQUIRE = process.env.DWUNW_REQUIRE_BPF === '1';
 const ROUNDS = 20;
 const BLOCKS = 10;
 
-function unavailable(): string | null {
-  if (process.platform !== 'linux' || process.arch !== 'x64') return 'needs Linux on x86_64';
-  if (process.getuid?.() !== 0) return 'not root (memleak needs CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE)';
-  if (!existsSync('/sys/kernel/btf/vmlinux')) return 'the kernel has no BTF (/sys/kernel/btf/vmlinux)';
-  if (!existsSync(memleakBin)) return `${memleakBin} is not built (make bpf)`;
-  for (const f of ['plugswap', 'libswapA.so', 'libswapB.so', 'libswapC.so'])
-    if (!existsSync(join(fx, f))) return `${join(fx, f)} is not built (make fixtures)`;
-  return null;
-}
+const unavailable = (): string | null =>
+  bpfUnavailable('memleak needs CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE', [[memleakBin, 'make bpf'], ...['plugswap', 'libswapA.so', 'libswapB.so', 'libswapC.so'].map((f): [string, string] => [join(fx, f), 'make fixtures'])]);
 
 interface JFrame { pc?: string; symbol: string | null; module: string | null; origin?: string; anon?: boolean }
 interface JStack {
@@ -100,8 +91,7 @@ function score(r: JReport, other: string) {
 
 const why = unavailable();
 if (why) {
-  if (REQUIRE) t.fail(`DWUNW_REQUIRE_BPF=1 but ${why}`);
-  else t.pass(`memleak map tests skipped: ${why}`, { skip: why });
+  skipOrFail(t, why, 'memleak map tests skipped');
 } else {
   const variants = [
     { name: 'another layout (B), unloaded at once', other: 'B', opts: '', extra: [] as string[] },
