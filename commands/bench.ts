@@ -20,8 +20,8 @@ import type { ChalkInstance } from 'chalk';
 import Table from 'cli-table3';
 import type { ArgumentsCamelCase, Argv } from 'yargs';
 import { type KernelBench, kernelBench } from '../lib/kernel-bench.js';
-import { packageRoot } from '../lib/native.js';
-import { ChunkedWriter, CliError, colorsFor, reportError } from '../lib/output.js';
+import { packageRoot } from '../lib/root.js';
+import { ChunkedWriter, CliError, ExitCode, colorsFor, reportError } from '../lib/output.js';
 
 interface Args {
   json: boolean;
@@ -310,10 +310,12 @@ async function addCallgrind(r: BenchReport, harness: string, fileArgs: string[],
           ...fileArgs,
         ];
         const vg = await run('valgrind', args);
-        if (vg.code !== 0) throw new CliError('--callgrind', `valgrind on ${s.name} (${u}): ${lastLine(vg.stderr)}`);
+        if (vg.code !== 0) throw new CliError('--callgrind', `valgrind on ${s.name} (${u}): ${valgrindFailure(vg.stderr, vg.signal)}`);
         const ann = await run('callgrind_annotate', ['--inclusive=no', '--threshold=100', out]);
         if (ann.code !== 0) throw new CliError('--callgrind', `callgrind_annotate: ${lastLine(ann.stderr)}`);
         const { total, functions } = parseAnnotate(ann.stdout);
+        if (total <= 0)
+          throw new CliError('--callgrind', `valgrind on ${s.name} (${u}): no instructions counted in profile_loop (a harness built without symbols?)`);
         res.ir_per_unwind = Math.round(total / iterations);
         res.instructions = res.ir_per_unwind;
         if (u === 'dwunw')
@@ -329,6 +331,31 @@ async function addCallgrind(r: BenchReport, harness: string, fileArgs: string[],
     rmSync(dir, { recursive: true, force: true });
   }
   r.callgrind = { iterations };
+}
+
+/**
+ * Why a valgrind run failed, in one line. Its last line is its own summary ("I refs: 0") when the
+ * harness died or exited early: the harness's own message, or the fatal signal and where it hit,
+ * say more. A SIGTRAP in a library function is a uprobe (another process tracing that library,
+ * e.g. memleak on libc's malloc): the kernel's breakpoint is in the code valgrind translates, and
+ * under valgrind it is an int3 that kills the program.
+ */
+export function valgrindFailure(stderr: string, signal?: NodeJS.Signals | null): string {
+  const lines = stderr.split('\n').map((l) => l.trimEnd());
+  const own = lines.filter((l) => l && !/^==\d+==/.test(l) && !/^(Trace\/breakpoint trap|Killed|Segmentation fault)/.test(l));
+  const strip = (l: string) => l.replace(/^==\d+==\s*/, '');
+  const term = lines.findIndex((l) => /Process terminating with default action of signal/.test(l));
+  if (term >= 0) {
+    const sig = /signal \d+ \((\w+)\)/.exec(lines[term]!)?.[1] ?? 'a signal';
+    const at = /^\s*at 0x[0-9A-Fa-f]+: (.*)$/.exec(strip(lines[term + 1] ?? ''))?.[1];
+    const where = at ? ` in ${at}` : '';
+    if (sig === 'SIGTRAP')
+      return `the harness died of SIGTRAP${where}: a uprobe on that library (another process tracing it, e.g. memleak on libc) traps under valgrind; run again when no uprobes are attached`;
+    return `the harness died of ${sig}${where}`;
+  }
+  if (own.length) return own[own.length - 1]!;
+  if (signal) return `valgrind was killed by ${signal}`;
+  return lastLine(stderr.split('\n').map(strip).join('\n'));
 }
 
 /** callgrind_annotate's totals and per-function self counts ("1,005,000 (10.83%)  file:fn [obj]"). */
@@ -365,7 +392,7 @@ export interface BenchOptions {
 
 function checkCount(name: string, v: number | undefined, max: number): void {
   if (v !== undefined && (!Number.isInteger(v) || v < 1 || v > max))
-    throw new CliError(name, `not a number from 1 to ${max}: ${v}`);
+    throw new CliError(name, `not a number from 1 to ${max}: ${v}`, ExitCode.USAGE);
 }
 
 export async function bench(o: BenchOptions): Promise<void> {

@@ -3,9 +3,9 @@
 import { statSync } from 'node:fs';
 import type { ArgumentsCamelCase, Argv } from 'yargs';
 import type { ChalkInstance } from 'chalk';
-import { Dwunw, DwunwError, type Module, type Row, type TableInfo, sourceName } from '../lib/dwunw.js';
-import * as N from '../lib/native.js';
-import { ChunkedWriter, CliError, colorsFor, hex, parseAddress, reportError } from '../lib/output.js';
+import type { Module, Row, TableInfo } from '../lib/dwunw.js';
+import * as N from '../lib/native-consts.js';
+import { ChunkedWriter, CliError, ExitCode, colorsFor, hex, parseAddress, reportError } from '../lib/output.js';
 
 interface Args {
   file: string;
@@ -67,11 +67,13 @@ export async function dumpTable(file: string, opts: { json: boolean; pc?: string
   let pc: bigint | undefined;
   if (opts.pc !== undefined) {
     const v = parseAddress(opts.pc);
-    if (v === null) throw new CliError('--pc', `not an address: ${opts.pc}`);
+    if (v === null) throw new CliError('--pc', `not an address: ${opts.pc}`, ExitCode.USAGE);
     pc = v;
   }
   checkFile(file);
 
+  // the library (koffi) only now: --help and usage errors do without it
+  const { Dwunw, DwunwError, sourceName } = await import('../lib/dwunw.js');
   const d = new Dwunw();
   let mod: Module | undefined;
   try {

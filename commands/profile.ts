@@ -9,7 +9,7 @@ import { existsSync, writeFileSync } from 'node:fs';
 import { constants as osConstants } from 'node:os';
 import type { ArgumentsCamelCase, Argv } from 'yargs';
 import { type PassthroughArgs, passthroughBuilder } from '../lib/passthrough.js';
-import { CliError } from '../lib/errors.js';
+import { CliError, ExitCode } from '../lib/errors.js';
 import { foldedLines, parseProfileJson, profilePath } from '../lib/profile.js';
 import { flameHtml } from '../lib/profile-html.js';
 import { encodePprof } from '../lib/profile-pprof.js';
@@ -40,7 +40,7 @@ export function splitArgs(args: string[]): { pprof?: string; html?: string; fold
     const m = /^--(pprof|html)(?:=(.*))?$/.exec(a);
     if (m) {
       const v = m[2] ?? args[++i];
-      if (!v || v === '--') throw new CliError('profile', `--${m[1]}: a file name is expected`);
+      if (!v || v === '--') throw new CliError('profile', `--${m[1]}: a file name is expected`, ExitCode.USAGE);
       out[m[1] as 'pprof' | 'html'] = v;
       continue;
     }

@@ -13,7 +13,8 @@
 import { readFileSync, statSync } from 'node:fs';
 import { resolve } from 'node:path';
 import type { ArgumentsCamelCase, Argv } from 'yargs';
-import { type CoreLoad, DEFAULT_MAX_FRAMES, Dwunw, DwunwError } from '../lib/dwunw.js';
+import { DEFAULT_MAX_FRAMES } from '../lib/defaults.js';
+import type { CoreLoad, Dwunw, DwunwError } from '../lib/dwunw.js';
 import {
   DWUNW_ARCH_MIPS32,
   DWUNW_CFG_NO_REMOTE_READS,
@@ -22,9 +23,10 @@ import {
   DWUNW_ERR_INVALID_ARG,
   DWUNW_ERR_NOT_ELF,
   DWUNW_ERR_UNSUPPORTED_ARCH,
-} from '../lib/native.js';
+} from '../lib/native-consts.js';
 import { ChunkedWriter, CliError, ExitCode, colorsFor } from '../lib/output.js';
 import { Warnings } from '../lib/warnings.js';
+import { type Mark, legendLine } from '../lib/marks.js';
 import { type ProcessReport, type ThreadReport, processHeader, processJson, threadJson, threadText } from '../lib/stacks.js';
 
 // Option names as given (yargs also provides them camelCased to the handler).
@@ -180,11 +182,11 @@ function readMaps(file: string): string {
   }
 }
 
-function load(d: Dwunw, core: string, o: UnwindCoreOptions, maps: string | undefined): CoreLoad {
+function load(d: Dwunw, LibError: typeof DwunwError, core: string, o: UnwindCoreOptions, maps: string | undefined): CoreLoad {
   try {
     return d.loadCore(core, { maps, exe: o.exe });
   } catch (e) {
-    if (!(e instanceof DwunwError)) throw e;
+    if (!(e instanceof LibError)) throw e;
     if (e.code === DWUNW_ERR_NOT_ELF) throw new CliError(core, 'not an ELF file');
     if (e.code === DWUNW_ERR_INVALID_ARG) throw new CliError(core, 'not a core file (ELF type is not ET_CORE)');
     if (e.code === DWUNW_ERR_UNSUPPORTED_ARCH) throw new CliError(core, `unsupported architecture (${describeElf(core)})`);
@@ -208,9 +210,11 @@ export async function unwindCore(core: string, o: UnwindCoreOptions): Promise<vo
   // Offline: nothing is read from a process of this machine, whatever the core's pid.
   // An absolute sysroot: module paths (sysroot + the maps' path) read the same from anywhere.
   const sysroot = o.sysroot !== undefined ? resolve(o.sysroot) : null;
+  // the library (koffi) only now: --help and usage errors do without it
+  const { Dwunw, DwunwError } = await import('../lib/dwunw.js');
   const d = new Dwunw({ flags: DWUNW_CFG_NO_REMOTE_READS, sysroot, warn });
   try {
-    const c = load(d, core, o, maps);
+    const c = load(d, DwunwError, core, o, maps);
     if (c.status === DWUNW_ERR_CORRUPT) warn(`dwunw: ${core}: malformed or truncated core: unwinding what could be read`);
     if (maps === undefined && !(c.flags & DWUNW_CORE_NT_FILE))
       warn(`dwunw: ${core}: no NT_FILE note (a qemu guest core?) and no --maps: modules are unknown`);
@@ -231,18 +235,21 @@ export async function unwindCore(core: string, o: UnwindCoreOptions): Promise<vo
     // The first thread took the fatal signal (a kernel core repeats it in every thread's note).
     const signals = c.threads.map((t, i) => (i === 0 ? signalName(c.arch, t.signo) : null));
     if (!o.json) await out.write(`${processHeader(report, colors)}\n`);
+    const seen = new Set<Mark>();
     for (const [i, t] of c.threads.entries()) {
       const u = d.unwind({ pid: c.pid, tid: t.tid, regs: t.regs, stack: null }, o.maxFrames);
       // Only the main thread's name is in the core (NT_PRPSINFO).
       const tr: ThreadReport = { tid: t.tid, comm: t.tid === c.corePid ? c.comm : null, ...u, addrSize };
       report.threads.push(tr);
       if (!o.json) {
-        const lines = threadText(tr, colors, { lines: o.lines }).split('\n');
+        const lines = threadText(tr, colors, { lines: o.lines, seen }).split('\n');
         const sig = signals[i];
         if (sig) lines[0] = colors.bold(`Thread ${tr.tid}${tr.comm !== null ? ` (${tr.comm})` : ''} [${sig}]:`);
         await out.write(`${i === 0 ? '' : '\n'}${lines.join('\n')}`);
       }
     }
+    const legend = legendLine(seen);
+    if (!o.json && legend) await out.write(`\n${legend}\n`);
     if (o.json) {
       const j = processJson(report);
       const json = {

@@ -16,17 +16,12 @@ import { readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { constants as osConstants } from 'node:os';
 import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
 import type { ArgumentsCamelCase, Argv } from 'yargs';
-import {
-  DEFAULT_ATTACH_TIMEOUT_MS,
-  DEFAULT_MAX_FRAMES,
-  DEFAULT_STACK_SIZE,
-  Dwunw,
-  type ThreadCapture,
-  detachAll,
-} from '../lib/dwunw.js';
-import { DWUNW_ERR_IO, DWUNW_ERR_PERM } from '../lib/native.js';
+import { DEFAULT_ATTACH_TIMEOUT_MS, DEFAULT_MAX_FRAMES, DEFAULT_STACK_SIZE } from '../lib/defaults.js';
+import type { ThreadCapture } from '../lib/dwunw.js';
+import { DWUNW_ERR_IO, DWUNW_ERR_PERM } from '../lib/native-consts.js';
 import { ChunkedWriter, CliError, ExitCode, colorsFor, reportError } from '../lib/output.js';
 import { type Snapshot, type SnapshotThread, snapshotToJson } from '../lib/snapshot.js';
+import { type Mark, legendLine } from '../lib/marks.js';
 import { type ProcessReport, type ThreadReport, processHeader, processJson, threadText } from '../lib/stacks.js';
 import { checkTraceable } from '../lib/traceable.js';
 
@@ -64,7 +59,7 @@ export function builder(y: Argv): Argv<Args> {
       type: 'number',
       default: DEFAULT_STACK_SIZE,
       requiresArg: true,
-      describe: 'Bytes of stack copied while the thread is frozen; memory beyond is read live (frames marked +mem)',
+      describe: 'Bytes of stack copied while the thread is frozen; memory beyond is read live (frames marked [live])',
     })
     .option('audit', { type: 'boolean', default: false, describe: 'Log every attach, detach and read fallback on stderr' })
     .option('attach-timeout', {
@@ -179,7 +174,7 @@ const GUARDED_SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
  * Until the returned function is called: on SIGINT/SIGTERM/SIGHUP resume every held thread, say
  * so, and die of the same signal; on any exit, resume every held thread.
  */
-function guardHeldThreads(): () => void {
+function guardHeldThreads(detachAll: () => number): () => void {
   const onSignal = (sig: NodeJS.Signals): void => {
     const n = detachAll();
     process.stderr.write(`dwunw: interrupted by ${sig}${n ? ` (resumed ${n} held thread${n > 1 ? 's' : ''})` : ''}\n`);
@@ -253,15 +248,18 @@ export async function unwindPid(o: UnwindPidOptions): Promise<void> {
   let arch: string | null = null;
   const attachTimeoutMs = o.attachTimeout ?? DEFAULT_ATTACH_TIMEOUT_MS;
 
+  // the library (koffi) only now: --help and usage errors do without it
+  const { Dwunw, detachAll } = await import('../lib/dwunw.js');
   const d = new Dwunw({
     warn: (line) => process.stderr.write(`${line}\n`),
     audit: o.audit ? (line) => process.stderr.write(`${line}\n`) : undefined,
     attachTimeoutMs,
   });
-  const unguard = guardHeldThreads();
+  const unguard = guardHeldThreads(detachAll);
   try {
     if (!o.json) await out.write(`${processHeader(report, c)}\n`);
     let first = true;
+    const seen = new Set<Mark>();
     for (const tid of tids) {
       const comm = readComm(`/proc/${pid}/task/${tid}/comm`);
       const cap = await d.captureThread(pid, tid, {
@@ -302,12 +300,14 @@ export async function unwindPid(o: UnwindPidOptions): Promise<void> {
         saved.push({ tid, comm, regs: cap.regs, stack: cap.stack });
       }
       if (!o.json) {
-        await out.write(`${first ? '' : '\n'}${threadText(t, c, { lines: o.lines })}`);
+        await out.write(`${first ? '' : '\n'}${threadText(t, c, { lines: o.lines, seen })}`);
         await out.flush();
       }
       first = false;
       await letSignalsIn();
     }
+    const legend = legendLine(seen);
+    if (!o.json && legend) await out.write(`\n${legend}\n`);
     if (o.json) await out.write(`${JSON.stringify(processJson(report), null, 1)}\n`);
     await out.flush();
 

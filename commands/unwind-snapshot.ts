@@ -37,10 +37,12 @@
 // unwind-pid would have read it live and marked the frame +mem).
 import { readFileSync, statSync } from 'node:fs';
 import type { ArgumentsCamelCase, Argv } from 'yargs';
-import { DEFAULT_MAX_FRAMES, Dwunw, DwunwError, type Module, VDSO_NAME } from '../lib/dwunw.js';
-import { DWUNW_CFG_NO_REMOTE_READS } from '../lib/native.js';
-import { ChunkedWriter, CliError, colorsFor } from '../lib/output.js';
+import { DEFAULT_MAX_FRAMES, VDSO_NAME } from '../lib/defaults.js';
+import type { Module } from '../lib/dwunw.js';
+import { DWUNW_CFG_NO_REMOTE_READS } from '../lib/native-consts.js';
+import { ChunkedWriter, CliError, ExitCode, colorsFor } from '../lib/output.js';
 import { type Snapshot, SnapshotError, parseSnapshot } from '../lib/snapshot.js';
+import { type Mark, legendLine } from '../lib/marks.js';
 import { type ProcessReport, processHeader, processJson, threadText } from '../lib/stacks.js';
 
 // Option names as given (yargs also provides them camelCased to the handler).
@@ -69,7 +71,7 @@ export async function handler(argv: ArgumentsCamelCase<Args>): Promise<void> {
   await unwindSnapshot(argv.file, { json: argv.json, lines: argv.lines, maxFrames: argv.maxFrames, sysroot: argv.sysroot });
 }
 
-function readSnapshot(file: string): Snapshot {
+function readSnapshot(file: string, archOf: (name: string) => number | null): Snapshot {
   let text: string;
   try {
     if (statSync(file).isDirectory()) throw new CliError(file, 'is a directory');
@@ -82,7 +84,7 @@ function readSnapshot(file: string): Snapshot {
     throw new CliError(file, (e as Error).message);
   }
   try {
-    return parseSnapshot(text, (name) => Dwunw.archByName(name)?.arch ?? null);
+    return parseSnapshot(text, archOf);
   } catch (e) {
     if (e instanceof SnapshotError) throw new CliError(file, `not a dwunw snapshot: ${e.message}`);
     throw e;
@@ -94,8 +96,10 @@ export async function unwindSnapshot(
   o: { json: boolean; lines: boolean; maxFrames: number; sysroot?: string },
 ): Promise<void> {
   if (!Number.isInteger(o.maxFrames) || o.maxFrames < 1 || o.maxFrames > 65536)
-    throw new CliError('--max-frames', `not a number of frames (1-65536): ${o.maxFrames}`);
-  const snap = readSnapshot(file);
+    throw new CliError('--max-frames', `not a number of frames (1-65536): ${o.maxFrames}`, ExitCode.USAGE);
+  // the library (koffi) only now: --help and usage errors do without it
+  const { Dwunw, DwunwError } = await import('../lib/dwunw.js');
+  const snap = readSnapshot(file, (name) => Dwunw.archByName(name)?.arch ?? null);
   const addrSize = Dwunw.archByName(snap.arch)?.addr_size ?? 8;
 
   // Offline: the pid's maps come from the file and nothing is read from a process.
@@ -136,13 +140,16 @@ export async function unwindSnapshot(
     }
     if (!o.json) await out.write(`${processHeader(report, c)}\n`);
     let first = true;
+    const seen = new Set<Mark>();
     for (const t of snap.threads) {
       const u = d.unwind({ pid: snap.pid, tid: t.tid, regs: t.regs, stack: t.stack }, o.maxFrames);
       const tr = { tid: t.tid, comm: t.comm, ...u, addrSize };
       report.threads.push(tr);
-      if (!o.json) await out.write(`${first ? '' : '\n'}${threadText(tr, c, { lines: o.lines })}`);
+      if (!o.json) await out.write(`${first ? '' : '\n'}${threadText(tr, c, { lines: o.lines, seen })}`);
       first = false;
     }
+    const legend = legendLine(seen);
+    if (!o.json && legend) await out.write(`\n${legend}\n`);
     if (o.json) await out.write(`${JSON.stringify(processJson(report), null, 1)}\n`);
     await out.flush();
   } finally {

@@ -6,8 +6,8 @@
 // status 1 on any mismatch or error. Frames beyond code that has no CFI at all are reported as
 // "cfi-absent", not compared. See lib/verify.ts.
 import type { ArgumentsCamelCase, Argv } from 'yargs';
-import { packageRoot } from '../lib/native.js';
-import { ChunkedWriter, CliError } from '../lib/output.js';
+import { packageRoot } from '../lib/root.js';
+import { ChunkedWriter, CliError, ExitCode } from '../lib/output.js';
 import { VERIFY_ARCHES, type VerifyArch, killSessions, reportJson, reportText, verify } from '../lib/verify.js';
 
 interface Args {
@@ -31,7 +31,7 @@ export function builder(y: Argv): Argv<Args> {
 
 export async function handler(argv: ArgumentsCamelCase<Args>): Promise<void> {
   if (argv.jobs !== undefined && (!Number.isInteger(argv.jobs) || argv.jobs < 1 || argv.jobs > 64))
-    throw new CliError('--jobs', `not a number of jobs (1-64): ${argv.jobs}`);
+    throw new CliError('--jobs', `not a number of jobs (1-64): ${argv.jobs}`, ExitCode.USAGE);
   const arches: VerifyArch[] = argv.arch === 'all' ? [...VERIFY_ARCHES] : [argv.arch as VerifyArch];
   // Interrupted: no qemu may stay behind waiting for its debugger.
   for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const)

@@ -5,6 +5,7 @@
 import { readFileSync } from 'node:fs';
 import { endianness } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { DEFAULT_MAX_FRAMES, DEFAULT_STACK_SIZE, MAX_VDSO_SIZE } from './defaults.js';
 import * as N from './native.js';
 
 export class DwunwError extends Error {
@@ -264,23 +265,7 @@ export interface DwunwOptions {
 
 // ---- Unwinding: registers, frames, symbols ---------------------------------------------------
 
-/** How a frame's registers were recovered (enum dwunw_how), as printed. */
-export const HOW_NAMES = ['initial', 'cfi', 'signal', 'fp', 'lr', 'prologue'] as const;
-export const howName = (how: number): string => HOW_NAMES[how] ?? `how-${how}`;
-
-/** DWUNW_FRAME_* bits worth showing, by name (HOLDS_REF is bookkeeping and not listed). */
-export const FRAME_FLAGS: readonly (readonly [number, string])[] = [
-  [N.DWUNW_FRAME_BEYOND_SNAPSHOT, 'beyond-snapshot'],
-  [N.DWUNW_FRAME_EXACT_PC, 'exact-pc'],
-  [N.DWUNW_FRAME_JIT, 'jit'],
-  [N.DWUNW_FRAME_VDSO, 'vdso'],
-  [N.DWUNW_FRAME_UPROBE_TRAMP, 'uprobe'],
-  [N.DWUNW_FRAME_SIGTRAMP, 'sigtramp'],
-];
-
-export function frameFlagNames(flags: number): string[] {
-  return FRAME_FLAGS.filter(([bit]) => (flags & bit) !== 0).map(([, name]) => name);
-}
+export { FRAME_FLAGS, HOW_NAMES, frameFlagNames, howName } from './frame-names.js';
 
 /**
  * A symbol name without its ELF version suffix ("clock_nanosleep@@GLIBC_2.17" ->
@@ -426,14 +411,7 @@ export interface CoreLoad {
   threads: CoreThread[];
 }
 
-export const DEFAULT_STACK_SIZE = 64 * 1024;
-/** The library's default attach timeout (struct dwunw_config.attach_timeout_ms 0). */
-export const DEFAULT_ATTACH_TIMEOUT_MS = 2000;
-/** A [vdso] mapping larger than this is not copied (the library does not believe it either). */
-export const MAX_VDSO_SIZE = 1 << 20;
-/** The name under which a vDSO image serves the [vdso] mappings of offline maps. */
-export const VDSO_NAME = '[vdso]';
-export const DEFAULT_MAX_FRAMES = 256;
+export { DEFAULT_ATTACH_TIMEOUT_MS, DEFAULT_MAX_FRAMES, DEFAULT_STACK_SIZE, MAX_VDSO_SIZE, VDSO_NAME } from './defaults.js';
 const PAGE = 4096n;
 
 // Offsets of the structs this file reads and writes by hand (from the koffi declarations,

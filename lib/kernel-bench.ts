@@ -8,7 +8,7 @@ import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { packageRoot } from './native.js';
+import { packageRoot } from './root.js';
 
 /** One walker's figures, per sample of the workload. */
 export interface KernelWalkerFigures {

@@ -31,7 +31,7 @@ import {
   startStopped,
   within,
 } from './memleak.js';
-import { packageRoot } from './native.js';
+import { packageRoot } from './root.js';
 
 export interface DemoOptions {
   rounds: number;

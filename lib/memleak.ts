@@ -7,7 +7,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { CliError } from './errors.js';
-import { packageRoot } from './native.js';
+import { packageRoot } from './root.js';
 import type { KernelWalk } from './profile.js';
 
 // ---- Paths ---------------------------------------------------------------------------------------

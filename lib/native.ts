@@ -1,87 +1,16 @@
 // The koffi binding of libdwunw (native/include/dwunw.h). Only declarations live here: the struct
 // layouts (checked against the C header by test/abi-layout.test.ts) and the functions the CLI uses.
 // The shared library is loaded lazily, so the types can be inspected without it.
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { endianness } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join, resolve } from 'node:path';
 import koffi from 'koffi';
 import { CliError } from './errors.js';
+import { DWUNW_MAX_REGS, DWUNW_ROW_MAX_REGS } from './native-consts.js';
+import { packageRoot } from './root.js';
 
-// ---- Constants of dwunw.h ------------------------------------------------------------------
-
-export const DWUNW_OK = 0;
-export const DWUNW_ERR_NO_DWARF = -1;
-export const DWUNW_ERR_UNSUPPORTED_ARCH = -2;
-export const DWUNW_ERR_NOMEM = -3;
-export const DWUNW_ERR_CORRUPT = -4;
-export const DWUNW_ERR_IO = -5;
-export const DWUNW_ERR_INVALID_ARG = -6;
-export const DWUNW_ERR_CACHE_FULL = -7;
-export const DWUNW_ERR_PERM = -8;
-export const DWUNW_ERR_NO_MODULE = -9;
-export const DWUNW_ERR_UNSUPPORTED_CFI = -10;
-export const DWUNW_ERR_NOT_FOUND = -11;
-export const DWUNW_ERR_NOT_ELF = -12;
-export const DWUNW_ERR_NO_PROGRESS = -13;
-export const DWUNW_ERR_DEPTH = -14;
-export const DWUNW_ERR_EXPR = -15;
-export const DWUNW_ERR_NO_PROCESS = -16;
-export const DWUNW_ERR_UNSUPPORTED = -17;
-export const DWUNW_ERR_PROLOGUE = -18;
-export const DWUNW_ERR_LIVE_END = -19;
-export const DWUNW_ERR_STALE = -20;
-
-export const DWUNW_ARCH_UNKNOWN = 0;
-export const DWUNW_ARCH_X86_64 = 1;
-export const DWUNW_ARCH_ARM64 = 2;
-export const DWUNW_ARCH_MIPS32 = 3;
-
-export const DWUNW_MAX_REGS = 64;
-export const DWUNW_REGS_PC_IS_RETADDR = 1 << 0;
-
-export const DWUNW_CFG_NO_FP_FALLBACK = 1 << 0;
-export const DWUNW_CFG_NO_REMOTE_READS = 1 << 1;
-export const DWUNW_CFG_NO_DEBUG_FILES = 1 << 2;
-
-export const DWUNW_HOW_INITIAL = 0;
-export const DWUNW_HOW_CFI = 1;
-export const DWUNW_HOW_SIGNAL = 2;
-export const DWUNW_HOW_FP = 3;
-export const DWUNW_HOW_LR = 4;
-export const DWUNW_HOW_PROLOGUE = 5;
-
-export const DWUNW_FRAME_BEYOND_SNAPSHOT = 1 << 0;
-export const DWUNW_FRAME_EXACT_PC = 1 << 1;
-export const DWUNW_FRAME_JIT = 1 << 2;
-export const DWUNW_FRAME_VDSO = 1 << 3;
-export const DWUNW_FRAME_HOLDS_REF = 1 << 4;
-export const DWUNW_FRAME_UPROBE_TRAMP = 1 << 5;
-export const DWUNW_FRAME_SIGTRAMP = 1 << 6;
-
-export const DWUNW_SYM_FROM_DEBUG_FILE = 1 << 0;
-export const DWUNW_SYM_FROM_DEBUGDATA = 1 << 1;
-export const DWUNW_SYM_DYNSYM = 1 << 2;
-
-export const DWUNW_READER_ATTACHED = 1 << 0;
-export const DWUNW_READER_NO_VM_READV = 1 << 1;
-export const DWUNW_READER_NOT_DUMPABLE = 1 << 2;
-
-export const DWUNW_TABLE_SRC_EH_FRAME = 1 << 0;
-export const DWUNW_TABLE_SRC_DEBUG_FRAME = 1 << 1;
-
-export const DWUNW_ROW_SIGNAL = 1 << 0;
-export const DWUNW_DUMP_TEXT = 0;
-export const DWUNW_DUMP_JSON = 1;
-export const DWUNW_DUMP_COLOR = 2;
-export const DWUNW_ROW_RA_SIGNED = 1 << 1;
-
-export const DWUNW_ROW_MAX_REGS = 48;
-
-export const DWUNW_CORE_NT_FILE = 1 << 0;
-export const DWUNW_CORE_TRUNCATED = 1 << 1;
-export const DWUNW_CORE_VDSO = 1 << 2;
-export const DWUNW_CORE_EXE = 1 << 3;
+// The constants of dwunw.h, without koffi (commands import them before the library is needed).
+export * from './native-consts.js';
 
 // ---- Types -----------------------------------------------------------------------------------
 // Function-pointer members the CLI never sets are declared as plain pointers; the log sinks of
@@ -408,23 +337,7 @@ export interface Lib {
 
 // ---- Loading -----------------------------------------------------------------------------------
 
-/** The package root: the nearest directory above this file whose package.json names "dwunw". */
-export function packageRoot(): string {
-  let dir = dirname(fileURLToPath(import.meta.url));
-  for (;;) {
-    const pkg = join(dir, 'package.json');
-    if (existsSync(pkg)) {
-      try {
-        if ((JSON.parse(readFileSync(pkg, 'utf8')) as { name?: string }).name === 'dwunw') return dir;
-      } catch {
-        // not ours: keep looking
-      }
-    }
-    const up = dirname(dir);
-    if (up === dir) throw new Error('cannot find the dwunw package root');
-    dir = up;
-  }
-}
+export { packageRoot };
 
 /** Where the shared library is: $DWUNW_LIB, else build/libdwunw.so in the package root. */
 export function libraryPath(): string {

@@ -1,6 +1,6 @@
 // Where each unwound frame came from, named as the tools' JSON names it (bpf/report_fmt.c,
 // README "Frame origins"): what its registers rest on, so a reader knows which frames to trust.
-import { DWUNW_FRAME_BEYOND_SNAPSHOT } from './native.js';
+import { DWUNW_FRAME_BEYOND_SNAPSHOT } from './native-consts.js';
 
 /**
  * window: the registers and stack captured at the event (a core file's memory for unwind-core),

@@ -4,7 +4,7 @@
 // [unwind stopped: ...]) in grey, user frames in the library's default palette.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { packageRoot } from './native.js';
+import { packageRoot } from './root.js';
 import type { PrEntry, PrSummary } from './profile.js';
 import { rootFirst } from './profile.js';
 

@@ -3,7 +3,7 @@
 // folded lines, pprof (lib/profile-pprof.ts) and the HTML flame graph (lib/profile-html.ts).
 // Used by `dwunw profile` (commands/profile.ts), the tests and scripts/profile-cost.
 import { join } from 'node:path';
-import { packageRoot } from './native.js';
+import { packageRoot } from './root.js';
 
 export const profilePath = (): string => join(packageRoot(), 'build', 'bpf', 'profile');
 export const hotPath = (): string => join(packageRoot(), 'fixtures', 'x86_64', 'build', 'hot');

@@ -3,7 +3,7 @@
 // offline by `dwunw unwind-snapshot`. The format is documented in commands/unwind-snapshot.ts and
 // README.md. This module only converts between the file and lib/dwunw.ts's types.
 import type { MemWindow, Registers } from './dwunw.js';
-import { DWUNW_MAX_REGS } from './native.js';
+import { DWUNW_MAX_REGS } from './native-consts.js';
 import { hex } from './output.js';
 
 export const SNAPSHOT_FORMAT = 'dwunw-snapshot-1';

@@ -1,8 +1,10 @@
 // Printing unwound stacks, shared by unwind-pid and unwind-snapshot: the gdb/eu-stack-like text
 // and the JSON form. Nothing here unwinds; it formats what lib/dwunw.ts returns.
 import type { ChalkInstance } from 'chalk';
-import { type Frame, frameFlagNames, howName } from './dwunw.js';
-import { DWUNW_FRAME_BEYOND_SNAPSHOT, DWUNW_FRAME_JIT, DWUNW_FRAME_UPROBE_TRAMP, DWUNW_FRAME_VDSO, DWUNW_OK } from './native.js';
+import type { Frame } from './dwunw.js';
+import { frameFlagNames, howName } from './frame-names.js';
+import { type Mark, originMark } from './marks.js';
+import { DWUNW_FRAME_JIT, DWUNW_FRAME_UPROBE_TRAMP, DWUNW_OK } from './native-consts.js';
 import { frameOrigins, type Origin } from './origin.js';
 import { hex } from './output.js';
 
@@ -31,6 +33,8 @@ export interface ProcessReport {
 export interface PrintOptions {
   /** Append `at file:line` when known. */
   lines: boolean;
+  /** Collects the markers shown, for the legend (lib/marks.ts legendLine) after the stacks. */
+  seen?: Set<Mark>;
 }
 
 /** The stop reason as printed: "end of stack" for a walk that reached the outermost frame. */
@@ -72,16 +76,6 @@ export function processJson(p: ProcessReport) {
 
 // ---- Text ------------------------------------------------------------------------------------------
 
-/** Markers after the how: `+mem` for memory read beyond the snapshot, jit, vdso, uprobe. */
-function markers(flags: number): string[] {
-  const m: string[] = [];
-  if (flags & DWUNW_FRAME_BEYOND_SNAPSHOT) m.push('+mem');
-  if (flags & DWUNW_FRAME_JIT) m.push('jit');
-  if (flags & DWUNW_FRAME_VDSO) m.push('vdso');
-  if (flags & DWUNW_FRAME_UPROBE_TRAMP) m.push('uprobe');
-  return m;
-}
-
 /** `name+0xoff` (`name` at offset 0), or `??`. */
 export function symbolText(f: Frame): string {
   if (!f.symbol) return '??';
@@ -89,17 +83,27 @@ export function symbolText(f: Frame): string {
 }
 
 /**
- * `#1  0x00007f6955108bd3 __nanosleep+0x13 (/usr/lib/x86_64-linux-gnu/libc.so.6) [cfi] at file:line`:
- * the index padded to the widest one, the pc at the address width.
+ * `#1  0x00007f6955108bd3 __nanosleep+0x13 (/usr/lib/x86_64-linux-gnu/libc.so.6) [live] at file:line`:
+ * the index padded to the widest one, the pc at the address width, then the frame's marker as the
+ * tools print it ([live], [fp], [prologue], [lr]; none for frames from the window, a signal frame)
+ * and [uprobe] on the kernel's uretprobe trampoline. Markers shown are added to opts.seen.
  */
-export function frameLine(f: Frame, index: number, indexWidth: number, addrSize: number, c: ChalkInstance, opts: PrintOptions): string {
+export function frameLine(f: Frame, origin: Origin, index: number, indexWidth: number, addrSize: number, c: ChalkInstance, opts: PrintOptions): string {
   const idx = `#${index}`.padEnd(indexWidth);
   const pc = `0x${f.pc.toString(16).padStart(addrSize * 2, '0')}`;
   const sym = symbolText(f);
   let line = `${idx} ${c.blue(pc)} ${f.symbol ? c.yellow(sym) : c.dim(sym)}`;
-  if (f.module !== null) line += ` (${c.green(f.module)})`;
-  const how = [howName(f.how), ...markers(f.flags)].join(' ');
-  line += ` ${f.how <= 1 && markers(f.flags).length === 0 ? c.dim(`[${how}]`) : c.magenta(`[${how}]`)}`;
+  // anonymous executable memory (JIT code) has no file: named as the tools name it
+  const module = f.module ?? (f.flags & DWUNW_FRAME_JIT ? '[anon]' : null);
+  if (module !== null) line += ` (${c.green(module)})`;
+  const marks: Mark[] = [];
+  const m = originMark(origin);
+  if (m) marks.push(m);
+  if (f.flags & DWUNW_FRAME_UPROBE_TRAMP) marks.push('uprobe');
+  for (const k of marks) {
+    line += ` ${c.magenta(`[${k}]`)}`;
+    opts.seen?.add(k);
+  }
   if (opts.lines && f.symbol?.file) line += ` at ${c.green(f.symbol.file)}${f.symbol.line !== null ? `:${f.symbol.line}` : ''}`;
   return line;
 }
@@ -111,7 +115,8 @@ export const processHeader = (p: Pick<ProcessReport, 'pid' | 'comm'>, c: ChalkIn
 export function threadText(t: ThreadReport, c: ChalkInstance, opts: PrintOptions): string {
   const out: string[] = [c.bold(`Thread ${t.tid}${t.comm !== null ? ` (${t.comm})` : ''}:`)];
   const width = Math.max(3, `#${Math.max(0, t.frames.length - 1)}`.length);
-  t.frames.forEach((f, i) => out.push(frameLine(f, i, width, t.addrSize, c, opts)));
+  const origins = frameOrigins(t.frames);
+  t.frames.forEach((f, i) => out.push(frameLine(f, origins[i]!, i, width, t.addrSize, c, opts)));
   const stop = t.stop === DWUNW_OK ? stopLine(t) : `${t.stopText} (${t.stopName})`;
   out.push(`stop: ${t.stop === DWUNW_OK ? stop : c.red(stop)}`);
   return out.join('\n') + '\n';

@@ -8,6 +8,7 @@ import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import t from 'tap';
+import { valgrindFailure } from '../commands/bench.js';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const bin = join(root, 'bin', 'dwunw');
@@ -150,14 +151,41 @@ t.test('bench --quick, piped: plain aligned text', async (t) => {
     t.match(r.stdout, s, `mentions ${s}`);
 });
 
-t.test('bench: argument errors are one line, exit 1', async (t) => {
-  for (const [args, what] of [
-    [['bench', '--snapshot', '/nonexistent/x.snapshot.json'], '/nonexistent/x.snapshot.json: no such file'],
-    [['bench', '--iterations', '0'], '--iterations'],
-  ] as [string[], string][]) {
+// A missing file is a failure (exit 1); a bad option value is a usage error (exit 2).
+t.test('bench: argument errors are one line, exit 1 or 2', async (t) => {
+  for (const [args, what, status] of [
+    [['bench', '--snapshot', '/nonexistent/x.snapshot.json'], '/nonexistent/x.snapshot.json: no such file', 1],
+    [['bench', '--iterations', '0'], '--iterations', 2],
+  ] as [string[], string, number][]) {
     const r = dwunw(args);
-    t.equal(r.status, 1, `${args.join(' ')}: exit 1`);
+    t.equal(r.status, status, `${args.join(' ')}: exit ${status}`);
     t.match(r.stderr, new RegExp(`^dwunw: ${what.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}`), `${args.join(' ')}: says ${what}`);
     t.equal(r.stderr.trim().split('\n').length, 1, `${args.join(' ')}: one line`);
   }
+});
+
+// --callgrind under a uprobe: valgrind's own summary ("I refs: 0") is its last line; the failure
+// names the signal, where it hit and the cause (stderr as valgrind 3.19 printed it here while
+// another process's memleak had uprobes on libc's malloc).
+t.test('bench --callgrind: a harness killed under valgrind is named in one line', async (t) => {
+  const trapped = [
+    '==16586== Callgrind, a call-graph generating cache profiler',
+    '==16586== Command: build/bench/dwunw-bench --profile deep --unwinder dwunw --iterations 200',
+    '==16586== ',
+    '==16586== Process terminating with default action of signal 5 (SIGTRAP)',
+    '==16586==    at 0x4ACB931: malloc (malloc.c:3281)',
+    '==16586==    by 0x114DE8: read_file (json.c:26)',
+    '==16586== Events    : Ir',
+    '==16586== Collected : 0',
+    '==16586== ',
+    '==16586== I   refs:      0',
+    'Trace/breakpoint trap',
+  ].join('\n');
+  const m = valgrindFailure(trapped, null);
+  t.notMatch(m, /I\s+refs/, 'not the summary line');
+  t.match(m, /SIGTRAP in malloc \(malloc\.c:3281\)/, 'the signal and where');
+  t.match(m, /uprobe/, 'the cause');
+  t.notMatch(m, /\n/, 'one line');
+  const own = ['==1== Command: x', 'dwunw-bench: --profile: no snapshot named arm64/qsort', '==1== ', '==1== I   refs:      0'].join('\n');
+  t.equal(valgrindFailure(own, null), 'dwunw-bench: --profile: no snapshot named arm64/qsort', "the harness's own message");
 });

@@ -89,8 +89,21 @@ t.test('usage errors are one line', async (t) => {
     t.match(r.stderr, /^dwunw: usage: [^\n]+\n$/, `${args.join(' ')}: one line`);
   }
   const r = dwunw(['dump-table', libc, '--pc', 'not-an-address']);
-  t.equal(r.status, 1);
-  t.equal(r.stderr, 'dwunw: --pc: not an address: not-an-address\n');
+  t.equal(r.status, 2, 'a bad option value is a usage error');
+  t.equal(r.stderr, 'dwunw: --pc: not an address: not-an-address (see dwunw dump-table --help)\n');
+});
+
+// `dwunw dump-table FILE | head -1`: the reader goes away after the first bytes; dwunw stops at
+// once, exit status 0, nothing on stderr (no EPIPE message), text and JSON alike.
+t.test('output cut short by the reader (| head -1)', async (t) => {
+  for (const args of [['dump-table', libc], ['dump-table', libc, '--json'], ['dump-table', '/usr/bin/node'], ['--help'], ['dump-table', '--help']]) {
+    const env: NodeJS.ProcessEnv = { ...process.env };
+    delete env.NODE_OPTIONS;
+    // the shell's head: dwunw's stdout is a pipe whose reader exits after one line
+    const b = spawnSync('bash', ['-c', `"$0" "$@" | head -1 >/dev/null; exit \${PIPESTATUS[0]}`, process.execPath, bin, ...args], { encoding: 'utf8', env });
+    t.equal(b.status, 0, `${args.join(' ')}: dwunw's own exit status 0`);
+    t.equal(b.stderr, '', `${args.join(' ')}: no EPIPE message`);
+  }
 });
 
 t.test('--json on libc', async (t) => {

@@ -290,7 +290,11 @@ t.test('x86_64 kernel cores against gdb', async (t) => {
     const first = r.dw.json.threads[0]!.tid;
     t.equal(lines[0], `PID ${r.crash.pid} (crash-pie)`, 'PID N (comm) from the core');
     t.equal(lines[1], `Thread ${first} [SIGSEGV]:`, 'the crashing thread first, with its signal (no name: the core has only the main thread\'s)');
-    t.match(lines[2] ?? '', /^#0 +0x[0-9a-f]{16} crash_poke(\+0x[0-9a-f]+)? \(.*crash-pie\) \[initial\]$/, '#0 as unwind-pid prints it');
+    t.match(lines[2] ?? '', /^#0 +0x[0-9a-f]{16} crash_poke(\+0x[0-9a-f]+)? \(.*crash-pie\)$/, '#0 as unwind-pid prints it');
+    // the core's memory is the window: every frame by CFI or a signal frame, no marker, no legend
+    const origins = r.dw.json.threads.flatMap((th) => th.frames.map((f) => (f as { origin?: string }).origin));
+    t.ok(origins.every((o) => o === 'window' || o === 'signal'), 'JSON: every frame has its origin, window or signal', { origins });
+    t.notMatch(text.stdout, /\[(live|fp|prologue|lr)\]|frames marked/, 'text: no marker, no legend');
     t.ok(lines.includes(`Thread ${r.crash.pid} (crash-pie):`), 'the main thread with its name, no signal');
     t.equal(lines.filter((l) => l.startsWith('Thread ')).length, 5, 'five threads');
     t.equal(lines.filter((l) => l === 'stop: end of stack').length, 5, 'every walk reaches the end of the stack');

@@ -8,6 +8,7 @@
 #include <stdatomic.h>
 #include <sys/types.h>
 #include "elf_file.h"
+#include "shape.h"
 #include "table.h"
 
 #define DW_REF_EVICTING UINT32_MAX  /* refcnt while a slot is being emptied */
@@ -46,7 +47,9 @@ struct dwunw_module {
 	/* Built on first use */
 	pthread_mutex_t lock;
 	_Atomic int table_state;    /* 0 = not built, 1 = built, < 0 = DWUNW_ERR_* */
-	struct dw_table table;
+	struct dw_table table;      /* for unwinding: built by range when the module is big */
+	_Atomic int full_state;     /* the same for `full`, built when a caller wants every row */
+	struct dw_table full;       /* every row (dump, export, row APIs); unused when table is eager */
 	_Atomic int syms_state;
 	struct dw_symtab *syms;
 };
@@ -83,6 +86,7 @@ struct dwunw_ctx_impl {
 	uint64_t memo_proc_seq;     /* loaded_seq of memo_proc: the same maps */
 	uint32_t memo_gen[2];
 	uint64_t memo_place[2][16];
+	struct dw_shape memo_shapes[2][1 << DW_SHAPE_BITS]; /* per memo place (shape.h) */
 };
 
 struct dwunw_ctx_impl *dw_ctx(struct dwunw_ctx *ctx);
@@ -108,7 +112,12 @@ int dw_module_find_file(struct dwunw_ctx_impl *c, const char *path, uint32_t maj
 			uint64_t ino, struct dwunw_module **out);
 int dw_module_find_image(struct dwunw_ctx_impl *c, const char *name, struct dwunw_module **out);
 
-/* The module's table, built on first call (thread-safe). */
+/* The module's table for look-ups, built on first call (thread-safe); a big module's is built
+ * by range as pcs are looked up (table_lazy.c). */
 int dw_module_table(struct dwunw_module *m, const struct dw_table **out);
+/* Every row of the module's table: the look-up table when it is eager, else one built whole. */
+int dw_module_full_table(struct dwunw_module *m, const struct dw_table **out);
+/* Bytes held by the module's tables. */
+uint64_t dw_module_table_bytes(struct dwunw_module *m);
 
 #endif

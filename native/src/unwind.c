@@ -9,275 +9,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include "expr.h"
-#include "internal.h"
-#include "proc.h"
+#include "live_read.h"
+#include "place.h"
+#include "place_memo.h"
 #include "symbols.h"
-#include "table.h"
-#include "utils/stack_reader.h"
-
-#define DW_HELD_MAX 32
-#define DW_STEP_REGS 34  /* registers copied per step: at least every backend's nregs (x86_64 17, arm64 and mips32 32) */
-
-/* The register state of one frame: only the arch's registers are copied between steps. */
-struct state {
-	uint64_t pc;
-	uint64_t valid;
-	uint64_t regs[DWUNW_MAX_REGS];
-};
-
-/* Where a pc is: a mapping, its module (held once per capture), load bias and table. */
-struct place {
-	uint64_t start, len;       /* the mapping: lookup - start < len */
-	uint64_t bias;
-	const struct dw_table *table;
-	/* the table's look-up, unpacked for walk_fast (rcache NULL: no table) */
-	uint64_t tbias;            /* bias + table base: lookup - tbias is the table offset */
-	_Atomic uint64_t *rcache;
-	unsigned rshift;
-	const struct dw_rule *rules;
-	const struct dw_regrule *regrules;
-	struct dwunw_module *mod;
-	struct dw_map *map;
-	uint32_t fflags;           /* DWUNW_FRAME_* every frame here carries (JIT, vDSO, uprobes) */
-	int err;
-	uint8_t unused;            /* taken from the memo, no frame yet: held[hidx] has no frame */
-	uint8_t hidx;
-};
-
-#define DW_LIVE_PAGE 4096
-#define DW_LIVE_SPAN (64u << 10)   /* bytes of live stack read in one batch */
-#define DW_SAMPLE_MAX 4096u        /* bytes of samples checked per capture */
-#define DW_SAMPLE_IOV 64           /* samples checked per capture */
-
-struct walk {
-	struct dwunw_ctx_impl *c;
-	const struct dwunw_arch_ops *arch;
-	const struct dwunw_regs *in;
-	const uint8_t *snap;
-	uint64_t snap_lo, snap_len;
-	struct dw_proc *proc;
-	int proc_ref;              /* the capture holds a reference on proc (else it is a reader) */
-	unsigned nplaces;          /* places filled so far */
-	uint8_t remote_on;
-	uint8_t refreshed;
-	uint8_t beyond;            /* the current step read beyond the snapshot */
-	uint8_t checked;           /* the samples were compared with the live process */
-	uint8_t stale;             /* ... and one differed: live memory is not trusted */
-	unsigned asz;
-	uint64_t live_lo, live_len; /* live_buf holds the process's bytes [live_lo, +live_len) */
-	uint8_t *live_buf;         /* DW_LIVE_SPAN + DW_SAMPLE_MAX bytes, allocated on first need */
-	const struct dwunw_stack_sample *samples;
-	size_t nsamples;
-	/* not cleared at the start of a capture: */
-	struct dw_remote remote;   /* set up on first use (remote_on) */
-	struct place places[4];    /* recent ones (frame_place); empty: len 0, no rcache */
-	struct {
-		struct dwunw_module *m;
-		uint32_t frame;    /* first frame using it: it carries the reference */
-	} held[DW_HELD_MAX];
-	unsigned nheld;
-};
 
 static const struct place no_place; /* empty: len 0, no table */
-
-/* The first frame in a place taken from the memo carries its module's reference. */
-static inline void place_use(struct walk *w, const struct place *pl, uint32_t fi)
-{
-	if (DW_UNLIKELY(pl->unused)) {
-		if (w->held[pl->hidx].frame > fi)
-			w->held[pl->hidx].frame = fi;
-		((struct place *)pl)->unused = 0;
-	}
-}
-
-static int read_module_data(struct walk *w, uint64_t addr, void *buf, size_t len)
-{
-	struct dw_map *m;
-	struct dwunw_module *mod;
-	int err;
-
-	if (!w->proc)
-		return DWUNW_ERR_IO;
-	m = (struct dw_map *)dw_proc_find(w->proc, addr);
-	/* Only data the process cannot have changed: read-only file mappings. */
-	if (!m || m->kind != DW_MAP_FILE || (m->prot & DW_PROT_W) || addr + len > m->end)
-		return DWUNW_ERR_IO;
-	err = dw_map_module(w->c, w->proc, m, NULL, NULL, &mod);
-	if (err)
-		return err;
-	err = dw_elf_read_vaddr(&mod->elf, addr - atomic_load_explicit(&m->bias, memory_order_relaxed), buf, len);
-	dw_module_put(mod);
-	return err ? DWUNW_ERR_IO : DWUNW_OK;
-}
-
-/*
- * The first read beyond the snapshot: every sample (dwunw_capture_sampled) read back in the same
- * system call as the span; any difference, or a sample no longer readable, marks the capture
- * stale. Returns DWUNW_OK with the span read, or the span's error.
- */
-static int live_fill(struct walk *w, uint64_t lo, uint64_t len, int check)
-{
-	struct dw_remote_iov iov[1 + DW_SAMPLE_IOV];
-	const struct dwunw_stack_sample *smp[DW_SAMPLE_IOV];
-	unsigned n = 1, ns = 0;
-	uint64_t used = 0;
-	int err;
-
-	w->live_len = 0; /* the buffer is rewritten: nothing cached until the read succeeds */
-	iov[0] = (struct dw_remote_iov){ lo, w->live_buf, len };
-	for (size_t i = 0; check && i < w->nsamples && ns < DW_SAMPLE_IOV; i++) {
-		const struct dwunw_stack_sample *sm = &w->samples[i];
-
-		if (!sm->data || !sm->len || sm->len > DW_SAMPLE_MAX - used)
-			continue;
-		/* inside the snapshot: nothing is read live there */
-		if (sm->addr >= w->snap_lo && sm->addr - w->snap_lo < w->snap_len)
-			continue;
-		iov[n++] = (struct dw_remote_iov){ sm->addr, w->live_buf + DW_LIVE_SPAN + used, sm->len };
-		smp[ns++] = sm;
-		used += sm->len;
-	}
-	err = dw_remote_readv(&w->remote, iov, n);
-	if (err && n > 1) {
-		/* the span alone: a sample that cannot be read any more is memory gone since */
-		err = dw_remote_read(&w->remote, lo, w->live_buf, len);
-		if (!err)
-			w->stale = 1;
-	}
-	if (err)
-		return err;
-	for (unsigned i = 0; i < ns && !w->stale; i++)
-		if (memcmp(iov[i + 1].buf, smp[i]->data, smp[i]->len))
-			w->stale = 1;
-	if (check)
-		w->checked = 1;
-	w->live_lo = lo;
-	w->live_len = len;
-	return DWUNW_OK;
-}
-
-/*
- * Memory beyond the snapshot, read from the live process in batches: the rest of the stack's
- * mapping from the page of the first miss, up to DW_LIVE_SPAN, in one system call (a deep walk
- * past the window costs one read, not one per page or word). A miss outside the known mappings
- * (a main stack grown since the maps were read) tries the whole span, then one page. Once a
- * sample showed a change, nothing more is read: DWUNW_ERR_STALE.
- */
-static int live_read(struct walk *w, uint64_t addr, void *buf, size_t len)
-{
-	uint64_t page = addr & ~(uint64_t)(DW_LIVE_PAGE - 1), span = DW_LIVE_SPAN;
-	const struct dw_map *m;
-	int err;
-
-	if (w->stale)
-		return DWUNW_ERR_STALE;
-	if (w->live_len && addr >= w->live_lo && addr - w->live_lo <= w->live_len &&
-	    len <= w->live_len - (addr - w->live_lo)) {
-		memcpy(buf, w->live_buf + (addr - w->live_lo), len);
-		return DWUNW_OK;
-	}
-	if (!w->live_buf)
-		w->live_buf = atomic_exchange_explicit(&w->c->live_spare, NULL, memory_order_acquire);
-	if (!w->live_buf && !(w->live_buf = malloc(DW_LIVE_SPAN + DW_SAMPLE_MAX)))
-		return dw_remote_read(&w->remote, addr, buf, len);
-	if (w->proc && (m = dw_proc_find(w->proc, addr)) && m->end > addr && m->end - page < span)
-		span = m->end - page;
-	if (len > span || addr - page > span - len) {
-		/* across the mapping's end or a page edge: read it alone, once the samples are checked */
-		if (!w->checked && live_fill(w, page, DW_LIVE_PAGE, 1) == DWUNW_OK && w->stale)
-			return DWUNW_ERR_STALE;
-		return dw_remote_read(&w->remote, addr, buf, len);
-	}
-	err = live_fill(w, page, span, !w->checked);
-	if (err && span > DW_LIVE_PAGE)
-		err = live_fill(w, page, DW_LIVE_PAGE, !w->checked);
-	if (err) {
-		w->live_len = 0;
-		return dw_remote_read(&w->remote, addr, buf, len); /* its own error */
-	}
-	if (w->stale)
-		return DWUNW_ERR_STALE;
-	memcpy(buf, w->live_buf + (addr - page), len);
-	return DWUNW_OK;
-}
-
-/* Code (read to recognise a signal trampoline where no CFI covers the pc, e.g. JIT code) is not
- * stack memory that may hold other frames since the event: read straight, without the mark. The
- * stack's own mapping is never code here, even when it is executable. */
-static int code_at(const struct walk *w, uint64_t addr)
-{
-	const struct dw_map *m;
-
-	if (!w->proc || !(m = dw_proc_find(w->proc, addr)) || !(m->prot & DW_PROT_X))
-		return 0;
-	return m != dw_proc_find(w->proc, w->snap_lo);
-}
-
-static int wread(void *arg, uint64_t addr, void *buf, size_t len)
-{
-	struct walk *w = arg;
-	int err = DWUNW_ERR_IO;
-
-	if (addr >= w->snap_lo && addr - w->snap_lo <= w->snap_len && len <= w->snap_len - (addr - w->snap_lo)) {
-		memcpy(buf, w->snap + (addr - w->snap_lo), len);
-		return DWUNW_OK;
-	}
-	if (w->proc && w->proc->nmem && dw_proc_read_mem(w->proc, addr, buf, len) == DWUNW_OK)
-		return DWUNW_OK;
-	if (w->in->pid > 0 && !(w->c->cfg.flags & DWUNW_CFG_NO_REMOTE_READS) &&
-	    !(w->proc && w->proc->offline)) {
-		if (!w->remote_on) {
-			dw_remote_begin(&w->remote, w->in->pid, w->c->cfg.audit, w->c->cfg.audit_arg);
-			w->remote_on = 1;
-		}
-		if (code_at(w, addr) && dw_remote_read(&w->remote, addr, buf, len) == DWUNW_OK)
-			return DWUNW_OK;
-		err = live_read(w, addr, buf, len);
-		if (!err) {
-			w->beyond = 1;
-			return DWUNW_OK;
-		}
-		if (err == DWUNW_ERR_STALE)
-			return err;
-	}
-	return read_module_data(w, addr, buf, len) == DWUNW_OK ? DWUNW_OK : err;
-}
-
-/* Reading a module image out of the process (the vDSO) is not a read beyond the snapshot. */
-static int image_read(void *arg, uint64_t addr, void *buf, size_t len)
-{
-	struct walk *w = arg;
-
-	if (w->in->pid <= 0)
-		return DWUNW_ERR_IO;
-	if (!w->remote_on) {
-		dw_remote_begin(&w->remote, w->in->pid, w->c->cfg.audit, w->c->cfg.audit_arg);
-		w->remote_on = 1;
-	}
-	return dw_remote_read(&w->remote, addr, buf, len);
-}
-
-static inline uint64_t wrap(const struct walk *w, uint64_t v)
-{
-	return w->asz == 4 ? (uint32_t)v : v;
-}
-
-static inline int read_word(struct walk *w, uint64_t addr, uint64_t *v)
-{
-	if (DW_LIKELY(addr >= w->snap_lo && w->snap_len >= w->asz && addr - w->snap_lo <= w->snap_len - w->asz)) {
-		const uint8_t *p = w->snap + (addr - w->snap_lo);
-		if (w->asz == 8) {
-			memcpy(v, p, 8);
-		} else {
-			uint32_t x;
-			memcpy(&x, p, 4);
-			*v = x;
-		}
-		return DWUNW_OK;
-	}
-	*v = 0;
-	return wread(w, addr, v, w->asz);
-}
 
 /* Callbacks for the expression machine and the arch ops. */
 struct expr_arg {
@@ -301,7 +38,7 @@ static int expr_reg(void *arg, unsigned reg, uint64_t *val)
 
 static int expr_mem(void *arg, uint64_t addr, void *buf, size_t len)
 {
-	return wread(((struct expr_arg *)arg)->w, addr, buf, len);
+	return dw_walk_read(((struct expr_arg *)arg)->w, addr, buf, len);
 }
 
 static int eval(struct walk *w, const struct state *s, const struct dw_table *t, int32_t idx,
@@ -443,118 +180,6 @@ static int step_cfi(struct walk *w, const struct dw_table *t, const struct dw_ru
 	return 0;
 }
 
-/* A place for the mapping holding `lookup`, in slot pl (frame_place). */
-static void place_fill(struct walk *w, struct place *pl, uint64_t lookup, uint32_t fi)
-{
-	struct dw_map *m;
-	struct dwunw_module *mod = NULL;
-	int err;
-
-	memset(pl, 0, sizeof(*pl));
-	if (!w->proc) {
-		pl->err = DWUNW_ERR_NO_MODULE;
-		return;
-	}
-	m = (struct dw_map *)dw_proc_find(w->proc, lookup);
-	if (!m && !w->refreshed && !w->proc->offline && !w->proc->pinned) {
-		/* a library loaded after the maps were read */
-		struct dw_proc *old = w->proc;
-		w->refreshed = 1;
-		if (dw_proc_refresh(w->c, &w->proc) == DWUNW_OK) {
-			/* the old maps are gone with the old snapshot (a reader still, this capture
-			 * keeps them alive until it ends) */
-			if (w->proc_ref)
-				dw_proc_put(w->c, old);
-			w->proc_ref = 1;
-			memset(w->places, 0, sizeof(w->places));
-			m = (struct dw_map *)dw_proc_find(w->proc, lookup);
-		}
-	}
-	pl->map = m;
-	if (!m) {
-		pl->err = DWUNW_ERR_NO_MODULE;
-		return;
-	}
-	pl->start = m->start;
-	pl->len = m->end - m->start;
-	if (m->kind == DW_MAP_UPROBES)
-		pl->fflags = DWUNW_FRAME_UPROBE_TRAMP;
-	else if (m->kind == DW_MAP_ANON && (m->prot & DW_PROT_X))
-		pl->fflags = DWUNW_FRAME_JIT;
-	else if (m->kind == DW_MAP_VDSO)
-		pl->fflags = DWUNW_FRAME_VDSO;
-	if (m->kind != DW_MAP_FILE && m->kind != DW_MAP_VDSO) {
-		pl->err = DWUNW_ERR_NO_MODULE;
-		return;
-	}
-	if (w->nheld == DW_HELD_MAX) {
-		pl->err = DWUNW_ERR_CACHE_FULL;
-		return;
-	}
-	err = dw_map_module(w->c, w->proc, m, image_read, w, &mod);
-	if (err) {
-		pl->err = err;
-		return;
-	}
-	for (unsigned i = 0; i < w->nheld; i++)
-		if (w->held[i].m == mod) {
-			dw_module_put(mod); /* already held (maybe by a place from the memo, no frame yet) */
-			if (w->held[i].frame > fi)
-				w->held[i].frame = fi;
-			goto found;
-		}
-	w->held[w->nheld].m = mod;
-	w->held[w->nheld].frame = fi;
-	w->nheld++;
-found:
-	pl->mod = mod;
-	pl->bias = atomic_load_explicit(&m->bias, memory_order_relaxed);
-	/* a built table (the common case) without the call */
-	if (atomic_load_explicit(&mod->table_state, memory_order_acquire) == 1)
-		pl->table = &mod->table;
-	else if (dw_module_table(mod, &pl->table) != DWUNW_OK) {
-		pl->table = NULL;
-		return;
-	}
-	pl->tbias = pl->bias + pl->table->base;
-	pl->rcache = pl->table->rcache;
-	pl->rshift = 64 - pl->table->rcache_bits;
-	pl->rules = pl->table->rules;
-	pl->regrules = pl->table->regrules;
-}
-
-/*
- * Where a frame is when it is not in the previous frame's place. Callbacks bounce between a few
- * modules: the recent places are looked at before searching. A return address at the very start
- * of a mapping has no call before it there: it is a trampoline's (qemu's signal page) and belongs
- * to its own mapping, whose place is then returned with *lookup set to the pc.
- */
-static __attribute__((noinline)) const struct place *frame_place(struct walk *w, uint64_t *lookup,
-								 uint64_t opc, uint32_t fi)
-{
-	struct place *pl = NULL;
-
-	for (unsigned i = 0; i < DW_ARRAY_SIZE(w->places); i++)
-		if (*lookup - w->places[i].start < w->places[i].len) {
-			pl = &w->places[i];
-			place_use(w, pl, fi);
-			break;
-		}
-	if (!pl) {
-		/* the oldest goes: places fill in order, so the victim rotates */
-		unsigned v = w->nplaces++ % DW_ARRAY_SIZE(w->places);
-		pl = &w->places[v];
-		place_fill(w, pl, *lookup, fi);
-	}
-	if (DW_UNLIKELY(*lookup != opc && opc - pl->start >= pl->len && w->proc)) {
-		const struct dw_map *own = dw_proc_find(w->proc, opc);
-		if (own && own != pl->map) {
-			*lookup = opc;
-			return frame_place(w, lookup, opc, fi);
-		}
-	}
-	return pl;
-}
 
 static void to_regs(const struct walk *w, const struct state *s, struct dwunw_regs *r)
 {
@@ -566,12 +191,16 @@ static void to_regs(const struct walk *w, const struct state *s, struct dwunw_re
 	memcpy(r->regs, s->regs, sizeof(r->regs));
 }
 
-/* Frame 0's registers: only the arch's are looked at. */
-static void from_regs_n(const struct dwunw_regs *r, struct state *s, unsigned nregs)
+/* Frame 0's registers other than sp and fp (only the arch's are looked at), for the first slow
+ * step: walk_fast kept s's pc, valid mask, sp and fp, and never touched the others. */
+static __attribute__((noinline)) void full_regs(const struct dwunw_regs *r, struct state *s,
+						const struct dwunw_arch_ops *arch)
 {
-	s->pc = r->pc;
-	s->valid = r->valid;
-	memcpy(s->regs, r->regs, (nregs < DWUNW_MAX_REGS ? nregs : DWUNW_MAX_REGS) * sizeof(s->regs[0]));
+	uint64_t sp = s->regs[arch->sp_reg], fp = s->regs[arch->fp_reg];
+
+	memcpy(s->regs, r->regs, (arch->nregs < DWUNW_MAX_REGS ? arch->nregs : DWUNW_MAX_REGS) * sizeof(s->regs[0]));
+	s->regs[arch->sp_reg] = sp;
+	s->regs[arch->fp_reg] = fp;
 }
 
 static void from_regs(const struct dwunw_regs *r, struct state *s)
@@ -586,14 +215,14 @@ static void from_regs(const struct dwunw_regs *r, struct state *s)
  * truth, whatever the FDE says (the arm64 vDSO's FDE describes only a frame record). The step
  * itself then goes through step_fallback, which asks the arch first.
  */
-static int is_sigtramp(struct walk *w, const struct state *s)
+static int is_sigtramp(struct walk *w, const struct state *s, struct dwunw_regs *out)
 {
-	struct dwunw_regs in, out;
+	struct dwunw_regs in;
 
 	if (!w->arch->sigframe)
 		return 0;
 	to_regs(w, s, &in);
-	return w->arch->sigframe(&in, &out, wread, w) > 0;
+	return w->arch->sigframe(&in, out, dw_walk_read, w) > 0;
 }
 
 /* A frame-pointer step is believed only when it is plausible against the maps: the return
@@ -629,17 +258,23 @@ static int fp_plausible(const struct walk *w, const struct dwunw_regs *in, const
  * they look plausible (fp_plausible).
  */
 static int step_fallback(struct walk *w, const struct state *s, struct state *n, uint32_t fi,
-			 int exact, const struct place *pl, uint32_t *how)
+			 int exact, const struct place *pl, uint32_t *how, const struct dwunw_regs *sig)
 {
 	const struct dwunw_module *mod = pl->mod;
 	const struct dwunw_arch_ops *arch = w->arch;
 	struct dwunw_regs in, out;
 	int r;
 
+	if (sig) {
+		/* is_sigtramp recognised it already: its caller's registers */
+		*how = DWUNW_HOW_SIGNAL;
+		from_regs(sig, n);
+		return DWUNW_OK;
+	}
 	to_regs(w, s, &in);
 	memset(&out, 0, sizeof(out));
 	if (arch->sigframe) {
-		r = arch->sigframe(&in, &out, wread, w);
+		r = arch->sigframe(&in, &out, dw_walk_read, w);
 		if (r < 0)
 			return r;
 		if (r > 0) {
@@ -651,7 +286,7 @@ static int step_fallback(struct walk *w, const struct state *s, struct state *n,
 		uint64_t addr = s->pc - pl->bias;
 		for (uint32_t i = 0; i < mod->elf.nstubs; i++)
 			if (addr >= mod->elf.stubs[i][0] && addr < mod->elf.stubs[i][1]) {
-				if (arch->stub_step(&in, &out, wread, w) > 0) {
+				if (arch->stub_step(&in, &out, dw_walk_read, w) > 0) {
 					*how = DWUNW_HOW_LR;
 					goto done;
 				}
@@ -663,7 +298,7 @@ static int step_fallback(struct walk *w, const struct state *s, struct state *n,
 		uint64_t start = 0;
 		if (dw_module_func_start(pl->mod, (exact ? s->pc : s->pc - 1) - pl->bias, &start) == DWUNW_OK)
 			start += pl->bias;
-		r = arch->prologue_step(&in, &out, start, exact, wread, w);
+		r = arch->prologue_step(&in, &out, start, exact, dw_walk_read, w);
 		if (r < 0)
 			return r;
 		if (r > 0) {
@@ -679,7 +314,7 @@ static int step_fallback(struct walk *w, const struct state *s, struct state *n,
 	 * tables miss such as hand-written assembly or V8's builtins), one frame at a time: the next
 	 * frame goes back to CFI when it has some. Marked DWUNW_HOW_FP. */
 	if (!(w->c->cfg.flags & DWUNW_CFG_NO_FP_FALLBACK) && arch->fp_step &&
-	    arch->fp_step(&in, &out, wread, w) > 0 && fp_plausible(w, &in, &out)) {
+	    arch->fp_step(&in, &out, dw_walk_read, w) > 0 && fp_plausible(w, &in, &out)) {
 		*how = DWUNW_HOW_FP;
 		goto done;
 	}
@@ -736,6 +371,7 @@ struct fast_st {
 	uint64_t pc, sp, fp;
 	uint64_t saved;            /* registers some step restored */
 	struct dwunw_frame *f;
+	struct dwunw_frame *f0;    /* the first frame of this walk_fast */
 };
 
 /* One frame of walk_fast, `dec` known at compile time (0 only for an exact frame 0): -1 after a
@@ -749,15 +385,23 @@ static inline __attribute__((always_inline)) int fast_frame(const struct fast_en
 	const struct place *p = st->p;
 	const uint64_t pc = st->pc, sp = st->sp, lookup = pc - dec;
 	const struct dw_rule *rule;
+	const struct dw_shape *sh;
+	struct dw_shape tmp;
 	uint64_t key, ent, cfa, lo, npc;
+	uint32_t skey;
 	const _Atomic uint64_t *slot;
 	struct dwunw_frame *f = st->f;
 	uintptr_t base;
 	unsigned fl;
 
-	/* lookup and pc (= lookup + dec) both in the place */
+	/* lookup and pc (= lookup + dec) both in the place (never for pc 0 after a step) */
 	if (DW_UNLIKELY(lookup - p->start >= p->len - dec)) {
 		const struct place *t = st->a;
+
+		/* the step before read a zero return address: the chain's end (checked here, off
+		 * the common path) */
+		if (DW_UNLIKELY(pc == 0) && f != st->f0)
+			return FAST_END;
 		if (DW_UNLIKELY(!t->rcache || lookup - t->start >= t->len - dec)) {
 			/* a third module: the other recent places */
 			for (t = e->places; t < e->places_end; t++)
@@ -766,38 +410,57 @@ static inline __attribute__((always_inline)) int fast_frame(const struct fast_en
 			if (t == e->places_end) {
 				/* not seen yet in this capture: its place, filled here */
 				uint64_t lk = lookup;
-				t = frame_place(e->w, &lk, pc, (uint32_t)(f - frames));
+				t = dw_frame_place(e->w, &lk, pc, (uint32_t)(f - frames));
 				if (lk != lookup || lookup - t->start >= t->len - dec)
 					return FAST_MORE;
 			}
+			if (!t->rcache)
+				return FAST_MORE;
+			place_use(e->w, t, (uint32_t)(f - frames));
 		}
-		if (!t->rcache)
-			return FAST_MORE;
-		place_use(e->w, t, (uint32_t)(f - frames));
+		/* (the other recent place was the current one of an earlier frame: in use already) */
 		st->a = p;
 		st->p = p = t;
 	}
-	key = lookup - p->tbias + 1; /* 0 never matches: an entry's key is below 2^32 */
-	slot = &p->rcache[((key * 0x9e3779b97f4a7c15ull) >> p->rshift) & ~1ull];
-	ent = atomic_load_explicit(slot, memory_order_relaxed);
-	if (DW_UNLIKELY((ent >> 32) != key)) {
-		ent = atomic_load_explicit(slot + 1, memory_order_relaxed);
-		if ((ent >> 32) != key)
-			return FAST_MORE;
-	}
-	rule = &p->rules[(uint32_t)ent];
-	fl = rule->flags;
-	if (DW_UNLIKELY(!(fl & DW_RULEF_LEAN))) {
-		/* the last frame, as step_cfi would end it: no caller, no CFA shown (a CFA register
-		 * that is not kept by a step: left to the slow path) */
-		if ((fl & DW_RULEF_OUTERMOST) && (((v0 | st->saved) >> rule->cfa_reg) & 1)) {
-			*f++ = (struct dwunw_frame){ .pc = pc, .sp = sp, .module_addr = pc - p->bias,
-						     .module = p->mod, .how = DWUNW_HOW_CFI, .flags = p->fflags };
-			st->f = f;
-			return FAST_END;
+	/* the rule, pre-decoded: one probe of the place's shape cache, else the table's look-up
+	 * cache (filling the shape cache when the capture owns it) */
+	skey = (uint32_t)(lookup - p->start) + 1;
+	sh = &p->shapes[dw_shape_slot(skey)];
+	if (DW_UNLIKELY(sh->key != skey) && (++sh)->key != skey) {
+		key = lookup - p->tbias + 1; /* 0 never matches: an entry's key is below 2^32 */
+		slot = &p->rcache[((key * 0x9e3779b97f4a7c15ull) >> p->rshift) & ~1ull];
+		ent = atomic_load_explicit(slot, memory_order_relaxed);
+		if (DW_UNLIKELY((ent >> 32) != key)) {
+			ent = atomic_load_explicit(slot + 1, memory_order_relaxed);
+			if ((ent >> 32) != key)
+				return FAST_MORE;
 		}
-		return FAST_MORE;
+		rule = &p->rules[(uint32_t)ent];
+		fl = rule->flags;
+		if (DW_UNLIKELY(!(fl & DW_RULEF_LEAN))) {
+			/* the last frame, as step_cfi would end it: no caller, no CFA shown (a CFA
+			 * register that is not kept by a step: left to the slow path) */
+			if ((fl & DW_RULEF_OUTERMOST) && (((v0 | st->saved) >> rule->cfa_reg) & 1)) {
+				*f++ = (struct dwunw_frame){ .pc = pc, .sp = sp, .module_addr = pc - p->bias,
+							     .module = p->mod, .how = DWUNW_HOW_CFI,
+							     .flags = p->fflags };
+				st->f = f;
+				return FAST_END;
+			}
+			return FAST_MORE;
+		}
+		tmp = (struct dw_shape){ .key = skey, .cfa_off = rule->cfa_off, .off_min = rule->off_min,
+					 .span = rule->span, .ra_slot = rule->ra_slot, .fp_slot = rule->fp_slot,
+					 .flags = (uint8_t)fl, .step_mask = rule->step_mask };
+		if (p->shapes_w) {
+			/* the newest in way 0, the one it replaces in way 1 */
+			struct dw_shape *set = (struct dw_shape *)sh - 1;
+			set[1] = set[0];
+			set[0] = tmp;
+		}
+		sh = &tmp;
 	}
+	fl = sh->flags;
 	if (fl & DW_RULEF_CFA_FP) {
 		if (DW_UNLIKELY(!(((v0 | st->saved) >> e->fpr) & 1)))
 			return FAST_MORE;
@@ -805,34 +468,42 @@ static inline __attribute__((always_inline)) int fast_frame(const struct fast_en
 	} else {
 		cfa = sp;
 	}
-	cfa += (uint64_t)(int64_t)rule->cfa_off;
+	cfa += (uint64_t)(int64_t)sh->cfa_off;
 	if (asz == 4)
 		cfa = (uint32_t)cfa;
 	/* the slots [lo, lo + span) inside the snapshot (snap_len >= DW_LEAN_SPAN_MAX >= span: no
 	 * wrap; lo below the snapshot wraps to a large number) */
-	lo = cfa - e->snap_lo + (uint64_t)(int64_t)rule->off_min;
-	if (DW_UNLIKELY(lo > e->snap_len - rule->span))
+	lo = cfa - e->snap_lo + (uint64_t)(int64_t)sh->off_min;
+	if (DW_UNLIKELY(lo > e->snap_len - sh->span))
 		return FAST_MORE;
 	/* the step: from here on this frame is done */
 	base = snap_base + cfa;
-	npc = word_at((const uint8_t *)(base + (intptr_t)rule->ra_slot * asz), asz);
-	if (rule->fp_slot)
-		st->fp = word_at((const uint8_t *)(base + (intptr_t)rule->fp_slot * asz), asz);
-	st->saved |= rule->step_mask;
+	npc = word_at((const uint8_t *)(base + (intptr_t)sh->ra_slot * asz), asz);
+	if (sh->fp_slot)
+		st->fp = word_at((const uint8_t *)(base + (intptr_t)sh->fp_slot * asz), asz);
+	st->saved |= sh->step_mask;
 	if (has_ra_to_pc)
 		npc = e->ra_to_pc(npc, !!(fl & DW_RULEF_RA_SIGNED));
 	/* how and the first frame's EXACT_PC: set by the caller */
-	*f++ = (struct dwunw_frame){ .pc = pc, .sp = sp, .cfa = cfa, .module_addr = pc - p->bias,
-				     .module = p->mod, .how = DWUNW_HOW_CFI, .flags = p->fflags };
-	st->f = f;
+	f->pc = pc;
+	f->sp = sp;
+	f->cfa = cfa;
+	f->module_addr = pc - p->bias;
+	f->module = p->mod;
+	memcpy(&f->how, &p->howflags, sizeof(p->howflags)); /* how and flags in one store */
+	st->f = ++f;
 	st->pc = npc;
 	st->sp = cfa;
-	if (DW_UNLIKELY(npc == 0))
-		return FAST_END;
-	if (DW_UNLIKELY(cfa < sp || (cfa == sp && npc == pc)))
-		return FAST_NO_PROGRESS;
+	/* A zero return address ends the chain before any other check; when none of them stops
+	 * the walk the next frame's place check sees it (no place holds pc 0 - 1). */
+	if (DW_UNLIKELY(cfa <= sp)) {
+		if (npc == 0)
+			return FAST_END;
+		if (cfa < sp || npc == pc)
+			return FAST_NO_PROGRESS;
+	}
 	if (DW_UNLIKELY(f >= fend))
-		return FAST_DEPTH;
+		return npc == 0 ? FAST_END : FAST_DEPTH;
 	return -1;
 }
 
@@ -849,7 +520,7 @@ static inline __attribute__((always_inline)) int walk_fast(const struct fast_env
 	const uint64_t v0 = (s->valid & e->keep) | (1ull << spr);
 	struct dwunw_frame *const fend = frames + cap;
 	struct fast_st st = { .p = *plp, .a = *altp, .pc = s->pc, .sp = s->regs[spr], .fp = s->regs[fpr],
-			      .saved = 0, .f = frames + *nfp };
+			      .saved = 0, .f = frames + *nfp, .f0 = frames + *nfp };
 	int ret = -1;
 
 	if (exact)
@@ -920,10 +591,12 @@ static __attribute__((noinline)) int step_other(struct walk *w, const struct pla
 						uint32_t *fl, int exact, uint32_t fi)
 {
 	struct state *tmp;
+	struct dwunw_regs sig;
+	int is_sig = 0;
 	int r;
 
 	if (rule && rule->cfa_kind != DW_CFA_KIND_END &&
-	    !((rule->flags & DW_RULEF_SIGNAL) && is_sigtramp(w, *cur))) {
+	    !((rule->flags & DW_RULEF_SIGNAL) && (is_sig = is_sigtramp(w, *cur, &sig)))) {
 		r = step_cfi(w, pl->table, rule, *cur, *next, cfa);
 		if (r)
 			return r;
@@ -933,7 +606,7 @@ static __attribute__((noinline)) int step_other(struct walk *w, const struct pla
 		}
 	} else {
 		*cfa = 0;
-		r = step_fallback(w, *cur, *next, fi, exact, pl, nhow);
+		r = step_fallback(w, *cur, *next, fi, exact, pl, nhow, is_sig ? &sig : NULL);
 		if (r)
 			return r;
 		if (*nhow == DWUNW_HOW_SIGNAL)
@@ -956,113 +629,6 @@ static uint32_t uprobe_flag(const struct walk *w, uint64_t opc, int exact)
 	return um && um->kind == DW_MAP_UPROBES ? DWUNW_FRAME_UPROBE_TRAMP : 0;
 }
 
-_Static_assert(sizeof(struct place) <= sizeof(((struct dwunw_ctx_impl *)0)->memo_place[0]),
-	       "a place fits the context's memo");
-
-/* The places of the context's memo, when it is free and for this process: each one whose module
- * slot still holds the same load, with a reference (a frame takes it on first use). Returns
- * whether the capture owns the memo. */
-static int memo_take(struct walk *w)
-{
-	struct dwunw_ctx_impl *c = w->c;
-
-	if (!w->proc || atomic_exchange_explicit(&c->memo_busy, 1, memory_order_acquire))
-		return 0;
-	if (c->memo_proc != w->proc || c->memo_proc_seq != w->proc->loaded_seq)
-		return 1;
-	for (uint32_t i = 0; i < c->memo_n; i++) {
-		struct place *pl = &w->places[w->nplaces];
-		memcpy(pl, c->memo_place[i], sizeof(*pl));
-		if (dw_module_get(pl->mod, c->memo_gen[i]) != DWUNW_OK) {
-			memset(pl, 0, sizeof(*pl));
-			continue;
-		}
-		pl->unused = 1;
-		pl->hidx = (uint8_t)w->nheld;
-		w->nplaces++;
-		if (w->nheld && w->held[0].m == pl->mod) {
-			/* two mappings of one module: one reference */
-			dw_module_put(pl->mod);
-			pl->hidx = 0;
-			continue;
-		}
-		w->held[w->nheld].m = pl->mod;
-		w->held[w->nheld].frame = UINT32_MAX; /* released at the end unless a frame uses it */
-		w->nheld++;
-	}
-	return 1;
-}
-
-/* The memo from this capture's places (the first two with a table), then free it. */
-static void memo_give(struct walk *w)
-{
-	struct dwunw_ctx_impl *c = w->c;
-	uint32_t n = 0;
-
-	if (w->proc) {
-		for (unsigned i = 0; i < DW_ARRAY_SIZE(w->places) && n < 2; i++) {
-			const struct place *pl = &w->places[i];
-			if (!pl->rcache || !pl->mod)
-				continue;
-			memcpy(c->memo_place[n], pl, sizeof(*pl));
-			((struct place *)c->memo_place[n])->unused = 0;
-			c->memo_gen[n++] = atomic_load_explicit(&pl->mod->gen, memory_order_relaxed);
-		}
-		c->memo_proc = w->proc;
-		c->memo_proc_seq = w->proc->loaded_seq;
-	}
-	c->memo_n = n;
-	atomic_store_explicit(&c->memo_busy, 0, memory_order_release);
-}
-
-/* The frames keep one reference per module, on the first frame using it; frame 0 and each holder
- * link to the next holder, so that dwunw_module_cache_release visits only those. */
-static void hand_refs(struct walk *w, struct dwunw_frame *frames, size_t nf)
-{
-	size_t at = 0;
-	int list = nf > 0;
-
-	/* A place handed over to the mapping of the pc itself (frame_place's trampoline case) left
-	 * its module on a frame showing another one: the first frame that shows it holds it. */
-	for (unsigned i = 0; i < w->nheld; i++) {
-		size_t fr = w->held[i].frame;
-		if (fr >= nf || frames[fr].module == w->held[i].m)
-			continue;
-		while (fr < nf && frames[fr].module != w->held[i].m)
-			fr++;
-		w->held[i].frame = fr < nf ? (uint32_t)fr : UINT32_MAX;
-	}
-	/* in frame order (places from the memo get their frame when first used) */
-	for (unsigned i = 1; i < w->nheld; i++)
-		for (unsigned j = i; j > 0 && w->held[j - 1].frame > w->held[j].frame; j--) {
-			struct dwunw_module *m = w->held[j].m;
-			uint32_t fr = w->held[j].frame;
-			w->held[j] = w->held[j - 1];
-			w->held[j - 1].m = m;
-			w->held[j - 1].frame = fr;
-		}
-	for (unsigned i = 0; i < w->nheld; i++) {
-		size_t fr = w->held[i].frame;
-		if (fr >= nf) {
-			dw_module_put(w->held[i].m); /* a frame that was not returned (none today) */
-			continue;
-		}
-		frames[fr].flags |= DWUNW_FRAME_HOLDS_REF;
-		if (!list || fr == at)
-			continue;
-		if (fr - at > DWUNW_FRAME_REF_NEXT_MAX) {
-			list = 0;
-			continue;
-		}
-		frames[at].flags |= (uint32_t)(fr - at) << DWUNW_FRAME_REF_NEXT_SHIFT;
-		at = fr;
-	}
-	if (list)
-		frames[0].flags |= DWUNW_FRAME_REF_LIST;
-	else
-		for (size_t i = 0; i < nf; i++)
-			frames[i].flags &= ~(DWUNW_FRAME_REF_NEXT_MAX << DWUNW_FRAME_REF_NEXT_SHIFT);
-}
 
 DWUNW_API int dwunw_capture(struct dwunw_ctx *ctx, const struct dwunw_regs *regs,
 			    struct dwunw_frame *frames, size_t *frame_cnt)
@@ -1082,7 +648,7 @@ DWUNW_API int dwunw_capture_sampled(struct dwunw_ctx *ctx, const struct dwunw_re
 	struct fast_env fe;
 	size_t cap, nf = 0;
 	uint32_t how = DWUNW_HOW_INITIAL;
-	int exact, entered = 0, memo, ret = DWUNW_OK, proc_err = DWUNW_OK;
+	int exact, entered = 0, memo, ret = DWUNW_OK, proc_err = DWUNW_OK, full = 0;
 	uint64_t regmask, keep, lr_bit, snap_lo, snap_len;
 	const uint8_t *snap;
 	unsigned spr, asz;
@@ -1127,7 +693,7 @@ DWUNW_API int dwunw_capture_sampled(struct dwunw_ctx *ctx, const struct dwunw_re
 		if (proc_err)
 			w.proc_ref = 0;
 	}
-	memo = memo_take(&w);
+	memo = dw_memo_take(&w);
 
 	/* The walk's constants, in locals the stores to the register state cannot alias. */
 	snap = w.snap;
@@ -1137,7 +703,12 @@ DWUNW_API int dwunw_capture_sampled(struct dwunw_ctx *ctx, const struct dwunw_re
 	lr_bit = arch->lr_reg < DWUNW_MAX_REGS ? 1ull << arch->lr_reg : 0;
 	regmask = arch->nregs >= 64 ? ~0ull : (1ull << arch->nregs) - 1;
 	keep = (arch->callee_saved | lr_bit) & regmask;
-	from_regs_n(regs, cur, arch->nregs);
+	/* Frame 0's registers: what walk_fast reads now, the others before the first slow step
+	 * (full_regs); a capture that walk_fast completes never copies them. */
+	cur->pc = regs->pc;
+	cur->valid = regs->valid;
+	cur->regs[spr] = regs->regs[spr];
+	cur->regs[arch->fp_reg] = regs->regs[arch->fp_reg];
 	exact = !(regs->flags & DWUNW_REGS_PC_IS_RETADDR);
 	pl = alt = &no_place; /* the first frame looks its place up */
 	fe = (struct fast_env){ .w = &w, .snap = snap, .snap_lo = snap_lo, .snap_len = snap_len, .keep = keep,
@@ -1155,7 +726,7 @@ DWUNW_API int dwunw_capture_sampled(struct dwunw_ctx *ctx, const struct dwunw_re
 		int r;
 
 		if (DW_UNLIKELY(lookup - pl->start >= pl->len || opc - pl->start >= pl->len)) {
-			const struct place *np = frame_place(&w, &lookup, opc, (uint32_t)nf);
+			const struct place *np = dw_frame_place(&w, &lookup, opc, (uint32_t)nf);
 			if (np != pl)
 				alt = pl;
 			pl = np;
@@ -1176,12 +747,20 @@ DWUNW_API int dwunw_capture_sampled(struct dwunw_ctx *ctx, const struct dwunw_re
 				ret = fr == FAST_END ? DWUNW_OK : fr == FAST_DEPTH ? DWUNW_ERR_DEPTH : DWUNW_ERR_NO_PROGRESS;
 				break;
 			}
+			if (DW_UNLIKELY(!full)) {
+				full_regs(regs, cur, arch);
+				full = 1;
+			}
 			if (nf != n0) {
 				fast_restore(&w, cur, frames, n0, nf, exact, keep, saved, arch->fp_reg);
 				exact = 0;
 				how = DWUNW_HOW_CFI;
 				continue;
 			}
+		}
+		if (DW_UNLIKELY(!full)) {
+			full_regs(regs, cur, arch);
+			full = 1;
 		}
 		fl |= pl->fflags;
 		w.beyond = 0;
@@ -1251,8 +830,8 @@ stop:
 		break;
 	}
 	if (memo)
-		memo_give(&w);
-	hand_refs(&w, frames, nf);
+		dw_memo_give(&w);
+	dw_hand_refs(&w, frames, nf);
 	if (w.remote_on)
 		dw_remote_end(&w.remote);
 	/* not free(NULL) nor free per capture: memleak's own free() is uprobed too, a trap (~1 us) */

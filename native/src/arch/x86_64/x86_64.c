@@ -112,7 +112,12 @@ static int is_restorer(uint64_t pc, int (*read)(void *, uint64_t, void *, size_t
 {
 	uint8_t code[9];
 
-	/* Unreadable code is simply not a trampoline. */
+	/* Both forms in one read (a read is a system call when the code comes from the file or
+	 * the process); the short one alone where the longer read fails (the end of the code).
+	 * Unreadable code is simply not a trampoline. */
+	if (read(arg, pc, code, sizeof(restore_rt_long)) == DWUNW_OK)
+		return memcmp(code, restore_rt_short, sizeof(restore_rt_short)) == 0 ||
+		       memcmp(code, restore_rt_long, sizeof(restore_rt_long)) == 0;
 	if (read(arg, pc, code, sizeof(restore_rt_short)) != DWUNW_OK)
 		return 0;
 	if (memcmp(code, restore_rt_short, sizeof(restore_rt_short)) == 0)

@@ -1,0 +1,29 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/* A LEAN rule (table.h) pre-decoded for walk_fast: what its step reads, next to its key, so that
+ * a warm frame needs one probe and no rule look-up. The context's memo keeps a small cache of them
+ * per memo place (place_memo.h), owned by the capture holding the memo. */
+#ifndef DWUNW_SHAPE_H
+#define DWUNW_SHAPE_H
+
+#include <stdint.h>
+
+#define DW_SHAPE_BITS 7            /* entries per cache: 1 << DW_SHAPE_BITS, two ways per set */
+
+struct dw_shape {
+	uint32_t key;              /* the look-up's offset in the place's mapping + 1; 0: empty */
+	int32_t cfa_off;
+	int32_t off_min;           /* the slots: [cfa + off_min, + span) */
+	uint32_t span;
+	int8_t ra_slot, fp_slot;   /* in words from the CFA (fp_slot 0: not saved) */
+	uint8_t flags;             /* the rule's DW_RULEF_* (LEAN) */
+	uint8_t pad[5];
+	uint64_t step_mask;        /* registers the step sets */
+};
+
+/* The set of a key (a mapping offset + 1): its first entry, the newest; the other way follows. */
+static inline uint32_t dw_shape_slot(uint32_t key)
+{
+	return ((key * 0x9e3779b9u) >> (32 - DW_SHAPE_BITS)) & ~1u;
+}
+
+#endif
