@@ -175,23 +175,6 @@ static __always_inline void mapev_path(struct mapev_rec *r, struct file *file)
 	r->nparts = n;
 }
 
-/* Whether the VMA at addr is executable now (mprotect, mremap: only code matters to the view). */
-static long mapev_exec_cb(struct task_struct *task, struct vm_area_struct *vma, void *data)
-{
-	*(__u64 *)data = vma->vm_flags;
-	return 0;
-}
-
-static __always_inline bool mapev_vma_exec(__u64 addr)
-{
-	__u64 flags = 0;
-
-	if (!bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_find_vma))
-		return true; /* cannot tell: send it */
-	return bpf_find_vma(bpf_get_current_task_btf(), addr, mapev_exec_cb, &flags, 0) == 0 &&
-	       (flags & MAPEV_PROT_EXEC);
-}
-
 /* An MMAP record's file, offset and protection from the VMA c; start: where the record begins. */
 static __always_inline void mapev_file(struct mapev_rec *r, const struct mapev_vma_ctx *c, __u64 start)
 {
@@ -212,6 +195,23 @@ static __always_inline void mapev_file(struct mapev_rec *r, const struct mapev_v
 
 /* saved_auxv's words read when looking for AT_BASE (the kernel's AT_VECTOR_SIZE is 44 to 50) */
 #define MAPEV_AUXV_WORDS 40
+
+/* Whether the VMA at addr is executable now (mprotect, mremap: only code matters to the view). */
+static long mapev_exec_cb(struct task_struct *task, struct vm_area_struct *vma, void *data)
+{
+	*(__u64 *)data = vma->vm_flags;
+	return 0;
+}
+
+static __always_inline bool mapev_vma_exec(__u64 addr)
+{
+	__u64 flags = 0;
+
+	if (!bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_find_vma))
+		return true; /* cannot tell: send it */
+	return bpf_find_vma(bpf_get_current_task_btf(), addr, mapev_exec_cb, &flags, 0) == 0 &&
+	       (flags & MAPEV_PROT_EXEC);
+}
 
 SEC("raw_tp/sys_enter")
 int mapev_sys_enter(struct bpf_raw_tracepoint_args *ctx)
@@ -327,7 +327,7 @@ int mapev_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 }
 
 /* The file mapping of the VMA holding addr, as an MMAP record; its end in *end (0: none). */
-static __always_inline void mapev_exec_vma(void *ctx, __u64 addr, __u64 *end)
+static __always_inline void mapev_image_vma(void *ctx, __u64 addr, __u64 *end)
 {
 	struct mapev_vma_ctx c = {};
 	struct mapev_rec *r;
@@ -366,7 +366,7 @@ int mapev_exec(void *ctx)
 		return 0;
 	r->op = MAPEV_EXEC;
 	mapev_end(ctx, r);
-	mapev_exec_vma(ctx, BPF_CORE_READ(mm, start_code), &end);
+	mapev_image_vma(ctx, BPF_CORE_READ(mm, start_code), &end);
 	for (int i = 0; i + 1 < MAPEV_AUXV_WORDS; i += 2) {
 		__u64 type = 0, val = 0;
 
@@ -379,9 +379,9 @@ int mapev_exec(void *ctx)
 			break;
 		}
 	}
-	mapev_exec_vma(ctx, base, &end);
+	mapev_image_vma(ctx, base, &end);
 	if (end)
-		mapev_exec_vma(ctx, end, &end);
+		mapev_image_vma(ctx, end, &end);
 	return 0;
 }
 

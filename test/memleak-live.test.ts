@@ -10,28 +10,20 @@
 //
 // Needs root, BTF and BPF: skipped with the reason, unless DWUNW_REQUIRE_BPF=1 (CI).
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import t from 'tap';
+import { bpfUnavailable, root, skipOrFail } from './helpers.js';
 
-const root = fileURLToPath(new URL('..', import.meta.url));
 const memleakBin = join(root, 'build', 'bpf', 'memleak');
 const fixture = join(root, 'fixtures', 'x86_64', 'build', 'deep_rewrite');
-const REQUIRE = process.env.DWUNW_REQUIRE_BPF === '1';
 const BLOCKS = 300;
 // frames above main in every stack (glibc's start-up code)
 const START = new Set(['__libc_start_call_main', '__libc_start_main', '__libc_start_main_impl', '_start']);
 
-function unavailable(): string | null {
-  if (process.platform !== 'linux' || process.arch !== 'x64') return 'needs Linux on x86_64';
-  if (process.getuid?.() !== 0) return 'not root (memleak needs CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE)';
-  if (!existsSync('/sys/kernel/btf/vmlinux')) return 'the kernel has no BTF (/sys/kernel/btf/vmlinux)';
-  if (!existsSync(memleakBin)) return `${memleakBin} is not built (make bpf)`;
-  if (!existsSync(fixture)) return `${fixture} is not built (make fixtures)`;
-  return null;
-}
+const unavailable = (): string | null =>
+  bpfUnavailable('memleak needs CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE', [[memleakBin, 'make bpf'], [fixture, 'make fixtures']]);
 
 interface JStack {
   frames: { symbol: string | null }[];
@@ -118,8 +110,7 @@ async function run(window: number, variant: string[]): Promise<Counts | string> 
 
 const why = unavailable();
 if (why) {
-  if (REQUIRE) t.fail(`DWUNW_REQUIRE_BPF=1 but ${why}`);
-  else t.pass(`memleak live-read tests skipped: ${why}`, { skip: why });
+  skipOrFail(t, why, 'memleak live-read tests skipped');
 } else {
   const cases: [number, string, string[]][] = [
     [16384, 'old frames rewritten by other recursions', []],

@@ -7,13 +7,6 @@
 #include "proc.h"
 #include "symbols.h"
 
-#define DWUNW_CTX_MAGIC 0x64776e75u /* "dwnu" */
-
-struct dwunw_ctx_impl *dw_ctx(struct dwunw_ctx *ctx)
-{
-	return ctx && ctx->magic == DWUNW_CTX_MAGIC ? ctx->impl : NULL;
-}
-
 DWUNW_API int dwunw_init(struct dwunw_ctx *ctx, const struct dwunw_config *cfg)
 {
 	struct dwunw_ctx_impl *c;

@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <sys/types.h>
+#include "ctx_handle.h"
 #include "elf_file.h"
 #include "shape.h"
 #include "table.h"
@@ -88,8 +89,6 @@ struct dwunw_ctx_impl {
 	uint64_t memo_place[2][16];
 	struct dw_shape memo_shapes[2][1 << DW_SHAPE_BITS]; /* per memo place (shape.h) */
 };
-
-struct dwunw_ctx_impl *dw_ctx(struct dwunw_ctx *ctx);
 
 /* Take a reference on an already-loaded slot if it still holds generation `gen`. */
 int dw_module_get(struct dwunw_module *m, uint32_t gen);
