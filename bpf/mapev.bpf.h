@@ -175,6 +175,27 @@ static __always_inline void mapev_path(struct mapev_rec *r, struct file *file)
 	r->nparts = n;
 }
 
+/* An MMAP record's file, offset and protection from the VMA c; start: where the record begins. */
+static __always_inline void mapev_file(struct mapev_rec *r, const struct mapev_vma_ctx *c, __u64 start)
+{
+	struct file *file = (struct file *)c->file;
+	struct inode *ino = BPF_CORE_READ(file, f_inode);
+	__u32 dev = BPF_CORE_READ(ino, i_sb, s_dev);
+
+	r->op = MAPEV_MMAP;
+	r->offset = (c->pgoff << 12) + (start - c->start);
+	r->prot = c->flags & 7;
+	r->ino = BPF_CORE_READ(ino, i_ino);
+	r->dev_major = dev >> 20;
+	r->dev_minor = dev & 0xfffff;
+	if (c->end < r->end)
+		r->end = c->end;
+	mapev_path(r, file);
+}
+
+/* saved_auxv's words read when looking for AT_BASE (the kernel's AT_VECTOR_SIZE is 44 to 50) */
+#define MAPEV_AUXV_WORDS 40
+
 /* Whether the VMA at addr is executable now (mprotect, mremap: only code matters to the view). */
 static long mapev_exec_cb(struct task_struct *task, struct vm_area_struct *vma, void *data)
 {
@@ -299,30 +320,44 @@ int mapev_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 	r->op = MAPEV_MMAP_UNKNOWN;
 	if (bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_find_vma) &&
 	    bpf_find_vma(bpf_get_current_task_btf(), ret, mapev_vma_cb, &c, 0) == 0 && c.file &&
-	    c.start <= ret) {
-		struct file *file = (struct file *)c.file;
-		struct inode *ino = BPF_CORE_READ(file, f_inode);
-		__u32 dev = BPF_CORE_READ(ino, i_sb, s_dev);
-
-		r->op = MAPEV_MMAP;
-		r->offset = (c.pgoff << 12) + (ret - c.start);
-		r->prot = c.flags & 7;
-		r->ino = BPF_CORE_READ(ino, i_ino);
-		r->dev_major = dev >> 20;
-		r->dev_minor = dev & 0xfffff;
-		if (c.end < r->end)
-			r->end = c.end;
-		mapev_path(r, file);
-	}
+	    c.start <= ret)
+		mapev_file(r, &c, ret);
 	mapev_end(ctx, r);
 	return 0;
 }
 
-/* A new image: its mappings are the kernel's, user space reads them from /proc. */
+/* The file mapping of the VMA holding addr, as an MMAP record; its end in *end (0: none). */
+static __always_inline void mapev_image_vma(void *ctx, __u64 addr, __u64 *end)
+{
+	struct mapev_vma_ctx c = {};
+	struct mapev_rec *r;
+
+	*end = 0;
+	if (!addr || !bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_find_vma) ||
+	    bpf_find_vma(bpf_get_current_task_btf(), addr, mapev_vma_cb, &c, 0) || !c.file || c.start > addr)
+		return;
+	r = mapev_begin();
+	if (!r)
+		return;
+	r->start = c.start;
+	r->end = c.end;
+	mapev_file(r, &c, c.start);
+	mapev_end(ctx, r);
+	*end = c.end;
+}
+
+/*
+ * A new image: its mappings are the kernel's, user space reads them from /proc when it gets here,
+ * which can be after the process is gone (a short-lived one behind a backlog). So the code of the
+ * program (the VMA at mm->start_code) and of its interpreter (the VMA after the one at AT_BASE,
+ * from the saved auxiliary vector) also come as MMAP records, read now.
+ */
 SEC("raw_tp/sched_process_exec")
 int mapev_exec(void *ctx)
 {
+	struct mm_struct *mm = BPF_CORE_READ(bpf_get_current_task_btf(), mm);
 	struct mapev_rec *r;
+	__u64 base = 0, end;
 
 	if (!mapev_enabled || !MAPEV_TRACED((__u32)(bpf_get_current_pid_tgid() >> 32)))
 		return 0;
@@ -331,6 +366,22 @@ int mapev_exec(void *ctx)
 		return 0;
 	r->op = MAPEV_EXEC;
 	mapev_end(ctx, r);
+	mapev_image_vma(ctx, BPF_CORE_READ(mm, start_code), &end);
+	for (int i = 0; i + 1 < MAPEV_AUXV_WORDS; i += 2) {
+		__u64 type = 0, val = 0;
+
+		bpf_core_read(&type, sizeof(type), &mm->saved_auxv[i]);
+		if (type == 0) /* AT_NULL */
+			break;
+		bpf_core_read(&val, sizeof(val), &mm->saved_auxv[i + 1]);
+		if (type == 7) { /* AT_BASE: the interpreter's first (read-only) mapping */
+			base = val;
+			break;
+		}
+	}
+	mapev_image_vma(ctx, base, &end);
+	if (end)
+		mapev_image_vma(ctx, end, &end);
 	return 0;
 }
 

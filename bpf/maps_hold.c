@@ -126,6 +126,12 @@ static struct chg {
 static size_t chg_next, chg_n;
 static uint64_t chg_floor;    /* ts of the newest entry overwritten */
 static uint64_t chg_latest;   /* ts of the newest entry */
+static uint64_t chg_seq;      /* entries ever noted (read without the lock) */
+
+uint64_t maps_hold_changes(void)
+{
+	return __atomic_load_n(&chg_seq, __ATOMIC_ACQUIRE);
+}
 
 static void chg_note(const struct mapev_rec *r)
 {
@@ -149,6 +155,7 @@ static void chg_note(const struct mapev_rec *r)
 		chg_n++;
 	if (c.ts > chg_latest)
 		chg_latest = c.ts;
+	__atomic_add_fetch(&chg_seq, 1, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&mu);
 }
 

@@ -62,6 +62,8 @@ void maps_hold_release(uint32_t pid, uint64_t start, uint64_t end, uint64_t ts);
  * inode (the number of a deleted file is reused). False without a drain thread.
  */
 bool maps_hold_superseded(uint32_t pid, uint64_t start, uint64_t end, uint64_t since);
+/* Changes noted so far: an answer of maps_hold_superseded stays valid while this is unchanged. */
+uint64_t maps_hold_changes(void);
 
 /* The path of a mapping record's file into buf (NUL-terminated); false when not known. */
 bool mapev_rec_path(const struct mapev_rec *r, char *buf, size_t size);

@@ -30,6 +30,8 @@ struct mv_map {
 	uint8_t unknown;       /* a file mapping whose file is not known */
 	const char *path;      /* interned; "[vdso]" and the like for special ones; NULL: anonymous */
 	const char *held;      /* the file held open (maps_hold.h) given to libdwunw instead of path */
+	uint64_t chk_changes;  /* maps_hold_changes() when `superseded` was found (0: never) */
+	uint8_t superseded;    /* its range changed by a later event (maps_hold_superseded) */
 };
 
 struct mv_proc {
@@ -333,6 +335,11 @@ static struct mv_proc *proc_get(uint32_t pid)
 	return p;
 }
 
+void maps_view_seed(uint32_t pid)
+{
+	proc_get(pid);
+}
+
 /* The path of an event's file, from its components, else learned from /proc by identity. */
 static const char *event_path(const struct mapev_rec *r)
 {
@@ -468,13 +475,20 @@ bool maps_view_use_hold(uint32_t pid, uint64_t pc)
 
 bool maps_view_untrusted(uint32_t pid, uint64_t pc)
 {
-	const struct mv_map *m = file_map_at(pid, pc);
+	struct mv_map *m = file_map_at(pid, pc);
+	uint64_t changes;
 	struct stat st;
 
 	/* seeded from /proc, or unwound through its held file: its file is known for sure */
 	if (!m || !m->since || m->held || m->unknown || !m->path)
 		return false;
-	if (!maps_hold_superseded(pid, m->start, m->end, m->since))
+	/* looked up once per batch of drained changes, not per frame */
+	changes = maps_hold_changes();
+	if (m->chk_changes != changes + 1) {
+		m->superseded = maps_hold_superseded(pid, m->start, m->end, m->since);
+		m->chk_changes = changes + 1;
+	}
+	if (!m->superseded)
 		return false;
 	/* its path still names the very file: what libdwunw opened */
 	return stat(m->path, &st) || (uint64_t)st.st_ino != m->ino || major(st.st_dev) != m->dev_major ||

@@ -85,6 +85,10 @@ void maps_view_text(void);
 bool maps_view_hole(uint32_t pid, uint64_t pc);
 bool maps_view_fill_holes(uint32_t pid);
 
+/* Seed pid's view now, from /proc/PID/maps, if it has none yet (a command held before its exec:
+ * its records from before the exec are processed later, maybe after the exec). */
+void maps_view_seed(uint32_t pid);
+
 /* The process is gone: its view goes. */
 void maps_view_forget(uint32_t pid);
 

@@ -285,7 +285,10 @@ static int on_record(void *ctx, const void *data, size_t size)
 		int64_t uidx;
 
 		memcpy(&r, data, sizeof(r));
-		if (r.flags & PR_S_LOST_SNAP) {
+		if ((r.flags & PR_S_IN_EXEC) && opts.user) {
+			prs.ulost++;
+			uidx = pseudo_stack("[stack lost: sampled inside execve]");
+		} else if (r.flags & PR_S_LOST_SNAP) {
 			prs.ulost++;
 			uidx = pseudo_stack(opts.perfbuf ? "[stack lost: perf buffer full]"
 							 : "[stack lost: ring buffer full]");
@@ -543,6 +546,10 @@ int main(int argc, char **argv)
 	signal(SIGTERM, on_signal);
 	signal(SIGPIPE, SIG_IGN);
 	pr_print_header();
+	/* the command's maps before its exec (profile's own image), read while it waits: its first
+	 * samples are processed later, perhaps after the exec */
+	if (maps_view_on && opts.command)
+		maps_view_seed(opts.pids[opts.npids - 1]);
 	ptarget_release();
 
 	uint64_t t0 = mono_ns(), end = opts.duration ? t0 + opts.duration * 1000000000ull : 0;

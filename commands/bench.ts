@@ -309,7 +309,13 @@ async function addCallgrind(r: BenchReport, harness: string, fileArgs: string[],
           String(iterations),
           ...fileArgs,
         ];
-        const vg = await run('valgrind', args);
+        // A uprobe on a library the harness runs (another process's tracing) kills it under
+        // valgrind: such probes come and go, so a run that died of SIGTRAP is tried again.
+        let vg = await run('valgrind', args);
+        for (let tries = 1; vg.code !== 0 && tries < CALLGRIND_TRIES && isTrapped(vg.stderr); tries++) {
+          await new Promise((r) => setTimeout(r, 2000));
+          vg = await run('valgrind', args);
+        }
         if (vg.code !== 0) throw new CliError('--callgrind', `valgrind on ${s.name} (${u}): ${valgrindFailure(vg.stderr, vg.signal)}`);
         const ann = await run('callgrind_annotate', ['--inclusive=no', '--threshold=100', out]);
         if (ann.code !== 0) throw new CliError('--callgrind', `callgrind_annotate: ${lastLine(ann.stderr)}`);
@@ -333,6 +339,9 @@ async function addCallgrind(r: BenchReport, harness: string, fileArgs: string[],
   r.callgrind = { iterations };
 }
 
+const CALLGRIND_TRIES = 4;
+const isTrapped = (stderr: string): boolean => /Process terminating with default action of signal 5 \(SIGTRAP\)/.test(stderr);
+
 /**
  * Why a valgrind run failed, in one line. Its last line is its own summary ("I refs: 0") when the
  * harness died or exited early: the harness's own message, or the fatal signal and where it hit,
@@ -350,7 +359,7 @@ export function valgrindFailure(stderr: string, signal?: NodeJS.Signals | null):
     const at = /^\s*at 0x[0-9A-Fa-f]+: (.*)$/.exec(strip(lines[term + 1] ?? ''))?.[1];
     const where = at ? ` in ${at}` : '';
     if (sig === 'SIGTRAP')
-      return `the harness died of SIGTRAP${where}: a uprobe on that library (another process tracing it, e.g. memleak on libc) traps under valgrind; run again when no uprobes are attached`;
+      return `the harness died of SIGTRAP${where}: a uprobe on that library (another process tracing it, e.g. memleak on libc) traps under valgrind (${CALLGRIND_TRIES} tries); run again when no uprobes are attached`;
     return `the harness died of ${sig}${where}`;
   }
   if (own.length) return own[own.length - 1]!;

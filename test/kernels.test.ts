@@ -6,6 +6,8 @@
 //     outstanding, nothing lost;
 //   - a statically linked leaky (it never maps the libc.so.6 memleak probes): one line naming
 //     the cause and exit status 1, not an empty report.
+// In the x86_64 guest also profile: `profile -- hot 2` (hot's chains complete, every sample
+// accounted for) and a short-lived `hot 0.05` whose samples are unwound after it is gone.
 // The guests have no debug file for glibc (and Debian has none for the arm64 cross glibc): the
 // workload's own frames are checked by name, glibc's and ld.so's by module.
 //
@@ -175,7 +177,9 @@ async function main(t: Test): Promise<void> {
     const dbg = `/usr/lib/debug/.build-id/${id.slice(0, 2)}/${id.slice(2)}.debug`;
     const files = [join(root, 'build', 'bpf', 'profile'), join(root, 'fixtures', 'x86_64', 'build', 'hot')];
     if (id && existsSync(dbg)) files.push(`${dbg}:${dbg}`);
-    return { files, script: 'profile -U -F 999 --json -- /bin/hot 2 > profile.json 2> profile.err; echo $? > profile.rc' };
+    // then a short-lived hot: its samples are unwound after it is gone (TCG unwinds at ms per sample)
+    return { files, script: ['profile -U -F 999 --json -- /bin/hot 2 > profile.json 2> profile.err; echo $? > profile.rc',
+      'profile -U -F 999 --json -- /bin/hot 0.05 > short.json 2> short.err; echo $? > short.rc'].join('\n') };
   };
   /** A cross memleak (as verify-cross.test.ts builds it, which may run at the same time: one make at a time). */
   const crossMemleak = async (x: string): Promise<string> => {
@@ -319,6 +323,21 @@ async function main(t: Test): Promise<void> {
       tt.ok(top('thread_main').some((x) => /^spin;thread_work;thread_main;start_thread;(__)?clone3$/.test(x)), 'profile: second thread, to its start');
       tt.ok(top('chain_recurse').some((x) => x.split(';').filter((n) => n === 'recurse').length === 26), 'profile: recursion 26 frames deep');
       tt.ok(top('chain_signal').some((x) => /^spin;signal_work;on_signal;__restore_rt;.*chain_signal;main;/.test(x)), 'profile: through the signal frame');
+
+      // A process that is gone before its samples are unwound (the program and ld.so are mapped by
+      // the kernel at exec: their mappings come with the exec record, not from /proc later)
+      tt.equal(file('short.rc').trim(), '0', 'profile -- hot 0.05: exit status 0', { stderr: file('short.err') });
+      const sh = parseProfileJson(file('short.json'));
+      const shLine = file('short.json').split('\n').find((l) => l.startsWith('{"pid":') && l.includes('"cpu_ns"'));
+      const shPid = shLine ? (JSON.parse(shLine) as { pid: number }).pid : -1;
+      const shRun = sh.entries.filter((e) => e.pid === shPid && e.user?.frames.some((f) => f.symbol === 'main' || f.symbol === 'thread_main'));
+      const shInc = shRun.filter((e) => !e.user!.complete);
+      tt.same(shInc.map((e) => `${e.count} ${e.user!.stop}: ${e.user!.frames.map(frameName).join(',')}`), [],
+        `short-lived hot: its ${count(shRun)} chain samples complete (${JSON.stringify(sh.summary?.stopped ?? {})} stopped, ${JSON.stringify(sh.summary?.lost ?? {})} lost in all)`);
+      // x86_64 loads PIE programs at 0x55.../0x56... (the vDSO, at 0x7ff..., comes from /proc only)
+      const noModule = sh.entries.filter((e) => e.pid === shPid && e.user && /^(NO_MODULE|NO_PROCESS)$/.test(e.user.stop) &&
+        e.user.frames.some((f) => f.module === null && /^0x5/.test(f.pc)));
+      tt.same(noModule.map((e) => `${e.count} ${e.user!.stop} ${e.user!.frames[0]?.pc}`), [], 'short-lived hot: no frame in its program without a module');
     });
   });
 }

@@ -103,15 +103,16 @@ if (why) {
     // is flagged, never attributed to the newer library
     { name: 'perf buffer: the same layout (C), unloaded at once', other: 'C', opts: '', extra: ['--perf-buffer'] },
     // each load a fresh copy, deleted once unloaded: read late, its file is gone (flagged, and
-    // never merged with the next copy, which may get the same inode number)
+    // never merged with the next copy, which may get the same inode number). The old 2-of-49
+    // flake (wrong and merged, under load): copy k gone, libdwunw opened /proc/PID/map_files of
+    // its range, by then copy k+1 with k's inode number; now such a module is not trusted
     { name: 'fresh copies deleted after dlclose (A and C)', other: 'C', opts: '--copy', extra: [] },
     // the same, unloaded and deleted 20 ms after the leaks: the files are held open by identity
     // when their mapping is seen, so most copies are unwound and named though deleted
     { name: 'fresh copies deleted 20 ms after the leaks (A and C)', other: 'C', opts: '--copy', delay: '--delay 20', extra: [] },
     // copies alive 300 ms after their leaks, so memleak unwinds them while their files exist:
-    // ext4 gives copy k+1 (C) the inode number of copy k (A), deleted just before, at the same
-    // address with the same layout: keyed by device and inode alone, their stacks merged under
-    // the first's names (the 2-of-49 flake seen while a build ran beside: wrong and merged)
+    // each copy right under its own path (stacks are keyed by device, inode and path; a copy
+    // never loaded frees its inode number, which ext4 gives the next copy at once)
     { name: 'fresh copies alive 300 ms, inode numbers reused (A and C)', other: 'C', opts: '--copy',
       delay: '--delay 300', extra: [], rounds: 4 },
     // ... and memleak processing each record 300 ms after its event (a consumer fallen behind):

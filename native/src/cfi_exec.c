@@ -132,9 +132,6 @@ int dw_cfi_exec(const struct dw_cfi_section *s, const struct dw_cie *cie,
 	while (cur_left(&c) && !err) {
 		uint8_t op = cur_u8(&c);
 
-		/* anything but an advance or a nop may change the state */
-		if (op > CFA_advance_loc4 && (op & 0xc0) != CFA_advance_loc && op != CFA_MIPS_advance_loc8)
-			st->changed = 1;
 		uint64_t reg, delta = 0, newloc;
 		int64_t off;
 		const uint8_t *ep;
@@ -147,9 +144,11 @@ int dw_cfi_exec(const struct dw_cfi_section *s, const struct dw_cie *cie,
 		case CFA_offset:
 			off = factored(&c, (int64_t)cur_uleb(&c), daf);
 			err = col_set(st, op & 0x3f, DW_RULE_OFFSET, off);
+			st->changed = 1;
 			continue;
 		case CFA_restore:
 			err = col_restore(st, initial, op & 0x3f);
+			st->changed = 1;
 			continue;
 		}
 
@@ -304,6 +303,8 @@ int dw_cfi_exec(const struct dw_cfi_section *s, const struct dw_cie *cie,
 			err = DWUNW_ERR_UNSUPPORTED_CFI;
 			break;
 		}
+		/* every opcode that gets here (not an advance, not a nop) may change the state */
+		st->changed = 1;
 		if (c.err && !err)
 			err = c.err;
 		continue;

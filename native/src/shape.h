@@ -7,7 +7,7 @@
 
 #include <stdint.h>
 
-#define DW_SHAPE_BITS 7            /* entries per cache: 1 << DW_SHAPE_BITS, two ways per set */
+#define DW_SHAPE_BITS 8            /* entries per cache: 1 << DW_SHAPE_BITS, two ways per set */
 
 struct dw_shape {
 	uint32_t key;              /* the look-up's offset in the place's mapping + 1; 0: empty */
