@@ -793,11 +793,12 @@ static __always_inline void kw_walk_done(struct kw_scratch *s)
 	}
 }
 
-static __always_inline void kw_event_fill(struct kw_event *ev, struct kw_walk *w, struct kw_scratch *s,
+/* An event's head (every field before its pcs): who, when, and how the walk ended. */
+static __always_inline void kw_event_head(struct kw_event *ev, const struct kw_walk *w, __u32 hdr_size,
 					  __u32 pid, __u32 tid, __u32 flags, __u64 cookie, __s64 aux)
 {
 	ev->h.kind = KW_KIND_EVENT;
-	ev->h.hdr_size = sizeof(struct kw_event);
+	ev->h.hdr_size = hdr_size;
 	ev->h.flags = 0;
 	ev->pid = pid;
 	ev->tid = tid;
@@ -812,6 +813,12 @@ static __always_inline void kw_event_fill(struct kw_event *ev, struct kw_walk *w
 	ev->stop_frame = w->stop_frame;
 	ev->stop_pc = w->stop_pc;
 	ev->stop_addr = w->stop_addr;
+}
+
+static __always_inline void kw_event_fill(struct kw_event *ev, struct kw_walk *w, struct kw_scratch *s,
+					  __u32 pid, __u32 tid, __u32 flags, __u64 cookie, __s64 aux)
+{
+	kw_event_head(ev, w, sizeof(struct kw_event), pid, tid, flags, cookie, aux);
 	if (s) {
 		bpf_probe_read_kernel(ev->pcs, sizeof(ev->pcs), s->pcs);
 		bpf_probe_read_kernel(ev->how, sizeof(ev->how), s->how);

@@ -38,22 +38,7 @@ static __always_inline long kw_hybrid(void *ctx, struct pt_regs *regs, __u64 coo
 	kw_walk_done(s);
 	ev = bpf_ringbuf_reserve(&cap_ringbuf, offsetof(struct kw_event, pcs), 0);
 	if (ev) {
-		ev->h.kind = KW_KIND_EVENT;
-		ev->h.hdr_size = offsetof(struct kw_event, pcs);
-		ev->h.flags = 0;
-		ev->pid = pid;
-		ev->tid = tid;
-		ev->ts = bpf_ktime_get_ns();
-		ev->cookie = cookie;
-		ev->aux = aux;
-		ev->flags = KW_EV_NOTICE;
-		ev->nframes = w.n > KW_MAX_FRAMES ? KW_MAX_FRAMES : w.n;
-		ev->status = w.status;
-		ev->stop_why = w.why;
-		ev->stop_rule = w.stop_rule;
-		ev->stop_frame = w.stop_frame;
-		ev->stop_pc = w.stop_pc;
-		ev->stop_addr = w.stop_addr;
+		kw_event_head(ev, &w, offsetof(struct kw_event, pcs), pid, tid, KW_EV_NOTICE, cookie, aux);
 		bpf_ringbuf_submit(ev, cap_rb_wakeup());
 	} else {
 		kw_count(KW_C_LOST, 1);

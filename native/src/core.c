@@ -14,8 +14,8 @@
  * a malformed part is skipped and reported as DWUNW_ERR_CORRUPT, never read out of bounds.
  *
  * The core's bytes must live as long as the memory regions registered from them: each loaded
- * core is kept in a list here, per context and pid, and freed when the pid is forgotten or the
- * context shut down (hooks called from proc.c and ctx.c).
+ * core is kept per context and pid, and freed when the pid is forgotten or the context shut down
+ * (core_keep.c).
  */
 #include <elf.h>
 #include <errno.h>
@@ -28,6 +28,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "core_keep.h"
 #include "internal.h"
 #include "module.h"
 #include "proc.h"
@@ -38,70 +39,6 @@
 
 #define CORE_COPY_MAX (64ull << 20)   /* smaller cores are read into memory, larger ones mapped */
 #define VDSO_MAX      (1u << 20)      /* a vDSO larger than this is not believed */
-
-/* ---- Loaded cores, per context and pid ------------------------------------------------------ */
-
-struct core_keep {
-	struct core_keep *next;
-	struct dwunw_ctx_impl *c;
-	int32_t pid;
-	void *data;
-	size_t size;
-	int mapped;
-	struct dwunw_module *vdso;    /* the vDSO image registered for it, held: never evicted */
-};
-
-static pthread_mutex_t keep_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct core_keep *kept;
-
-static void buf_free(void *data, size_t size, int mapped)
-{
-	if (!data)
-		return;
-	if (mapped)
-		munmap(data, size);
-	else
-		free(data);
-}
-
-/* Drop what is kept for (c, pid), or for every pid of c when all is set. */
-static void keep_drop(struct dwunw_ctx_impl *c, int32_t pid, int all)
-{
-	struct core_keep **pp, *dead = NULL;
-
-	pthread_mutex_lock(&keep_lock);
-	for (pp = &kept; *pp;) {
-		struct core_keep *k = *pp;
-		if (k->c == c && (all || k->pid == pid)) {
-			*pp = k->next;
-			k->next = dead;
-			dead = k;
-		} else {
-			pp = &k->next;
-		}
-	}
-	pthread_mutex_unlock(&keep_lock);
-	while (dead) {
-		struct core_keep *k = dead;
-		dead = k->next;
-		buf_free(k->data, k->size, k->mapped);
-		if (k->vdso)
-			dw_module_put(k->vdso);
-		free(k);
-	}
-}
-
-/* Hook of dwunw_maps_forget (proc.c). */
-void dw_core_forget(struct dwunw_ctx_impl *c, int32_t pid)
-{
-	keep_drop(c, pid, 0);
-}
-
-/* Hook of dwunw_shutdown (ctx.c), after the process maps are freed. */
-void dw_core_forget_all(struct dwunw_ctx_impl *c)
-{
-	keep_drop(c, 0, 1);
-}
 
 /* ---- Reading the file --------------------------------------------------------------------- */
 
@@ -799,14 +736,14 @@ DWUNW_API int dwunw_core_load(struct dwunw_ctx *ctx, const char *core_path,
 	k.cap = cap;
 	err = parse_headers(&k, &phdrs, &phnum);
 	if (err) {
-		buf_free(data, size, mapped);
+		dw_core_buf_free(data, size, mapped);
 		return err;
 	}
 
 	/* Segments; notes. */
 	k.segs = calloc(phnum ? phnum : 1, sizeof(*k.segs));
 	if (!k.segs) {
-		buf_free(data, size, mapped);
+		dw_core_buf_free(data, size, mapped);
 		return DWUNW_ERR_NOMEM;
 	}
 	for (uint64_t i = 0; i < phnum; i++) {
@@ -903,19 +840,12 @@ DWUNW_API int dwunw_core_load(struct dwunw_ctx *ctx, const char *core_path,
 			}
 		}
 		/* The bytes now belong to the context (replacing an earlier core of this pid). */
-		struct core_keep *keep = calloc(1, sizeof(*keep));
-		if (!keep) {
+		if (dw_core_keep(c, pid, data, size, mapped, k.vdso)) {
 			dwunw_maps_forget(ctx, pid);
 			err = DWUNW_ERR_NOMEM;
 			goto out;
 		}
-		keep_drop(c, pid, 0);
-		*keep = (struct core_keep){ NULL, c, pid, data, size, mapped, k.vdso };
 		k.vdso = NULL;
-		pthread_mutex_lock(&keep_lock);
-		keep->next = kept;
-		kept = keep;
-		pthread_mutex_unlock(&keep_lock);
 		data = NULL;
 	}
 
@@ -943,6 +873,6 @@ out:
 	}
 	free(text);
 	core_free(&k);
-	buf_free(data, size, mapped);
+	dw_core_buf_free(data, size, mapped);
 	return err;
 }

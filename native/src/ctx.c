@@ -2,6 +2,7 @@
 /* The context: configuration, the module cache's slots, and the public module/table calls. */
 #include <stdlib.h>
 #include <string.h>
+#include "core_keep.h"
 #include "internal.h"
 #include "module.h"
 #include "proc.h"

@@ -100,10 +100,6 @@ void dw_module_put(struct dwunw_module *m);
 int dw_module_acquire(struct dwunw_ctx_impl *c, const char *name, const char *open_path,
 		      const void *image, size_t size, struct dwunw_module **out);
 
-/* Core files loaded into the context (core.c): freed with their pid, or all at shutdown. */
-void dw_core_forget(struct dwunw_ctx_impl *c, int32_t pid);
-void dw_core_forget_all(struct dwunw_ctx_impl *c);
-
 /* A caller's image registered under `name`, with a reference; DWUNW_ERR_NO_MODULE if none. */
 /* A module still cached for the file `path` that was device maj:min, inode ino (even if the path
  * now names another file or none): pinned maps of a library unloaded and deleted since. */

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
+#include "core_keep.h"
 #include "internal.h"
 #include "proc.h"
 
