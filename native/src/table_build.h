@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
-/* The table builder's state, shared by the eager build (table.c) and lazily built blocks
- * (table_lazy.c): rows being compiled and the deduplicated rule dictionary. */
+/* The table builder's state, in table_build.c, shared by the eager build (table.c) and lazily
+ * built blocks (table_lazy.c): rows being compiled and the deduplicated rule dictionary. */
 #ifndef DWUNW_TABLE_BUILD_H
 #define DWUNW_TABLE_BUILD_H
 
@@ -62,5 +62,8 @@ int dw_builder_fde(struct builder *b, const struct dw_cfi_section *sec, const st
 		   const struct dw_frame_state *cst, int cst_err, struct dw_fde *f, int *ferr);
 
 int dw_builder_in_ranges(const struct dw_table_input *in, uint64_t begin, uint64_t end);
+
+/* Grow *p (capacity *cap elements of elem bytes) to hold at least need. */
+int dw_grow(void **p, uint32_t *cap, uint32_t need, size_t elem);
 
 #endif
