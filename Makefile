@@ -18,13 +18,15 @@ $(BUILD)/libdwunw.a: native
 
 # tsc checks the types and compiles dist/lib, dist/commands (scripts/ use them); esbuild bundles
 # what bin/dwunw runs into dist/cli/: cli.js (the start) and one chunk per command, loaded lazily
-# (a few files to load instead of ~60; koffi, a native addon, stays a package).
+# (a few files to load instead of ~60; koffi, a native addon, stays a package); string-width is
+# replaced by lib/text-width.cjs (its import alone cost ~40 ms of every start with yargs).
 ts: dist/.stamp
-dist/.stamp: $(TS_SRCS) tsconfig.json package.json
+dist/.stamp: $(TS_SRCS) lib/text-width.cjs tsconfig.json package.json
 	@npx tsc -p .
 	@rm -rf dist/cli
 	@npx esbuild lib/cli.ts --bundle --splitting --format=esm --platform=node --target=node20 \
-	  --outdir=dist/cli --external:koffi --chunk-names='[name]-[hash]' --log-level=warning \
+	  --outdir=dist/cli --external:koffi --alias:string-width=./lib/text-width.cjs \
+	  --chunk-names='[name]-[hash]' --log-level=warning \
 	  "--banner:js=import { createRequire as __dwunwRequire } from 'node:module'; const require = __dwunwRequire(import.meta.url);"
 	@touch $@
 

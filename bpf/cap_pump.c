@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "cap_pump.h"
+#include "maps_hold.h"
 #include "rec_queue.h"
 
 /* The largest record the producers send: a snapshot with the largest stack window. */
@@ -81,7 +82,11 @@ struct cap_pump *cap_pump_new(size_t queue_bytes)
 int cap_pump_record(void *ctx, const void *data, size_t size)
 {
 	struct cap_pump *p = ctx;
+	const struct cap_rec_hdr *h = data;
 
+	/* a library's file held open as soon as its mapping is seen, before it can be deleted */
+	if (size >= sizeof(*h) && h->kind == CAP_KIND_MAPEV)
+		maps_hold_tap_drain(data, size);
 	if (!rq_push(&p->q, data, size)) {
 		/* consumed from the buffer already (perf buffer: one more per CPU) */
 		const struct cap_record *rec = data;

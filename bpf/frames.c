@@ -5,10 +5,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <bpf/bpf.h>
 #include "capture_user.h"
 #include "frames.h"
 #include "intern.h"
+#include "maps_hold.h"
 #include "maps_view.h"
 #include "module_warn.h"
 #include "perf_map.h"
@@ -150,14 +152,16 @@ void fill_pc(pid_t pid, struct uframe *frames, uint32_t i, bool exact)
 			return;
 		if (f.flags & DWUNW_FRAME_JIT)
 			frames[i].flags |= UF_JIT;
+		const char *mpath = f.module ? maps_hold_name(dwunw_module_path(f.module)) : NULL;
+
 		if (f.module) {
-			module_note(intern(dwunw_module_path(f.module)), f.module);
+			module_note(intern(mpath), f.module);
 			frames[i].maddr = f.module_addr;
 		}
 		if (f.module && dwunw_symbolize_frame(&dctx, &f, &sym) == DWUNW_OK)
-			fill_from_symbol(&frames[i], sym.name, sym.offset, dwunw_module_path(f.module));
+			fill_from_symbol(&frames[i], sym.name, sym.offset, mpath);
 		else if (f.module)
-			fill_from_symbol(&frames[i], NULL, 0, dwunw_module_path(f.module));
+			fill_from_symbol(&frames[i], NULL, 0, mpath);
 		else
 			fill_anon(&frames[i], pid);
 		dwunw_module_cache_release(&dctx, &f, nf);
@@ -225,6 +229,8 @@ int64_t fp_stack_of(struct fp_cache *cache, int map_fd, pid_t pid, uint64_t spac
 }
 
 #ifdef HAVE_DWUNW
+static uint64_t lag_ns;
+
 static void dw_warn(void *arg, const char *line)
 {
 	(void)arg;
@@ -243,7 +249,12 @@ int frames_init(uint32_t cache_slots, uint32_t flags)
 		.warn = dw_warn,
 	};
 	int err = dwunw_init(&dctx, &cfg);
+	const char *lag = getenv("DWUNW_TEST_LAG_MS");
 
+	/* tests: a consumer that falls behind (a loaded machine), so records are processed after
+	 * what they refer to has changed: each snapshot no earlier than this long after its event */
+	if (lag)
+		lag_ns = strtoull(lag, NULL, 10) * 1000000ull;
 	dctx_ok = err == DWUNW_OK;
 	return err;
 }
@@ -266,6 +277,7 @@ static size_t patch_buf_size;
 struct dwarf_fill {
 	const struct dwunw_frame *f;
 	pid_t pid;
+	uint32_t skip;         /* frames dropped before f[0] (a return address looks up pc - 1) */
 };
 
 static void fill_dwarf(void *arg, struct uframe *out, uint32_t n)
@@ -282,14 +294,27 @@ static void fill_dwarf(void *arg, struct uframe *out, uint32_t n)
 			out[i].flags |= UF_FP;
 		if (f->flags & DWUNW_FRAME_JIT)
 			out[i].flags |= UF_JIT;
-		if (!f->module) {
-			fill_anon(&out[i], d->pid);
+		uint64_t at = out[i].pc - (i + d->skip > 0);
+
+		/* a module that may be another file than the one mapped then: not named from it */
+		if (!f->module || (maps_view_on && maps_view_untrusted((uint32_t)d->pid, at))) {
+			const char *why;
+			/* in a file mapping whose file could not be loaded: name the file, as perf does */
+			const char *name = maps_view_on ? maps_view_describe((uint32_t)d->pid, at, 0, &why) : NULL;
+
+			if (name)
+				out[i].module = name;
+			else
+				fill_anon(&out[i], d->pid);
 			continue;
 		}
+		/* a held file (the library deleted since) by its own path, marked " (deleted)" */
+		const char *mpath = maps_hold_name(dwunw_module_path(f->module));
+
 		if (dwunw_symbolize_frame(&dctx, f, &sym) == DWUNW_OK)
-			fill_from_symbol(&out[i], sym.name, sym.offset, dwunw_module_path(f->module));
+			fill_from_symbol(&out[i], sym.name, sym.offset, mpath);
 		else
-			fill_from_symbol(&out[i], NULL, 0, dwunw_module_path(f->module));
+			fill_from_symbol(&out[i], NULL, 0, mpath);
 		out[i].maddr = f->module_addr;
 		module_note(out[i].module, f->module);
 	}
@@ -321,6 +346,12 @@ int64_t frames_from_snapshot(const void *data, size_t size, uint32_t skip, uint6
 		return FRAMES_BAD;
 	}
 	stats->records++;
+	if (lag_ns) {
+		uint64_t now = mono_ns();
+
+		if (now < rec->ts + lag_ns)
+			usleep((useconds_t)((rec->ts + lag_ns - now) / 1000));
+	}
 	if (space == FRAMES_SPACE_PID)
 		space = rec->pid;
 	if (patched)
@@ -348,6 +379,21 @@ int64_t frames_from_snapshot(const void *data, size_t size, uint32_t skip, uint6
 				}
 				break;
 			}
+	/* a frame in a file mapping without a module: its file deleted or replaced since, but held
+	 * open since its mapping was seen (maps_hold.h): unwound again through the held file */
+	if (maps_view_on) {
+		bool again = false;
+
+		for (size_t i = 0; i < nf; i++)
+			if (!frames[i].module && maps_view_use_hold(rec->pid, frames[i].pc - (i > 0)))
+				again = true;
+		if (again) {
+			dwunw_module_cache_release(&dctx, frames, nf);
+			maps_view_sync(rec->pid);
+			nf = (size_t)frames_max + 1;
+			rc = dwunw_capture_sampled(&dctx, &regs, samples, nsamples, frames, &nf);
+		}
+	}
 	if (timed) {
 		stats->unwind_ns += mono_ns() - t0;
 		stats->timed++;
@@ -366,6 +412,7 @@ int64_t frames_from_snapshot(const void *data, size_t size, uint32_t skip, uint6
 		const char *label = NULL, *stop_name = NULL;
 		uint32_t n = (uint32_t)nf - skip;
 		bool unknown_mod = false;
+		const char *why = NULL;
 
 		for (uint32_t i = 0; i < n; i++) {
 			pcs[i] = frames[i + skip].pc;
@@ -376,10 +423,15 @@ int64_t frames_from_snapshot(const void *data, size_t size, uint32_t skip, uint6
 
 				/* a return address points after the call: look up the call */
 				/* in a file mapping but no module: which file it was is not known */
-				frame_ids[i] = maps_view_file_id(rec->pid, pcs[i] - (i + skip > 0), rec->ts,
-								 !frames[i + skip].module, &unk);
+				uint64_t at = pcs[i] - (i + skip > 0);
+
+				frame_ids[i] = maps_view_file_id(rec->pid, at, rec->ts,
+								 !frames[i + skip].module ||
+									 maps_view_untrusted(rec->pid, at),
+								 &unk);
 				if (unk && !unknown_mod) {
 					unknown_mod = true;
+					maps_view_describe(rec->pid, pcs[i] - (i + skip > 0), rec->ts, &why);
 					/* the frames past it cannot be trusted: cut there */
 					n = i + 1;
 					break;
@@ -388,7 +440,12 @@ int64_t frames_from_snapshot(const void *data, size_t size, uint32_t skip, uint6
 		}
 		if (unknown_mod) {
 			maps_view_stats.flagged++;
-			label = intern("[unwind stopped: module at capture time unknown]");
+			char buf[160];
+
+			/* why its file could not be loaded (the frame names the file: "PATH (deleted)") */
+			snprintf(buf, sizeof(buf), "[unwind stopped: module at capture time unknown%s%s]",
+				 why ? ": " : "", why ? why : "");
+			label = intern(buf);
 			stop_name = intern("MODULE_UNKNOWN");
 			if (rc == DWUNW_OK)
 				rc = DWUNW_ERR_NO_MODULE;
@@ -404,7 +461,7 @@ int64_t frames_from_snapshot(const void *data, size_t size, uint32_t skip, uint6
 				stop_name = intern(dwunw_errname(rc));
 			}
 		}
-		struct dwarf_fill fd = { .f = &frames[skip], .pid = (pid_t)rec->pid };
+		struct dwarf_fill fd = { .f = &frames[skip], .pid = (pid_t)rec->pid, .skip = skip };
 		idx = stack_get_ids(space, SK_DWARF, rc, label, stop_name, pcs,
 				    maps_view_on ? frame_ids : NULL, n, fill_dwarf, &fd);
 		/* a frame recovered with memory read live, and every frame found from it, rest on

@@ -22,32 +22,45 @@
 #endif
 
 #if defined(__TARGET_ARCH_x86)
-#define MAPEV_NR_MMAP   9
-#define MAPEV_NR_MUNMAP 11
-#define MAPEV_NR_MMAP2  -1
-#define MAPEV_MAP_ANON  0x20
+#define MAPEV_NR_MMAP     9
+#define MAPEV_NR_MUNMAP   11
+#define MAPEV_NR_MMAP2    -1
+#define MAPEV_NR_MPROTECT 10
+#define MAPEV_NR_MREMAP   25
+#define MAPEV_MAP_ANON    0x20
 #elif defined(__TARGET_ARCH_arm64)
-#define MAPEV_NR_MMAP   222
-#define MAPEV_NR_MUNMAP 215
-#define MAPEV_NR_MMAP2  -1
-#define MAPEV_MAP_ANON  0x20
+#define MAPEV_NR_MMAP     222
+#define MAPEV_NR_MUNMAP   215
+#define MAPEV_NR_MMAP2    -1
+#define MAPEV_NR_MPROTECT 226
+#define MAPEV_NR_MREMAP   216
+#define MAPEV_MAP_ANON    0x20
 #elif defined(__TARGET_ARCH_mips)
-#define MAPEV_NR_MMAP   4090
-#define MAPEV_NR_MUNMAP 4091
-#define MAPEV_NR_MMAP2  4210
-#define MAPEV_MAP_ANON  0x800
+#define MAPEV_NR_MMAP     4090
+#define MAPEV_NR_MUNMAP   4091
+#define MAPEV_NR_MMAP2    4210
+#define MAPEV_NR_MPROTECT 4125
+#define MAPEV_NR_MREMAP   4167
+#define MAPEV_MAP_ANON    0x800
 #else
 #error "mapev.bpf.h: no syscall numbers for this architecture"
 #endif
 
 const volatile __u32 mapev_enabled = 0;      /* set by the tool before load */
 
-/* tid -> length asked for by a file mmap in flight (set at entry, taken at exit) */
+#define MAPEV_PROT_EXEC 4   /* PROT_EXEC and VM_EXEC alike */
+
+/* a call in flight on a thread (set at entry, taken at exit) */
+struct mapev_call {
+	__u64 addr, len, new_len;
+	__u32 nr, prot;
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 4096);
 	__type(key, __u32);
-	__type(value, __u64);
+	__type(value, struct mapev_call);
 } mapev_pending SEC(".maps");
 
 struct mapev_vma_ctx {
@@ -101,14 +114,20 @@ static __always_inline struct mapev_rec *mapev_begin(void)
 	r->dev_major = r->dev_minor = 0;
 	r->nparts = 0;
 	r->flags = 0;
+	r->old_start = r->old_end = 0;
 	return r;
 }
 
-/* Into the capture channel, in order with the tool's records; a full buffer is counted. */
+/*
+ * Into the capture channel, in order with the tool's records; a full buffer is counted. A new
+ * executable file mapping wakes the reader at once: user space holds its file open as soon as it
+ * sees it (maps_hold.h), before the library can be unloaded and deleted; such mappings are rare.
+ */
 static __always_inline void mapev_end(void *ctx, struct mapev_rec *r)
 {
+	__u64 wake = r->op == MAPEV_MMAP && (r->prot & 4) ? BPF_RB_FORCE_WAKEUP : cap_rb_wakeup();
 	long err = cap_use_perfbuf ? bpf_perf_event_output(ctx, &cap_perfbuf, BPF_F_CURRENT_CPU, r, sizeof(*r))
-				   : bpf_ringbuf_output(&cap_ringbuf, r, sizeof(*r), cap_rb_wakeup());
+				   : bpf_ringbuf_output(&cap_ringbuf, r, sizeof(*r), wake);
 
 	if (err)
 		cap_count(CAP_CNT_OUTPUT_FAILED);
@@ -156,14 +175,54 @@ static __always_inline void mapev_path(struct mapev_rec *r, struct file *file)
 	r->nparts = n;
 }
 
+/* Whether the VMA at addr is executable now (mprotect, mremap: only code matters to the view). */
+static long mapev_exec_cb(struct task_struct *task, struct vm_area_struct *vma, void *data)
+{
+	*(__u64 *)data = vma->vm_flags;
+	return 0;
+}
+
+static __always_inline bool mapev_vma_exec(__u64 addr)
+{
+	__u64 flags = 0;
+
+	if (!bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_find_vma))
+		return true; /* cannot tell: send it */
+	return bpf_find_vma(bpf_get_current_task_btf(), addr, mapev_exec_cb, &flags, 0) == 0 &&
+	       (flags & MAPEV_PROT_EXEC);
+}
+
+/* An MMAP record's file, offset and protection from the VMA c; start: where the record begins. */
+static __always_inline void mapev_file(struct mapev_rec *r, const struct mapev_vma_ctx *c, __u64 start)
+{
+	struct file *file = (struct file *)c->file;
+	struct inode *ino = BPF_CORE_READ(file, f_inode);
+	__u32 dev = BPF_CORE_READ(ino, i_sb, s_dev);
+
+	r->op = MAPEV_MMAP;
+	r->offset = (c->pgoff << 12) + (start - c->start);
+	r->prot = c->flags & 7;
+	r->ino = BPF_CORE_READ(ino, i_ino);
+	r->dev_major = dev >> 20;
+	r->dev_minor = dev & 0xfffff;
+	if (c->end < r->end)
+		r->end = c->end;
+	mapev_path(r, file);
+}
+
+/* saved_auxv's words read when looking for AT_BASE (the kernel's AT_VECTOR_SIZE is 44 to 50) */
+#define MAPEV_AUXV_WORDS 40
+
 SEC("raw_tp/sys_enter")
 int mapev_sys_enter(struct bpf_raw_tracepoint_args *ctx)
 {
 	long id = (long)ctx->args[1];
 	struct pt_regs *regs = (struct pt_regs *)ctx->args[0];
+	struct mapev_call call = {};
 	__u64 pid_tgid;
 
-	if (!mapev_enabled || (id != MAPEV_NR_MMAP && id != MAPEV_NR_MUNMAP && id != MAPEV_NR_MMAP2))
+	if (!mapev_enabled || (id != MAPEV_NR_MMAP && id != MAPEV_NR_MUNMAP && id != MAPEV_NR_MMAP2 &&
+			       id != MAPEV_NR_MPROTECT && id != MAPEV_NR_MREMAP))
 		return 0;
 	pid_tgid = bpf_get_current_pid_tgid();
 	if (!MAPEV_TRACED((__u32)(pid_tgid >> 32)))
@@ -181,19 +240,60 @@ int mapev_sys_enter(struct bpf_raw_tracepoint_args *ctx)
 		mapev_end(ctx, r);
 		return 0;
 	}
-	if (PT_REGS_PARM4_CORE_SYSCALL(regs) & MAPEV_MAP_ANON)
+	call.nr = (__u32)id;
+	call.addr = PT_REGS_PARM1_CORE_SYSCALL(regs);
+	call.len = PT_REGS_PARM2_CORE_SYSCALL(regs);
+	if (id == MAPEV_NR_MPROTECT) {
+		/* code made executable (JIT), or code made writable or taken away: not data pages
+		 * (glibc grows its arenas' heaps with mprotect) */
+		call.prot = (__u32)PT_REGS_PARM3_CORE_SYSCALL(regs);
+		if (!(call.prot & MAPEV_PROT_EXEC) && !mapev_vma_exec(call.addr))
+			return 0;
+	} else if (id == MAPEV_NR_MREMAP) {
+		/* code moved (glibc's realloc moves large data blocks with mremap: not those) */
+		call.new_len = PT_REGS_PARM3_CORE_SYSCALL(regs);
+		if (!mapev_vma_exec(call.addr))
+			return 0;
+	} else if (PT_REGS_PARM4_CORE_SYSCALL(regs) & MAPEV_MAP_ANON) {
 		return 0;
+	}
 	__u32 tid = (__u32)pid_tgid;
-	__u64 len = PT_REGS_PARM2_CORE_SYSCALL(regs);
 
-	bpf_map_update_elem(&mapev_pending, &tid, &len, BPF_ANY);
+	bpf_map_update_elem(&mapev_pending, &tid, &call, BPF_ANY);
+	return 0;
+}
+
+/* mprotect and mremap returned (ret: 0, or mremap's new address) */
+static __always_inline int mapev_exit_change(void *ctx, const struct mapev_call *call, __u64 ret)
+{
+	struct mapev_rec *r;
+
+	if (ret >= (__u64)-4095)
+		return 0;
+	r = mapev_begin();
+	if (!r)
+		return 0;
+	if (call->nr == MAPEV_NR_MPROTECT) {
+		r->op = MAPEV_MPROTECT;
+		r->start = call->addr;
+		r->end = call->addr + ((call->len + 4095) & ~4095ull);
+		r->prot = call->prot & 7;
+	} else {
+		r->op = MAPEV_MREMAP;
+		r->old_start = call->addr;
+		r->old_end = call->addr + ((call->len + 4095) & ~4095ull);
+		r->start = ret;
+		r->end = ret + ((call->new_len + 4095) & ~4095ull);
+	}
+	mapev_end(ctx, r);
 	return 0;
 }
 
 SEC("raw_tp/sys_exit")
 int mapev_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 {
-	__u64 pid_tgid, *lenp, len, ret = ctx->args[1];
+	__u64 pid_tgid, len, ret = ctx->args[1];
+	struct mapev_call *callp, call;
 	struct mapev_vma_ctx c = {};
 	struct mapev_rec *r;
 	__u32 tid;
@@ -202,11 +302,14 @@ int mapev_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 		return 0;
 	pid_tgid = bpf_get_current_pid_tgid();
 	tid = (__u32)pid_tgid;
-	lenp = bpf_map_lookup_elem(&mapev_pending, &tid);
-	if (!lenp)
+	callp = bpf_map_lookup_elem(&mapev_pending, &tid);
+	if (!callp)
 		return 0;
-	len = *lenp;
+	call = *callp;
 	bpf_map_delete_elem(&mapev_pending, &tid);
+	if (call.nr == MAPEV_NR_MPROTECT || call.nr == MAPEV_NR_MREMAP)
+		return mapev_exit_change(ctx, &call, ret);
+	len = call.len;
 	if (ret >= (__u64)-4095)
 		return 0;
 	r = mapev_begin();
@@ -217,30 +320,44 @@ int mapev_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 	r->op = MAPEV_MMAP_UNKNOWN;
 	if (bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_find_vma) &&
 	    bpf_find_vma(bpf_get_current_task_btf(), ret, mapev_vma_cb, &c, 0) == 0 && c.file &&
-	    c.start <= ret) {
-		struct file *file = (struct file *)c.file;
-		struct inode *ino = BPF_CORE_READ(file, f_inode);
-		__u32 dev = BPF_CORE_READ(ino, i_sb, s_dev);
-
-		r->op = MAPEV_MMAP;
-		r->offset = (c.pgoff << 12) + (ret - c.start);
-		r->prot = c.flags & 7;
-		r->ino = BPF_CORE_READ(ino, i_ino);
-		r->dev_major = dev >> 20;
-		r->dev_minor = dev & 0xfffff;
-		if (c.end < r->end)
-			r->end = c.end;
-		mapev_path(r, file);
-	}
+	    c.start <= ret)
+		mapev_file(r, &c, ret);
 	mapev_end(ctx, r);
 	return 0;
 }
 
-/* A new image: its mappings are the kernel's, user space reads them from /proc. */
+/* The file mapping of the VMA holding addr, as an MMAP record; its end in *end (0: none). */
+static __always_inline void mapev_exec_vma(void *ctx, __u64 addr, __u64 *end)
+{
+	struct mapev_vma_ctx c = {};
+	struct mapev_rec *r;
+
+	*end = 0;
+	if (!addr || !bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_find_vma) ||
+	    bpf_find_vma(bpf_get_current_task_btf(), addr, mapev_vma_cb, &c, 0) || !c.file || c.start > addr)
+		return;
+	r = mapev_begin();
+	if (!r)
+		return;
+	r->start = c.start;
+	r->end = c.end;
+	mapev_file(r, &c, c.start);
+	mapev_end(ctx, r);
+	*end = c.end;
+}
+
+/*
+ * A new image: its mappings are the kernel's, user space reads them from /proc when it gets here,
+ * which can be after the process is gone (a short-lived one behind a backlog). So the code of the
+ * program (the VMA at mm->start_code) and of its interpreter (the VMA after the one at AT_BASE,
+ * from the saved auxiliary vector) also come as MMAP records, read now.
+ */
 SEC("raw_tp/sched_process_exec")
 int mapev_exec(void *ctx)
 {
+	struct mm_struct *mm = BPF_CORE_READ(bpf_get_current_task_btf(), mm);
 	struct mapev_rec *r;
+	__u64 base = 0, end;
 
 	if (!mapev_enabled || !MAPEV_TRACED((__u32)(bpf_get_current_pid_tgid() >> 32)))
 		return 0;
@@ -249,6 +366,22 @@ int mapev_exec(void *ctx)
 		return 0;
 	r->op = MAPEV_EXEC;
 	mapev_end(ctx, r);
+	mapev_exec_vma(ctx, BPF_CORE_READ(mm, start_code), &end);
+	for (int i = 0; i + 1 < MAPEV_AUXV_WORDS; i += 2) {
+		__u64 type = 0, val = 0;
+
+		bpf_core_read(&type, sizeof(type), &mm->saved_auxv[i]);
+		if (type == 0) /* AT_NULL */
+			break;
+		bpf_core_read(&val, sizeof(val), &mm->saved_auxv[i + 1]);
+		if (type == 7) { /* AT_BASE: the interpreter's first (read-only) mapping */
+			base = val;
+			break;
+		}
+	}
+	mapev_exec_vma(ctx, base, &end);
+	if (end)
+		mapev_exec_vma(ctx, end, &end);
 	return 0;
 }
 

@@ -19,6 +19,8 @@ enum mapev_op {
 	MAPEV_MMAP_UNKNOWN, /* a file mapping appeared at [start, end), its file could not be read */
 	MAPEV_MUNMAP,       /* [start, end) unmapped */
 	MAPEV_EXEC,         /* a new image: every mapping went */
+	MAPEV_MPROTECT,     /* [start, end) now has protection prot (made or left executable) */
+	MAPEV_MREMAP,       /* [old_start, old_end) moved to [start, end) (executable mappings) */
 };
 
 /* struct mapev_rec.flags */
@@ -37,6 +39,7 @@ struct mapev_rec {
 	__u32 dev_major, dev_minor;
 	__u32 nparts;          /* path components in parts[] (0: unknown) */
 	__u32 flags;           /* MAPEV_F_* */
+	__u64 old_start, old_end; /* MAPEV_MREMAP: where the mapping was */
 	char parts[MAPEV_NAME_PARTS][MAPEV_PART_LEN]; /* the file's path, last component first */
 };
 

@@ -5,9 +5,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <bpf/libbpf.h>
 #include "intern.h"
 #include "mapev.h"
+#include "maps_hold.h"
 #include "maps_view.h"
 #include "tool_signals.h"
 #include "tool_util.h"
@@ -26,6 +29,9 @@ struct mv_map {
 	uint8_t file;          /* a file mapping (path names the file, or unknown) */
 	uint8_t unknown;       /* a file mapping whose file is not known */
 	const char *path;      /* interned; "[vdso]" and the like for special ones; NULL: anonymous */
+	const char *held;      /* the file held open (maps_hold.h) given to libdwunw instead of path */
+	uint64_t chk_changes;  /* maps_hold_changes() when `superseded` was found (0: never) */
+	uint8_t superseded;    /* its range changed by a later event (maps_hold_superseded) */
 };
 
 struct mv_proc {
@@ -139,6 +145,100 @@ static void view_add(struct mv_proc *p, const struct mv_map *m)
 	p->dirty = true;
 }
 
+/* Cut the view's entries at addr (an entry across it becomes two). */
+static void view_split(struct mv_proc *p, uint64_t addr)
+{
+	for (size_t i = 0; i < p->n; i++) {
+		struct mv_map *m = &p->v[i];
+
+		if (m->start < addr && addr < m->end) {
+			struct mv_map hi = *m;
+
+			if (hi.file)
+				hi.offset += addr - m->start;
+			hi.start = addr;
+			m->end = addr;
+			map_insert_at(p, i + 1, &hi);
+			return;
+		}
+	}
+}
+
+/*
+ * mprotect: [start, end) has protection prot. Its entries change; where the view has nothing
+ * and the pages become executable, anonymous code (JIT) is added, so frames there are known as
+ * such even when the memory is gone by the time the record is processed.
+ */
+static void view_protect(struct mv_proc *p, uint64_t start, uint64_t end, uint8_t prot, uint64_t ts)
+{
+	uint64_t at = start;
+
+	if (end <= start)
+		return;
+	view_split(p, start);
+	view_split(p, end);
+	for (size_t i = 0; i < p->n && at < end; i++) {
+		struct mv_map *m = &p->v[i];
+
+		if (m->end <= at)
+			continue;
+		if (m->start >= end)
+			break;
+		if (m->start > at && (prot & 4)) { /* a hole below this entry */
+			struct mv_map a = { .start = at, .end = m->start, .prot = prot, .since = ts };
+
+			map_insert_at(p, i, &a);
+			i++;
+			m = &p->v[i];
+		}
+		m->prot = prot;
+		at = m->end;
+	}
+	if (at < end && (prot & 4)) {
+		struct mv_map a = { .start = at, .end = end, .prot = prot, .since = ts };
+		size_t i = 0;
+
+		while (i < p->n && p->v[i].start < at)
+			i++;
+		map_insert_at(p, i, &a);
+	}
+	p->dirty = true;
+}
+
+/* mremap: the entries of [old_start, old_end) now lie at [start, end) (grown or shrunk at the end). */
+static void view_move(struct mv_proc *p, uint64_t old_start, uint64_t old_end, uint64_t start,
+		      uint64_t end, uint64_t ts)
+{
+	struct mv_map moved[16];
+	size_t n = 0;
+
+	view_split(p, old_start);
+	view_split(p, old_end);
+	for (size_t i = 0; i < p->n && n < 16; i++)
+		if (p->v[i].start >= old_start && p->v[i].end <= old_end)
+			moved[n++] = p->v[i];
+	view_cut(p, old_start, old_end);
+	view_cut(p, start, end);
+	if (!n) { /* code the view did not know (anonymous, mapped executable): as such at its new place */
+		struct mv_map a = { .start = start, .end = end, .prot = 5, .since = ts };
+
+		view_add(p, &a);
+	}
+	for (size_t k = 0; k < n; k++) {
+		struct mv_map m = moved[k];
+
+		m.start = m.start - old_start + start;
+		m.end = k + 1 == n ? end : m.end - old_start + start; /* the last one takes the growth */
+		m.since = ts;
+		if (m.start >= end)
+			break;
+		if (m.end > end)
+			m.end = end;
+		view_add(p, &m);
+	}
+	p->dirty = true;
+}
+
 /* whether [start, end) overlaps nothing in the view */
 static bool view_free(const struct mv_proc *p, uint64_t start, uint64_t end)
 {
@@ -235,26 +335,18 @@ static struct mv_proc *proc_get(uint32_t pid)
 	return p;
 }
 
-/* The path of an event's file, from its components (last first). */
+void maps_view_seed(uint32_t pid)
+{
+	proc_get(pid);
+}
+
+/* The path of an event's file, from its components, else learned from /proc by identity. */
 static const char *event_path(const struct mapev_rec *r)
 {
 	char buf[MAPEV_NAME_PARTS * MAPEV_PART_LEN + 2];
-	size_t len = 0;
 
-	if (r->op != MAPEV_MMAP || (r->flags & MAPEV_F_PATH_CUT) || !r->nparts ||
-	    r->nparts > MAPEV_NAME_PARTS)
+	if (!mapev_rec_path(r, buf, sizeof(buf)))
 		return known_get(r->ino, r->dev_major, r->dev_minor);
-	for (uint32_t k = r->nparts; k-- > 0;) {
-		const char *part = r->parts[k];
-		size_t l = strnlen(part, MAPEV_PART_LEN);
-
-		if (l == MAPEV_PART_LEN)
-			return known_get(r->ino, r->dev_major, r->dev_minor);
-		buf[len++] = '/';
-		memcpy(buf + len, part, l);
-		len += l;
-	}
-	buf[len] = 0;
 	return intern(buf);
 }
 
@@ -269,6 +361,7 @@ void maps_view_event(const void *data, size_t size)
 	maps_view_stats.events++;
 	if (r.op == MAPEV_EXEC) {
 		maps_view_stats.execs++;
+		maps_hold_release(r.pid, 0, ~0ull, r.ts);
 		p = proc_find(r.pid);
 		if (p)
 			view_seed(p);
@@ -280,10 +373,24 @@ void maps_view_event(const void *data, size_t size)
 	if (r.op == MAPEV_MUNMAP) {
 		maps_view_stats.munmaps++;
 		view_cut(p, r.start, r.end);
+		/* every record taken while it was mapped is processed: its file can go */
+		maps_hold_release(r.pid, r.start, r.end, r.ts);
+		return;
+	}
+	if (r.op == MAPEV_MPROTECT) {
+		maps_view_stats.mprotects++;
+		view_protect(p, r.start, r.end, (uint8_t)r.prot, r.ts);
+		return;
+	}
+	if (r.op == MAPEV_MREMAP) {
+		maps_view_stats.mremaps++;
+		if (r.old_end > r.old_start)
+			view_move(p, r.old_start, r.old_end, r.start, r.end, r.ts);
 		return;
 	}
 	if (r.op != MAPEV_MMAP && r.op != MAPEV_MMAP_UNKNOWN)
 		return;
+	maps_hold_tap(data, size); /* when no drain thread saw it first (profile) */
 	struct mv_map m = {
 		.start = r.start, .end = r.end, .offset = r.offset, .ino = r.ino,
 		.dev_major = r.dev_major, .dev_minor = r.dev_minor, .prot = (uint8_t)r.prot, .file = 1,
@@ -311,7 +418,7 @@ void maps_view_sync(uint32_t pid)
 
 	for (size_t i = 0; i < p->n; i++) {
 		const struct mv_map *m = &p->v[i];
-		const char *path = m->unknown ? "[unknown file]" : m->path ? m->path : "";
+		const char *path = m->held ? m->held : m->unknown ? "[unknown file]" : m->path ? m->path : "";
 		size_t need = strlen(path) + 96;
 
 		if (len + need > cap) {
@@ -330,14 +437,14 @@ void maps_view_sync(uint32_t pid)
 #endif
 }
 
-uint64_t maps_view_file_id(uint32_t pid, uint64_t pc, uint64_t ts, bool no_module, bool *unknown)
+/* The file mapping at pc in pid's view, or NULL. */
+static struct mv_map *file_map_at(uint32_t pid, uint64_t pc)
 {
 	struct mv_proc *p = proc_find(pid);
 	size_t lo = 0, hi;
 
-	*unknown = false;
 	if (!p)
-		return 0;
+		return NULL;
 	hi = p->n;
 	while (lo < hi) {
 		size_t mid = (lo + hi) / 2;
@@ -348,15 +455,90 @@ uint64_t maps_view_file_id(uint32_t pid, uint64_t pc, uint64_t ts, bool no_modul
 			hi = mid;
 	}
 	if (lo >= p->n || p->v[lo].start > pc || !p->v[lo].file)
+		return NULL;
+	return &p->v[lo];
+}
+
+bool maps_view_use_hold(uint32_t pid, uint64_t pc)
+{
+	struct mv_map *m = file_map_at(pid, pc);
+
+	/* mappings read from /proc (since 0) were not made by an event: nothing was held for them */
+	if (!m || m->held || m->unknown || !m->since)
+		return false;
+	m->held = maps_hold_path(pid, m->start, m->since);
+	if (!m->held)
+		return false;
+	proc_find(pid)->dirty = true;
+	return true;
+}
+
+bool maps_view_untrusted(uint32_t pid, uint64_t pc)
+{
+	struct mv_map *m = file_map_at(pid, pc);
+	uint64_t changes;
+	struct stat st;
+
+	/* seeded from /proc, or unwound through its held file: its file is known for sure */
+	if (!m || !m->since || m->held || m->unknown || !m->path)
+		return false;
+	/* looked up once per batch of drained changes, not per frame */
+	changes = maps_hold_changes();
+	if (m->chk_changes != changes + 1) {
+		m->superseded = maps_hold_superseded(pid, m->start, m->end, m->since);
+		m->chk_changes = changes + 1;
+	}
+	if (!m->superseded)
+		return false;
+	/* its path still names the very file: what libdwunw opened */
+	return stat(m->path, &st) || (uint64_t)st.st_ino != m->ino || major(st.st_dev) != m->dev_major ||
+	       minor(st.st_dev) != m->dev_minor;
+}
+
+const char *maps_view_describe(uint32_t pid, uint64_t pc, uint64_t ts, const char **why)
+{
+	const struct mv_map *m = file_map_at(pid, pc);
+	char buf[4200];
+
+	*why = NULL;
+	if (!m)
+		return NULL;
+	if (ts && m->since > ts) {
+		*why = "mapped after the record was taken (perf buffer order)";
+		return m->unknown ? NULL : m->path;
+	}
+	*why = maps_hold_why(m->unknown ? NULL : m->path, m->ino, m->dev_major, m->dev_minor);
+	if (m->unknown || !m->path)
+		return NULL;
+	if (!strncmp(*why, "deleted", 7)) {
+		snprintf(buf, sizeof(buf), "%s (deleted)", m->path);
+		return intern(buf);
+	}
+	if (!strncmp(*why, "replaced", 8)) {
+		snprintf(buf, sizeof(buf), "%s (replaced)", m->path);
+		return intern(buf);
+	}
+	return m->path;
+}
+
+uint64_t maps_view_file_id(uint32_t pid, uint64_t pc, uint64_t ts, bool no_module, bool *unknown)
+{
+	const struct mv_map *m = file_map_at(pid, pc);
+
+	*unknown = false;
+	if (!m)
 		return 0;
 	/* mapped after the record was taken: the view is newer than the record (the perf buffer
 	 * orders records per CPU only), so which file was there is not known */
-	*unknown = p->v[lo].unknown || no_module || (ts && p->v[lo].since > ts);
-	uint64_t id = hash64(hash64(p->v[lo].ino, p->v[lo].dev_major), p->v[lo].dev_minor);
+	*unknown = m->unknown || no_module || (ts && m->since > ts);
+	/* device, inode and path: a deleted file's inode number goes to the next file made on that
+	 * file system at once (copies of a plugin loaded in turn), which the path tells apart */
+	uint64_t id = hash64(hash64(hash64(m->ino, m->dev_major), m->dev_minor), (uintptr_t)m->path);
 
-	/* a file not known: this very mapping (an inode number is reused once a file is deleted) */
-	if (*unknown)
-		id = hash64(id, p->v[lo].since);
+	/* a file not known, or deleted or replaced since (unwound through its file held open): this
+	 * very mapping, as the same path and inode may name another file by now */
+	if (*unknown || m->held)
+		id = hash64(id, m->since);
 	return id | 1;
 }
 
@@ -380,6 +562,7 @@ void maps_view_forget(uint32_t pid)
 
 	if (!p)
 		return;
+	maps_hold_release(pid, 0, ~0ull, ~0ull);
 	free(p->v);
 	*p = procs[--nprocs];
 }
@@ -394,13 +577,17 @@ int maps_view_attach(struct bpf_object *obj, struct bpf_link ***links, size_t *n
 void maps_view_json(void)
 {
 	const struct maps_view_stats *s = &maps_view_stats;
+	struct maps_hold_stats h;
 
+	maps_hold_stats_get(&h);
 	if (!maps_view_on)
 		return;
 	printf(",\"maps\":{\"events\":%" PRIu64 ",\"mmaps\":%" PRIu64 ",\"unknown_files\":%" PRIu64
-	       ",\"munmaps\":%" PRIu64 ",\"execs\":%" PRIu64 ",\"seeds\":%" PRIu64
-	       ",\"records_flagged\":%" PRIu64 "}",
-	       s->events, s->mmaps, s->unknown, s->munmaps, s->execs, s->seeds, s->flagged);
+	       ",\"mprotects\":%" PRIu64 ",\"mremaps\":%" PRIu64 ",\"munmaps\":%" PRIu64 ",\"execs\":%" PRIu64 ",\"seeds\":%" PRIu64
+	       ",\"records_flagged\":%" PRIu64 ",\"files_held\":%" PRIu64 ",\"files_missed\":%" PRIu64
+	       ",\"held_used\":%" PRIu64 "}",
+	       s->events, s->mmaps, s->unknown, s->mprotects, s->mremaps, s->munmaps, s->execs, s->seeds, s->flagged, h.held, h.missed,
+	       h.used);
 }
 
 void maps_view_text(void)
@@ -410,7 +597,11 @@ void maps_view_text(void)
 	/* only when something is flagged (the JSON summary always has the counts) */
 	if (!maps_view_on || (!s->unknown && !s->flagged))
 		return;
+	struct maps_hold_stats h;
+
+	maps_hold_stats_get(&h);
 	printf("maps: %" PRIu64 " file mappings of unknown file, %" PRIu64
-	       " records flagged MODULE_UNKNOWN (of %" PRIu64 " mappings applied in record order)\n",
-	       s->unknown, s->flagged, s->mmaps);
+	       " records flagged MODULE_UNKNOWN (of %" PRIu64 " mappings applied in record order); %" PRIu64
+	       " library files gone before they could be held open, %" PRIu64 " unwound through a held file\n",
+	       s->unknown, s->flagged, s->mmaps, h.missed, h.used);
 }

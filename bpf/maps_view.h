@@ -23,6 +23,8 @@ struct maps_view_stats {
 	uint64_t mmaps;       /* file mappings added */
 	uint64_t unknown;     /* ... whose file could not be known (frames there are flagged) */
 	uint64_t munmaps;
+	uint64_t mprotects;   /* protection changes of code (JIT made executable, and back) */
+	uint64_t mremaps;     /* code moved */
 	uint64_t execs;
 	uint64_t seeds;       /* views read from /proc/PID/maps */
 	uint64_t pins;        /* views given to libdwunw */
@@ -44,6 +46,27 @@ void maps_view_sync(uint32_t pid);
  */
 uint64_t maps_view_file_id(uint32_t pid, uint64_t pc, uint64_t ts, bool no_module, bool *unknown);
 
+/*
+ * A frame at pc has no module although pc lies in a file mapping: when the mapping's file is held
+ * (maps_hold.h), the view names it by the held file from now on (re-synced on the next
+ * maps_view_sync); true when it changed, so the record is unwound again.
+ */
+bool maps_view_use_hold(uint32_t pid, uint64_t pc);
+
+/*
+ * A frame at pc has a module, but its mapping's file was gone from its path while the range had
+ * changed since (maps_hold_superseded): libdwunw may have opened the file now mapped there through
+ * /proc/PID/map_files, which can carry the old file's inode number. Not trusted: flagged.
+ */
+bool maps_view_untrusted(uint32_t pid, uint64_t pc);
+
+/*
+ * A frame at pc in a file mapping without a module: the name to show for its module ("PATH
+ * (deleted)", "PATH (replaced)", PATH; NULL when the file is not known) and in *why the reason
+ * it could not be loaded (NULL when pc is in no file mapping).
+ */
+const char *maps_view_describe(uint32_t pid, uint64_t pc, uint64_t ts, const char **why);
+
 struct bpf_object;
 struct bpf_link;
 /* Attach mapev.bpf.h's programs of obj, appended to *links: 0 or a negative errno. */
@@ -61,6 +84,10 @@ void maps_view_text(void);
  */
 bool maps_view_hole(uint32_t pid, uint64_t pc);
 bool maps_view_fill_holes(uint32_t pid);
+
+/* Seed pid's view now, from /proc/PID/maps, if it has none yet (a command held before its exec:
+ * its records from before the exec are processed later, maybe after the exec). */
+void maps_view_seed(uint32_t pid);
 
 /* The process is gone: its view goes. */
 void maps_view_forget(uint32_t pid);

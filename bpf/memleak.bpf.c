@@ -387,7 +387,7 @@ int BPF_KPROBE(munmap_enter, __u64 addr)
 /*
  * The same probes through two multi-uprobe links (uprobe_multi.h), when the kernel has them:
  * one entry program for every function, told which by the link's cookie (enum ml_fn), and one
- * return program. Loaded instead of the programs above (memleak.c decides before load).
+ * return program. Loaded instead of the programs above (memleak_attach.c decides before load).
  */
 SEC("uprobe")
 int BPF_KPROBE(ml_multi_enter, __u64 a0, __u64 a1, __u64 a2)

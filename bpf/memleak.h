@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
-/* memleak: definitions shared by memleak.bpf.c and memleak.c. */
+/* memleak: definitions shared by memleak.bpf.c and memleak's user space (memleak*.c). */
 #ifndef DWUNW_MEMLEAK_H
 #define DWUNW_MEMLEAK_H
 
@@ -42,8 +42,7 @@ enum ml_fn {
  */
 #define ML_KEY_DWARF (1ull << 63)
 #define ML_KEY_LOST  (1ull << 62)
-#define ML_KEY_FPERR (1ull << 61)
-#define ML_KEY_VALUE(k) ((k) & ((1ull << 61) - 1))
+#define ML_KEY_FPERR (1ull << 61) /* the lowest tag: below it, the value (ml_key_value) */
 
 enum ml_lost_reason {
 	ML_LOST_OUTPUT = 1,  /* ring buffer full / perf output failed */

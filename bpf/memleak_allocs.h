@@ -19,6 +19,12 @@
 #include <stdint.h>
 #include "memleak.h"
 
+/* An allocation's key without its tag (ML_KEY_*): the stack id, event id, error or reason. */
+static inline uint64_t ml_key_value(uint64_t key)
+{
+	return key & (ML_KEY_FPERR - 1);
+}
+
 /* Remember the stack of a received event (evid 0 is ignored). */
 void ml_ev_put(uint64_t evid, uint32_t stack);
 /*

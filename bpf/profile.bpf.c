@@ -91,6 +91,19 @@ static __always_inline int selected(__u32 tgid, __u32 tid)
 #define KW_TRACK_SELECTED(tgid, tid) selected(tgid, tid)
 #include "kwalk_track.bpf.h"
 
+/*
+ * Inside execve the new program's memory is installed before its registers (the loader sets
+ * them, then sched_process_exec fires): a sample there may pair the old program's pc and sp
+ * with the new one's maps and stack, or the new entry point with maps not yet told to user
+ * space. No user stack is taken then; the sample says why.
+ */
+static __always_inline int in_exec(struct task_struct *t)
+{
+	if (!bpf_core_field_exists(t->in_execve))
+		return 0;
+	return BPF_CORE_READ_BITFIELD_PROBED(t, in_execve);
+}
+
 SEC("perf_event")
 int sample(struct bpf_perf_event_data *ctx)
 {
@@ -100,7 +113,7 @@ int sample(struct bpf_perf_event_data *ctx)
 	struct pr_sample_rec r = {};
 	char comm[PR_COMM_LEN];
 	int kid = PR_STACK_NONE, uid = PR_STACK_NONE;
-	int has_user = task->mm != NULL;
+	int has_user = task->mm != NULL, exec = has_user && in_exec(task);
 
 	pr_count(PR_CNT_SAMPLES);
 	if (!selected(tgid, tid)) {
@@ -111,6 +124,10 @@ int sample(struct bpf_perf_event_data *ctx)
 	bpf_map_update_elem(&comms, &tid, comm, BPF_ANY);
 	if (want_kernel)
 		kid = bpf_get_stackid(ctx, &stack_traces, 0);
+	if (exec) {
+		r.flags |= PR_S_IN_EXEC;
+		has_user = 0;
+	}
 	if (want_user && has_user)
 		uid = bpf_get_stackid(ctx, &stack_traces, BPF_F_USER_STACK);
 
@@ -139,7 +156,7 @@ int sample(struct bpf_perf_event_data *ctx)
 	r.kstack = kid;
 	r.ustack = uid;
 	r.cpu = bpf_get_smp_processor_id();
-	if (!has_user)
+	if (!has_user && !exec)
 		r.flags |= PR_S_KTHREAD;
 	if (cap_emit(ctx, &r, sizeof(r)))
 		pr_count(PR_CNT_REC_LOST);

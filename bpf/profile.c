@@ -42,8 +42,8 @@
 #include "stack_store.h"
 #include "tool_util.h"
 #ifdef HAVE_KWALK
-#include "frames_kwalk.h"
 #include "kwalk_preload.h"
+#include "kwalk_record.h"
 #include "kwalk_track_user.h"
 #include "kwalk_user.h"
 #endif
@@ -240,18 +240,11 @@ static bool kw_selected(uint32_t pid)
 static void on_kwalk(const void *data, size_t size)
 {
 	struct kwalk_info ki;
-	uint32_t pid = 0;
+	uint32_t pid = kw_record_pid(data, size);
+	int64_t uidx = kw_record_stack(&kwt, data, size, 0, space_of(pid), &prs.unw, &prs.kw, &ki);
 
-	if (size >= offsetof(struct kw_event, snap))
-		memcpy(&pid, (const char *)data + offsetof(struct kw_event, pid), sizeof(pid));
-	int64_t uidx = frames_from_kwalk(data, size, 0, space_of(pid), &prs.unw, &prs.kw, &ki);
-
-	if (uidx == FRAMES_BAD)
+	if (uidx == FRAMES_BAD || uidx == FRAMES_NOTICE)
 		return;
-	if (kw_wants_reload(ki.status))
-		kw_track_reload(&kwt, ki.pid, false);
-	if (uidx == FRAMES_NOTICE)
-		return; /* the walk stopped short: the sample is the snapshot record that follows */
 	if (uidx == FRAMES_FALLBACK)
 		uidx = user_fp_stack(ki.pid, (int32_t)ki.aux);
 	count_sample(ki.pid, ki.tid, kernel_stack(PR_COOKIE_KSTACK(ki.cookie)), uidx);
@@ -292,7 +285,10 @@ static int on_record(void *ctx, const void *data, size_t size)
 		int64_t uidx;
 
 		memcpy(&r, data, sizeof(r));
-		if (r.flags & PR_S_LOST_SNAP) {
+		if ((r.flags & PR_S_IN_EXEC) && opts.user) {
+			prs.ulost++;
+			uidx = pseudo_stack("[stack lost: sampled inside execve]");
+		} else if (r.flags & PR_S_LOST_SNAP) {
 			prs.ulost++;
 			uidx = pseudo_stack(opts.perfbuf ? "[stack lost: perf buffer full]"
 							 : "[stack lost: ring buffer full]");
@@ -550,6 +546,10 @@ int main(int argc, char **argv)
 	signal(SIGTERM, on_signal);
 	signal(SIGPIPE, SIG_IGN);
 	pr_print_header();
+	/* the command's maps before its exec (profile's own image), read while it waits: its first
+	 * samples are processed later, perhaps after the exec */
+	if (maps_view_on && opts.command)
+		maps_view_seed(opts.pids[opts.npids - 1]);
 	ptarget_release();
 
 	uint64_t t0 = mono_ns(), end = opts.duration ? t0 + opts.duration * 1000000000ull : 0;

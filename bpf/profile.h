@@ -47,6 +47,7 @@ struct pr_sample_rec {
 
 #define PR_S_KTHREAD   (1u << 0) /* no user context (kernel thread) */
 #define PR_S_LOST_SNAP (1u << 1) /* dwarf mode: the snapshot could not be sent; ustack is fp */
+#define PR_S_IN_EXEC   (1u << 2) /* inside execve: the user registers and memory may be two programs' */
 
 /*
  * A dwarf-mode snapshot's cookie: kernel stack id in the low 32 bits, cpu above; its aux: the

@@ -90,7 +90,7 @@ void fprint_unknown(FILE *out, const struct uframe *f, const char *module_fmt, b
 		fprintf(out, module_fmt, base ? base_name(f->module) : f->module);
 	} else if (f->flags & UF_JIT) {
 		fputc(' ', out);
-		fprintf(out, module_fmt, "[anon]");
+		fprintf(out, module_fmt, "anon"); /* "[anon]", "(anon)": not "[[anon]]" */
 	}
 }
 
@@ -134,5 +134,8 @@ void print_frame_json(const struct uframe *f)
 		json_str(f->module);
 	else
 		printf("null");
+	/* in anonymous executable memory at the event (JIT code): module is null */
+	if (!f->module && (f->flags & UF_JIT))
+		printf(",\"anon\":true");
 	printf(",\"origin\":\"%s\"}", frame_origin(f));
 }

@@ -13,6 +13,7 @@
 
 #include <stdbool.h>
 #include <sys/types.h>
+#include <linux/types.h>
 #include "follow.h"
 
 struct bpf_object;

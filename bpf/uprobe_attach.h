@@ -10,7 +10,7 @@
  * (whose targets cannot be checked). The skipped instructions change neither the argument
  * registers nor the stack pointer nor memory, so the probe still sees every call once with its
  * arguments. Otherwise, and on other architectures, the probe stays at the entry. Callers keep
- * functions with a return probe at the entry (see memleak.c attach_one).
+ * functions with a return probe at the entry (see uprobe_set.c attach_one).
  */
 #ifndef DWUNW_UPROBE_ATTACH_H
 #define DWUNW_UPROBE_ATTACH_H

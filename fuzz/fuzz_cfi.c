@@ -112,9 +112,9 @@ static void walk_table(const struct dw_table *t, const struct dwunw_arch_ops *ar
 	if (!txt)
 		return;
 	for (uint32_t i = 0; i < t->nrows; i++) {
-		uint64_t pc = t->base + t->pcs[i];
-		if (i && t->pcs[i] <= t->pcs[i - 1])
-			fail("table rows not strictly increasing", t->pcs[i], t->pcs[i - 1]);
+		uint64_t pc = t->base + dw_table_pc(t, i);
+		if (i && dw_table_pc(t, i) <= dw_table_pc(t, i - 1))
+			fail("table rows not strictly increasing", dw_table_pc(t, i), dw_table_pc(t, i - 1));
 		if (dw_table_id(t, i) >= t->nrules)
 			fail("row names a rule beyond the table", dw_table_id(t, i), t->nrules);
 		if (dw_table_row_text(t, arch, i, txt) != DWUNW_OK)
@@ -133,10 +133,10 @@ static void walk_table(const struct dw_table *t, const struct dwunw_arch_ops *ar
 	probes[1] = UINT64_MAX;
 	probes[2] = t->base - 1;
 	probes[3] = t->base;
-	probes[4] = t->nrows ? t->base + t->pcs[t->nrows - 1] + 1 : 1;
+	probes[4] = t->nrows ? t->base + dw_table_pc(t, t->nrows - 1) + 1 : 1;
 	probes[5] = t->base + 0x7fffffffull;
 	probes[6] = t->base + 0x100000000ull;
-	probes[7] = t->base + (t->nrows ? t->pcs[t->nrows / 2] : 0) + 3;
+	probes[7] = t->base + (t->nrows ? dw_table_pc(t, t->nrows / 2) : 0) + 3;
 	for (unsigned i = 0; i < 8; i++) {
 		int64_t r = dw_table_find(t, probes[i]);
 		if (r >= (int64_t)t->nrows || r < -1)

@@ -8,6 +8,8 @@
  *
  * Input: the whole ELF file. A context per input (so no image outlives its input), separate debug
  * files off (they would be looked up on this machine by the input's build-id).
+ * The table for look-ups is built by range whatever its size (DWUNW_LAZY_MIN_FDES=1, table_lazy.c):
+ * every row's pc and the input's addresses are looked up through it too.
  * Checked besides sanitizer reports: rows in strictly increasing pc order, each row's pc looks up
  * to that row (or is an END row), documented error codes only.
  */
@@ -16,6 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include "dwunw.h"
+#include "module.h"
+#include "table.h"
 
 #define MAX_ROWS_WALKED  200000u
 #define MAX_SYMBOLIZED   64u
@@ -42,6 +46,29 @@ static void symbolize(struct dwunw_ctx *ctx, struct dwunw_module *mod, uint64_t 
 		fail("dwunw_symbolize: unterminated string", err, 0);
 	if (err == DWUNW_OK && sym.offset != addr - sym.sym_addr)
 		fail("dwunw_symbolize: offset is not addr - sym_addr", (long long)sym.offset, (long long)sym.sym_addr);
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+	(void)argc;
+	(void)argv;
+	setenv("DWUNW_LAZY_MIN_FDES", "1", 1);
+	return 0;
+}
+
+/* A look-up through the module's look-up table (lazy when it has .eh_frame_hdr). */
+static void lookup_rule(struct dwunw_module *mod, uint64_t addr)
+{
+	const struct dw_table *t;
+	int err = dw_module_table(mod, &t);
+
+	if (!documented(err))
+		fail("dw_module_table: undocumented result", err, 0);
+	if (!err) {
+		const struct dw_rule *r = dw_table_rule_at(t, addr);
+		if (r && r->cfa_kind > DW_CFA_KIND_END)
+			fail("look-up gave a rule of no kind", r->cfa_kind, (long long)addr);
+	}
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -93,6 +120,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			if (row->nregs > DWUNW_ROW_MAX_REGS || !memchr(row->cfa, 0, sizeof(row->cfa)))
 				fail("row text out of bounds", row->nregs, (long long)i);
 			prev = row->pc;
+			lookup_rule(mod, row->pc);
 			int64_t r = dwunw_table_lookup(&ctx, mod, row->pc);
 			if (strcmp(row->cfa, "end") == 0 ? r != DWUNW_ERR_NO_DWARF : r != (int64_t)i)
 				fail("a row's pc does not look up its row", r, (long long)i);
@@ -112,6 +140,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (r < DWUNW_ERR_MIN || (terr == DWUNW_OK && r >= (int64_t)info.rows))
 			fail("dwunw_table_lookup out of range", r, (long long)info.rows);
 		symbolize(&ctx, mod, a);
+		lookup_rule(mod, a);
 	}
 	dwunw_table_lookup(&ctx, mod, 0);
 	dwunw_table_lookup(&ctx, mod, UINT64_MAX);

@@ -80,6 +80,12 @@ async function runCommand(argv: string[], wanted: CommandEntry): Promise<void> {
   const name = wanted.command.split(' ')[0];
   let y = yargs(argv).scriptName('dwunw').usage(USAGE);
   for (const c of COMMANDS) y = c === wanted ? y.command(loaded as CommandModule) : y.command(c.command, c.describe, () => {}, () => {});
+  // yargs renders the whole help text right after starting a command's handler, to keep it for a
+  // later showHelp(); dwunw never shows help after a failure (.fail below throws), so that work
+  // (the larger part of yargs' cost in a run) is skipped. An internal method: absent, nothing skipped.
+  type Internals = { getInternalMethods?: () => { getUsageInstance?: () => { cacheHelpMessage?: () => void } } };
+  const usage = (y as unknown as Internals).getInternalMethods?.().getUsageInstance?.();
+  if (typeof usage?.cacheHelpMessage === 'function') usage.cacheHelpMessage = () => {};
   await y
     .demandCommand(1, 'no command given')
     .strict()

@@ -35,7 +35,9 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync }
 import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Dwunw, type Frame, type Module, howName } from './dwunw.js';
+import { type Mark, legendLine, originMark } from './marks.js';
 import * as N from './native.js';
+import { type Origin, frameOrigins } from './origin.js';
 import { type Snapshot, parseSnapshot } from './snapshot.js';
 import { ElfFile } from './verify-elf.js';
 import { type Breakpoint, type SessionRun, killSessions, pool, runCommand, runSession } from './verify-run.js';
@@ -126,6 +128,8 @@ export interface ActualFrame {
   offset: string | null;
   module: string | null;
   how: string;
+  /** Where the frame came from, as unwind-pid and the tools name it (lib/origin.ts). */
+  origin: Origin;
 }
 
 export type StackStatus = 'match' | 'cfi-absent' | 'gdb-short' | 'mismatch';
@@ -447,13 +451,14 @@ class Unwinder {
 
 const prologueCount = (frames: Frame[]): number => frames.filter((f) => f.how === N.DWUNW_HOW_PROLOGUE).length;
 
-function actualOf(f: Frame): ActualFrame {
+function actualOf(f: Frame, origin: Origin): ActualFrame {
   return {
     pc: hex(f.pc),
     symbol: f.symbol?.name ?? null,
     offset: f.symbol ? hex(f.symbol.offset) : null,
     module: f.module,
     how: howName(f.how),
+    origin,
   };
 }
 
@@ -516,7 +521,7 @@ export function compareStack(
     step,
     status,
     expected,
-    actual: frames.map(actualOf),
+    actual: ((o) => frames.map((f, i) => actualOf(f, o[i]!)))(frameOrigins(frames)),
     firstDiff: status === 'mismatch' ? n : null,
     howDiff: howBad !== null,
     gap: status === 'cfi-absent' ? gap : null,
@@ -889,18 +894,21 @@ function oracleLabel(f: OracleFrame | undefined): string {
   return `${norm(f.pc)} ${f.type === 'sigtramp' ? '<signal trampoline>' : (f.name ?? '??')}`;
 }
 
-function actualLabel(f: ActualFrame | undefined): string {
+/** dwunw's frame with its marker as unwind-pid and the tools print it ([fp], [prologue], [lr]); the markers shown go to seen. */
+function actualLabel(f: ActualFrame | undefined, seen?: Set<Mark>): string {
   if (!f) return '';
   const sym = f.symbol ? (f.offset && BigInt(f.offset) !== 0n ? `${f.symbol}+${f.offset}` : f.symbol) : '??';
   const mod = f.module ? f.module.slice(f.module.lastIndexOf('/') + 1) : '-';
-  return `${norm(f.pc)} ${sym} (${mod}) [${f.how}]`;
+  const m = originMark(f.origin);
+  if (m) seen?.add(m);
+  return `${norm(f.pc)} ${sym} (${mod})${m ? ` [${m}]` : ''}`;
 }
 
 /**
  * Both stacks side by side: ' ' equal, '!' different, '~' beyond a frame without CFI (not
  * compared).
  */
-export function sideBySide(s: StackResult): string {
+export function sideBySide(s: StackResult, seen?: Set<Mark>): string {
   const n = Math.max(s.expected.length, s.actual.length);
   const left = Array.from({ length: n }, (_, i) => oracleLabel(s.expected[i]));
   const width = Math.min(64, Math.max(16, ...left.map((x) => x.length)));
@@ -910,7 +918,7 @@ export function sideBySide(s: StackResult): string {
     const a = s.actual[i];
     const same = e !== undefined && a !== undefined && norm(e.pc) === norm(a.pc) && !(s.howDiff && i === s.firstDiff);
     const mark = same ? ' ' : (s.gap && i > s.gap.index) || (s.status === 'gdb-short' && i >= s.expected.length) ? '~' : '!';
-    rows.push(`  ${mark} ${String(i).padEnd(4)}${left[i]!.padEnd(width)} | ${actualLabel(a)}`);
+    rows.push(`  ${mark} ${String(i).padEnd(4)}${left[i]!.padEnd(width)} | ${actualLabel(a, seen)}`.trimEnd());
   }
   return rows.join('\n');
 }
@@ -934,6 +942,7 @@ const countText = (c: Record<StackStatus, number>): string => `${c.match} match,
 /** The text report: per fixture every stop's stacks side by side and a summary, then a total. */
 export function reportText(r: VerifyReport): string {
   const out: string[] = [];
+  const seen = new Set<Mark>();
   for (const fx of r.fixtures) {
     const cpu =
       (fx.cpu ? ` (qemu -cpu ${fx.cpu}${fx.oracleCpu ? `; oracle -cpu ${fx.oracleCpu}` : ''})` : '') +
@@ -943,12 +952,12 @@ export function reportText(r: VerifyReport): string {
       if (s.kind === 'stop') {
         const st = s.stacks[0]!;
         out.push(`--- ${s.session}/${s.name}: ${stackSummary(st)}`);
-        out.push(sideBySide(st));
+        out.push(sideBySide(st, seen));
       } else {
         out.push(`--- ${s.session}/${s.name}: ${s.steps} steps: ${countText(s.counts)}`);
         for (const st of s.stacks.filter((x) => x.status !== 'match').slice(0, 3)) {
           out.push(`  step ${st.step}: ${stackSummary(st)}`);
-          out.push(sideBySide(st));
+          out.push(sideBySide(st, seen));
         }
         const more = s.stacks.filter((x) => x.status !== 'match').length - 3;
         if (more > 0) out.push(`  ... ${more} more step(s) not shown (--json has them)`);
@@ -962,6 +971,9 @@ export function reportText(r: VerifyReport): string {
     out.push('');
   }
   for (const e of r.errors) out.push(`ERROR: ${e}`);
+  // dwunw's frames carry the tools' markers: explained once, as memleak and unwind-pid do
+  const legend = legendLine(seen);
+  if (legend) out.push(legend);
   const t = r.totals;
   const stacks = t.match + t['cfi-absent'] + t['gdb-short'] + t.mismatch;
   out.push(

@@ -124,3 +124,22 @@ t.test('the bundle missing: one line naming what to run', async (t) => {
   t.equal(r.status, 1);
   t.match(r.stderr, /^dwunw: dist\/cli\/cli\.js: cannot load the compiled CLI \(run make ts\): .+\n$/);
 });
+
+// The bundle's stand-in for string-width (lib/text-width.cjs) against the packages it replaces:
+// the copy yargs uses (for its help layout) and the one cli-table3 uses (bench's table).
+t.test('lib/text-width.cjs measures as string-width does', async (t) => {
+  const { createRequire } = await import('node:module');
+  const req = createRequire(import.meta.url);
+  const mine = req('../lib/text-width.cjs') as (s: string) => number;
+  const yargsWidth = (await import(join(root, 'node_modules/yargs/node_modules/string-width/index.js'))).default as (s: string) => number;
+  const tableWidth = req('string-width') as (s: string) => number;
+  const samples = [
+    '', 'dwunw dump-table <file>', '  -V, --version  Show the CLI and library versions',
+    '\x1b[32mlibdwunw\x1b[39m', '\x1b[1m\x1b[31mbold red\x1b[39m\x1b[22m', 'µs 24.8×', '比较 unwinder',
+    'e\u0301', 'tab\there', '[boolean] [default: false]',
+  ];
+  for (const s of samples) {
+    t.equal(mine(s), yargsWidth(s), `${JSON.stringify(s)}: as yargs' string-width`);
+    t.equal(mine(s), tableWidth(s), `${JSON.stringify(s)}: as cli-table3's string-width`);
+  }
+});

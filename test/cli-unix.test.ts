@@ -9,67 +9,27 @@
 //   unwind-pid: kernel thread (4), zombie (3), traced by another process (5), Yama (6).
 //   unwind-core: a truncated core (the stacks, then 8).
 // Real BPF (root, kernel BTF; skipped without, a failure with DWUNW_REQUIRE_BPF=1), real ptrace.
-import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { fileURLToPath } from 'node:url';
 import t, { type Test } from 'tap';
+import { bpfUnavailable, cliEnv, dwunwBin, root, skipOrFail, start as startProcess, type Started, track, until } from './helpers.js';
 
-const root = fileURLToPath(new URL('..', import.meta.url));
-const dwunwBin = join(root, 'bin', 'dwunw');
 const memleakBin = join(root, 'build', 'bpf', 'memleak');
 const prog = join(root, 'fixtures', 'x86_64', 'build', 'cli_tree');
-const REQUIRE = process.env.DWUNW_REQUIRE_BPF === '1';
 const work = mkdtempSync(join(tmpdir(), 'dwunw-cli-unix-'));
 chmodSync(work, 0o755); // the runs as nobody read files here
 
-interface Run {
-  status: number | null;
-  signal: NodeJS.Signals | null;
-  stdout: string;
-  stderr: string;
-}
+t.teardown(() => rmSync(work, { recursive: true, force: true }));
 
-const children = new Set<ChildProcess>();
-t.teardown(() => {
-  for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
-  rmSync(work, { recursive: true, force: true });
-});
-
-function start(cmd: string, args: string[], env: Record<string, string> = {}, timeoutMs = 90_000): { child: ChildProcess; done: Promise<Run> } {
-  const e: NodeJS.ProcessEnv = { ...process.env, ...env };
-  delete e.NODE_OPTIONS;
-  delete e.FORCE_COLOR;
-  const child = spawn(cmd, args, { cwd: root, env: e, stdio: ['ignore', 'pipe', 'pipe'] });
-  children.add(child);
-  const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
-  let stdout = '';
-  let stderr = '';
-  child.stdout!.setEncoding('utf8').on('data', (d: string) => (stdout += d));
-  child.stderr!.setEncoding('utf8').on('data', (d: string) => (stderr += d));
-  const done = new Promise<Run>((resolve) =>
-    child.on('close', (status, signal) => {
-      clearTimeout(timer);
-      children.delete(child);
-      resolve({ status, signal, stdout, stderr });
-    }),
-  );
-  return { child, done };
-}
+/** A command in the background (FORCE_COLOR, NODE_OPTIONS dropped; `env` added). */
+const start = (cmd: string, args: string[], env: Record<string, string> = {}, timeoutMs = 90_000): Started =>
+  startProcess(cmd, args, { env: cliEnv(env), timeoutMs });
 
 const dwunw = (args: string[], env: Record<string, string> = {}, timeoutMs?: number) => start(process.execPath, [dwunwBin, ...args], env, timeoutMs);
 const lines = (s: string): string[] => s.split('\n').filter((l) => l.length > 0);
-
-async function waitFor(cond: () => boolean, ms: number): Promise<boolean> {
-  const end = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > end) return false;
-    await sleep(50);
-  }
-  return true;
-}
 
 const alive = (pid: number): boolean => {
   try {
@@ -149,21 +109,9 @@ const names = (s: JStack): string[] => s.frames.map((f) => f.symbol ?? '?');
 
 // ---- Without BPF: the program cannot run, usage errors, unwind-pid and unwind-core ----------------
 
-function bpfUnavailable(): string | null {
-  if (process.platform !== 'linux' || process.arch !== 'x64') return 'needs Linux on x86_64';
-  if (process.getuid?.() !== 0) return 'not root';
-  if (!existsSync('/sys/kernel/btf/vmlinux')) return 'the kernel has no BTF';
-  if (!existsSync(memleakBin)) return `${memleakBin} is not built (make bpf)`;
-  if (!existsSync(prog)) return `${prog} is not built (make fixtures)`;
-  return null;
-}
-const why = bpfUnavailable();
+const why = bpfUnavailable('memleak needs CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE', [[memleakBin, 'make bpf'], [prog, 'make fixtures']]);
 const bpfTest = (name: string, fn: (tt: Test) => Promise<void>): void => {
-  if (why) {
-    if (REQUIRE) t.fail(`${name}: DWUNW_REQUIRE_BPF=1 but ${why}`);
-    else t.pass(`${name}: skipped: ${why}`, { skip: why });
-    return;
-  }
+  if (why) return skipOrFail(t, why, `${name}: skipped`);
   t.test(name, { timeout: 120_000 }, fn);
 };
 
@@ -223,14 +171,14 @@ t.test('dwunw unwind-pid of a kernel thread: "pid N is a kernel thread: no user 
 t.test('dwunw unwind-pid of a zombie: one line, exit 3', async (tt) => {
   const sh = start('/bin/sh', ['-c', `${prog} sleep 300 & echo $!; exec ${prog} sleep 20000`]);
   const zombie = await new Promise<number>((resolve) => sh.child.stdout!.once('data', (d: Buffer) => resolve(Number(String(d).trim()))));
-  tt.ok(await waitFor(() => !alive(zombie) && existsSync(`/proc/${zombie}`), 10_000), 'the child is a zombie');
+  tt.ok(await until(() => !alive(zombie) && existsSync(`/proc/${zombie}`), 10_000), 'the child is a zombie');
   const r = await dwunw(['unwind-pid', String(zombie)]).done;
   tt.equal(r.status, 3, 'exit 3');
   tt.equal(r.stderr, `dwunw: pid ${zombie} is a zombie: it has exited, no stack is left\n`);
   sh.child.kill('SIGKILL');
   await sh.done;
   // Orphaned, it is reaped by init (or a subreaper) in its own time.
-  if (!(await waitFor(() => !existsSync(`/proc/${zombie}`), 30_000)))
+  if (!(await until(() => !existsSync(`/proc/${zombie}`), 30_000)))
     return void tt.pass('the orphaned zombie was not reaped', { skip: 'init did not reap it within 30 s' });
   const gone = await dwunw(['unwind-pid', String(zombie)]).done;
   tt.equal(gone.status, 3, 'reaped: exit 3 too');
@@ -242,7 +190,7 @@ t.test('dwunw unwind-pid of a process traced by another: "pid N is traced by PID
   const target = start(prog, ['sleep', '600000']);
   const pid = target.child.pid!;
   const tracer = start('strace', ['-p', String(pid), '-o', '/dev/null']);
-  const traced = await waitFor(() => /^TracerPid:\s*[1-9]/m.test(readFileSync(`/proc/${pid}/status`, 'utf8')), 10_000);
+  const traced = await until(() => /^TracerPid:\s*[1-9]/m.test(readFileSync(`/proc/${pid}/status`, 'utf8')), 10_000);
   tt.ok(traced, 'strace holds it');
   const r = await dwunw(['unwind-pid', String(pid)]).done;
   tt.equal(r.status, 5, 'exit 5');
@@ -289,8 +237,7 @@ t.test('dwunw unwind-core of a truncated core: the stacks, then exit 8 naming "t
   if (pattern.startsWith('|') || pattern.includes('/')) return void tt.pass(`core_pattern is "${pattern}"`, { skip: 'cores go elsewhere' });
   const dir = join(work, 'cores');
   mkdirSync(dir);
-  const sh = spawn('/bin/sh', ['-c', `ulimit -c unlimited && exec '${prog}' deep 40 60000`], { cwd: dir, stdio: 'ignore' });
-  children.add(sh);
+  const sh = track(spawn('/bin/sh', ['-c', `ulimit -c unlimited && exec '${prog}' deep 40 60000`], { cwd: dir, stdio: 'ignore' }));
   await sleep(300);
   sh.kill('SIGSEGV');
   await new Promise((resolve) => sh.on('close', resolve));
@@ -416,14 +363,14 @@ bpfTest('dwunw memleak --json 1 | head -1: exits when head does, the command and
   const r = await sh.done; // the 60 s of the command are never waited for (the timeout kills at 90 s)
   tt.equal(r.signal, null, 'the pipeline ended by itself');
   tt.match(r.stdout, /^\{"time":.*\ndone\n$/, 'head printed one report');
-  tt.ok(await waitFor(() => !spawnSync('pgrep', ['-f', `${prog} sleep 60000`]).stdout.length, 10_000), 'the command is gone');
+  tt.ok(await until(() => !spawnSync('pgrep', ['-f', `${prog} sleep 60000`]).stdout.length, 10_000), 'the command is gone');
 });
 
 bpfTest('SIGTERM: a last report, then exit 0', async (tt) => {
   const m = dwunw(['memleak', '--json', '600', '--', prog, 'sites', '2', '60000']);
   let out = '';
   m.child.stderr!.on('data', (d: Buffer) => (out += String(d)));
-  tt.ok(await waitFor(() => /Attaching to pid/.test(out), 60_000), 'attached');
+  tt.ok(await until(() => /Attaching to pid/.test(out), 60_000), 'attached');
   await sleep(1500);
   m.child.kill('SIGTERM');
   const r = await m.done;
@@ -436,14 +383,14 @@ bpfTest('kill -9 of dwunw memleak: the tracer, the command and the probes gone',
   const m = dwunw(['memleak', '600', '--', prog, 'sleep', '60000']);
   let out = '';
   m.child.stdout!.on('data', (d: Buffer) => (out += String(d)));
-  tt.ok(await waitFor(() => /Attaching to pid/.test(out), 60_000), 'attached');
+  tt.ok(await until(() => /Attaching to pid/.test(out), 60_000), 'attached');
   const node = m.child.pid!;
   const tracer = childrenOf(node).find((p) => commOf(p) === 'memleak');
   if (!tracer) return void tt.fail('no memleak under dwunw');
   // The command execs once the probes are attached: on a loaded machine that can come after
   // the "Attaching" line, so wait for its new name rather than look once.
   let target: number | undefined;
-  await waitFor(() => (target = childrenOf(tracer).find((p) => commOf(p) === 'cli_tree')) !== undefined, 60_000);
+  await until(() => (target = childrenOf(tracer).find((p) => commOf(p) === 'cli_tree')) !== undefined, 60_000);
   const held = bpfHolds(tracer);
   // one link per probe (>= 20 links, a perf_event fd each) or two multi-uprobe links beside
   // the tracepoints' (kernels with uprobe_multi): either way, links to be gone after the kill
@@ -451,12 +398,12 @@ bpfTest('kill -9 of dwunw memleak: the tracer, the command and the probes gone',
     `the tracer holds ${held.links.length} links, ${held.perfEvents} perf_event fds`);
   process.kill(node, 'SIGKILL');
   await m.done;
-  tt.ok(await waitFor(() => !alive(tracer), 10_000), 'the tracer died with dwunw (PR_SET_PDEATHSIG)');
-  tt.ok(target !== undefined && (await waitFor(() => !alive(target), 10_000)), 'the command too');
+  tt.ok(await until(() => !alive(tracer), 10_000), 'the tracer died with dwunw (PR_SET_PDEATHSIG)');
+  tt.ok(target !== undefined && (await until(() => !alive(target), 10_000)), 'the command too');
   const before = bpftoolLinks();
   if (!before) return void tt.pass('bpftool link show failed', { skip: 'no bpftool' });
   tt.ok(
-    await waitFor(() => {
+    await until(() => {
       const now = bpftoolLinks();
       return now !== null && held.links.every((id) => !now.has(id));
     }, 30_000),

@@ -9,9 +9,12 @@ import { type ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_pr
 import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import t, { type Test } from 'tap';
+import { waitFor as waitForStep } from './helpers.js';
+
+/** Wait for cond() (checked every 20 ms); an error naming `what` after ms. */
+const waitFor = (cond: () => boolean, ms: number, what: string): Promise<void> => waitForStep(cond, ms, what, 20);
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const bin = join(root, 'bin', 'dwunw');
@@ -164,14 +167,6 @@ function tasksOf(pid: number): number[] {
     return readdirSync(`/proc/${pid}/task`).map(Number).sort((a, b) => a - b);
   } catch {
     return [];
-  }
-}
-
-async function waitFor(cond: () => boolean, ms: number, what: string): Promise<void> {
-  const end = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
-    await sleep(20);
   }
 }
 

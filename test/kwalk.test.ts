@@ -15,16 +15,14 @@
 // Needs root, BTF, BPF and perf events. Skipped with the reason otherwise, unless
 // DWUNW_REQUIRE_BPF=1 (CI), which turns that into a failure.
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import t, { type Test } from 'tap';
+import { bpfUnavailable, REQUIRE_BPF as REQUIRE, root, skipOrFail } from './helpers.js';
 
-const root = fileURLToPath(new URL('..', import.meta.url));
 const check = join(root, 'build', 'bpf', 'kwalk-check');
 const zoo = join(root, 'fixtures', 'x86_64', 'build', 'unwind_zoo-pie');
-const REQUIRE = process.env.DWUNW_REQUIRE_BPF === '1';
 
 interface Figures {
   ns_per_sample: number;
@@ -67,14 +65,8 @@ interface Report {
   peer?: Figures;
 }
 
-function unavailable(): string | null {
-  if (process.platform !== 'linux' || process.arch !== 'x64') return 'needs Linux on x86_64';
-  if (process.getuid?.() !== 0) return 'not root (BPF and perf events)';
-  if (!existsSync('/sys/kernel/btf/vmlinux')) return 'the kernel has no BTF';
-  if (!existsSync(check)) return `${check} is not built (make bpf)`;
-  if (!existsSync(zoo)) return `${zoo} is not built (make fixtures)`;
-  return null;
-}
+const unavailable = (): string | null =>
+  bpfUnavailable('BPF and perf events', [[check, 'make bpf'], [zoo, 'make fixtures']]);
 
 function run(args: string[], timeoutMs = 60_000): { rep: Report | null; stderr: string; status: number | null } {
   const env = { ...process.env };
@@ -142,8 +134,7 @@ function common(tt: Test, name: string, r: ReturnType<typeof run>, minEvents: nu
 
 const why = unavailable();
 if (why) {
-  if (REQUIRE) t.fail(`DWUNW_REQUIRE_BPF=1 but ${why}`);
-  else t.pass(`kwalk tests skipped: ${why}`, { skip: why });
+  skipOrFail(t, why, 'kwalk tests skipped');
 } else {
   t.test('fixture: unwind_zoo run, uprobes on every scenario', { timeout: 120_000 }, async (tt) => {
     const probes = [

@@ -5,53 +5,20 @@
 //
 // The checks that run memleak need root, the kernel's BTF and BPF: without them they are skipped
 // with the reason, unless DWUNW_REQUIRE_BPF=1 (CI), which makes that a failure.
-import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { fileURLToPath } from 'node:url';
 import { Chalk } from 'chalk';
 import t, { type Test } from 'tap';
+import { bpfUnavailable, cliEnv, dwunwBin, memleakBpfFailure, REQUIRE_BPF as REQUIRE, root, type Run, skipOrFail, start, type Started } from './helpers.js';
 import { colorLine } from '../commands/memleak.js';
 
-const root = fileURLToPath(new URL('..', import.meta.url));
-const dwunwBin = join(root, 'bin', 'dwunw');
 const memleakBin = join(root, 'build', 'bpf', 'memleak');
 const leaky = join(root, 'fixtures', 'x86_64', 'build', 'leaky');
-const REQUIRE = process.env.DWUNW_REQUIRE_BPF === '1';
 
-interface Run {
-  status: number | null;
-  signal: NodeJS.Signals | null;
-  stdout: string;
-  stderr: string;
-}
-
-const children = new Set<ChildProcess>();
-t.teardown(() => {
-  for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
-});
-
-function dwunw(args: string[], env: Record<string, string> = {}, timeoutMs = 90_000): { child: ChildProcess; done: Promise<Run> } {
-  const e: NodeJS.ProcessEnv = { ...process.env, ...env };
-  if (!('FORCE_COLOR' in env)) delete e.FORCE_COLOR;
-  delete e.NODE_OPTIONS;
-  const child = spawn(process.execPath, [dwunwBin, 'memleak', ...args], { cwd: root, env: e, stdio: ['ignore', 'pipe', 'pipe'] });
-  children.add(child);
-  const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
-  let stdout = '';
-  let stderr = '';
-  child.stdout!.setEncoding('utf8').on('data', (d: string) => (stdout += d));
-  child.stderr!.setEncoding('utf8').on('data', (d: string) => (stderr += d));
-  const done = new Promise<Run>((resolve) =>
-    child.on('close', (status, signal) => {
-      clearTimeout(timer);
-      children.delete(child);
-      resolve({ status, signal, stdout, stderr });
-    }),
-  );
-  return { child, done };
-}
+/** `dwunw memleak ARGS` (FORCE_COLOR only when `env` sets it). */
+const dwunw = (args: string[], env: Record<string, string> = {}, timeoutMs = 90_000): Started =>
+  start(process.execPath, [dwunwBin, 'memleak', ...args], { env: cliEnv(env), timeoutMs });
 
 const ANSI = /\x1b\[[0-9;]*m/g;
 const strip = (s: string): string => s.replace(ANSI, '');
@@ -116,23 +83,12 @@ t.test('colorLine: colors text report lines, leaves others alone', async (tt) =>
 
 // ---- With BPF ---------------------------------------------------------------------------------------
 
-function unavailable(): string | null {
-  if (process.platform !== 'linux' || process.arch !== 'x64') return 'needs Linux on x86_64';
-  if (process.getuid?.() !== 0) return 'not root (memleak needs CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE)';
-  if (!existsSync('/sys/kernel/btf/vmlinux')) return 'the kernel has no BTF (/sys/kernel/btf/vmlinux)';
-  if (!existsSync(memleakBin)) return `${memleakBin} is not built (make bpf)`;
-  if (!existsSync(leaky)) return `${leaky} is not built (make fixtures)`;
-  return null;
-}
-
-function bpfFailure(r: Run): string | null {
-  const m = /^(?:memleak|dwunw: memleak(?: --unwind=\w+)?): (need root.*|cannot (open|load) the BPF (object|programs).*|cannot probe .*|cannot attach .*)$/m.exec(r.stderr);
-  return m ? m[1]! : null;
-}
+const unavailable = (): string | null =>
+  bpfUnavailable('memleak needs CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE', [[memleakBin, 'make bpf'], [leaky, 'make fixtures']]);
 
 function gate(tt: Test, runs: Run[]): boolean {
   for (const r of runs) {
-    const f = bpfFailure(r);
+    const f = memleakBpfFailure(r.stderr);
     if (f) {
       if (REQUIRE) tt.fail(`DWUNW_REQUIRE_BPF=1 but memleak cannot run here: ${f}`);
       else tt.pass(`skipped: ${f}`, { skip: f });
@@ -144,8 +100,7 @@ function gate(tt: Test, runs: Run[]): boolean {
 
 const why = unavailable();
 if (why) {
-  if (REQUIRE) t.fail(`DWUNW_REQUIRE_BPF=1 but ${why}`);
-  else t.pass(`BPF checks skipped: ${why}`, { skip: why });
+  skipOrFail(t, why, 'BPF checks skipped');
 } else {
   t.test('with BPF', { timeout: 240_000 }, async (tb) => {
     // all at once: two demos (four memleaks), a colored run, a run interrupted with SIGINT

@@ -10,25 +10,15 @@
 // Invariants only (no rates or timings asserted); the rate reached is printed as a comment.
 // Needs root, BTF and BPF: skipped with the reason, unless DWUNW_REQUIRE_BPF=1 (CI).
 import { spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import t from 'tap';
+import { bpfUnavailable, root, skipOrFail } from './helpers.js';
 
-const root = fileURLToPath(new URL('..', import.meta.url));
 const memleakBin = join(root, 'build', 'bpf', 'memleak');
 const fx = join(root, 'fixtures', 'x86_64', 'build');
-const REQUIRE = process.env.DWUNW_REQUIRE_BPF === '1';
 
-function unavailable(): string | null {
-  if (process.platform !== 'linux' || process.arch !== 'x64') return 'needs Linux on x86_64';
-  if (process.getuid?.() !== 0) return 'not root (memleak needs CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE)';
-  if (!existsSync('/sys/kernel/btf/vmlinux')) return 'the kernel has no BTF (/sys/kernel/btf/vmlinux)';
-  if (!existsSync(memleakBin)) return `${memleakBin} is not built (make bpf)`;
-  for (const f of ['leaky', 'leaky_fork', 'leaky_dlopen', 'libleakplug.so'])
-    if (!existsSync(join(fx, f))) return `${join(fx, f)} is not built (make fixtures)`;
-  return null;
-}
+const unavailable = (): string | null =>
+  bpfUnavailable('memleak needs CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE', [[memleakBin, 'make bpf'], ...['leaky', 'leaky_fork', 'leaky_dlopen', 'libleakplug.so'].map((f): [string, string] => [join(fx, f), 'make fixtures'])]);
 
 interface JFrame {
   symbol: string | null;
@@ -76,8 +66,7 @@ const untracked = (r: JReport): number => Object.values(r.untracked).reduce((a, 
 
 const why = unavailable();
 if (why) {
-  if (REQUIRE) t.fail(`DWUNW_REQUIRE_BPF=1 but ${why}`);
-  else t.pass(`memleak scale tests skipped: ${why}`, { skip: why });
+  skipOrFail(t, why, 'memleak scale tests skipped');
 } else {
   t.test('8 threads, 200 k malloc/s in total, every other block freed', { timeout: 300_000 }, async (t) => {
     const CALLS = 400_000;

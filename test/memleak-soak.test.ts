@@ -21,16 +21,14 @@
 // Needs root, the kernel's BTF and BPF: without them the test is skipped with the reason, unless
 // DWUNW_REQUIRE_BPF=1 (CI), which turns that into a failure.
 import { spawn } from 'node:child_process';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { fileURLToPath } from 'node:url';
 import t from 'tap';
+import { bpfUnavailable, root, skipOrFail } from './helpers.js';
 
-const root = fileURLToPath(new URL('..', import.meta.url));
 const memleakBin = join(root, 'build', 'bpf', 'memleak');
 const leaky = join(root, 'fixtures', 'x86_64', 'build', 'leaky');
-const REQUIRE = process.env.DWUNW_REQUIRE_BPF === '1';
 
 const RATE = 100_000;
 const CALLS = 2_500_000;
@@ -40,14 +38,8 @@ const LIMIT_S = 400; // leaky at 10 k/s would still finish
 const CHAIN = ['rate_3', 'rate_2', 'rate_1', 'main']; // run_rate is inlined into main
 const MiB = 1024 * 1024;
 
-function unavailable(): string | null {
-  if (process.platform !== 'linux' || process.arch !== 'x64') return 'needs Linux on x86_64';
-  if (process.getuid?.() !== 0) return 'not root (memleak needs CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE)';
-  if (!existsSync('/sys/kernel/btf/vmlinux')) return 'the kernel has no BTF (/sys/kernel/btf/vmlinux)';
-  if (!existsSync(memleakBin)) return `${memleakBin} is not built (make bpf)`;
-  if (!existsSync(leaky)) return `${leaky} is not built (make fixtures)`;
-  return null;
-}
+const unavailable = (): string | null =>
+  bpfUnavailable('memleak needs CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE', [[memleakBin, 'make bpf'], [leaky, 'make fixtures']]);
 
 /** VmRSS and RssAnon of a process in bytes, or null once it is gone. */
 function rss(pid: number): { rss: number; anon: number } | null {
@@ -92,8 +84,7 @@ const mib = (b: number): string => (b / MiB).toFixed(1);
 
 const why = unavailable();
 if (why) {
-  if (REQUIRE) t.fail(`DWUNW_REQUIRE_BPF=1 but ${why}`);
-  else t.pass(`memleak soak skipped: ${why}`, { skip: why });
+  skipOrFail(t, why, 'memleak soak skipped');
 } else {
   t.test(`memleak soak: ${CALLS / 1e6} M leaked malloc calls at up to ${RATE / 1000} k/s in dwarf mode`, { timeout: (LIMIT_S + 120) * 1000 }, async (t) => {
     const cmd = `${leaky} --delay 1 --rate ${RATE} --count ${CALLS} --seconds ${LIMIT_S} --leak`;

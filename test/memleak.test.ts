@@ -10,42 +10,16 @@
 //
 // The memleak runs are independent: they run a few at a time (detaching 24 uprobes takes the
 // kernel 2-3 s per run here), then each subtest checks one run's output.
-import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { type ChildProcess, spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
-import { fileURLToPath } from 'node:url';
 import t, { type Test } from 'tap';
+import { bpfUnavailable, cliEnv, dwunwBin, jsonLines, memleakBpfFailure, REQUIRE_BPF as REQUIRE, root, type Run, skipOrFail, start as startProcess, waitFor } from './helpers.js';
 
-const root = fileURLToPath(new URL('..', import.meta.url));
-const dwunwBin = join(root, 'bin', 'dwunw');
 const memleakBin = join(root, 'build', 'bpf', 'memleak');
 const leaky = join(root, 'fixtures', 'x86_64', 'build', 'leaky');
-const REQUIRE = process.env.DWUNW_REQUIRE_BPF === '1';
 
 // ---- Processes ----------------------------------------------------------------------------------
-
-interface Run {
-  args: string[];
-  pid?: number;
-  status: number | null;
-  signal: NodeJS.Signals | null;
-  stdout: string;
-  stderr: string;
-  ms: number;
-}
-
-const children = new Set<ChildProcess>();
-t.teardown(() => {
-  for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
-});
-
-function cliEnv(): NodeJS.ProcessEnv {
-  const e: NodeJS.ProcessEnv = { ...process.env };
-  delete e.FORCE_COLOR;
-  delete e.NODE_OPTIONS; // tap's loaders are for the test file, not for the CLI under test
-  return e;
-}
 
 interface Started {
   child: ChildProcess;
@@ -56,32 +30,16 @@ interface Started {
 
 /** Run a command in the background, killed after timeoutMs (and at teardown). */
 function start(cmd: string, args: string[], timeoutMs = 90_000, env = cliEnv()): Started {
-  const t0 = Date.now();
-  const child = spawn(cmd, args, { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
-  children.add(child);
-  const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
-  let stdout = '';
-  let stderr = '';
   let attachedNow: () => void = () => {};
   const attached = new Promise<void>((resolve) => (attachedNow = resolve));
-  const look = () => /Attaching to pid \d+, Ctrl\+C to quit\./.test(stdout + stderr) && attachedNow();
-  child.stdout!.setEncoding('utf8').on('data', (d: string) => {
-    stdout += d;
-    look();
+  const p = startProcess(cmd, args, {
+    timeoutMs,
+    env,
+    onOutput: (stdout, stderr) => /Attaching to pid \d+, Ctrl\+C to quit\./.test(stdout + stderr) && attachedNow(),
   });
-  child.stderr!.setEncoding('utf8').on('data', (d: string) => {
-    stderr += d;
-    look();
-  });
-  const done = new Promise<Run>((resolve) =>
-    child.on('close', (status, signal) => {
-      clearTimeout(timer);
-      children.delete(child);
-      attachedNow(); // whoever waits for the attach sees the failure in the result
-      resolve({ args, pid: child.pid, status, signal, stdout, stderr, ms: Date.now() - t0 });
-    }),
-  );
-  return { child, attached, done };
+  // whoever waits for the attach sees the failure in the result
+  const done = p.done.then((r) => (attachedNow(), r));
+  return { child: p.child, attached, done };
 }
 
 /** `dwunw memleak ARGS` (the CLI passes them to build/bpf/memleak untouched). */
@@ -94,14 +52,6 @@ function stateOf(pid: number): string {
     return s.slice(s.lastIndexOf(')') + 2).split(' ')[0] ?? '';
   } catch {
     return '';
-  }
-}
-
-async function waitFor(cond: () => boolean, ms: number, what: string): Promise<void> {
-  const end = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
-    await sleep(5);
   }
 }
 
@@ -158,12 +108,7 @@ interface JReport {
   kernel_walk?: { events: number; from_kernel: number; fallback: number; fallback_pct: number; bad: number; by_status: Record<string, number>; table_loads: number; mmaps: number; map_bytes: number; table_bytes: number };
 }
 
-function reports(text: string): JReport[] {
-  return text
-    .split('\n')
-    .filter((l) => l.startsWith('{'))
-    .map((l) => JSON.parse(l) as JReport);
-}
+const reports = (text: string): JReport[] => jsonLines<JReport>(text);
 
 interface Site {
   name: string;
@@ -217,25 +162,12 @@ function stacksOf(site: Site, rep: JReport, sites: Site[]): JStack[] {
 
 // ---- Gate ---------------------------------------------------------------------------------------
 
-function unavailable(): string | null {
-  if (process.platform !== 'linux' || process.arch !== 'x64') return 'needs Linux on x86_64';
-  if (process.getuid?.() !== 0) return 'not root (memleak needs CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE)';
-  if (!existsSync('/sys/kernel/btf/vmlinux')) return 'the kernel has no BTF (/sys/kernel/btf/vmlinux)';
-  if (!existsSync(memleakBin)) return `${memleakBin} is not built (make bpf)`;
-  if (!existsSync(leaky)) return `${leaky} is not built (make fixtures)`;
-  return null;
-}
-
-/** A run that failed for want of BPF (not a memleak bug): the reason. */
-function bpfFailure(r: Run): string | null {
-  const m = /^memleak: (need root.*|cannot (open|load) the BPF (object|programs).*|cannot probe .*|cannot attach .*|cannot open the (ring|perf) buffer.*)$/m.exec(r.stderr);
-  return m ? m[1]! : null;
-}
+const unavailable = (): string | null =>
+  bpfUnavailable('memleak needs CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE', [[memleakBin, 'make bpf'], [leaky, 'make fixtures']]);
 
 const why = unavailable();
 if (why) {
-  if (REQUIRE) t.fail(`DWUNW_REQUIRE_BPF=1 but ${why}`);
-  else t.pass(`memleak tests skipped: ${why}`, { skip: why });
+  skipOrFail(t, why, 'memleak tests skipped');
 } else {
   t.test('memleak on fixtures/x86_64/leaky', { timeout: 300_000 }, (tt) => main(tt));
 }
@@ -302,7 +234,7 @@ async function main(t: Test): Promise<void> {
   // A capability missing at run time (BPF load refused, no BTF for a program type, ...)
   for (const set of Object.values(results))
     for (const r of Object.values(set)) {
-      const f = bpfFailure(r);
+      const f = memleakBpfFailure(r.stderr);
       if (f && r !== results.errors?.nonRoot && r !== results.errors?.nonRootDirect) {
         if (REQUIRE) t.fail(`DWUNW_REQUIRE_BPF=1 but memleak cannot run here: ${f}`);
         else t.pass(`memleak tests skipped: ${f}`, { skip: f });

@@ -7,54 +7,23 @@
 //
 // Needs root, the kernel's BTF and BPF: without them the checks that sample are skipped with the
 // reason, unless DWUNW_REQUIRE_BPF=1 (CI), which makes that a failure.
-import { type ChildProcess, spawn } from 'node:child_process';
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, unlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { fileURLToPath } from 'node:url';
 import t, { type Test } from 'tap';
+import { bpfUnavailable, cliEnv, dwunwBin, REQUIRE_BPF as REQUIRE, root, type Run, skipOrFail, start as startProcess, type Started } from './helpers.js';
 import { splitArgs } from '../commands/profile.js';
 import { parseProfileJson } from '../lib/profile.js';
 
-const root = fileURLToPath(new URL('..', import.meta.url));
-const dwunwBin = join(root, 'bin', 'dwunw');
 const profileBin = join(root, 'build', 'bpf', 'profile');
 const hotDir = join(root, 'fixtures', 'x86_64', 'build');
 const hot = join(hotDir, 'hot');
-const REQUIRE = process.env.DWUNW_REQUIRE_BPF === '1';
 const shots = join(root, 'build', 'doc');
 
-interface Run {
-  status: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-const children = new Set<ChildProcess>();
-t.teardown(() => {
-  for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
-});
-
-function start(cmd: string, args: string[], timeoutMs = 60_000): { child: ChildProcess; done: Promise<Run> } {
-  const env = { ...process.env };
-  delete env.NODE_OPTIONS;
-  const child = spawn(cmd, args, { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
-  children.add(child);
-  const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
-  let stdout = '';
-  let stderr = '';
-  child.stdout!.setEncoding('utf8').on('data', (d: string) => (stdout += d));
-  child.stderr!.setEncoding('utf8').on('data', (d: string) => (stderr += d));
-  const done = new Promise<Run>((resolve) =>
-    child.on('close', (status) => {
-      clearTimeout(timer);
-      children.delete(child);
-      resolve({ status, stdout, stderr });
-    }),
-  );
-  return { child, done };
-}
+/** A command in the background, with the test's environment without NODE_OPTIONS. */
+const start = (cmd: string, args: string[], timeoutMs = 60_000): Started =>
+  startProcess(cmd, args, { timeoutMs, env: { ...cliEnv(), FORCE_COLOR: process.env.FORCE_COLOR } });
 const run = (cmd: string, args: string[], timeoutMs?: number): Promise<Run> => start(cmd, args, timeoutMs).done;
 const dwunw = (args: string[], timeoutMs?: number): Promise<Run> => run(process.execPath, [dwunwBin, 'profile', ...args], timeoutMs);
 
@@ -99,14 +68,8 @@ t.test('bad input: one line, exit status 1', async (tt) => {
 
 // ---- With BPF -------------------------------------------------------------------------------------
 
-function unavailable(): string | null {
-  if (process.platform !== 'linux' || process.arch !== 'x64') return 'needs Linux on x86_64';
-  if (process.getuid?.() !== 0) return 'not root';
-  if (!existsSync('/sys/kernel/btf/vmlinux')) return 'the kernel has no BTF';
-  if (!existsSync(profileBin)) return `${profileBin} is not built (make bpf)`;
-  if (!existsSync(hot)) return `${hot} is not built (make fixtures)`;
-  return null;
-}
+const unavailable = (): string | null =>
+  bpfUnavailable('profile needs CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE', [[profileBin, 'make bpf'], [hot, 'make fixtures']]);
 
 /** Share of a pid's samples whose user stack is complete, and the functions seen. */
 function ofPid(text: string, pid: number): { total: number; complete: number; lost: number; fns: Set<string> } {
@@ -131,8 +94,7 @@ function ofPid(text: string, pid: number): { total: number; complete: number; lo
 
 const why = unavailable();
 if (why) {
-  if (REQUIRE) t.fail(`DWUNW_REQUIRE_BPF=1 but ${why}`);
-  else t.pass(`profile tests skipped: ${why}`, { skip: why });
+  skipOrFail(t, why, 'profile tests skipped');
 } else {
   t.test('-p PID -U -f: complete folded stacks', async (tt) => {
     // hot runs until told to stop: the CLI can take seconds to start on a loaded machine

@@ -10,18 +10,15 @@
 //
 // Needs root, the kernel's BTF and BPF (and perf for the oracle): without them the checks are
 // skipped with the reason, unless DWUNW_REQUIRE_BPF=1 (CI), which makes that a failure.
-import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import t from 'tap';
+import { bpfUnavailable, REQUIRE_BPF as REQUIRE, root, type Run, run as runProcess, skipOrFail } from './helpers.js';
 import { type PrEntry, parseProfileJson } from '../lib/profile.js';
 
-const root = fileURLToPath(new URL('..', import.meta.url));
 const profileBin = join(root, 'build', 'bpf', 'profile');
 const hot = join(root, 'fixtures', 'x86_64', 'build', 'hot');
-const REQUIRE = process.env.DWUNW_REQUIRE_BPF === '1';
 
 /** hot's chains: the function found in every stack of the chain, and its entry in hot's report. */
 const CHAINS: Record<string, string> = {
@@ -33,26 +30,8 @@ const CHAINS: Record<string, string> = {
   thread: 'thread_main',
 };
 
-interface Run {
-  status: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-function run(cmd: string, args: string[], timeoutMs = 60_000): Promise<Run> {
-  return new Promise((resolve) => {
-    const child = spawn(cmd, args, { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
-    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
-    let stdout = '';
-    let stderr = '';
-    child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d));
-    child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
-    child.on('close', (status) => {
-      clearTimeout(timer);
-      resolve({ status, stdout, stderr });
-    });
-  });
-}
+/** `cmd ARGS` to its end, with the test's own environment; killed after timeoutMs. */
+const run = (cmd: string, args: string[], timeoutMs = 60_000): Promise<Run> => runProcess(cmd, args, { timeoutMs, env: process.env });
 
 /** hot's own report: {"pid":N,"cpu_ns":{chain: ns}}. */
 function hotReport(text: string): { pid: number; cpu_ns: Record<string, number> } | null {
@@ -107,19 +86,12 @@ function sameFrames(a: string, b: string): boolean {
   return x.length === y.length && x.every((n, i) => n === y[i] || y[i] === '[unknown]' || x[i] === '[unknown]');
 }
 
-function unavailable(): string | null {
-  if (process.platform !== 'linux' || process.arch !== 'x64') return 'needs Linux on x86_64';
-  if (process.getuid?.() !== 0) return 'not root (profile needs CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE)';
-  if (!existsSync('/sys/kernel/btf/vmlinux')) return 'the kernel has no BTF (/sys/kernel/btf/vmlinux)';
-  if (!existsSync(profileBin)) return `${profileBin} is not built (make bpf)`;
-  if (!existsSync(hot)) return `${hot} is not built (make fixtures)`;
-  return null;
-}
+const unavailable = (): string | null =>
+  bpfUnavailable('profile needs CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE', [[profileBin, 'make bpf'], [hot, 'make fixtures']]);
 
 const why = unavailable();
 if (why) {
-  if (REQUIRE) t.fail(`DWUNW_REQUIRE_BPF=1 but ${why}`);
-  else t.pass(`profile tests skipped: ${why}`, { skip: why });
+  skipOrFail(t, why, 'profile tests skipped');
 } else {
   let dwarfTop: Record<string, string> = {};
   let kernelTop: Record<string, string> = {};

@@ -90,6 +90,10 @@ struct dw_cfi_scan {
 int dw_cfi_scan(const struct dw_cfi_section *s, struct dw_cfi_scan *out);
 void dw_cfi_scan_free(struct dw_cfi_scan *scan);
 
+/* The FDE at `off` (a directory such as .eh_frame_hdr named it), its CIE parsed into `sc` on
+ * first use; sc->fdes is not touched. DWUNW_ERR_CORRUPT when `off` holds no FDE. */
+int dw_cfi_fde_at(const struct dw_cfi_section *s, struct dw_cfi_scan *sc, uint64_t off, struct dw_fde *out);
+
 /* Parse one CIE at `off` (for tests and for the scan). */
 int dw_cfi_parse_cie(const struct dw_cfi_section *s, uint64_t off, struct dw_cie *out);
 
@@ -126,6 +130,8 @@ struct dw_col {
 struct dw_frame_state {
 	uint8_t cfa_kind;
 	uint8_t ra_signed;         /* arm64 negate_ra_state toggled an odd number of times */
+	uint8_t changed;           /* an FDE's program ran an instruction other than an advance or a
+				    * nop: 0 means the state is still its CIE's (rows of it are alike) */
 	uint32_t cfa_reg;
 	int64_t cfa_off;
 	const uint8_t *cfa_expr;

@@ -109,6 +109,7 @@ int dw_cfi_run_fde(const struct dw_cfi_section *s, const struct dw_cie *cie,
 	struct dw_frame_state st;
 
 	state_copy(&st, initial);
+	st.changed = 0;
 	return dw_cfi_exec(s, cie, initial, fde->insns, fde->insns_end, fde->pc_begin, fde->pc_end,
 			   &st, row, arg);
 }
@@ -118,8 +119,10 @@ int dw_cfi_exec(const struct dw_cfi_section *s, const struct dw_cie *cie,
 		uint64_t pc_begin, uint64_t pc_end, struct dw_frame_state *st, dw_row_fn row, void *arg)
 {
 	struct dw_cursor c;
-	struct dw_frame_state *stack = NULL; /* DW_CFA_remember_state, allocated on first use */
-	unsigned depth = 0, cap = 0;
+	/* DW_CFA_remember_state: two levels here (most programs need one), deeper ones allocated */
+	struct dw_frame_state local[2];
+	struct dw_frame_state *stack = local;
+	unsigned depth = 0, cap = 2;
 	uint64_t loc = pc_begin;
 	int err = DWUNW_OK;
 	const uint64_t caf = cie->code_align;
@@ -128,6 +131,7 @@ int dw_cfi_exec(const struct dw_cfi_section *s, const struct dw_cie *cie,
 	cur_init(&c, insns, (size_t)(end - insns));
 	while (cur_left(&c) && !err) {
 		uint8_t op = cur_u8(&c);
+
 		uint64_t reg, delta = 0, newloc;
 		int64_t off;
 		const uint8_t *ep;
@@ -140,9 +144,11 @@ int dw_cfi_exec(const struct dw_cfi_section *s, const struct dw_cie *cie,
 		case CFA_offset:
 			off = factored(&c, (int64_t)cur_uleb(&c), daf);
 			err = col_set(st, op & 0x3f, DW_RULE_OFFSET, off);
+			st->changed = 1;
 			continue;
 		case CFA_restore:
 			err = col_restore(st, initial, op & 0x3f);
+			st->changed = 1;
 			continue;
 		}
 
@@ -229,12 +235,15 @@ int dw_cfi_exec(const struct dw_cfi_section *s, const struct dw_cie *cie,
 				break;
 			}
 			if (depth == cap) {
-				unsigned ncap = cap ? cap * 2 : 2;
-				void *p = realloc(stack, ncap * sizeof(*stack));
+				unsigned ncap = cap * 2;
+				void *p = realloc(stack == local ? NULL : stack, ncap * sizeof(*stack));
 				if (!p) {
 					err = DWUNW_ERR_NOMEM;
 					break;
 				}
+				if (stack == local)
+					for (unsigned i = 0; i < depth; i++)
+						state_copy(&((struct dw_frame_state *)p)[i], &local[i]);
 				stack = p;
 				cap = ncap;
 			}
@@ -294,6 +303,8 @@ int dw_cfi_exec(const struct dw_cfi_section *s, const struct dw_cie *cie,
 			err = DWUNW_ERR_UNSUPPORTED_CFI;
 			break;
 		}
+		/* every opcode that gets here (not an advance, not a nop) may change the state */
+		st->changed = 1;
 		if (c.err && !err)
 			err = c.err;
 		continue;
@@ -320,6 +331,7 @@ advance:
 		err = c.err;
 	if (!err && row && loc < pc_end)
 		err = row(arg, loc, st);
-	free(stack);
+	if (stack != local)
+		free(stack);
 	return err;
 }

@@ -444,6 +444,23 @@ int dw_cfi_scan(const struct dw_cfi_section *s, struct dw_cfi_scan *sc)
 	return DWUNW_OK;
 }
 
+int dw_cfi_fde_at(const struct dw_cfi_section *s, struct dw_cfi_scan *sc, uint64_t off, struct dw_fde *out)
+{
+	struct entry e;
+	struct dw_cursor c;
+	uint64_t id;
+	int err = read_entry(s, off, &e);
+
+	if (err)
+		return err;
+	if (e.zero)
+		return DWUNW_ERR_CORRUPT;
+	id = entry_id(s, &e, &c);
+	if (c.err || is_cie_id(s, &e, id))
+		return DWUNW_ERR_CORRUPT;
+	return parse_fde(s, sc, &e, &c, id, out);
+}
+
 void dw_cfi_scan_free(struct dw_cfi_scan *sc)
 {
 	free(sc->cies);

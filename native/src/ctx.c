@@ -7,13 +7,6 @@
 #include "proc.h"
 #include "symbols.h"
 
-#define DWUNW_CTX_MAGIC 0x64776e75u /* "dwnu" */
-
-struct dwunw_ctx_impl *dw_ctx(struct dwunw_ctx *ctx)
-{
-	return ctx && ctx->magic == DWUNW_CTX_MAGIC ? ctx->impl : NULL;
-}
-
 DWUNW_API int dwunw_init(struct dwunw_ctx *ctx, const struct dwunw_config *cfg)
 {
 	struct dwunw_ctx_impl *c;
@@ -90,6 +83,7 @@ DWUNW_API void dwunw_shutdown(struct dwunw_ctx *ctx)
 		struct dwunw_module *m = &c->slots[i];
 		if (m->loaded) {
 			dw_table_free(&m->table);
+			dw_table_free(&m->full);
 			dw_symtab_free(m->syms);
 			dw_elf_close(&m->elf);
 			free(m->path);
@@ -208,7 +202,7 @@ DWUNW_API int dwunw_table_info(struct dwunw_ctx *ctx, struct dwunw_module *mod,
 	if (!dw_ctx(ctx) || !mod || !out)
 		return DWUNW_ERR_INVALID_ARG;
 	memset(out, 0, sizeof(*out));
-	err = dw_module_table(mod, &t);
+	err = dw_module_full_table(mod, &t);
 	if (err)
 		return err;
 	out->rows = t->nrows;
@@ -232,7 +226,7 @@ DWUNW_API int dwunw_table_row(struct dwunw_ctx *ctx, struct dwunw_module *mod, u
 
 	if (!dw_ctx(ctx) || !mod || !out)
 		return DWUNW_ERR_INVALID_ARG;
-	err = dw_module_table(mod, &t);
+	err = dw_module_full_table(mod, &t);
 	if (err)
 		return err;
 	if (index >= t->nrows)
@@ -248,7 +242,7 @@ DWUNW_API int64_t dwunw_table_lookup(struct dwunw_ctx *ctx, struct dwunw_module 
 
 	if (!dw_ctx(ctx) || !mod)
 		return DWUNW_ERR_INVALID_ARG;
-	err = dw_module_table(mod, &t);
+	err = dw_module_full_table(mod, &t);
 	if (err)
 		return err;
 	row = dw_table_find(t, addr);

@@ -15,6 +15,8 @@
 #include "internal.h"
 #include "module.h"
 #include "symbols.h"
+#include "bytes.h"
+#include "table_lazy.h"
 
 int dw_module_get(struct dwunw_module *m, uint32_t gen)
 {
@@ -47,6 +49,7 @@ static void unload(struct dwunw_module *m)
 	atomic_fetch_add_explicit(&m->gen, 1, memory_order_release); /* now odd: empty */
 	if (m->loaded) {
 		dw_table_free(&m->table);
+		dw_table_free(&m->full);
 		dw_symtab_free(m->syms);
 		m->syms = NULL;
 		dw_elf_close(&m->elf);
@@ -56,6 +59,7 @@ static void unload(struct dwunw_module *m)
 	m->loaded = 0;
 	m->stale = 0;
 	atomic_store_explicit(&m->table_state, 0, memory_order_relaxed);
+	atomic_store_explicit(&m->full_state, 0, memory_order_relaxed);
 	atomic_store_explicit(&m->syms_state, 0, memory_order_relaxed);
 }
 
@@ -249,7 +253,24 @@ static int elf_read(void *arg, uint64_t vaddr, void *buf, size_t len)
 	return dw_elf_read_vaddr(arg, vaddr, buf, len);
 }
 
-static int build_table(struct dwunw_module *m)
+/* FDEs from which a table is built by range: DW_LAZY_MIN_FDES, or DWUNW_LAZY_MIN_FDES from the
+ * environment (tests set 1 to send small modules through the lazy path). */
+static uint32_t lazy_min_fdes(void)
+{
+	static _Atomic uint32_t v;
+	uint32_t n = atomic_load_explicit(&v, memory_order_relaxed);
+
+	if (!n) {
+		const char *s = getenv("DWUNW_LAZY_MIN_FDES");
+		char *end;
+		unsigned long x = s ? strtoul(s, &end, 10) : 0;
+		n = s && *s && !*end && x && x <= UINT32_MAX ? (uint32_t)x : DW_LAZY_MIN_FDES;
+		atomic_store_explicit(&v, n, memory_order_relaxed);
+	}
+	return n;
+}
+
+static int build_table(struct dwunw_module *m, int whole, struct dw_table *out)
 {
 	struct dw_elf *e = &m->elf;
 	const struct dw_section *eh = NULL, *dbg = NULL, *text = NULL, *got = NULL;
@@ -292,7 +313,21 @@ static int build_table(struct dwunw_module *m)
 	table_input_ranges(e, ranges, &in.nranges, 16);
 	in.ranges = (const uint64_t (*)[2])ranges;
 	in.arch = e->arch;
-	return dw_table_build(&in, &m->table);
+	/* A big module's table is built by range as pcs are first looked up: its directory is
+	 * .eh_frame_hdr's sorted table. */
+	if (!whole && in.eh_frame && !in.debug_frame) {
+		const struct dw_section *hdr = NULL;
+		struct dw_cursor c;
+		if (dw_elf_section(e, DW_SEC_EH_FRAME_HDR, &hdr) == DWUNW_OK && hdr->size >= 12) {
+			/* fde_count of the usual header (udata4): the size that decides */
+			cur_init(&c, hdr->data + 8, 4);
+			if (((hdr->data[1] & 0x0f) == DW_EH_PE_sdata4 || (hdr->data[1] & 0x0f) == DW_EH_PE_udata4) &&
+			    hdr->data[2] == DW_EH_PE_udata4 && cur_u32(&c) >= lazy_min_fdes() &&
+			    dw_table_lazy_init(&in, hdr->data, hdr->size, hdr->addr, out) == DWUNW_OK)
+				return DWUNW_OK;
+		}
+	}
+	return dw_table_build(&in, out);
 }
 
 int dw_module_table(struct dwunw_module *m, const struct dw_table **out)
@@ -303,7 +338,7 @@ int dw_module_table(struct dwunw_module *m, const struct dw_table **out)
 		pthread_mutex_lock(&m->lock);
 		s = atomic_load_explicit(&m->table_state, memory_order_relaxed);
 		if (s == 0) {
-			int err = build_table(m);
+			int err = build_table(m, 0, &m->table);
 			/* A table with skipped entries is still a table. */
 			s = err ? err : 1;
 			atomic_store_explicit(&m->table_state, s, memory_order_release);
@@ -314,4 +349,38 @@ int dw_module_table(struct dwunw_module *m, const struct dw_table **out)
 		return s;
 	*out = &m->table;
 	return DWUNW_OK;
+}
+
+int dw_module_full_table(struct dwunw_module *m, const struct dw_table **out)
+{
+	int err = dw_module_table(m, out), s;
+
+	if (err || !(*out)->lazy)
+		return err;
+	s = atomic_load_explicit(&m->full_state, memory_order_acquire);
+	if (s == 0) {
+		pthread_mutex_lock(&m->lock);
+		s = atomic_load_explicit(&m->full_state, memory_order_relaxed);
+		if (s == 0) {
+			err = build_table(m, 1, &m->full);
+			s = err ? err : 1;
+			atomic_store_explicit(&m->full_state, s, memory_order_release);
+		}
+		pthread_mutex_unlock(&m->lock);
+	}
+	if (s < 0)
+		return s;
+	*out = &m->full;
+	return DWUNW_OK;
+}
+
+uint64_t dw_module_table_bytes(struct dwunw_module *m)
+{
+	uint64_t n = 0;
+
+	if (atomic_load_explicit(&m->table_state, memory_order_acquire) == 1)
+		n += m->table.lazy ? dw_lazy_bytes(&m->table) : m->table.bytes;
+	if (atomic_load_explicit(&m->full_state, memory_order_acquire) == 1)
+		n += m->full.bytes;
+	return n;
 }

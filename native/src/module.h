@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <sys/types.h>
+#include "ctx_handle.h"
 #include "elf_file.h"
 #include "shape.h"
 #include "table.h"
@@ -47,7 +48,9 @@ struct dwunw_module {
 	/* Built on first use */
 	pthread_mutex_t lock;
 	_Atomic int table_state;    /* 0 = not built, 1 = built, < 0 = DWUNW_ERR_* */
-	struct dw_table table;
+	struct dw_table table;      /* for unwinding: built by range when the module is big */
+	_Atomic int full_state;     /* the same for `full`, built when a caller wants every row */
+	struct dw_table full;       /* every row (dump, export, row APIs); unused when table is eager */
 	_Atomic int syms_state;
 	struct dw_symtab *syms;
 };
@@ -87,8 +90,6 @@ struct dwunw_ctx_impl {
 	struct dw_shape memo_shapes[2][1 << DW_SHAPE_BITS]; /* per memo place (shape.h) */
 };
 
-struct dwunw_ctx_impl *dw_ctx(struct dwunw_ctx *ctx);
-
 /* Take a reference on an already-loaded slot if it still holds generation `gen`. */
 int dw_module_get(struct dwunw_module *m, uint32_t gen);
 void dw_module_put(struct dwunw_module *m);
@@ -110,7 +111,12 @@ int dw_module_find_file(struct dwunw_ctx_impl *c, const char *path, uint32_t maj
 			uint64_t ino, struct dwunw_module **out);
 int dw_module_find_image(struct dwunw_ctx_impl *c, const char *name, struct dwunw_module **out);
 
-/* The module's table, built on first call (thread-safe). */
+/* The module's table for look-ups, built on first call (thread-safe); a big module's is built
+ * by range as pcs are looked up (table_lazy.c). */
 int dw_module_table(struct dwunw_module *m, const struct dw_table **out);
+/* Every row of the module's table: the look-up table when it is eager, else one built whole. */
+int dw_module_full_table(struct dwunw_module *m, const struct dw_table **out);
+/* Bytes held by the module's tables. */
+uint64_t dw_module_table_bytes(struct dwunw_module *m);
 
 #endif

@@ -12,8 +12,7 @@ DWUNW_API int dwunw_module_memory(struct dwunw_ctx *ctx, struct dwunw_module *mo
 		return DWUNW_ERR_INVALID_ARG;
 	memset(out, 0, sizeof(*out));
 	/* Built parts only: asking must not build them. */
-	if (atomic_load_explicit(&mod->table_state, memory_order_acquire) == 1)
-		out->table = mod->table.bytes;
+	out->table = dw_module_table_bytes(mod);
 	if (atomic_load_explicit(&mod->syms_state, memory_order_acquire) == 1)
 		out->symbols = dw_symtab_bytes(mod->syms);
 	/* A caller's image is the caller's memory; a file's is what was read of it. */

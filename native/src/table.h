@@ -2,9 +2,10 @@
 /*
  * The compiled unwind table of one module, built once from its CFI.
  *
- * Rows are two parallel arrays sorted by pc: a 32-bit pc offset from `base` and a rule id. Rules
- * are deduplicated (libc.so.6 has 28.5 k rows but only 396 distinct rules), so a row costs
- * 6 bytes (8 with 32-bit ids). A block index maps pc >> shift to the first candidate row.
+ * Rows are two parallel arrays sorted by pc: a 16-bit pc relative to the row's index block
+ * (blocks span at most 64 KiB) and a rule id. Rules are deduplicated (libc.so.6 has 28.5 k rows
+ * but only 396 distinct rules), so a row costs 4 bytes (6 with 32-bit ids). A block index maps
+ * pc >> shift to the first candidate row.
  * Rule id 0 is the END rule: no CFI from that pc on (the gap after an FDE).
  */
 #ifndef DWUNW_TABLE_H
@@ -76,13 +77,15 @@ struct dw_expr_ref {
 	int64_t shape_off;
 };
 
+struct dw_lazy;
+
 struct dw_table {
 	uint64_t base;             /* module address of pc offset 0 */
 	uint32_t nrows;
 	uint8_t wide_ids;          /* ids32 instead of ids16 */
 	uint8_t addr_size;
 	uint16_t machine;
-	uint32_t *pcs;
+	uint16_t *pcs16;           /* row r > 0 starts at (k << shift) + 1 + pcs16[r], k its block */
 	union {
 		uint16_t *ids16;
 		uint32_t *ids32;
@@ -110,6 +113,9 @@ struct dw_table {
 	uint32_t first_err_src;    /* DWUNW_TABLE_SRC_* of the section that had it */
 	void *mem;                 /* one allocation holding every array */
 	uint64_t bytes;
+	/* Built by range on first use (table_lazy.c): then pcs, ids, blocks, nrows and nrules are
+	 * unused, rules/regrules/exprs never move, and look-ups go through it. NULL: eager. */
+	struct dw_lazy *lazy;
 };
 
 /* Where a table's CFI comes from: up to two sections. The .eh_frame wins where both cover a pc. */
@@ -135,7 +141,11 @@ static inline uint32_t dw_table_id(const struct dw_table *t, uint32_t row)
 	return t->wide_ids ? t->ids32[row] : t->ids16[row];
 }
 
-/* Row covering module address `addr`, or -1 (before the first row / past the table). */
+/* Row `row`'s pc, as an offset from base (a search of the block index: for dumps, not look-ups). */
+uint32_t dw_table_pc(const struct dw_table *t, uint32_t row);
+
+/* Row covering module address `addr`, or -1 (before the first row / past the table). Eager
+ * tables only. */
 int64_t dw_table_find(const struct dw_table *t, uint64_t addr);
 
 /* The rule covering module address `addr` (NULL: none) through the table's look-up cache, which

@@ -301,7 +301,7 @@ DWUNW_API int64_t dwunw_table_dump(struct dwunw_ctx *ctx, struct dwunw_module *m
 
 	if (!dw_ctx(ctx) || !mod || !row || !buf || (format & ~(DWUNW_DUMP_JSON | DWUNW_DUMP_COLOR)))
 		return DWUNW_ERR_INVALID_ARG;
-	if ((err = dw_module_table(mod, &t)))
+	if ((err = dw_module_full_table(mod, &t)))
 		return err;
 	if (*row >= t->nrows)
 		return 0;
@@ -329,7 +329,7 @@ DWUNW_API int64_t dwunw_table_dump(struct dwunw_ctx *ctx, struct dwunw_module *m
 		if (len - used < PREFIX_MAX + d.suffix_len[id])
 			break;
 		char *o = buf + used;
-		uint64_t pc = t->base + t->pcs[r];
+		uint64_t pc = t->base + dw_table_pc(t, (uint32_t)r);
 		if (json) {
 			const char *pre = r ? ",\n{\"pc\":\"0x" : "\n{\"pc\":\"0x";
 			size_t pl = strlen(pre);

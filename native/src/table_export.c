@@ -14,7 +14,7 @@ static int table_of(struct dwunw_ctx *ctx, struct dwunw_module *mod, const struc
 {
 	if (!dw_ctx(ctx) || !mod)
 		return DWUNW_ERR_INVALID_ARG;
-	return dw_module_table(mod, t);
+	return dw_module_full_table(mod, t);
 }
 
 DWUNW_API int dwunw_export_info(struct dwunw_ctx *ctx, struct dwunw_module *mod, struct dwunw_export_info *out)
@@ -46,7 +46,7 @@ DWUNW_API int64_t dwunw_export_rows(struct dwunw_ctx *ctx, struct dwunw_module *
 	if (n > t->nrows - first)
 		n = t->nrows - first;
 	for (uint64_t i = 0; i < n; i++) {
-		pcs[i] = t->base + t->pcs[first + i];
+		pcs[i] = t->base + dw_table_pc(t, (uint32_t)(first + i));
 		rule_ids[i] = dw_table_id(t, (uint32_t)(first + i));
 	}
 	return (int64_t)n;

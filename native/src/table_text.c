@@ -25,8 +25,8 @@ int dw_table_row_text(const struct dw_table *t, const struct dwunw_arch_ops *arc
 		return DWUNW_ERR_INVALID_ARG;
 	memset(out, 0, sizeof(*out));
 	r = dw_table_rule(t, row);
-	out->pc = t->base + t->pcs[row];
-	out->end = row + 1 < t->nrows ? t->base + t->pcs[row + 1] : out->pc;
+	out->pc = t->base + dw_table_pc(t, row);
+	out->end = row + 1 < t->nrows ? t->base + dw_table_pc(t, row + 1) : out->pc;
 	if (r->flags & DW_RULEF_SIGNAL)
 		out->flags |= DWUNW_ROW_SIGNAL;
 	if (r->flags & DW_RULEF_RA_SIGNED)

@@ -639,7 +639,7 @@ static void test_table_merge(void)
 	static const uint32_t pcs[] = { 0, 1, 2, 0x20, 0x40, 0x49, 0x4a, 0x58 };
 	int same = t.nrows == 8;
 	for (uint32_t i = 0; same && i < 8; i++)
-		same = t.pcs[i] == pcs[i];
+		same = dw_table_pc(&t, i) == pcs[i];
 	ok(same, "merged neighbours, END gaps, overlap clipped (%u rows)", t.nrows);
 	is_int(t.nrules, 3, "END + two distinct rules");
 	ok(dw_table_rule(&t, 3)->cfa_kind == DW_CFA_KIND_END && dw_table_rule(&t, 7)->cfa_kind == DW_CFA_KIND_END, "END rows");
@@ -647,7 +647,7 @@ static void test_table_merge(void)
 	for (uint64_t pc = 0x1ff0; pc < 0x2060; pc++) {
 		int64_t want = -1;
 		for (uint32_t i = 0; i < t.nrows; i++)
-			if (0x2000 + t.pcs[i] <= pc)
+			if (0x2000 + dw_table_pc(&t, i) <= pc)
 				want = i;
 		if (dw_table_find(&t, pc) != want) {
 			ok(0, "lookup of 0x%llx", (unsigned long long)pc);
@@ -686,6 +686,51 @@ static void test_table_merge(void)
 	is_int(dw_table_build(&in, &t), DWUNW_ERR_NO_DWARF, "no FDE → NO_DWARF");
 }
 
+/* 16-bit pcs: rows farther apart than a block (64 KiB at most) and rows exactly on block starts
+ * keep their pcs and look up like a linear scan. */
+static void test_table_sparse(void)
+{
+	static struct buf b;
+	static const uint64_t starts[] = { 0x10000, 0x10004, 0x20000, 0x20010, 0x31000, 0x131000,
+					   0x131008, 0x140000, 0x3140000 };
+	static const uint8_t push[] = { 0x41, 0x0e, 16 };
+	uint64_t want[32];
+	uint32_t nwant = 0;
+	struct dw_table t;
+
+	memset(&b, 0, sizeof(b));
+	size_t cie = eh_cie(&b, "zR", x86_cie, sizeof(x86_cie));
+	/* each FDE 4 bytes: a row at its start, one at +1, END at +4 unless the next FDE starts there */
+	for (uint32_t i = 0; i < sizeof(starts) / sizeof(starts[0]); i++) {
+		eh_fde(&b, cie, 0x1000, starts[i], 4, 1, push, sizeof(push));
+		want[nwant++] = starts[i];
+		want[nwant++] = starts[i] + 1;
+		if (i + 1 == sizeof(starts) / sizeof(starts[0]) || starts[i + 1] != starts[i] + 4)
+			want[nwant++] = starts[i] + 4;
+	}
+	struct dw_cfi_section s = eh_section(&b, 0x1000);
+	struct dw_table_input in = { .eh_frame = &s, .addr_size = 8, .machine = EM_X86_64 };
+	is_int(dw_table_build(&in, &t), 0, "sparse table builds");
+	int same = t.nrows == nwant && t.shift <= 16;
+	for (uint32_t i = 0; same && i < nwant; i++)
+		same = t.base + dw_table_pc(&t, i) == want[i];
+	ok(same, "%u rows over 50 MiB keep their pcs in 16 bits (shift %u)", t.nrows, t.shift);
+	same = 1;
+	for (uint32_t i = 0; same && i < nwant; i++)
+		for (int64_t d = -2; same && d <= 2; d++) {
+			uint64_t pc = want[i] + (uint64_t)d;
+			int64_t lin = -1;
+			for (uint32_t r = 0; r < nwant; r++)
+				if (want[r] <= pc)
+					lin = r;
+			same = dw_table_find(&t, pc) == lin;
+			if (!same)
+				printf("# pc 0x%llx: %lld, want %lld\n", (unsigned long long)pc, (long long)dw_table_find(&t, pc), (long long)lin);
+		}
+	ok(same, "look-ups around every row agree with a linear scan");
+	dw_table_free(&t);
+}
+
 int main(void)
 {
 	test_encodings();
@@ -695,5 +740,6 @@ int main(void)
 	test_dwarf5_example();
 	test_cie_forms();
 	test_table_merge();
+	test_table_sparse();
 	return done_testing();
 }
