@@ -85,7 +85,9 @@ found:
 		return;
 	}
 	pl->tbias = pl->bias + pl->table->base;
-	pl->rcache = pl->table->rcache;
+	/* walk_fast only below 4 GiB: the shape caches' keys are offsets in the mapping + 1, in
+	 * 32 bits and never 0 (an empty entry) */
+	pl->rcache = pl->len < UINT32_MAX - 1 ? pl->table->rcache : NULL;
 	pl->rshift = 64 - pl->table->rcache_bits;
 	pl->rules = pl->table->rules;
 	pl->regrules = pl->table->regrules;

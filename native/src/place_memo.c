@@ -26,10 +26,10 @@ int dw_memo_take(struct walk *w)
 		}
 		pl->unused = 1;
 		pl->hidx = (uint8_t)w->nheld;
-		/* its pre-decoded rules: keys are offsets in the mapping, below 2^32 - 1 */
+		/* its pre-decoded rules (a memo place has walk_fast's look-up: a mapping below 4 GiB) */
 		pl->shapes = c->memo_shapes[i];
 		pl->memo_slot = (uint8_t)(i + 1);
-		pl->shapes_w = pl->len < UINT32_MAX;
+		pl->shapes_w = 1;
 		w->nplaces++;
 		if (w->nheld && w->held[0].m == pl->mod) {
 			/* two mappings of one module: one reference */

@@ -7,7 +7,9 @@
 
 #include <stdint.h>
 
-#define DW_SHAPE_BITS 8            /* entries per cache: 1 << DW_SHAPE_BITS, two ways per set */
+#define DW_SHAPE_BITS 8            /* entries per cache: 1 << DW_SHAPE_BITS */
+#define DW_SHAPE_WAYS 4            /* entries per set, the newest first: a few pcs that hash
+				    * alike (it depends on the layout) do not evict each other */
 
 struct dw_shape {
 	uint32_t key;              /* the look-up's offset in the place's mapping + 1; 0: empty */
@@ -20,10 +22,10 @@ struct dw_shape {
 	uint64_t step_mask;        /* registers the step sets */
 };
 
-/* The set of a key (a mapping offset + 1): its first entry, the newest; the other way follows. */
+/* The set of a key (a mapping offset + 1): its first entry, the newest; the other ways follow. */
 static inline uint32_t dw_shape_slot(uint32_t key)
 {
-	return ((key * 0x9e3779b9u) >> (32 - DW_SHAPE_BITS)) & ~1u;
+	return ((key * 0x9e3779b9u) >> (32 - DW_SHAPE_BITS)) & ~(uint32_t)(DW_SHAPE_WAYS - 1);
 }
 
 #endif

@@ -385,7 +385,7 @@ static inline __attribute__((always_inline)) int fast_frame(const struct fast_en
 	const struct place *p = st->p;
 	const uint64_t pc = st->pc, sp = st->sp, lookup = pc - dec;
 	const struct dw_rule *rule;
-	const struct dw_shape *sh;
+	const struct dw_shape *sh, *set;
 	struct dw_shape tmp;
 	uint64_t key, ent, cfa, lo, npc;
 	uint32_t skey;
@@ -426,7 +426,11 @@ static inline __attribute__((always_inline)) int fast_frame(const struct fast_en
 	 * cache (filling the shape cache when the capture owns it) */
 	skey = (uint32_t)(lookup - p->start) + 1;
 	sh = &p->shapes[dw_shape_slot(skey)];
-	if (DW_UNLIKELY(sh->key != skey) && (++sh)->key != skey) {
+	if (DW_UNLIKELY(sh->key != skey)) {
+		set = sh;
+		for (sh = set + 1; sh < set + DW_SHAPE_WAYS; sh++)
+			if (sh->key == skey)
+				goto shape_hit;
 		key = lookup - p->tbias + 1; /* 0 never matches: an entry's key is below 2^32 */
 		slot = &p->rcache[((key * 0x9e3779b97f4a7c15ull) >> p->rshift) & ~1ull];
 		ent = atomic_load_explicit(slot, memory_order_relaxed);
@@ -453,13 +457,14 @@ static inline __attribute__((always_inline)) int fast_frame(const struct fast_en
 					 .span = rule->span, .ra_slot = rule->ra_slot, .fp_slot = rule->fp_slot,
 					 .flags = (uint8_t)fl, .step_mask = rule->step_mask };
 		if (p->shapes_w) {
-			/* the newest in way 0, the one it replaces in way 1 */
-			struct dw_shape *set = (struct dw_shape *)sh - 1;
-			set[1] = set[0];
-			set[0] = tmp;
+			/* the newest first, the oldest goes */
+			struct dw_shape *ws = (struct dw_shape *)set;
+			memmove(ws + 1, ws, (DW_SHAPE_WAYS - 1) * sizeof(*ws));
+			ws[0] = tmp;
 		}
 		sh = &tmp;
 	}
+shape_hit:
 	fl = sh->flags;
 	if (fl & DW_RULEF_CFA_FP) {
 		if (DW_UNLIKELY(!(((v0 | st->saved) >> e->fpr) & 1)))

@@ -26,7 +26,7 @@ struct place {
 	uint64_t start, len;       /* the mapping: lookup - start < len */
 	uint64_t bias;
 	const struct dw_table *table;
-	/* the table's look-up, unpacked for walk_fast (rcache NULL: no table) */
+	/* the table's look-up, unpacked for walk_fast (rcache NULL: no table, or no walk_fast) */
 	uint64_t tbias;            /* bias + table base: lookup - tbias is the table offset */
 	_Atomic uint64_t *rcache;
 	unsigned rshift;
