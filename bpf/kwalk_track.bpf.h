@@ -1,26 +1,21 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /*
- * --unwind=kernel process tracking (kwalk_track.h), included by a tool's X.bpf.c after
- * capture.bpf.h, with KW_TRACK_SELECTED(tgid, tid) defined: which processes it follows.
+ * --unwind=kernel process tracking (kwalk_track.h): one consumer of the mapping tracker
+ * (maptrack.bpf.h includes this header when the tool defines KW_TRACK_SELECTED(tgid, tid), which
+ * processes it follows, and the tool sets kw_track_enabled).
  *
- * mmap: the entry of an mmap(PROT_EXEC) of a file notes the thread (bounded LRU), its exit sends
- * one small record when the call succeeded, so the new module's table is loaded before the
- * samples in it rather than after the first of them fell back. The raw syscall tracepoints are
- * used (BTF; no tracefs, kprobes or syscall events needed, which kernels often lack); they run
- * for every system call, so the first test is the call number, and a tool attaches them in
- * kernel mode only. Exit: kw_track_exit() from the tool's sched_process_exit program.
+ * mmap: the tracker's entry notes an mmap(PROT_EXEC) of a file (kw_track_wants), its exit sends
+ * one small record when the call succeeded (kw_track_mmap), so the new module's table is loaded
+ * before the samples in it rather than after the first of them fell back. Exit: kw_track_exit()
+ * from the tool's sched_process_exit program.
  */
 #ifndef DWUNW_KWALK_TRACK_BPF_H
 #define DWUNW_KWALK_TRACK_BPF_H
 
 #include "kwalk_track.h"
+#include "mapcall.bpf.h"
 
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 4096);
-	__type(key, __u32);
-	__type(value, __u8);
-} kw_mmap_pending SEC(".maps");
+const volatile __u32 kw_track_enabled = 0;   /* set by the tool before load */
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -28,19 +23,6 @@ struct {
 	__type(key, __u32);
 	__type(value, __u64);
 } kw_track_counters SEC(".maps");
-
-#define KW_PROT_EXEC 0x4
-#if defined(__TARGET_ARCH_arm64)
-#define KW_NR_MMAP 222
-#define KW_SYSCALL_NR(r) ((r)->syscallno)
-#define KW_MMAP_PROT(r)  ((r)->regs[2])
-#define KW_MMAP_FD(r)    ((int)(r)->regs[4])
-#else
-#define KW_NR_MMAP 9
-#define KW_SYSCALL_NR(r) ((r)->orig_ax)
-#define KW_MMAP_PROT(r)  ((r)->dx)
-#define KW_MMAP_FD(r)    ((int)(r)->r8)
-#endif
 
 static __always_inline void kw_track_count(__u32 idx)
 {
@@ -67,42 +49,19 @@ static __always_inline void kw_track_exit(void *ctx, __u32 tgid)
 	kw_track_rec(ctx, KW_KIND_EXIT, tgid);
 }
 
-SEC("tp_btf/sys_enter")
-int BPF_PROG(kw_mmap_enter, struct pt_regs *regs, long id)
+/* At a call's entry: an mmap of a file made executable (its table may be new). */
+static __always_inline bool kw_track_wants(const struct map_call *c)
 {
-	__u64 pid_tgid;
-	__u32 tid;
-	__u8 one = 1;
-
-	if (id != KW_NR_MMAP || !(KW_MMAP_PROT(regs) & KW_PROT_EXEC) || KW_MMAP_FD(regs) < 0)
-		return 0;
-	pid_tgid = bpf_get_current_pid_tgid();
-	tid = (__u32)pid_tgid;
-	if (!(KW_TRACK_SELECTED((__u32)(pid_tgid >> 32), tid)))
-		return 0;
-	if (bpf_map_update_elem(&kw_mmap_pending, &tid, &one, BPF_ANY))
-		kw_track_count(KW_TC_LOST);
-	return 0;
+	return c->nr == MC_NR_MMAP && (c->prot & MC_PROT_EXEC) && c->fd >= 0;
 }
 
-SEC("tp_btf/sys_exit")
-int BPF_PROG(kw_mmap_exit, struct pt_regs *regs, long ret)
+/* At the exit of a call kw_track_wants: told when it succeeded. */
+static __always_inline void kw_track_mmap(void *ctx, __u64 ret, __u32 tgid)
 {
-	__u64 pid_tgid;
-	__u32 tid;
-
-	if (KW_SYSCALL_NR(regs) != KW_NR_MMAP)
-		return 0;
-	pid_tgid = bpf_get_current_pid_tgid();
-	tid = (__u32)pid_tgid;
-	if (!bpf_map_lookup_elem(&kw_mmap_pending, &tid))
-		return 0;
-	bpf_map_delete_elem(&kw_mmap_pending, &tid);
-	if (ret < 0 && ret >= -4095)
-		return 0;
+	if (MC_FAILED(ret))
+		return;
 	kw_track_count(KW_TC_MMAP);
-	kw_track_rec(ctx, KW_KIND_MMAP, pid_tgid >> 32);
-	return 0;
+	kw_track_rec(ctx, KW_KIND_MMAP, tgid);
 }
 
 #endif /* DWUNW_KWALK_TRACK_BPF_H */

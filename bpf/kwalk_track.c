@@ -8,43 +8,22 @@
 #include "frames.h"
 #include "kwalk_track_user.h"
 #include "kwalk_user.h"
+#include "maptrack_user.h"
 #include "tool_util.h"
-
-static const char *const progs[2] = { "kw_mmap_enter", "kw_mmap_exit" };
-
-void kw_track_autoload(struct bpf_object *obj, bool on)
-{
-	for (int i = 0; i < 2; i++) {
-		struct bpf_program *p = bpf_object__find_program_by_name(obj, progs[i]);
-
-		if (p)
-			bpf_program__set_autoload(p, on);
-	}
-}
 
 int kw_track_attach(struct kw_track *t, struct bpf_object *obj)
 {
+	int err = maptrack_attach(obj);
 
-	for (int i = 0; i < 2; i++) {
-		struct bpf_program *p = bpf_object__find_program_by_name(obj, progs[i]);
-
-		t->links[i] = p ? bpf_program__attach(p) : NULL;
-		if (!t->links[i]) {
-			int err = p ? -errno : -ENOENT;
-
-			kw_track_detach(t);
-			return err;
-		}
-	}
-	return 0;
+	t->attached = !err;
+	return err;
 }
 
 void kw_track_detach(struct kw_track *t)
 {
-	for (int i = 0; i < 2; i++) {
-		bpf_link__destroy(t->links[i]);
-		t->links[i] = NULL;
-	}
+	if (t->attached)
+		maptrack_detach();
+	t->attached = false;
 }
 
 static size_t slot_of(struct kw_track *t, uint32_t pid)

@@ -21,7 +21,6 @@
 #include "kwalk_track.h"
 
 struct bpf_object;
-struct bpf_link;
 struct kw_loader;
 
 #define KW_TRACK_SLOTS 1024
@@ -37,7 +36,7 @@ struct kw_track {
 	uint64_t loads;                    /* table (re)loads */
 	uint64_t mmaps, exits;             /* records handled */
 	uint64_t deferred;                 /* fallbacks not (yet) worth a load */
-	struct bpf_link *links[2];
+	bool attached;                     /* the mapping tracker's programs (maptrack_user.h) */
 	struct {
 		uint32_t pid;                  /* pid + 1 */
 		uint32_t fallbacks;
@@ -46,9 +45,8 @@ struct kw_track {
 	} tried[KW_TRACK_SLOTS];
 };
 
-/* Before load: load the mmap tracepoint programs only when they will be attached. */
-void kw_track_autoload(struct bpf_object *obj, bool on);
-/* Attach the mmap tracepoints (0, or a negative errno: the tables then load on fallbacks). */
+/* Attach the mapping tracker (its kwalk notices on with the tool's .rodata kw_track_enabled):
+ * 0, or a negative errno (the tables then load on fallbacks). */
 int kw_track_attach(struct kw_track *t, struct bpf_object *obj);
 void kw_track_detach(struct kw_track *t);
 /* (Re)load pid's tables: at once with force; else (a fallback wanting tables) once it has

@@ -1,14 +1,12 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /*
  * Mapping changes of traced processes as records in the capture channel (reusable: memleak,
- * profile). Include after capture.bpf.h, with MAPEV_TRACED(tgid) defined by the tool (its
- * process filter); attach mapev_sys_enter, mapev_sys_exit and mapev_exec.
+ * profile): one consumer of the mapping tracker (maptrack.bpf.h, which includes this header and
+ * calls mapev_enter/mapev_exit from its system call programs); the tool defines
+ * MAPEV_TRACED(tgid) (its process filter), sets mapev_enabled and attaches mapev_exec too.
  *
- * Why raw syscall tracepoints: sys_enter/sys_exit are stable by name on every kernel with BPF
- * raw tracepoints (4.17+), need no tracefs (syscalls:sys_exit_mmap does) and no kernel function
- * that may be inlined or renamed (the mmap/munmap internals differ between 6.1 and 6.18). The
- * file of a new mapping is read from its VMA (bpf_find_vma, 5.17+) at the syscall's exit, so the
- * record names what was really mapped (dev, inode, offset, path). Mappings the kernel makes
+ * The file of a new mapping is read from its VMA (bpf_find_vma, 5.17+) at the syscall's exit, so
+ * the record names what was really mapped (dev, inode, offset, path). Mappings the kernel makes
  * itself at exec (the program, the dynamic loader) are not syscalls: user space reads them from
  * /proc/PID/maps after the exec record (maps_view.c).
  */
@@ -21,47 +19,9 @@
 #error "define MAPEV_TRACED(tgid) before including mapev.bpf.h"
 #endif
 
-#if defined(__TARGET_ARCH_x86)
-#define MAPEV_NR_MMAP     9
-#define MAPEV_NR_MUNMAP   11
-#define MAPEV_NR_MMAP2    -1
-#define MAPEV_NR_MPROTECT 10
-#define MAPEV_NR_MREMAP   25
-#define MAPEV_MAP_ANON    0x20
-#elif defined(__TARGET_ARCH_arm64)
-#define MAPEV_NR_MMAP     222
-#define MAPEV_NR_MUNMAP   215
-#define MAPEV_NR_MMAP2    -1
-#define MAPEV_NR_MPROTECT 226
-#define MAPEV_NR_MREMAP   216
-#define MAPEV_MAP_ANON    0x20
-#elif defined(__TARGET_ARCH_mips)
-#define MAPEV_NR_MMAP     4090
-#define MAPEV_NR_MUNMAP   4091
-#define MAPEV_NR_MMAP2    4210
-#define MAPEV_NR_MPROTECT 4125
-#define MAPEV_NR_MREMAP   4167
-#define MAPEV_MAP_ANON    0x800
-#else
-#error "mapev.bpf.h: no syscall numbers for this architecture"
-#endif
+#include "mapcall.bpf.h"
 
 const volatile __u32 mapev_enabled = 0;      /* set by the tool before load */
-
-#define MAPEV_PROT_EXEC 4   /* PROT_EXEC and VM_EXEC alike */
-
-/* a call in flight on a thread (set at entry, taken at exit) */
-struct mapev_call {
-	__u64 addr, len, new_len;
-	__u32 nr, prot;
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 4096);
-	__type(key, __u32);
-	__type(value, struct mapev_call);
-} mapev_pending SEC(".maps");
 
 struct mapev_vma_ctx {
 	__u64 start, end, pgoff, flags;
@@ -210,120 +170,68 @@ static __always_inline bool mapev_vma_exec(__u64 addr)
 	if (!bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_find_vma))
 		return true; /* cannot tell: send it */
 	return bpf_find_vma(bpf_get_current_task_btf(), addr, mapev_exec_cb, &flags, 0) == 0 &&
-	       (flags & MAPEV_PROT_EXEC);
+	       (flags & MC_PROT_EXEC);
 }
 
-SEC("raw_tp/sys_enter")
-int mapev_sys_enter(struct bpf_raw_tracepoint_args *ctx)
+/*
+ * At a call's entry (maptrack.bpf.h): munmap is sent now; whether the exit of the others is
+ * wanted: a file mmap, code made executable, writable or taken away (not data pages: glibc grows
+ * its arenas' heaps with mprotect), code moved (glibc's realloc moves large data blocks with
+ * mremap: not those).
+ */
+static __always_inline bool mapev_enter(void *ctx, const struct map_call *c)
 {
-	long id = (long)ctx->args[1];
-	struct pt_regs *regs = (struct pt_regs *)ctx->args[0];
-	struct mapev_call call = {};
-	__u64 pid_tgid;
+	struct mapev_rec *r;
 
-	if (!mapev_enabled || (id != MAPEV_NR_MMAP && id != MAPEV_NR_MUNMAP && id != MAPEV_NR_MMAP2 &&
-			       id != MAPEV_NR_MPROTECT && id != MAPEV_NR_MREMAP))
-		return 0;
-	pid_tgid = bpf_get_current_pid_tgid();
-	if (!MAPEV_TRACED((__u32)(pid_tgid >> 32)))
-		return 0;
-	if (id == MAPEV_NR_MUNMAP) {
-		struct mapev_rec *r = mapev_begin();
-		__u64 addr = PT_REGS_PARM1_CORE_SYSCALL(regs);
-		__u64 len = PT_REGS_PARM2_CORE_SYSCALL(regs);
-
+	if (c->nr == MC_NR_MUNMAP) {
+		r = mapev_begin();
 		if (!r)
-			return 0;
+			return false;
 		r->op = MAPEV_MUNMAP;
-		r->start = addr;
-		r->end = addr + ((len + 4095) & ~4095ull);
+		r->start = c->addr;
+		r->end = c->addr + MC_PAGES(c->len);
 		mapev_end(ctx, r);
-		return 0;
+		return false;
 	}
-	call.nr = (__u32)id;
-	call.addr = PT_REGS_PARM1_CORE_SYSCALL(regs);
-	call.len = PT_REGS_PARM2_CORE_SYSCALL(regs);
-	if (id == MAPEV_NR_MPROTECT) {
-		/* code made executable (JIT), or code made writable or taken away: not data pages
-		 * (glibc grows its arenas' heaps with mprotect) */
-		call.prot = (__u32)PT_REGS_PARM3_CORE_SYSCALL(regs);
-		if (!(call.prot & MAPEV_PROT_EXEC) && !mapev_vma_exec(call.addr))
-			return 0;
-	} else if (id == MAPEV_NR_MREMAP) {
-		/* code moved (glibc's realloc moves large data blocks with mremap: not those) */
-		call.new_len = PT_REGS_PARM3_CORE_SYSCALL(regs);
-		if (!mapev_vma_exec(call.addr))
-			return 0;
-	} else if (PT_REGS_PARM4_CORE_SYSCALL(regs) & MAPEV_MAP_ANON) {
-		return 0;
-	}
-	__u32 tid = (__u32)pid_tgid;
-
-	bpf_map_update_elem(&mapev_pending, &tid, &call, BPF_ANY);
-	return 0;
+	if (c->nr == MC_NR_MPROTECT)
+		return (c->prot & MC_PROT_EXEC) || mapev_vma_exec(c->addr);
+	if (c->nr == MC_NR_MREMAP)
+		return mapev_vma_exec(c->addr);
+	return !(c->flags & MC_MAP_ANON);
 }
 
-/* mprotect and mremap returned (ret: 0, or mremap's new address) */
-static __always_inline int mapev_exit_change(void *ctx, const struct mapev_call *call, __u64 ret)
+/* At the exit of a call mapev_enter wanted (ret: the new address, 0, or -errno). */
+static __always_inline void mapev_exit(void *ctx, const struct map_call *c, __u64 ret)
 {
+	struct mapev_vma_ctx v = {};
 	struct mapev_rec *r;
 
-	if (ret >= (__u64)-4095)
-		return 0;
+	if (MC_FAILED(ret))
+		return;
 	r = mapev_begin();
 	if (!r)
-		return 0;
-	if (call->nr == MAPEV_NR_MPROTECT) {
+		return;
+	if (c->nr == MC_NR_MPROTECT) {
 		r->op = MAPEV_MPROTECT;
-		r->start = call->addr;
-		r->end = call->addr + ((call->len + 4095) & ~4095ull);
-		r->prot = call->prot & 7;
-	} else {
+		r->start = c->addr;
+		r->end = c->addr + MC_PAGES(c->len);
+		r->prot = c->prot & 7;
+	} else if (c->nr == MC_NR_MREMAP) {
 		r->op = MAPEV_MREMAP;
-		r->old_start = call->addr;
-		r->old_end = call->addr + ((call->len + 4095) & ~4095ull);
+		r->old_start = c->addr;
+		r->old_end = c->addr + MC_PAGES(c->len);
 		r->start = ret;
-		r->end = ret + ((call->new_len + 4095) & ~4095ull);
+		r->end = ret + MC_PAGES(c->new_len);
+	} else {
+		r->start = ret;
+		r->end = ret + MC_PAGES(c->len);
+		r->op = MAPEV_MMAP_UNKNOWN;
+		if (bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_find_vma) &&
+		    bpf_find_vma(bpf_get_current_task_btf(), ret, mapev_vma_cb, &v, 0) == 0 && v.file &&
+		    v.start <= ret)
+			mapev_file(r, &v, ret);
 	}
 	mapev_end(ctx, r);
-	return 0;
-}
-
-SEC("raw_tp/sys_exit")
-int mapev_sys_exit(struct bpf_raw_tracepoint_args *ctx)
-{
-	__u64 pid_tgid, len, ret = ctx->args[1];
-	struct mapev_call *callp, call;
-	struct mapev_vma_ctx c = {};
-	struct mapev_rec *r;
-	__u32 tid;
-
-	if (!mapev_enabled)
-		return 0;
-	pid_tgid = bpf_get_current_pid_tgid();
-	tid = (__u32)pid_tgid;
-	callp = bpf_map_lookup_elem(&mapev_pending, &tid);
-	if (!callp)
-		return 0;
-	call = *callp;
-	bpf_map_delete_elem(&mapev_pending, &tid);
-	if (call.nr == MAPEV_NR_MPROTECT || call.nr == MAPEV_NR_MREMAP)
-		return mapev_exit_change(ctx, &call, ret);
-	len = call.len;
-	if (ret >= (__u64)-4095)
-		return 0;
-	r = mapev_begin();
-	if (!r)
-		return 0;
-	r->start = ret;
-	r->end = ret + ((len + 4095) & ~4095ull);
-	r->op = MAPEV_MMAP_UNKNOWN;
-	if (bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_find_vma) &&
-	    bpf_find_vma(bpf_get_current_task_btf(), ret, mapev_vma_cb, &c, 0) == 0 && c.file &&
-	    c.start <= ret)
-		mapev_file(r, &c, ret);
-	mapev_end(ctx, r);
-	return 0;
 }
 
 /* The file mapping of the VMA holding addr, as an MMAP record; its end in *end (0: none). */

@@ -12,6 +12,7 @@
 #include "mapev.h"
 #include "maps_hold.h"
 #include "maps_view.h"
+#include "maptrack_user.h"
 #include "tool_signals.h"
 #include "tool_util.h"
 #ifdef HAVE_DWUNW
@@ -569,9 +570,12 @@ void maps_view_forget(uint32_t pid)
 
 int maps_view_attach(struct bpf_object *obj, struct bpf_link ***links, size_t *nlinks)
 {
-	static const char *const progs[] = { "mapev_exec", "mapev_sys_enter", "mapev_sys_exit" };
+	static const char *const progs[] = { "mapev_exec" };
+	int err = tool_links_attach(obj, progs, 1, links, nlinks);
 
-	return tool_links_attach(obj, progs, sizeof(progs) / sizeof(progs[0]), links, nlinks);
+	/* the system calls through the tracker shared with the walker's notices (maptrack_user.h);
+	 * its links live as long as the tool */
+	return err ? err : maptrack_attach(obj);
 }
 
 void maps_view_json(void)

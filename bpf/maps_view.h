@@ -69,7 +69,8 @@ const char *maps_view_describe(uint32_t pid, uint64_t pc, uint64_t ts, const cha
 
 struct bpf_object;
 struct bpf_link;
-/* Attach mapev.bpf.h's programs of obj, appended to *links: 0 or a negative errno. */
+/* Attach mapev.bpf.h's exec program of obj, appended to *links, and the mapping tracker
+ * (maptrack_user.h): 0 or a negative errno. */
 int maps_view_attach(struct bpf_object *obj, struct bpf_link ***links, size_t *nlinks);
 
 /* The summary: JSON (",\"maps\":{...}") and a text line, when mapping events are on. */

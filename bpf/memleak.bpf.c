@@ -86,15 +86,13 @@ static __always_inline int ml_target(__u64 pid_tgid)
 	return follow_match((__u32)(pid_tgid >> 32), target_tgid);
 }
 
-#ifdef ML_HAVE_KWALK
-/* --unwind=kernel: executable mappings and exits of the traced processes */
-#define KW_TRACK_SELECTED(tgid, tid) follow_match(tgid, target_tgid)
-#include "kwalk_track.bpf.h"
-#endif
-
-/* mapping changes of the traced processes, in order with the records (dwarf mode) */
+/* the mapping tracker's consumers: mapping changes of the traced processes in order with the
+ * records (mapev); --unwind=kernel: their executable mappings for the walker's tables */
 #define MAPEV_TRACED(tgid) follow_match((tgid), target_tgid)
-#include "mapev.bpf.h"
+#ifdef ML_HAVE_KWALK
+#define KW_TRACK_SELECTED(tgid, tid) follow_match(tgid, target_tgid)
+#endif
+#include "maptrack.bpf.h"
 
 static __always_inline void ml_trace(void *ctx, __u32 fn, __u64 addr, __u64 size)
 {

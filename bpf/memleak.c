@@ -166,7 +166,7 @@ int main(int argc, char **argv)
 
 	if (!err && env.unwind == ML_UNWIND_KERNEL)
 		err = kw_size_maps(skel->obj, &kwo);
-	kw_track_autoload(skel->obj, env.unwind == ML_UNWIND_KERNEL);
+	skel->rodata->kw_track_enabled = env.unwind == ML_UNWIND_KERNEL;
 #endif
 	if (err)
 		die("cannot size the maps: %s", strerror(-err));

@@ -83,13 +83,11 @@ static __always_inline int selected(__u32 tgid, __u32 tid)
 	return 1;
 }
 
-/* dwarf mode, -p / -- COMMAND: mapping changes in order with the samples (maps_view.h) */
+/* the mapping tracker's consumers: -p / -- COMMAND, mapping changes in order with the samples
+ * (maps_view.h); --unwind=kernel: executable mappings of the selected processes */
 #define MAPEV_TRACED(tgid) (filter_tgid && bpf_map_lookup_elem(&tgids, &(__u32){ (tgid) }))
-#include "mapev.bpf.h"
-
-/* --unwind=kernel: executable mappings and exits of the selected processes */
 #define KW_TRACK_SELECTED(tgid, tid) selected(tgid, tid)
-#include "kwalk_track.bpf.h"
+#include "maptrack.bpf.h"
 
 /*
  * Inside execve the new program's memory is installed before its registers (the loader sets

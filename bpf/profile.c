@@ -477,7 +477,7 @@ int main(int argc, char **argv)
 
 	if (!err && opts.unwind == PR_UNWIND_KERNEL && opts.user)
 		err = kw_size_maps(skel->obj, &kwo);
-	kw_track_autoload(skel->obj, opts.unwind == PR_UNWIND_KERNEL && opts.user);
+	skel->rodata->kw_track_enabled = opts.unwind == PR_UNWIND_KERNEL && opts.user;
 #endif
 	if (err)
 		die("cannot size the maps: %s", strerror(-err));
