@@ -41,6 +41,10 @@ static void place_fill(struct walk *w, struct place *pl, uint64_t lookup, uint32
 	}
 	pl->start = m->start;
 	pl->len = m->end - m->start;
+	if (pl->len) {
+		pl->start1 = pl->start + 1;
+		pl->len1 = pl->len - 1;
+	}
 	if (m->kind == DW_MAP_UPROBES)
 		pl->fflags = DWUNW_FRAME_UPROBE_TRAMP;
 	else if (m->kind == DW_MAP_ANON && (m->prot & DW_PROT_X))

@@ -395,23 +395,23 @@ static inline __attribute__((always_inline)) int fast_frame(const struct fast_en
 	unsigned fl;
 
 	/* lookup and pc (= lookup + dec) both in the place (never for pc 0 after a step) */
-	if (DW_UNLIKELY(lookup - p->start >= p->len - dec)) {
+	if (DW_UNLIKELY(dec ? pc - p->start1 >= p->len1 : lookup - p->start >= p->len)) {
 		const struct place *t = st->a;
 
 		/* the step before read a zero return address: the chain's end (checked here, off
 		 * the common path) */
 		if (DW_UNLIKELY(pc == 0) && f != st->f0)
 			return FAST_END;
-		if (DW_UNLIKELY(!t->rcache || lookup - t->start >= t->len - dec)) {
+		if (DW_UNLIKELY(!t->rcache || (dec ? pc - t->start1 >= t->len1 : lookup - t->start >= t->len))) {
 			/* a third module: the other recent places */
 			for (t = e->places; t < e->places_end; t++)
-				if (t->rcache && lookup - t->start < t->len - dec)
+				if (t->rcache && (dec ? pc - t->start1 < t->len1 : lookup - t->start < t->len))
 					break;
 			if (t == e->places_end) {
 				/* not seen yet in this capture: its place, filled here */
 				uint64_t lk = lookup;
 				t = dw_frame_place(e->w, &lk, pc, (uint32_t)(f - frames));
-				if (lk != lookup || lookup - t->start >= t->len - dec)
+				if (lk != lookup || (dec ? pc - t->start1 >= t->len1 : lookup - t->start >= t->len))
 					return FAST_MORE;
 			}
 			if (!t->rcache)
@@ -424,7 +424,7 @@ static inline __attribute__((always_inline)) int fast_frame(const struct fast_en
 	}
 	/* the rule, pre-decoded: one probe of the place's shape cache, else the table's look-up
 	 * cache (filling the shape cache when the capture owns it) */
-	skey = (uint32_t)(lookup - p->start) + 1;
+	skey = dec ? (uint32_t)(pc - p->start1) + 1 : (uint32_t)(lookup - p->start) + 1;
 	sh = &p->shapes[dw_shape_slot(skey)];
 	if (DW_UNLIKELY(sh->key != skey)) {
 		set = sh;
@@ -673,6 +673,7 @@ DWUNW_API int dwunw_capture_sampled(struct dwunw_ctx *ctx, const struct dwunw_re
 	memset(&w, 0, offsetof(struct walk, remote));
 	for (unsigned i = 0; i < DW_ARRAY_SIZE(w.places); i++) {
 		w.places[i].start = w.places[i].len = 0;
+		w.places[i].start1 = w.places[i].len1 = 0;
 		w.places[i].rcache = NULL;
 	}
 	w.nheld = 0;
