@@ -453,9 +453,13 @@ static inline __attribute__((always_inline)) int fast_frame(const struct fast_en
 			}
 			return FAST_MORE;
 		}
+		/* (slots from the register beyond 32 bits: the slow path) */
+		if (DW_UNLIKELY((int64_t)rule->cfa_off + rule->off_min != (int32_t)(rule->cfa_off + (int64_t)rule->off_min)))
+			return FAST_MORE;
 		tmp = (struct dw_shape){ .key = skey, .cfa_off = rule->cfa_off, .off_min = rule->off_min,
 					 .span = rule->span, .ra_slot = rule->ra_slot, .fp_slot = rule->fp_slot,
-					 .flags = (uint8_t)fl, .step_mask = rule->step_mask };
+					 .flags = (uint8_t)fl, .step_mask = rule->step_mask,
+					 .lo_off = (int32_t)((int64_t)rule->cfa_off + rule->off_min) };
 		if (p->shapes_w) {
 			/* the newest first, the oldest goes */
 			struct dw_shape *ws = (struct dw_shape *)set;
@@ -473,12 +477,15 @@ shape_hit:
 	} else {
 		cfa = sp;
 	}
-	cfa += (uint64_t)(int64_t)sh->cfa_off;
-	if (asz == 4)
-		cfa = (uint32_t)cfa;
 	/* the slots [lo, lo + span) inside the snapshot (snap_len >= DW_LEAN_SPAN_MAX >= span: no
 	 * wrap; lo below the snapshot wraps to a large number) */
-	lo = cfa - e->snap_lo + (uint64_t)(int64_t)sh->off_min;
+	if (asz == 4) {
+		cfa = (uint32_t)(cfa + (uint64_t)(int64_t)sh->cfa_off);
+		lo = cfa - e->snap_lo + (uint64_t)(int64_t)sh->off_min;
+	} else {
+		lo = cfa + (uint64_t)(int64_t)sh->lo_off - e->snap_lo;
+		cfa += (uint64_t)(int64_t)sh->cfa_off;
+	}
 	if (DW_UNLIKELY(lo > e->snap_len - sh->span))
 		return FAST_MORE;
 	/* the step: from here on this frame is done */
