@@ -428,6 +428,8 @@ static inline __attribute__((always_inline)) int fast_frame(const struct fast_en
 	sh = &p->shapes[dw_shape_slot(skey)];
 	if (DW_UNLIKELY(sh->key != skey)) {
 		set = sh;
+		/* unrolled: a hit in another way costs a compare and a branch */
+#pragma GCC unroll 8
 		for (sh = set + 1; sh < set + DW_SHAPE_WAYS; sh++)
 			if (sh->key == skey)
 				goto shape_hit;
