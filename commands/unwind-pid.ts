@@ -7,7 +7,9 @@
 // left behind). A thread that does not stop within --attach-timeout ms (a vfork parent,
 // uninterruptible I/O: state D) is not unwound: the library warns "dwunw: pid P tid T did not stop
 // within N ms (state D): not unwound", the exit status is 1, and the other threads are unwound.
-// --save also copies the [vdso] mapping, so that frames in it unwind offline.
+// --save also copies the [vdso] mapping, so that frames in it unwind offline. Frames in no module
+// (JIT code) are named from the process's /tmp/perf-PID.map when it has one (lib/perf-map.ts) and
+// marked [jit]; a frame with no name prints as the tools print it: [unknown] (module or [anon]).
 //
 // Test hook: DWUNW_TEST_HOLD_MS=N makes dwunw stay attached N ms per thread after the reads (the
 // wait is asynchronous, so the signal handlers run meanwhile). test/cli-unwind-pid.test.ts uses it
@@ -22,6 +24,7 @@ import { DWUNW_ERR_IO, DWUNW_ERR_PERM } from '../lib/native-consts.js';
 import { ChunkedWriter, CliError, ExitCode, colorsFor, reportError } from '../lib/output.js';
 import { type Snapshot, type SnapshotThread, snapshotToJson } from '../lib/snapshot.js';
 import { type Mark, legendLine } from '../lib/marks.js';
+import { PerfMap, nameJitFrames } from '../lib/perf-map.js';
 import { type ProcessReport, type ThreadReport, processHeader, processJson, threadText } from '../lib/stacks.js';
 import { checkTraceable } from '../lib/traceable.js';
 
@@ -246,6 +249,7 @@ export async function unwindPid(o: UnwindPidOptions): Promise<void> {
   let maps: string | null = null;
   let vdso: Buffer | null = null;
   let arch: string | null = null;
+  let perfMap: PerfMap | null = null;
   const attachTimeoutMs = o.attachTimeout ?? DEFAULT_ATTACH_TIMEOUT_MS;
 
   // the library (koffi) only now: --help and usage errors do without it
@@ -270,6 +274,8 @@ export async function unwindPid(o: UnwindPidOptions): Promise<void> {
         readVdso: o.save !== undefined && maps === null,
         holdMs,
       });
+      // frames in no module (JIT code): named from /tmp/perf-PID.map, read at the first such frame
+      if (cap.frames.some((f) => f.module === null && f.symbol === null)) nameJitFrames(cap.frames, (perfMap ??= new PerfMap(pid)));
       const ops = cap.regs ? Dwunw.arch(cap.regs.arch) : null;
       const t: ThreadReport = {
         tid,

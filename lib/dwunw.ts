@@ -303,6 +303,8 @@ export interface FrameSymbol {
   line: number | null;
   /** DWUNW_SYM_* */
   flags: number;
+  /** Where the name comes from: the module's ELF symbols, or the JIT's /tmp/perf-PID.map (lib/perf-map.ts). */
+  source: 'elf' | 'perf-map';
 }
 
 export interface Frame {
@@ -892,6 +894,7 @@ export class Dwunw {
               file: s.file === '' ? null : s.file,
               line: s.line === 0 ? null : s.line,
               flags: s.flags,
+              source: 'elf',
             };
         }
         out.push({

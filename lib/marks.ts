@@ -4,7 +4,7 @@
 // `frames marked ...` names only the markers that were shown.
 import type { Origin } from './origin.js';
 
-export type Mark = 'live' | 'fp' | 'prologue' | 'lr' | 'uprobe';
+export type Mark = 'live' | 'fp' | 'prologue' | 'lr' | 'jit' | 'uprobe';
 
 /** The legend's text per marker, in the tools' order and words (uprobe: the CLI's own). */
 const LEGEND: readonly [Mark, string][] = [
@@ -12,6 +12,7 @@ const LEGEND: readonly [Mark, string][] = [
   ['fp', 'found by frame pointers (no CFI there)'],
   ['prologue', 'found by decoding the function\'s prologue (no CFI there)'],
   ['lr', 'return address taken where the call left it (no CFI there)'],
+  ['jit', 'named from the JIT\'s /tmp/perf-PID.map'],
   ['uprobe', 'pc is the kernel\'s uretprobe trampoline (the walk ends there: the return address it stands for is kept by the kernel)'],
 ];
 

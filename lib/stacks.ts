@@ -51,11 +51,15 @@ export function frameJson(f: Frame, origin: Origin) {
     module_offset: f.moduleAddr === null ? null : hex(f.moduleAddr),
     symbol: f.symbol ? f.symbol.name : null,
     offset: f.symbol ? hex(f.symbol.offset) : null,
+    // 'elf' (the module's symbols), 'perf-map' (the JIT's /tmp/perf-PID.map), null: no name
+    symbol_source: f.symbol ? f.symbol.source : null,
     file: f.symbol?.file ?? null,
     line: f.symbol?.line ?? null,
     how: howName(f.how),
     flags: frameFlagNames(f.flags),
     origin,
+    // in anonymous executable memory (JIT code): module is null; as the tools' JSON says it
+    ...(f.module === null && f.flags & DWUNW_FRAME_JIT ? { anon: true } : {}),
   };
 }
 
@@ -76,17 +80,20 @@ export function processJson(p: ProcessReport) {
 
 // ---- Text ------------------------------------------------------------------------------------------
 
-/** `name+0xoff` (`name` at offset 0), or `??`. */
+/** `name+0xoff` (`name` at offset 0), or `[unknown]` as the tools print a frame with no name. */
 export function symbolText(f: Frame): string {
-  if (!f.symbol) return '??';
+  if (!f.symbol) return '[unknown]';
   return f.symbol.offset === 0n ? f.symbol.name : `${f.symbol.name}+${hex(f.symbol.offset)}`;
 }
 
 /**
  * `#1  0x00007f6955108bd3 __nanosleep+0x13 (/usr/lib/x86_64-linux-gnu/libc.so.6) [live] at file:line`:
  * the index padded to the widest one, the pc at the address width, then the frame's marker as the
- * tools print it ([live], [fp], [prologue], [lr]; none for frames from the window, a signal frame)
- * and [uprobe] on the kernel's uretprobe trampoline. Markers shown are added to opts.seen.
+ * tools print it ([live], [fp], [prologue], [lr]; none for frames from the window, a signal frame),
+ * [jit] on a name from the JIT's perf map, and [uprobe] on the kernel's uretprobe trampoline. A
+ * frame with no name is `[unknown] (module)`, `[unknown] ([anon])` in anonymous executable memory,
+ * `[unknown]` alone in no mapping (bpf/report_fmt.c fprint_unknown). Markers shown are added to
+ * opts.seen.
  */
 export function frameLine(f: Frame, origin: Origin, index: number, indexWidth: number, addrSize: number, c: ChalkInstance, opts: PrintOptions): string {
   const idx = `#${index}`.padEnd(indexWidth);
@@ -99,6 +106,7 @@ export function frameLine(f: Frame, origin: Origin, index: number, indexWidth: n
   const marks: Mark[] = [];
   const m = originMark(origin);
   if (m) marks.push(m);
+  if (f.symbol?.source === 'perf-map') marks.push('jit');
   if (f.flags & DWUNW_FRAME_UPROBE_TRAMP) marks.push('uprobe');
   for (const k of marks) {
     line += ` ${c.magenta(`[${k}]`)}`;

@@ -897,7 +897,7 @@ function oracleLabel(f: OracleFrame | undefined): string {
 /** dwunw's frame with its marker as unwind-pid and the tools print it ([fp], [prologue], [lr]); the markers shown go to seen. */
 function actualLabel(f: ActualFrame | undefined, seen?: Set<Mark>): string {
   if (!f) return '';
-  const sym = f.symbol ? (f.offset && BigInt(f.offset) !== 0n ? `${f.symbol}+${f.offset}` : f.symbol) : '??';
+  const sym = f.symbol ? (f.offset && BigInt(f.offset) !== 0n ? `${f.symbol}+${f.offset}` : f.symbol) : '[unknown]';
   const mod = f.module ? f.module.slice(f.module.lastIndexOf('/') + 1) : '-';
   const m = originMark(f.origin);
   if (m) seen?.add(m);
@@ -930,7 +930,7 @@ export function stackSummary(s: StackResult): string {
   if (s.status === 'gdb-short') return `GDB SHORT: all ${eq} frames of gdb equal; gdb stops there (${s.gdbError}), dwunw has ${s.actual.length - eq} more (not compared) (${stop})`;
   if (s.status === 'cfi-absent') {
     const g = s.gap!;
-    const where = `${g.symbol ?? '??'} (${g.module ? g.module.slice(g.module.lastIndexOf('/') + 1) : '-'})`;
+    const where = `${g.symbol ?? '[unknown]'} (${g.module ? g.module.slice(g.module.lastIndexOf('/') + 1) : '-'})`;
     return `CFI ABSENT at #${g.index} ${norm(g.pc)} ${where}: ${eq} frames equal up to it; dwunw ${g.dwunw === 'stopped' ? 'stops there' : 'guesses from the link register after it'}, gdb has ${g.gdbBeyond} more frame(s) from its prologue analysis (not compared) (${stop})`;
   }
   if (s.howDiff) return `MISMATCH at #${s.firstDiff}: the same pc, but dwunw found it by "${s.actual[s.firstDiff!]?.how}" where gdb's previous frame is ${s.expected[s.firstDiff! - 1]?.type === 'sigtramp' ? 'a signal trampoline' : 'not a signal trampoline'} (${stop})`;

@@ -85,11 +85,13 @@ interface JFrame {
   module_offset: string | null;
   symbol: string | null;
   offset: string | null;
+  symbol_source: 'elf' | 'perf-map' | null;
   file: string | null;
   line: number | null;
   how: string;
   flags: string[];
   origin: string;
+  anon?: true;
 }
 interface JThread {
   tid: number;
@@ -445,7 +447,7 @@ t.test('text output', async (t) => {
   const frames = lines.slice(2, -1);
   t.ok(frames.length >= 3, `frames (${frames.length})`);
   // the tools' markers: one per frame that rests on more than the window and the CFI
-  const re = /^#(\d+) +0x[0-9a-f]{16} (\?\?|[^\s?][^\s]*?(\+0x[0-9a-f]+)?)( \((\/[^)]+|\[anon\])\))?( \[(live|fp|prologue|lr)\])?( \[uprobe\])?$/;
+  const re = /^#(\d+) +0x[0-9a-f]{16} (\[unknown\]|[^\s?[][^\s]*?(\+0x[0-9a-f]+)?)( \((\/[^)]+|\[anon\])\))?( \[(live|fp|prologue|lr)\])?( \[jit\])?( \[uprobe\])?$/;
   frames.forEach((l, i) => {
     const m = re.exec(l);
     t.ok(m, `frame line ${i}: #N  0x<16 digits> symbol (module) [marker]`, { line: l });
@@ -454,7 +456,8 @@ t.test('text output', async (t) => {
   t.match(frames[0], /^#0  0x[0-9a-f]{16} \S+\+0x[0-9a-f]+ \(\/\S+libc\.so\.6\)$/, 'frame 0 in libc, no marker');
   t.ok(frames.every((l) => !/\[(live|fp|prologue|lr|uprobe)\]$/.test(l)), 'all from the window by CFI: no marker');
   t.notMatch(r.stdout, /frames marked/, 'no marker shown: no legend');
-  t.ok(frames.some((l) => / \?\? \(\/\S+\/sleep\)$/.test(l)), 'unknown symbols are ?? (sleep is stripped)');
+  t.ok(frames.some((l) => / \[unknown\] \(\/\S+\/sleep\)$/.test(l)), 'no name: [unknown] (module), as the tools print it (sleep is stripped)');
+  t.notMatch(r.stdout, /\?\?|<null sym>/, 'never ?? or <null sym>');
   t.ok(frames.every((l) => !/\+0x0 /.test(l)), 'no +0x0');
 
   const withLines = dwunw(['unwind-pid', String(pid), '--lines']);
@@ -720,6 +723,137 @@ t.test('frames found by frame pointers: [fp], one legend line, origin fp', async
   t.ok(fl.every((l, i) => frames[i]!.module !== null || !frames[i]!.flags.includes('jit') || l.includes(' ([anon])')), 'JIT code without a file: [anon]');
   t.same(lines.filter((l) => l.startsWith('frames marked ')), ['frames marked [fp] found by frame pointers (no CFI there)'], 'one legend line, the tools\' words');
   t.equal(lines.at(-1), 'frames marked [fp] found by frame pointers (no CFI there)', 'the legend after the stacks');
+});
+
+// ---- JIT frames named from /tmp/perf-PID.map ------------------------------------------------------
+
+interface MapEntry {
+  start: bigint;
+  end: bigint;
+  name: string;
+  line: number;
+}
+
+/** The perf map file as written (the oracle): every whole line, in order. */
+function readPerfMap(path: string): MapEntry[] {
+  const out: MapEntry[] = [];
+  readOr(path, '')
+    .split('\n')
+    .forEach((l, i) => {
+      const m = /^(?:0x)?([0-9a-f]+) (?:0x)?([0-9a-f]+) (.+)$/i.exec(l);
+      if (m) {
+        const start = BigInt(`0x${m[1]}`);
+        out.push({ start, end: start + BigInt(`0x${m[2]}`), name: m[3]!, line: i });
+      }
+    });
+  return out;
+}
+
+/** The map's entry covering addr: the last line that does (code re-JITed at one place). */
+const covering = (map: MapEntry[], addr: bigint): MapEntry | null =>
+  map.reduce<MapEntry | null>((best, e) => (addr >= e.start && addr < e.end ? e : best), null);
+
+// The address a frame is named by: its pc for frame 0 (exact), the call (pc - 1) for a return address.
+const callSite = (f: { pc: string; flags: string[] }): bigint => BigInt(f.pc) - (f.flags.includes('exact-pc') ? 0n : 1n);
+
+t.test('JIT frames named from /tmp/perf-PID.map, as the tools name them', async (t) => {
+  const js =
+    'function leaf(){let s=0;for(;;){s+=Math.sqrt(s)%7}} function middle(){leaf()} function outer(){middle()} console.log("spinning"); outer()';
+  const c = start(t, process.execPath, ['--perf-basic-prof', '--interpreted-frames-native-stack', '-e', js]);
+  const mapPath = `/tmp/perf-${c.pid}.map`;
+  t.teardown(() => rmSync(mapPath, { force: true }));
+  await firstLine(c);
+  let j: JProcess | null = null;
+  let named: JFrame[] = [];
+  // the main thread is in JavaScript nearly always; a capture in the GC has no JIT frame: take another
+  for (let i = 0; i < 5 && named.length === 0; i++) {
+    const r = dwunw(['unwind-pid', String(c.pid), '--tid', String(c.pid), '--json']);
+    t.equal(r.status, 0, 'unwind-pid: exit 0');
+    j = parseJson<JProcess>(t, r.stdout, 'node --perf-basic-prof');
+    named = j?.threads[0]?.frames.filter((f) => f.symbol_source === 'perf-map') ?? [];
+  }
+  // read after the unwind: the file only grows, and the latest line covering a pc wins
+  const map = readPerfMap(mapPath);
+  t.ok(map.length > 0, `the perf map has entries (${map.length})`);
+  const frames = j?.threads[0]?.frames ?? [];
+  t.ok(named.length >= 3, `JIT frames named from the map (${named.length} of ${frames.length})`);
+  for (const [i, f] of frames.entries()) {
+    if (f.module !== null) {
+      t.not(f.symbol_source, 'perf-map', `frame ${i} in ${f.module}: named by its module, not the map`);
+      if (f.symbol !== null) t.equal(f.symbol_source, 'elf', `frame ${i}: symbol_source elf`);
+      continue;
+    }
+    const e = covering(map, callSite(f));
+    if (e) {
+      t.same(
+        [f.symbol, f.offset, f.symbol_source, f.flags.includes('jit'), f.anon],
+        [e.name, `0x${(BigInt(f.pc) - e.start).toString(16)}`, 'perf-map', true, true],
+        `frame ${i} (${f.pc}): the map's entry covering it (line ${e.line + 1}), offset from its start`,
+      );
+    } else {
+      t.same([f.symbol, f.symbol_source], [null, null], `frame ${i} (${f.pc}): no entry covers it, no name`);
+    }
+  }
+  const names = named.map((f) => f.symbol!);
+  for (const fn of ['leaf', 'middle', 'outer'])
+    t.ok(names.some((n) => new RegExp(`\\b${fn}\\b`).test(n)), `the JS function ${fn} is named`, { names });
+  t.ok(frames.some((f) => f.module?.endsWith('/node') || f.module?.endsWith('/nodejs')), 'the walk goes on into the node binary');
+
+  // Text: a separate capture, checked against the map the same way.
+  const txt = dwunw(['unwind-pid', String(c.pid), '--tid', String(c.pid)]);
+  t.equal(txt.status, 0);
+  const map2 = readPerfMap(mapPath);
+  const lines = txt.stdout.trimEnd().split('\n');
+  const fl = lines.filter((l) => l.startsWith('#'));
+  t.notMatch(txt.stdout, /\?\?|<null sym>/, 'never ?? or <null sym>');
+  let jit = 0;
+  for (const l of fl) {
+    const m = /^#(\d+) +0x([0-9a-f]{16}) (.*?) \(([^)]+)\)((?: \[\w+\])*)$/.exec(l);
+    if (!m || m[4] !== '[anon]') continue;
+    const pc = BigInt(`0x${m[2]}`);
+    const e = covering(map2, m[1] === '0' ? pc : pc - 1n);
+    if (e) {
+      jit++;
+      const off = pc - e.start;
+      t.equal(m[3], off === 0n ? e.name : `${e.name}+0x${off.toString(16)}`, `text #${m[1]}: the map's name+offset`);
+      t.match(m[5], / \[jit\]$/, `text #${m[1]}: marked [jit]`);
+    } else {
+      t.equal(m[3], '[unknown]', `text #${m[1]}: no entry: [unknown] ([anon])`);
+      t.notMatch(m[5], /\[jit\]/);
+    }
+  }
+  t.ok(jit > 0, `text: JIT frames named (${jit})`);
+  const legend = lines.filter((l) => l.startsWith('frames marked '));
+  t.equal(legend.length, 1, 'one legend line');
+  t.match(legend[0], /\[jit\] named from the JIT's \/tmp\/perf-PID\.map$/, 'the legend explains [jit], as the tools word it');
+});
+
+t.test('lib/perf-map.ts: ranges, latest line wins, read on after a miss, a new file from the start', async (t) => {
+  const { PerfMap } = await import('../lib/perf-map.js');
+  // a pid that no process has (above pid_max's default ceiling): only /tmp/perf-PID.map is read
+  const pid = 4194304 + (process.pid % 1000000);
+  const path = `/tmp/perf-${pid}.map`;
+  t.teardown(() => rmSync(path, { force: true }));
+  writeFileSync(path, '1000 100 first\n2000 10 second\n1800 100 third\n1000 10 newer\n');
+  const m = new PerfMap(pid);
+  t.equal(m.reads, 1, 'read once at the start');
+  t.same(m.lookup(0x1050n), { name: 'first', start: 0x1000n }, 'inside a range');
+  t.same(m.lookup(0x1005n), { name: 'newer', start: 0x1000n }, 'the latest line covering a pc wins');
+  t.same(m.lookup(0x1850n), { name: 'third', start: 0x1800n }, 'an entry out of order');
+  t.same(m.lookup(0x2005n), { name: 'second', start: 0x2000n }, 'sorted: the binary search finds it');
+  t.equal(m.lookup(0x2010n), null, 'end is exclusive: a miss');
+  t.equal(m.reads, 1, 'a miss with nothing appended reads nothing');
+  writeFileSync(path, '3000 20 appended\n4000 10 half', { flag: 'a' });
+  t.same(m.lookup(0x3004n), { name: 'appended', start: 0x3000n }, 'a miss reads on: the appended line');
+  t.equal(m.reads, 2, 'read on once');
+  t.equal(m.lookup(0x4004n), null, 'a line still being written is not read');
+  writeFileSync(path, ' line\n', { flag: 'a' });
+  t.same(m.lookup(0x4004n), { name: 'half line', start: 0x4000n }, 'read whole once it ends');
+  rmSync(path);
+  writeFileSync(path, '5000 10 another process\n');
+  t.same(m.lookup(0x5000n), { name: 'another process', start: 0x5000n }, 'a new file: read from the start');
+  t.equal(m.lookup(0x1050n), null, 'the old file\'s entries are gone');
+  t.equal(m.length, 1);
 });
 
 t.test('unwind-snapshot errors are one line', async (t) => {

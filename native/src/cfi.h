@@ -132,6 +132,8 @@ struct dw_frame_state {
 	uint8_t ra_signed;         /* arm64 negate_ra_state toggled an odd number of times */
 	uint8_t changed;           /* an FDE's program ran an instruction other than an advance or a
 				    * nop: 0 means the state is still its CIE's (rows of it are alike) */
+	uint32_t cols_gen;         /* new in one run of a program whenever an instruction may have
+				    * changed a register column (same value: the columns are as they were) */
 	uint32_t cfa_reg;
 	int64_t cfa_off;
 	const uint8_t *cfa_expr;

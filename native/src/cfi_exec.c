@@ -123,6 +123,7 @@ int dw_cfi_exec(const struct dw_cfi_section *s, const struct dw_cie *cie,
 	struct dw_frame_state local[2];
 	struct dw_frame_state *stack = local;
 	unsigned depth = 0, cap = 2;
+	uint32_t gen = st->cols_gen;
 	uint64_t loc = pc_begin;
 	int err = DWUNW_OK;
 	const uint64_t caf = cie->code_align;
@@ -145,10 +146,12 @@ int dw_cfi_exec(const struct dw_cfi_section *s, const struct dw_cie *cie,
 			off = factored(&c, (int64_t)cur_uleb(&c), daf);
 			err = col_set(st, op & 0x3f, DW_RULE_OFFSET, off);
 			st->changed = 1;
+			st->cols_gen = ++gen;
 			continue;
 		case CFA_restore:
 			err = col_restore(st, initial, op & 0x3f);
 			st->changed = 1;
+			st->cols_gen = ++gen;
 			continue;
 		}
 
@@ -305,6 +308,12 @@ int dw_cfi_exec(const struct dw_cfi_section *s, const struct dw_cie *cie,
 		}
 		/* every opcode that gets here (not an advance, not a nop) may change the state */
 		st->changed = 1;
+		/* all but the CFA's own rules and args_size may touch a column (restore_state
+		 * brings back an older generation: a new one is given here) */
+		if (op != CFA_def_cfa && op != CFA_def_cfa_sf && op != CFA_def_cfa_register &&
+		    op != CFA_def_cfa_offset && op != CFA_def_cfa_offset_sf &&
+		    op != CFA_def_cfa_expression && op != CFA_GNU_args_size)
+			st->cols_gen = ++gen;
 		if (c.err && !err)
 			err = c.err;
 		continue;

@@ -86,7 +86,7 @@ struct dwunw_ctx_impl {
 	const struct dw_proc *memo_proc;
 	uint64_t memo_proc_seq;     /* loaded_seq of memo_proc: the same maps */
 	uint32_t memo_gen[2];
-	uint64_t memo_place[2][16];
+	uint64_t memo_place[2][18];
 	struct dw_shape memo_shapes[2][1 << DW_SHAPE_BITS]; /* per memo place (shape.h) */
 };
 

@@ -41,6 +41,10 @@ static void place_fill(struct walk *w, struct place *pl, uint64_t lookup, uint32
 	}
 	pl->start = m->start;
 	pl->len = m->end - m->start;
+	if (pl->len) {
+		pl->start1 = pl->start + 1;
+		pl->len1 = pl->len - 1;
+	}
 	if (m->kind == DW_MAP_UPROBES)
 		pl->fflags = DWUNW_FRAME_UPROBE_TRAMP;
 	else if (m->kind == DW_MAP_ANON && (m->prot & DW_PROT_X))
@@ -131,20 +135,23 @@ const struct place *dw_frame_place(struct walk *w, uint64_t *lookup, uint64_t op
 void dw_hand_refs(struct walk *w, struct dwunw_frame *frames, size_t nf)
 {
 	size_t at = 0;
-	int list = nf > 0;
+	int list = nf > 0, sorted = 1;
 
 	/* A place handed over to the mapping of the pc itself (frame_place's trampoline case) left
 	 * its module on a frame showing another one: the first frame that shows it holds it. */
 	for (unsigned i = 0; i < w->nheld; i++) {
 		size_t fr = w->held[i].frame;
-		if (fr >= nf || frames[fr].module == w->held[i].m)
-			continue;
-		while (fr < nf && frames[fr].module != w->held[i].m)
-			fr++;
-		w->held[i].frame = fr < nf ? (uint32_t)fr : UINT32_MAX;
+		if (fr < nf && frames[fr].module != w->held[i].m) {
+			while (fr < nf && frames[fr].module != w->held[i].m)
+				fr++;
+			w->held[i].frame = fr < nf ? (uint32_t)fr : UINT32_MAX;
+		}
+		if (i && w->held[i - 1].frame > w->held[i].frame)
+			sorted = 0;
 	}
-	/* in frame order (places from the memo get their frame when first used) */
-	for (unsigned i = 1; i < w->nheld; i++)
+	/* in frame order (places from the memo get their frame when first used; usually they
+	 * come in order already) */
+	for (unsigned i = 1; !sorted && i < w->nheld; i++)
 		for (unsigned j = i; j > 0 && w->held[j - 1].frame > w->held[j].frame; j--) {
 			struct dwunw_module *m = w->held[j].m;
 			uint32_t fr = w->held[j].frame;

@@ -18,7 +18,8 @@ struct dw_shape {
 	uint32_t span;
 	int8_t ra_slot, fp_slot;   /* in words from the CFA (fp_slot 0: not saved) */
 	uint8_t flags;             /* the rule's DW_RULEF_* (LEAN) */
-	uint8_t pad[5];
+	uint8_t pad;
+	int32_t lo_off;            /* cfa_off + off_min: the slots from the register (64-bit) */
 	uint64_t step_mask;        /* registers the step sets */
 };
 
@@ -27,5 +28,7 @@ static inline uint32_t dw_shape_slot(uint32_t key)
 {
 	return ((key * 0x9e3779b9u) >> (32 - DW_SHAPE_BITS)) & ~(uint32_t)(DW_SHAPE_WAYS - 1);
 }
+
+_Static_assert(sizeof(struct dw_shape) == 32, "a shape is 32 bytes: 2 per cache line");
 
 #endif

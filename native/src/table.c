@@ -145,47 +145,63 @@ static int finish(struct builder *b, struct dw_table *t)
 		t->rcache_bits++;
 	sz_blocks = (size_t)nblocks * 4 + ((size_t)8 << t->rcache_bits);
 #define ALIGN8(x) (((x) + 7) & ~(size_t)7)
-	t->bytes = ALIGN8(sz_pcs) + ALIGN8(sz_ids) + ALIGN8(sz_rules) + ALIGN8(sz_regs) +
-		   ALIGN8(sz_exprs) + ALIGN8(sz_blocks);
-	mem = malloc(t->bytes ? t->bytes : 8);
-	if (!mem)
-		return DWUNW_ERR_NOMEM;
-	t->mem = mem;
-	t->rules = (void *)mem;
-	mem += ALIGN8(sz_rules);
-	t->regrules = (void *)mem;
-	mem += ALIGN8(sz_regs);
-	t->exprs = (void *)mem;
-	mem += ALIGN8(sz_exprs);
-	t->rcache = (void *)mem;
-	memset(mem, 0, (size_t)8 << t->rcache_bits);
-	t->blocks = (void *)(mem + ((size_t)8 << t->rcache_bits));
-	mem += ALIGN8(sz_blocks);
-	t->pcs16 = (void *)mem;
-	mem += ALIGN8(sz_pcs);
-	t->ids16 = (void *)mem;
+	/* The rows' buffer becomes the table (no second block of the table's size, whose pages
+	 * would be fresh ones): pcs and ids first, packed from the rows in place, then the rest. */
+	size_t off_ids = ALIGN8(sz_pcs), off_rules = off_ids + ALIGN8(sz_ids);
+	size_t off_regs = off_rules + ALIGN8(sz_rules), off_exprs = off_regs + ALIGN8(sz_regs);
+	size_t off_blocks = off_exprs + ALIGN8(sz_exprs);
+	t->bytes = off_blocks + ALIGN8(sz_blocks);
 #undef ALIGN8
-	memcpy(t->rules, b->rules, sz_rules);
-	if (sz_regs)
-		memcpy(t->regrules, b->regrules, sz_regs);
-	if (sz_exprs)
-		memcpy(t->exprs, b->exprs, sz_exprs);
-	for (uint32_t i = 0; i < n; i++) {
-		/* row i > 0 lies in (k << shift, (k + 1) << shift] for k = (pc - 1) >> shift */
-		uint32_t pc = b->rows[i].pc;
-		t->pcs16[i] = i ? (uint16_t)(pc - 1 - (((pc - 1) >> shift) << shift)) : 0;
-		if (t->wide_ids)
-			t->ids32[i] = b->rows[i].id;
-		else
-			t->ids16[i] = (uint16_t)b->rows[i].id;
-	}
+	/* the ids and the index blocks wait aside while the pcs are packed over the rows */
+	uint8_t *aside = malloc(sz_ids + (size_t)nblocks * 4 + 8);
+	uint32_t *blk;
+	if (!aside)
+		return DWUNW_ERR_NOMEM;
+	blk = (uint32_t *)(void *)(aside + ((sz_ids + 3) & ~(size_t)3));
 	/* blocks[k] = the last row starting at or before k << shift */
 	for (uint32_t k = 0, r = 0; k < nblocks; k++) {
 		uint64_t start = (uint64_t)k << shift;
 		while (r + 1 < n && b->rows[r + 1].pc <= start)
 			r++;
-		t->blocks[k] = r;
+		blk[k] = r;
 	}
+	/* pcs16[i] (bytes 2i, 2i + 1) never lies past rows[i] (bytes 8i ..), read before it */
+	uint16_t *pcs16 = (uint16_t *)(void *)b->rows;
+	for (uint32_t i = 0; i < n; i++) {
+		/* row i > 0 lies in (k << shift, (k + 1) << shift] for k = (pc - 1) >> shift */
+		uint32_t pc = b->rows[i].pc, id = b->rows[i].id;
+		if (t->wide_ids)
+			((uint32_t *)(void *)aside)[i] = id;
+		else
+			((uint16_t *)(void *)aside)[i] = (uint16_t)id;
+		pcs16[i] = i ? (uint16_t)(pc - 1 - (((pc - 1) >> shift) << shift)) : 0;
+	}
+	mem = realloc(b->rows, t->bytes ? t->bytes : 8);
+	if (!mem) {
+		free(aside);
+		return DWUNW_ERR_NOMEM; /* (the rows' buffer is still the builder's) */
+	}
+	b->rows = NULL;
+	b->cap_rows = 0;
+	b->nrows = 0;
+	t->mem = mem;
+	t->pcs16 = (void *)mem;
+	t->ids16 = (void *)(mem + off_ids);
+	t->rules = (void *)(mem + off_rules);
+	t->regrules = (void *)(mem + off_regs);
+	t->exprs = (void *)(mem + off_exprs);
+	t->rcache = (void *)(mem + off_blocks);
+	t->blocks = (void *)(mem + off_blocks + ((size_t)8 << t->rcache_bits));
+	if (sz_ids)
+		memcpy(t->ids16, aside, sz_ids);
+	memcpy(t->rules, b->rules, sz_rules);
+	if (sz_regs)
+		memcpy(t->regrules, b->regrules, sz_regs);
+	if (sz_exprs)
+		memcpy(t->exprs, b->exprs, sz_exprs);
+	memset(t->rcache, 0, (size_t)8 << t->rcache_bits);
+	memcpy(t->blocks, blk, (size_t)nblocks * 4);
+	free(aside);
 	return DWUNW_OK;
 }
 

@@ -242,7 +242,14 @@ static int rule_id(struct builder *b, const struct dw_frame_state *st, uint32_t 
 		if ((err = intern_expr(b, st->cfa_expr, st->cfa_expr_len, &key.cfa_off)))
 			return err;
 	}
-	/* The register rules, hashed as they are packed (hash_rule's order and mixing). */
+	/* The register rules, hashed as they are packed (hash_rule's order and mixing); the last
+	 * row's when no column changed since. */
+	if (b->tmp_ok && b->tmp_gen == st->cols_gen) {
+		n = b->tmp_n;
+		k = b->tmp_hash;
+		goto packed;
+	}
+	b->tmp_ok = 0;
 	k = 0;
 	for (unsigned w = 0; w < DW_MAX_COLS / 64; w++) {
 		uint64_t bits = st->set[w];
@@ -270,6 +277,11 @@ static int rule_id(struct builder *b, const struct dw_frame_state *st, uint32_t 
 	}
 	if (n > UINT8_MAX)
 		return DWUNW_ERR_UNSUPPORTED_CFI;
+	b->tmp_ok = 1;
+	b->tmp_n = (uint8_t)n;
+	b->tmp_gen = st->cols_gen;
+	b->tmp_hash = k;
+packed:
 	key.nregs = (uint8_t)n;
 	k = hash_key(&key, k);
 
@@ -400,6 +412,7 @@ int dw_builder_fde(struct builder *b, const struct dw_cfi_section *sec, const st
 	b->cur_ra = (uint8_t)cie->ra_reg;
 	b->cur_sec = sec;
 	b->cur_cie = cie->offset;
+	b->tmp_ok = 0; /* generations count within one program's run */
 	if (!e && cie->ra_reg > UINT8_MAX)
 		e = DWUNW_ERR_UNSUPPORTED_CFI;
 	/* Rows are only kept from an FDE whose program ran to its end: a program that fails

@@ -44,7 +44,13 @@ struct builder {
 	const struct dw_cfi_section *cur_sec, *memo_sec;
 	uint64_t cur_cie, memo_cie;
 	uint32_t memo_id;
-	/* scratch for canonicalising one row */
+	/* scratch for canonicalising one row; it still holds the last row's register rules, packed
+	 * from columns of generation tmp_gen (valid in this FDE when tmp_ok): most rows only move
+	 * the CFA, and those are not packed again */
+	uint8_t tmp_ok;
+	uint8_t tmp_n;
+	uint32_t tmp_gen;
+	uint64_t tmp_hash;
 	struct dw_regrule tmp[DW_MAX_COLS];
 };
 

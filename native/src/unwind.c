@@ -395,23 +395,23 @@ static inline __attribute__((always_inline)) int fast_frame(const struct fast_en
 	unsigned fl;
 
 	/* lookup and pc (= lookup + dec) both in the place (never for pc 0 after a step) */
-	if (DW_UNLIKELY(lookup - p->start >= p->len - dec)) {
+	if (DW_UNLIKELY(dec ? pc - p->start1 >= p->len1 : lookup - p->start >= p->len)) {
 		const struct place *t = st->a;
 
 		/* the step before read a zero return address: the chain's end (checked here, off
 		 * the common path) */
 		if (DW_UNLIKELY(pc == 0) && f != st->f0)
 			return FAST_END;
-		if (DW_UNLIKELY(!t->rcache || lookup - t->start >= t->len - dec)) {
+		if (DW_UNLIKELY(!t->rcache || (dec ? pc - t->start1 >= t->len1 : lookup - t->start >= t->len))) {
 			/* a third module: the other recent places */
 			for (t = e->places; t < e->places_end; t++)
-				if (t->rcache && lookup - t->start < t->len - dec)
+				if (t->rcache && (dec ? pc - t->start1 < t->len1 : lookup - t->start < t->len))
 					break;
 			if (t == e->places_end) {
 				/* not seen yet in this capture: its place, filled here */
 				uint64_t lk = lookup;
 				t = dw_frame_place(e->w, &lk, pc, (uint32_t)(f - frames));
-				if (lk != lookup || lookup - t->start >= t->len - dec)
+				if (lk != lookup || (dec ? pc - t->start1 >= t->len1 : lookup - t->start >= t->len))
 					return FAST_MORE;
 			}
 			if (!t->rcache)
@@ -424,10 +424,12 @@ static inline __attribute__((always_inline)) int fast_frame(const struct fast_en
 	}
 	/* the rule, pre-decoded: one probe of the place's shape cache, else the table's look-up
 	 * cache (filling the shape cache when the capture owns it) */
-	skey = (uint32_t)(lookup - p->start) + 1;
+	skey = dec ? (uint32_t)(pc - p->start1) + 1 : (uint32_t)(lookup - p->start) + 1;
 	sh = &p->shapes[dw_shape_slot(skey)];
 	if (DW_UNLIKELY(sh->key != skey)) {
 		set = sh;
+		/* unrolled: a hit in another way costs a compare and a branch */
+#pragma GCC unroll 8
 		for (sh = set + 1; sh < set + DW_SHAPE_WAYS; sh++)
 			if (sh->key == skey)
 				goto shape_hit;
@@ -453,9 +455,13 @@ static inline __attribute__((always_inline)) int fast_frame(const struct fast_en
 			}
 			return FAST_MORE;
 		}
+		/* (slots from the register beyond 32 bits: the slow path) */
+		if (DW_UNLIKELY((int64_t)rule->cfa_off + rule->off_min != (int32_t)(rule->cfa_off + (int64_t)rule->off_min)))
+			return FAST_MORE;
 		tmp = (struct dw_shape){ .key = skey, .cfa_off = rule->cfa_off, .off_min = rule->off_min,
 					 .span = rule->span, .ra_slot = rule->ra_slot, .fp_slot = rule->fp_slot,
-					 .flags = (uint8_t)fl, .step_mask = rule->step_mask };
+					 .flags = (uint8_t)fl, .step_mask = rule->step_mask,
+					 .lo_off = (int32_t)((int64_t)rule->cfa_off + rule->off_min) };
 		if (p->shapes_w) {
 			/* the newest first, the oldest goes */
 			struct dw_shape *ws = (struct dw_shape *)set;
@@ -473,12 +479,15 @@ shape_hit:
 	} else {
 		cfa = sp;
 	}
-	cfa += (uint64_t)(int64_t)sh->cfa_off;
-	if (asz == 4)
-		cfa = (uint32_t)cfa;
 	/* the slots [lo, lo + span) inside the snapshot (snap_len >= DW_LEAN_SPAN_MAX >= span: no
 	 * wrap; lo below the snapshot wraps to a large number) */
-	lo = cfa - e->snap_lo + (uint64_t)(int64_t)sh->off_min;
+	if (asz == 4) {
+		cfa = (uint32_t)(cfa + (uint64_t)(int64_t)sh->cfa_off);
+		lo = cfa - e->snap_lo + (uint64_t)(int64_t)sh->off_min;
+	} else {
+		lo = cfa + (uint64_t)(int64_t)sh->lo_off - e->snap_lo;
+		cfa += (uint64_t)(int64_t)sh->cfa_off;
+	}
 	if (DW_UNLIKELY(lo > e->snap_len - sh->span))
 		return FAST_MORE;
 	/* the step: from here on this frame is done */
@@ -673,6 +682,7 @@ DWUNW_API int dwunw_capture_sampled(struct dwunw_ctx *ctx, const struct dwunw_re
 	memset(&w, 0, offsetof(struct walk, remote));
 	for (unsigned i = 0; i < DW_ARRAY_SIZE(w.places); i++) {
 		w.places[i].start = w.places[i].len = 0;
+		w.places[i].start1 = w.places[i].len1 = 0;
 		w.places[i].rcache = NULL;
 	}
 	w.nheld = 0;

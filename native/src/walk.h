@@ -24,6 +24,9 @@ struct state {
 /* Where a pc is: a mapping, its module (held once per capture), load bias and table. */
 struct place {
 	uint64_t start, len;       /* the mapping: lookup - start < len */
+	/* the same for a return address (lookup = pc - 1, pc inside too): pc - start1 < len1; 0 0
+	 * when empty (nothing matches) */
+	uint64_t start1, len1;
 	uint64_t bias;
 	const struct dw_table *table;
 	/* the table's look-up, unpacked for walk_fast (rcache NULL: no table, or no walk_fast) */
