@@ -122,32 +122,10 @@ static void folded_frames(FILE *out, const struct ustack *s, bool by_process)
 	}
 }
 
-struct folded_line {
-	char *text;
-	uint64_t weight;
-	uint32_t first;        /* rank of its first stack: merged lines keep the report's order */
-};
-
-static int cmp_folded_text(const void *a, const void *b)
-{
-	const struct folded_line *x = a, *y = b;
-	int c = strcmp(x->text, y->text);
-
-	return c ? c : (x->first < y->first ? -1 : 1);
-}
-
-static int cmp_folded_rank(const void *a, const void *b)
-{
-	const struct folded_line *x = a, *y = b;
-
-	return x->first < y->first ? -1 : x->first > y->first;
-}
-
 /* Stacks that fold to the same line (same names, other pcs) are one line, weights summed. */
 void ml_print_folded(const uint32_t *order, size_t shown, bool by_process)
 {
 	struct folded_line *v = xcalloc(shown, sizeof(*v));
-	size_t n = 0;
 
 	for (size_t k = 0; k < shown; k++) {
 		const struct ustack *s = &st.v[order[k]];
@@ -159,23 +137,9 @@ void ml_print_folded(const uint32_t *order, size_t shown, bool by_process)
 		folded_frames(m, s, by_process);
 		fclose(m);
 		v[k].weight = env.weight_allocs ? s->count : s->bytes;
-		v[k].first = (uint32_t)k;
+		v[k].rank = (uint32_t)k;
 	}
-	qsort(v, shown, sizeof(*v), cmp_folded_text);
-	for (size_t k = 0; k < shown; k++) {
-		if (n && !strcmp(v[n - 1].text, v[k].text)) {
-			v[n - 1].weight += v[k].weight;
-			free(v[k].text);
-			continue;
-		}
-		v[n++] = v[k];
-	}
-	qsort(v, n, sizeof(*v), cmp_folded_rank);
-	for (size_t k = 0; k < n; k++) {
-		printf("%s %" PRIu64 "\n", v[k].text, v[k].weight);
-		free(v[k].text);
-	}
-	free(v);
+	print_folded_lines(v, shown, FOLDED_BY_RANK);
 }
 
 void ml_print_stack_json(const struct ustack *s)

@@ -200,33 +200,13 @@ static void folded_line(FILE *o, const struct pr_entry *e)
 	}
 }
 
-struct fline {
-	char *text;
-	uint64_t count;
-};
-
-static int cmp_fline_text(const void *a, const void *b)
-{
-	return strcmp(((const struct fline *)a)->text, ((const struct fline *)b)->text);
-}
-
-static int cmp_fline_count(const void *a, const void *b)
-{
-	const struct fline *x = a, *y = b;
-
-	if (x->count != y->count)
-		return x->count < y->count ? -1 : 1;
-	return strcmp(x->text, y->text);
-}
-
 /*
  * Folded output: stacks that differ only in addresses (another pc in the same function) have
  * the same line; they are merged, as flame graphs expect. Smallest counts first, as bcc.
  */
 static void print_folded_all(void)
 {
-	struct fline *v = xcalloc(agg.n, sizeof(*v));
-	size_t n = 0;
+	struct folded_line *v = xcalloc(agg.n, sizeof(*v));
 
 	for (size_t i = 0; i < agg.n; i++) {
 		size_t len = 0;
@@ -236,23 +216,10 @@ static void print_folded_all(void)
 			die("out of memory");
 		folded_line(o, &agg.v[i]);
 		fclose(o);
-		v[i].count = agg.v[i].count;
+		v[i].weight = agg.v[i].count;
+		v[i].rank = (uint32_t)i;
 	}
-	qsort(v, agg.n, sizeof(*v), cmp_fline_text);
-	for (size_t i = 0; i < agg.n; i++) {
-		if (n && !strcmp(v[n - 1].text, v[i].text)) {
-			v[n - 1].count += v[i].count;
-			free(v[i].text);
-			continue;
-		}
-		v[n++] = v[i];
-	}
-	qsort(v, n, sizeof(*v), cmp_fline_count);
-	for (size_t i = 0; i < n; i++) {
-		printf("%s %" PRIu64 "\n", v[i].text, v[i].count);
-		free(v[i].text);
-	}
-	free(v);
+	print_folded_lines(v, agg.n, FOLDED_BY_WEIGHT);
 }
 
 static void json_stack(const struct ustack *s, bool user)

@@ -2,6 +2,8 @@
 /* Report pieces: see report_fmt.h. */
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include "report_fmt.h"
 #include "tool_util.h"
 
@@ -138,4 +140,50 @@ void print_frame_json(const struct uframe *f)
 	if (!f->module && (f->flags & UF_JIT))
 		printf(",\"anon\":true");
 	printf(",\"origin\":\"%s\"}", frame_origin(f));
+}
+
+static int cmp_folded_text(const void *a, const void *b)
+{
+	const struct folded_line *x = a, *y = b;
+	int c = strcmp(x->text, y->text);
+
+	return c ? c : (x->rank < y->rank ? -1 : 1);
+}
+
+static int cmp_folded_rank(const void *a, const void *b)
+{
+	const struct folded_line *x = a, *y = b;
+
+	return x->rank < y->rank ? -1 : x->rank > y->rank;
+}
+
+static int cmp_folded_weight(const void *a, const void *b)
+{
+	const struct folded_line *x = a, *y = b;
+
+	if (x->weight != y->weight)
+		return x->weight < y->weight ? -1 : 1;
+	return strcmp(x->text, y->text);
+}
+
+void print_folded_lines(struct folded_line *v, size_t n, enum folded_order order)
+{
+	size_t m = 0;
+
+	/* equal texts next to each other, the first-ranked first: it keeps its rank */
+	qsort(v, n, sizeof(*v), cmp_folded_text);
+	for (size_t k = 0; k < n; k++) {
+		if (m && !strcmp(v[m - 1].text, v[k].text)) {
+			v[m - 1].weight += v[k].weight;
+			free(v[k].text);
+			continue;
+		}
+		v[m++] = v[k];
+	}
+	qsort(v, m, sizeof(*v), order == FOLDED_BY_RANK ? cmp_folded_rank : cmp_folded_weight);
+	for (size_t k = 0; k < m; k++) {
+		printf("%s %" PRIu64 "\n", v[k].text, v[k].weight);
+		free(v[k].text);
+	}
+	free(v);
 }

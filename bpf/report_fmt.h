@@ -54,4 +54,20 @@ void fprint_frame_folded(FILE *out, const struct uframe *f);
 /* {"pc":"0x..","symbol":..,"offset":N,"module":..,"origin":".."} */
 void print_frame_json(const struct uframe *f);
 
+/* A folded line being merged: its text (malloc'd), weight, and rank in the report. */
+struct folded_line {
+	char *text;
+	uint64_t weight;
+	uint32_t rank;
+};
+
+enum folded_order {
+	FOLDED_BY_RANK,   /* in the order of each line's first stack (memleak) */
+	FOLDED_BY_WEIGHT, /* smallest weights first, then by text (bcc's profile) */
+};
+
+/* Lines that fold alike (same names, other pcs) printed as one, weights summed, as flame graphs
+ * expect; frees the texts and v. */
+void print_folded_lines(struct folded_line *v, size_t n, enum folded_order order);
+
 #endif /* DWUNW_REPORT_FMT_H */
