@@ -313,11 +313,11 @@ t.test('the target exits or is killed at a random moment: no hang, nothing left 
       const lines = r.stderr.split('\n').filter(Boolean);
       t.ok(lines.length >= 1, `${what}: exit 1 says why`);
       t.ok(
-        lines.every((l) => / no such process$| cannot attach: | cannot read registers: | no thread /.test(l)),
+        lines.every((l) => / no such process$| is a zombie: it has exited| cannot attach: | cannot read registers: | no thread /.test(l)),
         `${what}: the process or a thread was gone, or could not be held`,
         { stderr: r.stderr },
       );
-      outcome = /no such process$/.test(lines[0] ?? '') ? 'exit 1, no such process' : 'exit 1, other';
+      outcome = /no such process$/.test(lines[0] ?? '') ? 'exit 1, no such process' : / is a zombie: /.test(lines[0] ?? '') ? 'exit 3, zombie' : 'exit 1, other';
     }
     outcomes.set(outcome, (outcomes.get(outcome) ?? 0) + 1);
   };
