@@ -330,46 +330,44 @@ static int build_table(struct dwunw_module *m, int whole, struct dw_table *out)
 	return dw_table_build(&in, out);
 }
 
-int dw_module_table(struct dwunw_module *m, const struct dw_table **out)
+/* Build *t once (state: 0 not built, 1 built, < 0 the error), under the module's lock. */
+static int table_once(struct dwunw_module *m, _Atomic int *state, int whole, struct dw_table *t)
 {
-	int s = atomic_load_explicit(&m->table_state, memory_order_acquire);
+	int s = atomic_load_explicit(state, memory_order_acquire);
 
 	if (s == 0) {
 		pthread_mutex_lock(&m->lock);
-		s = atomic_load_explicit(&m->table_state, memory_order_relaxed);
+		s = atomic_load_explicit(state, memory_order_relaxed);
 		if (s == 0) {
-			int err = build_table(m, 0, &m->table);
+			int err = build_table(m, whole, t);
 			/* A table with skipped entries is still a table. */
 			s = err ? err : 1;
-			atomic_store_explicit(&m->table_state, s, memory_order_release);
+			atomic_store_explicit(state, s, memory_order_release);
 		}
 		pthread_mutex_unlock(&m->lock);
 	}
-	if (s < 0)
-		return s;
+	return s < 0 ? s : DWUNW_OK;
+}
+
+int dw_module_table(struct dwunw_module *m, const struct dw_table **out)
+{
+	int err = table_once(m, &m->table_state, 0, &m->table);
+
+	if (err)
+		return err;
 	*out = &m->table;
 	return DWUNW_OK;
 }
 
 int dw_module_full_table(struct dwunw_module *m, const struct dw_table **out)
 {
-	int err = dw_module_table(m, out), s;
+	int err = dw_module_table(m, out);
 
 	if (err || !(*out)->lazy)
 		return err;
-	s = atomic_load_explicit(&m->full_state, memory_order_acquire);
-	if (s == 0) {
-		pthread_mutex_lock(&m->lock);
-		s = atomic_load_explicit(&m->full_state, memory_order_relaxed);
-		if (s == 0) {
-			err = build_table(m, 1, &m->full);
-			s = err ? err : 1;
-			atomic_store_explicit(&m->full_state, s, memory_order_release);
-		}
-		pthread_mutex_unlock(&m->lock);
-	}
-	if (s < 0)
-		return s;
+	err = table_once(m, &m->full_state, 1, &m->full);
+	if (err)
+		return err;
 	*out = &m->full;
 	return DWUNW_OK;
 }
