@@ -112,9 +112,9 @@ int main(int argc, char **argv)
 	int pidfd = -1, err, reports = 0, status = 0;
 	const char *why;
 
-	tool_name = "memleak";
+	tool_set_name("memleak");
 	ml_parse_args(&ml->env, argc, argv);
-	tool_verbose = ml->env.verbose;
+	tool_set_verbose(ml->env.verbose);
 	stack_store_init(&ml->st, ml->env.max_stacks);
 	frames_setup(&ml->fr, &ml->st);
 #ifdef HAVE_DWUNW

@@ -422,9 +422,9 @@ int main(int argc, char **argv)
 	size_t ring_bytes;
 	int err, status = 0;
 
-	tool_name = "profile";
+	tool_set_name("profile");
 	pr_parse_args(&pr->opts, argc, argv);
-	tool_verbose = pr->opts.verbose;
+	tool_set_verbose(pr->opts.verbose);
 	stack_store_init(&pr->st, pr->opts.max_stacks);
 	frames_setup(&pr->fr, &pr->st);
 	pr->agg.max = pr->opts.max_keys;

@@ -275,8 +275,8 @@ static void dw_warn(void *arg, const char *line)
 	(void)arg;
 	if (module_warn_line(line))
 		return;
-	if (tool_verbose)
-		fprintf(stderr, "%s: libdwunw: %s\n", tool_name, line);
+	if (tool_verbose())
+		fprintf(stderr, "%s: libdwunw: %s\n", tool_name(), line);
 }
 
 int frames_init(struct frames *fr, uint32_t cache_slots, uint32_t flags)
