@@ -422,6 +422,9 @@ int dwunw_maps_parse(char *text, size_t len, struct dwunw_map *out, size_t *n);
 /* Read /proc/PID/maps (pid 0: our own) into a malloc'ed, NUL-terminated text (*out; *len bytes
  * before the NUL; free() it): DWUNW_OK, DWUNW_ERR_NO_PROCESS when pid has exited or is a zombie. */
 int dwunw_maps_read(int32_t pid, char **out, size_t *len);
+/* Both: pid's mappings (pid 0: our own) as *n entries in one malloc'ed block (free(*out) frees
+ * them and their paths). */
+int dwunw_maps_load(int32_t pid, struct dwunw_map **out, size_t *n);
 
 /*
  * The entries forms of dwunw_maps_set and dwunw_maps_pin below: the same, with the maps given as

@@ -186,3 +186,38 @@ DWUNW_API int dwunw_maps_read(int32_t pid, char **out, size_t *len)
 	*len = n;
 	return DWUNW_OK;
 }
+
+DWUNW_API int dwunw_maps_load(int32_t pid, struct dwunw_map **out, size_t *n)
+{
+	struct dwunw_map *e;
+	char *text;
+	size_t len, cnt = 0;
+	int err;
+
+	if (!out || !n)
+		return DWUNW_ERR_INVALID_ARG;
+	err = dwunw_maps_read(pid, &text, &len);
+	if (err)
+		return err;
+	err = dwunw_maps_parse(text, len, NULL, &cnt);
+	if (err) {
+		free(text);
+		return err;
+	}
+	/* one block: the entries, then the text their paths point into */
+	e = malloc(cnt * sizeof(*e) + len + 1);
+	if (!e) {
+		free(text);
+		return DWUNW_ERR_NOMEM;
+	}
+	memcpy((char *)(e + cnt), text, len + 1);
+	free(text);
+	err = dwunw_maps_parse((char *)(e + cnt), len, e, &cnt);
+	if (err) {
+		free(e);
+		return err;
+	}
+	*out = e;
+	*n = cnt;
+	return DWUNW_OK;
+}

@@ -80,25 +80,6 @@ static int proc_from_entries(struct dw_proc *p, const struct dwunw_map *e, size_
 	return DWUNW_OK;
 }
 
-/* text: modified (paths terminated in place), text[len] writable. */
-static int proc_from_text(struct dw_proc *p, char *text, size_t len)
-{
-	struct dwunw_map *e;
-	size_t n = 0;
-	int err = dwunw_maps_parse(text, len, NULL, &n);
-
-	if (err)
-		return err;
-	e = malloc(n * sizeof(*e));
-	if (!e)
-		return DWUNW_ERR_NOMEM;
-	err = dwunw_maps_parse(text, len, e, &n);
-	if (!err)
-		err = proc_from_entries(p, e, n);
-	free(e);
-	return err;
-}
-
 static void proc_free(struct dw_proc *p)
 {
 	if (!p)
@@ -198,8 +179,6 @@ static void install(struct dwunw_ctx_impl *c, struct dw_proc *p)
 static int load_proc(int32_t pid, const struct dwunw_map *e, size_t n, struct dw_proc **out)
 {
 	struct dw_proc *p = calloc(1, sizeof(*p));
-	char *text = NULL;
-	size_t len;
 	int err;
 
 	if (!p)
@@ -209,10 +188,12 @@ static int load_proc(int32_t pid, const struct dwunw_map *e, size_t n, struct dw
 		p->offline = 1;
 		err = proc_from_entries(p, e, n);
 	} else {
-		err = dwunw_maps_read(pid, &text, &len);
+		struct dwunw_map *live = NULL;
+		/* pid 0 has no maps (dwunw_maps_load would read ours) */
+		err = pid > 0 ? dwunw_maps_load(pid, &live, &n) : DWUNW_ERR_NO_PROCESS;
 		if (!err)
-			err = proc_from_text(p, text, len);
-		free(text);
+			err = proc_from_entries(p, live, n);
+		free(live);
 	}
 	if (err) {
 		proc_free(p);
