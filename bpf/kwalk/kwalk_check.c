@@ -246,19 +246,15 @@ static void print_diff(const struct kw_event *ev, const struct dwunw_frame *lf, 
  */
 static int in_uprobes_page(int pid, uint64_t pc)
 {
-	char path[64], line[512];
-	unsigned long long lo, hi;
+	struct dwunw_map *m;
+	size_t n;
 	int yes = 0;
-	FILE *f;
 
-	snprintf(path, sizeof(path), "/proc/%d/maps", pid);
-	f = fopen(path, "re");
-	if (!f)
+	if (pid <= 0 || dwunw_maps_load(pid, &m, &n))
 		return 0;
-	while (!yes && fgets(line, sizeof(line), f))
-		if (sscanf(line, "%llx-%llx", &lo, &hi) == 2 && pc >= lo && pc < hi)
-			yes = strstr(line, "[uprobes]") != NULL;
-	fclose(f);
+	for (size_t i = 0; i < n && !yes; i++)
+		yes = pc >= m[i].start && pc < m[i].end && !strcmp(m[i].path, "[uprobes]");
+	free(m);
 	return yes;
 }
 

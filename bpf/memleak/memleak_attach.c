@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <bpf/libbpf.h>
+#include "dwunw.h"
 #include "runtime/mappings.h"
 #include "memleak_attach.h"
 #include "memleak_opts.h"
@@ -21,8 +22,6 @@
 char *ml_resolve_obj(const struct memleak_ctx *ml, pid_t pid)
 {
 	const char *name = base_name(ml->env.obj);
-	char fn[64], line[4096];
-	FILE *f;
 
 	if (strchr(ml->env.obj, '/')) {
 		if (access(ml->env.obj, R_OK))
@@ -30,45 +29,41 @@ char *ml_resolve_obj(const struct memleak_ctx *ml, pid_t pid)
 		return strdup(ml->env.obj);
 	}
 	for (int pass = 0; pass < 2; pass++) {
+		struct dwunw_map *e;
+		char *found = NULL;
+		size_t n;
+
 		if (pass == 0 && !pid)
 			continue;
 		if (pass == 1 && pid)
 			break; /* -p: only what the target maps */
-		if (pass == 0)
-			snprintf(fn, sizeof(fn), "/proc/%d/maps", pid);
-		else
-			snprintf(fn, sizeof(fn), "/proc/self/maps");
-		f = fopen(fn, "re");
-		if (!f)
+		if (dwunw_maps_load(pass == 0 ? pid : 0, &e, &n))
 			continue;
-		while (fgets(line, sizeof(line), f)) {
-			char *p = strchr(line, '/');
+		for (size_t i = 0; i < n && !found; i++) {
+			const char *p = e[i].path;
 
-			if (!p)
+			if (p[0] != '/' || (e[i].flags & DWUNW_MAP_DELETED) || strcmp(base_name(p), name))
 				continue;
-			p[strcspn(p, "\n")] = 0;
-			if (strcmp(base_name(p), name))
-				continue;
-			fclose(f);
 			if (pass == 0) {
 				/*
 				 * A process in another mount namespace maps another file under
 				 * this path: then go through its root (uprobes follow the inode).
 				 */
 				struct stat here, there;
-				char *r;
 
-				if (asprintf(&r, "/proc/%d/root%s", pid, p) < 0)
+				if (asprintf(&found, "/proc/%d/root%s", pid, p) < 0)
 					die("out of memory");
-				if (stat(r, &there) == 0 &&
+				if (stat(found, &there) == 0 &&
 				    (stat(p, &here) || here.st_dev != there.st_dev ||
 				     here.st_ino != there.st_ino))
-					return r;
-				free(r);
+					break;
+				free(found);
 			}
-			return strdup(p);
+			found = strdup(p);
 		}
-		fclose(f);
+		free(e);
+		if (found)
+			return found;
 	}
 	if (pid)
 		die("pid %d does not map %s (not a user process, or another allocator: see -O)", pid,

@@ -78,27 +78,12 @@ void ml_keep_maps(struct memleak_ctx *ml)
 	if (ml->env.unwind != ML_UNWIND_FP)
 		return;
 #ifdef HAVE_DWUNW
-	char fn[64], *text = NULL;
-	size_t len = 0, cap = 0;
-	ssize_t r;
-	int fd;
+	struct dwunw_map *e = NULL;
+	size_t n;
 
-	snprintf(fn, sizeof(fn), "/proc/%d/maps", ml->target_pid);
-	fd = open(fn, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return;
-	for (;;) {
-		if (cap - len < 4096)
-			text = xrealloc(text, cap = cap ? cap * 2 : 65536);
-		r = read(fd, text + len, cap - len);
-		if (r <= 0)
-			break;
-		len += (size_t)r;
-	}
-	close(fd);
-	if (len)
-		dwunw_maps_set(&ml->fr.dctx, ml->target_pid, text, len);
-	free(text);
+	if (dwunw_maps_load(ml->target_pid, &e, &n) == 0)
+		dwunw_maps_set_entries(&ml->fr.dctx, ml->target_pid, e, n);
+	free(e);
 #else
 	syms_proc_refresh(ml->fr.syms);
 #endif

@@ -59,7 +59,7 @@ struct dw_proc {
 };
 
 /* A hexadecimal number at *s (before end), *s moved past it: 0, or -1 when there is none or it
- * overflows 64 bits (maps lines, NT_FILE-less sidecars). */
+ * overflows 64 bits (maps lines, NT_FILE-less sidecars). In maps_parse.c. */
 int dw_parse_hex(const char **s, const char *end, uint64_t *out);
 
 /* Offline memory of p: DWUNW_OK with the bytes, or DWUNW_ERR_IO when no region covers them. */
@@ -88,8 +88,5 @@ const struct dw_map *dw_proc_find(const struct dw_proc *p, uint64_t addr);
 int dw_map_module(struct dwunw_ctx_impl *c, struct dw_proc *p, struct dw_map *m,
 		  int (*read)(void *arg, uint64_t addr, void *buf, size_t len), void *arg,
 		  struct dwunw_module **out);
-
-/* Parse maps text into p (exposed for tests). */
-int dw_proc_parse(struct dw_proc *p, const char *text, size_t len);
 
 #endif
