@@ -53,6 +53,10 @@ struct mappings {
 	size_t last;           /* proc_find's last answer */
 	struct mv_known *known;
 	size_t nknown, known_cap;
+#ifdef HAVE_DWUNW
+	struct dwunw_map *entries; /* mappings_sync's, for libdwunw */
+	size_t entries_cap;
+#endif
 };
 
 struct mappings *mappings_new(void)
@@ -68,6 +72,9 @@ void mappings_free(struct mappings *ms)
 		free(ms->procs[i].v);
 	free(ms->procs);
 	free(ms->known);
+#ifdef HAVE_DWUNW
+	free(ms->entries);
+#endif
 	free(ms);
 }
 
@@ -430,27 +437,25 @@ void mappings_sync(struct mappings *ms, uint32_t pid, struct dwunw_ctx *dctx)
 		return;
 	p->dirty = false;
 #ifdef HAVE_DWUNW
-	size_t cap = p->n * 96 + 64, len = 0;
-	char *text = xcalloc(1, cap);
-
+	/* the view as libdwunw's entries, as they are (its paths copied by the call) */
+	if (ms->entries_cap < p->n) {
+		ms->entries_cap = p->n * 2;
+		ms->entries = xrealloc(ms->entries, ms->entries_cap * sizeof(*ms->entries));
+	}
 	for (size_t i = 0; i < p->n; i++) {
 		const struct mv_map *m = &p->v[i];
-		const char *path = m->held ? m->held : m->unknown ? "[unknown file]" : m->path ? m->path : "";
-		size_t need = strlen(path) + 96;
 
-		if (len + need > cap) {
-			cap = (len + need) * 2;
-			text = xrealloc(text, cap);
-		}
-		len += (size_t)snprintf(text + len, cap - len,
-					"%" PRIx64 "-%" PRIx64 " %c%c%cp %08" PRIx64 " %02x:%02x %" PRIu64 " %s\n",
-					m->start, m->end, m->prot & 1 ? 'r' : '-', m->prot & 2 ? 'w' : '-',
-					m->prot & 4 ? 'x' : '-', m->offset, m->dev_major, m->dev_minor,
-					m->ino, path);
+		ms->entries[i] = (struct dwunw_map){
+			.start = m->start, .end = m->end, .offset = m->offset, .inode = m->ino,
+			.dev_major = m->dev_major, .dev_minor = m->dev_minor,
+			.flags = (m->prot & 1 ? DWUNW_MAP_R : 0) | (m->prot & 2 ? DWUNW_MAP_W : 0) |
+				 (m->prot & 4 ? DWUNW_MAP_X : 0),
+			/* the held file instead of its path; an unknown file by a name that opens nothing */
+			.path = m->held ? m->held : m->unknown ? "[unknown file]" : m->path ? m->path : "",
+		};
 	}
-	if (len && dwunw_maps_pin(dctx, (int32_t)pid, text, len) == DWUNW_OK)
+	if (p->n && dwunw_maps_pin_entries(dctx, (int32_t)pid, ms->entries, p->n) == DWUNW_OK)
 		ms->stats.pins++;
-	free(text);
 #else
 	(void)dctx;
 #endif

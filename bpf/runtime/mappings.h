@@ -3,10 +3,10 @@
  * The mappings of each traced process as of the record being processed: seeded from
  * /proc/PID/maps at the process's first record or mapping event (and after each exec), then
  * changed only by mapping events (mmap_ev.h) applied in order with the records. Before a record is
- * unwound, its process's view is given to libdwunw (dwunw_maps_pin) when it changed, so every
- * record is unwound and symbolized against the modules mapped when it was captured. One object
- * per tool (mappings_new), used by its frames (frames.h) and fed by its record loop; it knows
- * nothing of the frames: the unwinder it pins views into is a parameter.
+ * unwound, its process's view is given to libdwunw as entries (dwunw_maps_pin_entries) when it
+ * changed, so every record is unwound and symbolized against the modules mapped when it was
+ * captured. One object per tool (mappings_new), used by its frames (frames.h) and fed by its
+ * record loop; it knows nothing of the frames: the unwinder it pins views into is a parameter.
  */
 #ifndef DWUNW_MAPPINGS_H
 #define DWUNW_MAPPINGS_H
