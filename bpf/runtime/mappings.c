@@ -15,9 +15,7 @@
 #include "mmap_track.h"
 #include "tool_signals.h"
 #include "tool_util.h"
-#ifdef HAVE_DWUNW
 #include "dwunw.h"
-#endif
 
 struct mv_map {
 	uint64_t start, end, offset, ino;
@@ -279,43 +277,33 @@ static bool view_free(const struct mv_proc *p, uint64_t start, uint64_t end)
  */
 static size_t view_read(struct mappings *ms, struct mv_proc *p, bool holes)
 {
-	char fn[64], line[4352];
-	size_t added = 0;
-	FILE *f;
+	struct dwunw_map *e = NULL;
+	size_t added = 0, ne = 0;
 
 	if (!holes) {
 		p->n = 0;
 		ms->stats.seeds++;
 	}
 	p->dirty = true;
-	snprintf(fn, sizeof(fn), "/proc/%u/maps", p->pid);
-	f = fopen(fn, "re");
-	if (!f)
+	/* libdwunw's one parser (" (deleted)" cut off the path) */
+	if (dwunw_maps_load((int32_t)p->pid, &e, &ne) != DWUNW_OK)
 		return 0;
-	while (fgets(line, sizeof(line), f)) {
-		struct mv_map m = { 0 };
-		char perms[8];
-		int pos = 0;
-		unsigned maj, min;
+	for (size_t k = 0; k < ne; k++) {
+		struct mv_map m = {
+			.start = e[k].start, .end = e[k].end, .offset = e[k].offset, .ino = e[k].inode,
+			.dev_major = e[k].dev_major, .dev_minor = e[k].dev_minor,
+			.prot = (e[k].flags & DWUNW_MAP_R ? 1 : 0) | (e[k].flags & DWUNW_MAP_W ? 2 : 0) |
+				(e[k].flags & DWUNW_MAP_X ? 4 : 0),
+		};
+		const char *path = e[k].path;
 
-		if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %7s %" SCNx64 " %x:%x %" SCNu64 " %n", &m.start,
-			   &m.end, perms, &m.offset, &maj, &min, &m.ino, &pos) < 7 || m.end <= m.start)
+		if (m.end <= m.start)
 			continue;
-		m.dev_major = maj;
-		m.dev_minor = min;
-		m.prot = (perms[0] == 'r' ? 1 : 0) | (perms[1] == 'w' ? 2 : 0) | (perms[2] == 'x' ? 4 : 0);
-		char *path = line + pos;
-		path[strcspn(path, "\n")] = 0;
-		if (*path) {
-			static const char del[] = " (deleted)";
-			size_t l = strlen(path);
-
-			if (l > sizeof(del) - 1 && !strcmp(path + l - (sizeof(del) - 1), del))
-				path[l - (sizeof(del) - 1)] = 0;
+		if (path && *path) {
 			m.path = intern(path);
 			m.file = path[0] == '/' && m.ino;
 			if (m.file)
-				known_put(ms, m.ino, maj, min, m.path);
+				known_put(ms, m.ino, m.dev_major, m.dev_minor, m.path);
 		}
 		if (holes) {
 			if (m.file || !view_free(p, m.start, m.end))
@@ -333,7 +321,7 @@ static size_t view_read(struct mappings *ms, struct mv_proc *p, bool holes)
 		map_insert_at(p, p->n, &m);
 		added++;
 	}
-	fclose(f);
+	free(e);
 	return added;
 }
 
