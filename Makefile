@@ -30,10 +30,12 @@ dist/.stamp: $(TS_SRCS) lib/text-width.cjs tsconfig.json package.json
 	  "--banner:js=import { createRequire as __dwunwRequire } from 'node:module'; const require = __dwunwRequire(import.meta.url);"
 	@touch $@
 
+include test/unit/wrap.mk
 unit: $(UNIT_BINS)
+$(BUILD)/test/test_nowait: TEST_LDFLAGS = $(NOWAIT_WRAP)
 $(BUILD)/test/%: test/unit/%.c test/unit/tap.h $(BUILD)/libdwunw.a
 	@mkdir -p $(dir $@)
-	@$(CC) $(TESTCFLAGS) -o $@ $< $(BUILD)/libdwunw.a $(LDLIBS)
+	@$(CC) $(TESTCFLAGS) -o $@ $< $(BUILD)/libdwunw.a $(LDLIBS) $(TEST_LDFLAGS)
 
 tools: $(TOOL_BINS)
 $(BUILD)/test/tools/%: test/tools/%.c $(BUILD)/libdwunw.a
@@ -68,7 +70,7 @@ clean:
 
 # Fuzzing (clang, libFuzzer): build/fuzz/<target> for each fuzz/fuzz_*.c, and their seed corpora
 # (fuzz/fuzz.mk). Run them with `npm run fuzz -- --seconds N`; test/fuzz.test.ts runs them briefly.
-.PHONY: fuzz asan
+.PHONY: fuzz asan tsan
 fuzz:
 	@$(MAKE) -s -f fuzz/fuzz.mk BUILD=$(BUILD)
 
@@ -76,3 +78,8 @@ fuzz:
 # test/sanitizers.test.ts runs them.
 asan:
 	@$(MAKE) -s -f fuzz/asan.mk BUILD=$(BUILD)
+
+# The library and test_nowait under ThreadSanitizer (clang): build/tsan/ (fuzz/tsan.mk).
+# test/tsan.test.ts runs it.
+tsan:
+	@$(MAKE) -s -f fuzz/tsan.mk BUILD=$(BUILD)
