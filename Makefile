@@ -8,8 +8,8 @@ UNIT_BINS := $(patsubst test/unit/%.c,$(BUILD)/test/%,$(wildcard test/unit/*.c))
 TOOL_BINS := $(patsubst test/tools/%.c,$(BUILD)/test/tools/%,$(wildcard test/tools/*.c))
 TS_SRCS   := $(shell find commands lib -name '*.ts' 2>/dev/null)
 
-.PHONY: all native ts unit tools fixtures bench bpf clean
-all: native ts unit tools fixtures bench bpf
+.PHONY: all native ts unit tools fixtures bench bpf examples clean
+all: native ts unit tools fixtures bench bpf examples
 
 native:
 	@$(MAKE) -s -C native BUILD=$(BUILD)
@@ -54,6 +54,11 @@ bench: native fixtures
 # CO-RE object and its bpftool skeleton, build/bpf/memleak (libdwunw.a) and memleak-fp.
 bpf: native
 	@$(MAKE) -s -C bpf BUILD=$(BUILD)
+
+# examples/: the example memleak before and after its patch (memleak-dwarf.patch), and the API
+# programs of doc/api_usage.md §6, into build/examples/ (test/examples.test.ts runs them).
+examples: native bpf
+	@$(MAKE) -s -C examples BUILD=$(BUILD)
 
 # Cross builds (test/verify-cross.test.ts checks them): libdwunw.a for arm64 and mips32, and
 # memleak for arm64 and mips32 (build/aarch64-linux-gnu/bpf/, build/mipsel-linux-gnu/bpf/).
