@@ -67,30 +67,31 @@ export function findPython(ctx: N.Pointer, pid: number): { rt: PyRuntime | null;
   };
 }
 
-const PY_FRAME_SIZE = () => N.sizeOf(N.PyFrameT);
+/** The frame buffer, kept between calls (its memory never moves: CMem). */
+let frameBuf: { mem: N.CMem; max: number } | null = null;
 
 /** The Python frames of tid (innermost first), at most max. */
 export function pythonStack(ctx: N.Pointer, rt: PyRuntime, tid: number, max = 512): PyStack {
   const lib = N.lib();
-  const size = PY_FRAME_SIZE();
-  const buf = new N.CMem(size * max);
-  try {
-    const n: [number | bigint] = [max];
-    const stop = lib.dwunw_py_stack(ctx, rt.mem.buf, tid, buf.buf, n);
-    const frames: PyFrame[] = [];
-    for (let i = 0; i < Number(n[0]); i++) {
-      const f = N.decodeAt(buf.buf, i * size, N.PyFrameT) as Record<string, unknown>;
-      frames.push({
-        name: f.name as string,
-        file: f.file as string,
-        line: (f.flags as number) & N.DWUNW_PY_NO_LINE ? null : (f.line as number),
-        flags: f.flags as number,
-      });
-    }
-    return { frames, stop, stopName: lib.dwunw_errname(stop) };
-  } finally {
-    buf.free();
+  const size = N.sizeOf(N.PyFrameT);
+  if (!frameBuf || frameBuf.max < max) {
+    frameBuf?.mem.free();
+    frameBuf = { mem: new N.CMem(size * max), max };
   }
+  const buf = frameBuf.mem.buf;
+  const n: [number | bigint] = [max];
+  const stop = lib.dwunw_py_stack(ctx, rt.mem.buf, tid, buf, n);
+  const frames: PyFrame[] = [];
+  for (let i = 0; i < Number(n[0]); i++) {
+    const f = N.decodeAt(buf, i * size, N.PyFrameT) as Record<string, unknown>;
+    frames.push({
+      name: f.name as string,
+      file: f.file as string,
+      line: (f.flags as number) & N.DWUNW_PY_NO_LINE ? null : (f.line as number),
+      flags: f.flags as number,
+    });
+  }
+  return { frames, stop, stopName: lib.dwunw_errname(stop) };
 }
 
 /** The native frames that are calls of the interpreter's eval loop (innermost first). */

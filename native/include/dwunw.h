@@ -515,7 +515,8 @@ struct dwunw_py_runtime {
 	int32_t pid;
 	uint32_t layout;            /* private: the table row + 1; 0 = none */
 	uint64_t runtime_addr;      /* _PyRuntime */
-	uint64_t eval_lo, eval_hi;  /* _PyEval_EvalFrameDefault: [lo, hi) runtime addresses */
+	uint64_t eval_lo;           /* _PyEval_EvalFrameDefault: [eval_lo, eval_hi), runtime addresses */
+	uint64_t eval_hi;
 	uint64_t code_type;         /* PyCode_Type: every frame's code object must be one */
 	uint64_t str_type;          /* PyUnicode_Type */
 	char path[256];             /* the file that holds the interpreter (python3.x or libpython3.x.so) */

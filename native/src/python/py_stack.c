@@ -13,11 +13,25 @@
 #define MAX_THREADS  65536
 #define MAX_LINETAB  (64u << 10)  /* larger tables: the line is not read */
 
+/* What a code object gives its frames, kept for the rest of the call (the thread is stopped or the
+ * process dead: a code object cannot change under one call). Recursion reads each code once. */
+#define CODE_SLOTS 16
+struct code_info {
+	uint64_t code;                /* 0: empty */
+	int32_t firstlineno, firsttraceable;
+	int err;                      /* reading its names failed: every frame of it fails the same */
+	uint32_t trunc;
+	char name[128], file[256];
+};
+
 struct py_walk {
 	struct dw_py_mem m;
 	const struct dw_py_layout *L;
 	const struct dwunw_py_runtime *rt;
 	uint8_t *linetab;             /* MAX_LINETAB, one per call */
+	uint64_t linetab_code;        /* whose table linetab holds (0: none) */
+	uint64_t linetab_size;
+	struct code_info codes[CODE_SLOTS];
 };
 
 /* The thread state whose native_thread_id is tid: 0 when none (not a Python thread). */
@@ -123,9 +137,15 @@ static int32_t frame_line(struct py_walk *w, uint64_t code, uint64_t prev_instr,
 		return firstlineno;
 	if ((prev_instr - start) & 1)
 		return -1;
-	if (dw_py_read_u64(&w->m, code + L->co_linetable, &tab) || dw_py_read_u64(&w->m, tab + L->bytes_size, &size) ||
-	    size > MAX_LINETAB || (size && dw_py_read(&w->m, tab + L->bytes_data, w->linetab, size)))
-		return -1;
+	if (w->linetab_code != code) {
+		w->linetab_code = 0;
+		if (dw_py_read_u64(&w->m, code + L->co_linetable, &tab) || dw_py_read_u64(&w->m, tab + L->bytes_size, &size) ||
+		    size > MAX_LINETAB || (size && dw_py_read(&w->m, tab + L->bytes_data, w->linetab, size)))
+			return -1;
+		w->linetab_code = code;
+		w->linetab_size = size;
+	}
+	size = w->linetab_size;
 	int line = dw_py311_line(w->linetab, size, firstlineno, (uint32_t)((prev_instr - start) / 2));
 	return line < 0 ? -1 : line;
 }
@@ -153,35 +173,59 @@ static int read_frame(struct py_walk *w, uint64_t fr, struct raw_frame *rf)
 
 /* One frame's names and line; DWUNW_ERR_* when it is not a frame of a code object; *skip when
  * CPython itself would not show it yet (pushed, its first traceable instruction not reached). */
+/* The code object's names and numbers, read once per call. */
+static const struct code_info *code_of(struct py_walk *w, uint64_t code)
+{
+	const struct dw_py_layout *L = w->L;
+	struct code_info *ci = &w->codes[(code >> 4) % CODE_SLOTS];
+	uint8_t co[256];
+	uint64_t type, qualname, filename;
+	int trunc = 0;
+
+	if (ci->code == code)
+		return ci;
+	memset(ci, 0, sizeof(*ci));
+	ci->code = code;
+	if (L->co_code > sizeof(co) || dw_py_read(&w->m, code, co, L->co_code)) {
+		ci->err = DWUNW_ERR_IO;
+		return ci;
+	}
+	memcpy(&type, co + L->ob_type, 8);
+	if (type != w->rt->code_type) {
+		ci->err = DWUNW_ERR_CORRUPT;
+		return ci;
+	}
+	memcpy(&qualname, co + L->co_qualname, 8);
+	memcpy(&filename, co + L->co_filename, 8);
+	memcpy(&ci->firstlineno, co + L->co_firstlineno, 4);
+	memcpy(&ci->firsttraceable, co + L->co_firsttraceable, 4);
+	if ((ci->err = read_str(w, qualname, ci->name, sizeof(ci->name), &trunc)) == DWUNW_OK)
+		ci->err = read_str(w, filename, ci->file, sizeof(ci->file), &trunc);
+	ci->trunc = trunc;
+	return ci;
+}
+
+/* One frame's names and line; DWUNW_ERR_* when it is not a frame of a code object; *skip when
+ * CPython itself would not show it yet (pushed, its first traceable instruction not reached). */
 static int describe(struct py_walk *w, uint64_t fr, const struct raw_frame *rf, struct dwunw_py_frame *out, int *skip)
 {
 	const struct dw_py_layout *L = w->L;
-	uint8_t co[256];
-	uint64_t type, qualname, filename;
-	int32_t firstlineno, firsttraceable;
-	int trunc = 0, err;
+	const struct code_info *ci = code_of(w, rf->code);
 
 	*skip = 0;
-	if (L->co_code > sizeof(co) || dw_py_read(&w->m, rf->code, co, L->co_code))
-		return DWUNW_ERR_IO;
-	memcpy(&type, co + L->ob_type, 8);
-	if (type != w->rt->code_type)
-		return DWUNW_ERR_CORRUPT;
-	memcpy(&qualname, co + L->co_qualname, 8);
-	memcpy(&filename, co + L->co_filename, 8);
-	memcpy(&firstlineno, co + L->co_firstlineno, 4);
-	memcpy(&firsttraceable, co + L->co_firsttraceable, 4);
+	if (ci->err)
+		return ci->err;
 	memset(out, 0, sizeof(*out));
 	out->frame = fr;
 	out->code = rf->code;
-	if ((err = read_str(w, qualname, out->name, sizeof(out->name), &trunc)) ||
-	    (err = read_str(w, filename, out->file, sizeof(out->file), &trunc)))
-		return err;
-	int32_t line = frame_line(w, rf->code, rf->prev_instr, firstlineno);
+	memcpy(out->name, ci->name, sizeof(out->name));
+	memcpy(out->file, ci->file, sizeof(out->file));
+	int32_t line = frame_line(w, rf->code, rf->prev_instr, ci->firstlineno);
 	out->line = line > 0 ? line : 0;
 	out->flags = (rf->is_entry ? DWUNW_PY_ENTRY : 0) | (line <= 0 ? DWUNW_PY_NO_LINE : 0) |
-		     (trunc ? DWUNW_PY_TRUNCATED : 0) | (rf->owner == L->owner_generator ? DWUNW_PY_GENERATOR : 0);
-	*skip = rf->owner != L->owner_generator && rf->prev_instr < rf->code + L->co_code + (uint64_t)firsttraceable * 2;
+		     (ci->trunc ? DWUNW_PY_TRUNCATED : 0) | (rf->owner == L->owner_generator ? DWUNW_PY_GENERATOR : 0);
+	*skip = rf->owner != L->owner_generator &&
+		rf->prev_instr < rf->code + L->co_code + (uint64_t)ci->firsttraceable * 2;
 	return DWUNW_OK;
 }
 
@@ -189,7 +233,8 @@ DWUNW_API int dwunw_py_stack(struct dwunw_ctx *ctx, const struct dwunw_py_runtim
 			     struct dwunw_py_frame *frames, size_t *n)
 {
 	struct dwunw_ctx_impl *c = dw_ctx(ctx);
-	struct py_walk w = { .rt = rt };
+	const struct dw_py_layout *L;
+	struct py_walk *w;
 	uint64_t ts, cframe, fr;
 	size_t cap, cnt = 0;
 	int err;
@@ -200,21 +245,27 @@ DWUNW_API int dwunw_py_stack(struct dwunw_ctx *ctx, const struct dwunw_py_runtim
 	*n = 0;
 	if (!c || !rt || rt->size < sizeof(*rt) || (cap && !frames) || tid <= 0)
 		return DWUNW_ERR_INVALID_ARG;
-	if (!(w.L = dw_py_layout_at(rt->layout)))
+	if (!(L = dw_py_layout_at(rt->layout)))
 		return DWUNW_ERR_UNSUPPORTED;
-	if (!(w.linetab = malloc(MAX_LINETAB)))
+	/* one allocation per call (line table, code cache), none per frame */
+	if (!(w = calloc(1, sizeof(*w))) || !(w->linetab = malloc(MAX_LINETAB))) {
+		free(w);
 		return DWUNW_ERR_NOMEM;
-	if ((err = dw_py_mem_open(&w.m, c, rt->pid))) {
-		free(w.linetab);
+	}
+	w->rt = rt;
+	w->L = L;
+	if ((err = dw_py_mem_open(&w->m, c, rt->pid))) {
+		free(w->linetab);
+		free(w);
 		return err;
 	}
-	err = find_tstate(&w, tid, &ts);
+	err = find_tstate(w, tid, &ts);
 	if (!err && !ts)
 		err = DWUNW_ERR_NOT_FOUND;
 	if (!err)
-		err = dw_py_read_u64(&w.m, ts + w.L->ts_cframe, &cframe);
+		err = dw_py_read_u64(&w->m, ts + L->ts_cframe, &cframe);
 	if (!err)
-		err = dw_py_read_u64(&w.m, cframe + w.L->cf_current_frame, &fr);
+		err = dw_py_read_u64(&w->m, cframe + L->cf_current_frame, &fr);
 	while (!err && fr) {
 		struct raw_frame rf;
 		int skip;
@@ -223,7 +274,7 @@ DWUNW_API int dwunw_py_stack(struct dwunw_ctx *ctx, const struct dwunw_py_runtim
 			err = DWUNW_ERR_DEPTH;
 			break;
 		}
-		if ((err = read_frame(&w, fr, &rf)) || (err = describe(&w, fr, &rf, &frames[cnt], &skip)))
+		if ((err = read_frame(w, fr, &rf)) || (err = describe(w, fr, &rf, &frames[cnt], &skip)))
 			break;
 		/* A skipped entry frame hands its mark to the inner frame of its native call; when that
 		 * call shows no other frame, it is shown (it is what that call runs). */
@@ -235,8 +286,9 @@ DWUNW_API int dwunw_py_stack(struct dwunw_ctx *ctx, const struct dwunw_py_runtim
 			frames[cnt - 1].flags |= DWUNW_PY_ENTRY;
 		fr = rf.previous;
 	}
-	dw_py_mem_close(&w.m);
-	free(w.linetab);
+	dw_py_mem_close(&w->m);
+	free(w->linetab);
+	free(w);
 	*n = cnt;
 	return err;
 }
