@@ -7,8 +7,8 @@
 // unwind-pid (ptrace: each thread read while stopped) and unwind-core (gcore of the same process)
 // must give every thread's chain exactly, merged: each native _PyEval_EvalFrameDefault frame
 // preceded by the Python frames it ran, the stack ending at the native root. pyenv's CPython
-// 3.11 (libpython3.11.so: an embedder) is checked when the machine has it; a CPython with no layout
-// (pyenv's 3.12) gives one warning and native frames only. Under DWUNW_REQUIRE_BPF=1 a missing
+// 3.11 and 3.12 (libpython3.x.so: embedders) are checked when the machine has them; a CPython with no
+// layout (pyenv's 3.13) or without Py_Version (3.10) gives one warning and native frames only. Under DWUNW_REQUIRE_BPF=1 a missing
 // python3.11-dbg, gdb or py-spy is a failure, not a skip.
 import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
@@ -186,26 +186,37 @@ t.test("Debian's python3.11: unwind-pid, py-bt, py-spy, unwind-core", async (t) 
   });
 });
 
-t.test("pyenv's CPython: 3.11 through libpython3.11.so; 3.12: one warning, native frames", async (t) => {
+t.test("pyenv's CPython: 3.11 and 3.12 through libpython3.x.so; 3.13 and 3.10: one warning, native frames", async (t) => {
   if (process.getuid?.() !== 0) return skipOrFail(t, 'not root', 'skipped');
-  const py311 = '/root/.pyenv/versions/3.11.7/bin/python3.11';
-  const py312 = '/root/.pyenv/versions/3.12.1/bin/python3.12';
-  if (existsSync(py311)) {
-    const { pid, view, stop } = await startFixture(py311);
+  for (const v of ['3.11.7/bin/python3.11', '3.12.1/bin/python3.12']) {
+    const py = `/root/.pyenv/versions/${v}`;
+    if (!existsSync(py)) {
+      t.pass(`no ${py} here`, { skip: 'pyenv is not installed by ensure-deps' });
+      continue;
+    }
+    const { pid, view, stop } = await startFixture(py);
     const { threads } = await unwindPidJson(t, pid);
     stop();
-    for (const v of view.threads) checkThread(t, `3.11.7 ${v.tag}`, threads.find((x) => x.tid === v.native_id), v.frames);
-  } else t.pass('no pyenv 3.11.7 here', { skip: 'not installed by ensure-deps' });
-  if (existsSync(py312)) {
-    const s = start(py312, ['-c', 'import time\nprint("ok", flush=True)\ntime.sleep(600)'], { timeoutMs: 120_000 });
+    for (const th of view.threads) checkThread(t, `${v} ${th.tag}`, threads.find((x) => x.tid === th.native_id), th.frames);
+  }
+  for (const [v, why] of [
+    ['3.13.0/bin/python3.13', /\(3\.13\.0\): CPython 3\.13: no layout for it in this build: native frames only/],
+    ['3.10.13/bin/python3.10', /CPython without Py_Version in \.dynsym \(older than 3\.11\): not read: native frames only/],
+  ] as const) {
+    const py = `/root/.pyenv/versions/${v}`;
+    if (!existsSync(py)) {
+      t.pass(`no ${py} here`, { skip: 'pyenv is not installed by ensure-deps' });
+      continue;
+    }
+    const s = start(py, ['-c', 'import time\nprint("ok", flush=True)\ntime.sleep(600)'], { timeoutMs: 120_000 });
     let out = '';
     s.child.stdout!.on('data', (d: Buffer | string) => (out += d.toString()));
-    await waitFor(() => out.includes('ok'), 60_000, 'python3.12 to start', 20);
+    await waitFor(() => out.includes('ok'), 60_000, `${py} to start`, 20);
     const { threads, stderr } = await unwindPidJson(t, s.child.pid!);
     s.child.kill('SIGKILL');
-    const warns = stderr.split('\n').filter((l) => /no layout for it/.test(l));
-    t.equal(warns.length, 1, `one warning naming the missing layout: ${stderr}`);
-    t.match(warns[0], /3\.12.*native frames only/, 'it says 3.12 and native frames only');
-    t.ok(threads.every((th) => th.frames.every((f) => f.origin !== 'python') && th.python === undefined), 'no Python frame is guessed');
-  } else t.pass('no pyenv 3.12 here', { skip: 'not installed by ensure-deps' });
+    const warns = stderr.split('\n').filter((l) => l.startsWith('dwunw: pid'));
+    t.equal(warns.length, 1, `${v}: one warning: ${stderr}`);
+    t.match(warns[0], why, `${v}: it names the version and why`);
+    t.ok(threads.every((th) => th.frames.every((f) => f.origin !== 'python') && th.python === undefined), `${v}: no Python frame is guessed`);
+  }
 });

@@ -173,8 +173,12 @@ DWUNW_API int dwunw_py_find(struct dwunw_ctx *ctx, int32_t pid, struct dwunw_py_
 			continue;
 		snprintf(rt->path, sizeof(rt->path), "%s", mp->path);
 		if (ferr) {
-			/* _PyRuntime without the rest: an interpreter too old (no Py_Version: < 3.11) */
-			snprintf(rt->why, sizeof(rt->why), "CPython without Py_Version (older than 3.11): not read");
+			/* _PyRuntime without the rest: no Py_Version before 3.11 */
+			unsigned k = 0;
+			while (k < NSYMS - 1 && f.addr[k])
+				k++;
+			snprintf(rt->why, sizeof(rt->why), "CPython without %s in .dynsym%s: not read", sym_names[k],
+				 k == SYM_VERSION ? " (older than 3.11)" : "");
 			result = DWUNW_ERR_UNSUPPORTED;
 			break;
 		}

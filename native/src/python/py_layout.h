@@ -29,7 +29,10 @@ struct dw_py_layout {
 	uint16_t unicode_basicsize;   /* PyUnicode_Type.tp_basicsize */
 	uint16_t ob_type, bytes_size, bytes_data; /* PyObject.ob_type; a bytes object's length and data */
 	uint8_t owner_generator;      /* _PyInterpreterFrame.owner of a generator's frame */
-	uint8_t pad;
+	/* How a frame says it is the first its native eval call ran: 3.11 has is_entry (fr_is_entry,
+	 * entry_flag 1); 3.12 pushes a shim frame owned by the C stack (owner_cstack) below it. */
+	uint8_t entry_flag;
+	uint8_t owner_cstack;         /* 0xff: none */
 };
 
 /* The row for major.minor, or NULL; *index (when given) is its index + 1. */

@@ -159,14 +159,14 @@ static int read_frame(struct py_walk *w, uint64_t fr, struct raw_frame *rf)
 {
 	const struct dw_py_layout *L = w->L;
 	uint8_t b[80];
-	size_t need = (size_t)L->fr_owner + 1;
+	size_t need = (size_t)(L->fr_owner > L->fr_is_entry ? L->fr_owner : L->fr_is_entry) + 1;
 
 	if (need > sizeof(b) || dw_py_read(&w->m, fr, b, need))
 		return DWUNW_ERR_IO;
 	memcpy(&rf->code, b + L->fr_code, 8);
 	memcpy(&rf->previous, b + L->fr_previous, 8);
 	memcpy(&rf->prev_instr, b + L->fr_prev_instr, 8);
-	rf->is_entry = b[L->fr_is_entry];
+	rf->is_entry = L->entry_flag ? b[L->fr_is_entry] : 0;
 	rf->owner = b[L->fr_owner];
 	return DWUNW_OK;
 }
@@ -274,7 +274,20 @@ DWUNW_API int dwunw_py_stack(struct dwunw_ctx *ctx, const struct dwunw_py_runtim
 			err = DWUNW_ERR_DEPTH;
 			break;
 		}
-		if ((err = read_frame(w, fr, &rf)) || (err = describe(w, fr, &rf, &frames[cnt], &skip)))
+		if ((err = read_frame(w, fr, &rf)))
+			break;
+		if (rf.owner == L->owner_cstack) {
+			/* 3.12's shim below an eval call's first frame: that frame is its entry; a shim
+			 * with no frame of its own call above it (just pushed) cuts the chain. */
+			if (!cnt || (frames[cnt - 1].flags & DWUNW_PY_ENTRY)) {
+				err = DWUNW_ERR_CORRUPT;
+				break;
+			}
+			frames[cnt - 1].flags |= DWUNW_PY_ENTRY;
+			fr = rf.previous;
+			continue;
+		}
+		if ((err = describe(w, fr, &rf, &frames[cnt], &skip)))
 			break;
 		/* A skipped entry frame hands its mark to the inner frame of its native call; when that
 		 * call shows no other frame, it is shown (it is what that call runs). */
