@@ -139,7 +139,7 @@ void ml_print_folded(const uint32_t *order, size_t shown, bool by_process)
 		v[k].weight = env.weight_allocs ? s->count : s->bytes;
 		v[k].rank = (uint32_t)k;
 	}
-	print_folded_lines(v, shown, FOLDED_BY_RANK);
+	print_folded_lines(v, shown, FOLDED_BY_RANK, false);
 }
 
 void ml_print_stack_json(const struct ustack *s)

@@ -219,7 +219,7 @@ static void print_folded_all(void)
 		v[i].weight = agg.v[i].count;
 		v[i].rank = (uint32_t)i;
 	}
-	print_folded_lines(v, agg.n, FOLDED_BY_WEIGHT);
+	print_folded_lines(v, agg.n, FOLDED_BY_WEIGHT, opts.json);
 }
 
 static void json_stack(const struct ustack *s, bool user)
