@@ -136,7 +136,7 @@ void ml_print_folded(const struct memleak_ctx *ml, const uint32_t *order, size_t
 		v[k].weight = ml->env.weight_allocs ? ml->figs[order[k]].count : ml->figs[order[k]].bytes;
 		v[k].rank = (uint32_t)k;
 	}
-	print_folded_lines(v, shown, FOLDED_BY_RANK);
+	print_folded_lines(v, shown, FOLDED_BY_RANK, false);
 }
 
 void ml_print_stack_json(const struct memleak_ctx *ml, uint32_t idx)

@@ -84,7 +84,9 @@ static void usage(FILE *f)
 "      --stack-size=BYTES     stack window copied per sample (16384, max 65536; kernel:\n"
 "                             per fallback)\n"
 "      --table-budget=MIB     --unwind=kernel: memory for the tables' maps (64)\n"
-"      --json                 NDJSON: one line per stack, then a summary line\n"
+"      --json                 NDJSON: one line per stack, then a summary line; with -f,\n"
+"                             the folded lines too ({\"folded\":\"comm;...;leaf\",\"count\":N}),\n"
+"                             before the summary\n"
 "      --perf-buffer          perf buffer instead of the ring buffer\n"
 "      --max-stacks=N         distinct stacks kept (262144; more: [stack table full])\n"
 "      --max-keys=N           distinct (pid, comm, stacks) counted (1048576; more: per-pid\n"
@@ -268,8 +270,6 @@ void pr_parse_args(struct pr_opts *opts, int argc, char **argv)
 		opts->kernel = false;
 	if (kernel_only)
 		opts->user = false;
-	if (opts->folded && opts->json)
-		die("-f and --json exclude each other");
 	if (opts->all && (opts->npids || opts->command))
 		die("-a excludes -p and -- COMMAND");
 	if (opts->npids && opts->command)

@@ -212,7 +212,7 @@ static void print_folded_all(const struct profile_ctx *pr)
 		v[i].weight = pr->agg.v[i].count;
 		v[i].rank = (uint32_t)i;
 	}
-	print_folded_lines(v, pr->agg.n, FOLDED_BY_WEIGHT);
+	print_folded_lines(v, pr->agg.n, FOLDED_BY_WEIGHT, pr->opts.json);
 }
 
 static void json_stack(const struct ustack *s, bool user)
