@@ -295,6 +295,8 @@ export interface Lib {
   dwunw_version(): string;
   dwunw_strerror(err: number): string;
   dwunw_errname(err: number): string;
+  /** An fd (>= 0) or a DWUNW_ERR_*; why receives the line naming a refused file. */
+  dwunw_pid_file_open(pid: number, path: string, why: Buffer, whylen: number): number;
   dwunw_init(ctx: Pointer, cfg: Record<string, unknown>): number;
   dwunw_shutdown(ctx: Pointer): void;
   dwunw_module_open(ctx: Pointer, path: string, out: Pointer[]): number;
@@ -367,6 +369,7 @@ export function lib(): Lib {
     dwunw_version: f('const char *', 'dwunw_version', []),
     dwunw_strerror: f('const char *', 'dwunw_strerror', ['int']),
     dwunw_errname: f('const char *', 'dwunw_errname', ['int']),
+    dwunw_pid_file_open: f('int', 'dwunw_pid_file_open', ['int32_t', 'const char *', 'char *', 'size_t']),
     dwunw_init: f('int', 'dwunw_init', [ctxP, koffi.pointer(ConfigT)]),
     dwunw_shutdown: f('void', 'dwunw_shutdown', [ctxP]),
     dwunw_module_open: f('int', 'dwunw_module_open', [ctxP, 'const char *', koffi.out(koffi.pointer(modP))]),

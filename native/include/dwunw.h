@@ -65,6 +65,17 @@ const char *dwunw_strerror(int err);
 /* The code's short name without prefix ("NO_DWARF", "OK", ...), for machine-readable output. */
 const char *dwunw_errname(int err);
 
+/* ---- Files named after a process --------------------------------------------------------- */
+
+/*
+ * Open a file that a process writes under its pid in a shared directory (/tmp/perf-PID.map), so
+ * that nobody else can plant it: it must be a regular file, not a symbolic link, owned by root or
+ * by pid's real or effective user. Returns an fd open for reading (close it), DWUNW_ERR_NOT_FOUND
+ * when there is no such file, or DWUNW_ERR_PERM / _IO with one line naming the file and why it is
+ * not used in `why` (may be NULL).
+ */
+int dwunw_pid_file_open(int32_t pid, const char *path, char *why, size_t whylen);
+
 /* ---- Architectures ---------------------------------------------------------------------- */
 
 enum dwunw_arch {
