@@ -5,10 +5,10 @@
 //
 // Which file may be read is libdwunw's rule (dwunw_pid_file_open, also used by the tools): a
 // regular file, not a symlink, owned by root or the process's user; anyone else could plant one.
-// Why a second parser beside the tools' bpf/perf_map.c: that one is part of the tools' runtime
-// (interned names, the tools' clock and allocator; memleak-fp is built without libdwunw), so the
-// CLI keeps its own, with the same rules: sorted ranges, binary search, the latest line covering
-// a pc wins, re-read on a miss.
+// Why a second parser beside the tools' bpf/runtime/perf_map.c: that one is part of the tools'
+// runtime (interned names, the tools' clock and allocator; memleak-fp is built without libdwunw),
+// so the CLI keeps its own, with the same rules: sorted ranges, binary search, the latest line
+// covering a pc wins, re-read on a miss.
 import { closeSync, fstatSync, readSync } from 'node:fs';
 import { lib } from './native.js';
 import type { Frame } from './dwunw.js';

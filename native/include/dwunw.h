@@ -9,6 +9,24 @@
  * Versioning: the ABI is that of DWUNW_VERSION_MAJOR. Structures the caller allocates and the
  * library reads (struct dwunw_config) start with a size field, so they can grow at the end.
  * Every call returns DWUNW_OK (0) or a negative DWUNW_ERR_* code; dwunw_strerror() names it.
+ *
+ * What may block ("I/O": file reads or /proc; "lock": waits for the context's lock, which a
+ * module load holds while it opens and reads the file):
+ *  - never: dwunw_version, dwunw_strerror, dwunw_errname, dwunw_arch_*, dwunw_module_path,
+ *    _build_id, _arch, dwunw_module_memory, dwunw_module_cache_release, dwunw_module_put,
+ *    dwunw_cache_stats, dwunw_stack_reader_init;
+ *    dwunw_capture(_sampled) with DWUNW_REGS_NOWAIT (no file I/O, no context lock: what is not
+ *    loaded yet gives DWUNW_ERR_WOULDBLOCK; it still reads the target's memory beyond the
+ *    snapshot with process_vm_readv, a system call, unless DWUNW_CFG_NO_REMOTE_READS, and may
+ *    wait while another thread compiles the same block of a big module's table, in memory);
+ *  - I/O and lock: dwunw_init (preloaded modules), dwunw_capture(_sampled) without NOWAIT (the
+ *    maps of a new pid, each module's first load, its table, symbols for the prologue
+ *    analyser, /proc/PID/mem when process_vm_readv is refused), dwunw_load_for,
+ *    dwunw_module_open*, dwunw_maps_refresh, dwunw_core_load;
+ *  - I/O and the module's own lock (not the context's): dwunw_table_* and dwunw_symbolize* (the
+ *    table, the symbol index and debug files, built on a module's first use);
+ *  - lock, no I/O: dwunw_maps_set, _pin, _forget, dwunw_memory_add, dwunw_shutdown;
+ *  - ptrace waits: dwunw_stack_reader_attach (up to attach_timeout_ms), _detach.
  */
 #ifndef DWUNW_H
 #define DWUNW_H
@@ -58,7 +76,10 @@ const char *dwunw_version(void);
                                         * live process, changed since the event: it differs from what was
                                         * sampled then (dwunw_capture_sampled), or a return address read
                                         * there points into no mapping (that frame is not returned) */
-#define DWUNW_ERR_MIN              -20
+#define DWUNW_ERR_WOULDBLOCK       -21 /* DWUNW_REGS_NOWAIT: the walk needs something not loaded yet
+                                        * (maps, module, table, symbols) or a busy lock; the caller
+                                        * loads it with dwunw_load_for and tries again */
+#define DWUNW_ERR_MIN              -21
 
 /* One line naming the error ("no call-frame information", ...). Never NULL. */
 const char *dwunw_strerror(int err);
@@ -106,6 +127,9 @@ struct dwunw_regs {
 
 /* pc is a return address (a uretprobe's resume point): look up pc-1 for frame 0 too. */
 #define DWUNW_REGS_PC_IS_RETADDR  (1u << 0)
+/* Capture without file I/O and without waiting for the context's lock: what the walk needs must
+ * be loaded already (dwunw_load_for); else it stops there with DWUNW_ERR_WOULDBLOCK. */
+#define DWUNW_REGS_NOWAIT         (1u << 1)
 
 struct dwunw_frame;
 struct dwunw_ctx;
@@ -325,6 +349,16 @@ struct dwunw_stack_sample {
 int dwunw_capture_sampled(struct dwunw_ctx *ctx, const struct dwunw_regs *regs,
 			  const struct dwunw_stack_sample *samples, size_t nsamples,
 			  struct dwunw_frame *frames, size_t *frame_cnt);
+
+/*
+ * Load what an unwind of `regs` needs, so that a DWUNW_REGS_NOWAIT capture of it does not return
+ * DWUNW_ERR_WOULDBLOCK: the pid's maps, each module the walk reaches, its table and (arm64, mips)
+ * its symbols. A blocking walk whose frames are dropped; call it off the hot path (a loader
+ * thread). DWUNW_OK, or what keeps it from loading: DWUNW_ERR_NO_PROCESS (maps unreadable),
+ * _CACHE_FULL, _NOMEM, _INVALID_ARG, _UNSUPPORTED_ARCH. A module evicted between this call and
+ * the capture is loaded again by the next call.
+ */
+int dwunw_load_for(struct dwunw_ctx *ctx, const struct dwunw_regs *regs);
 
 /* ---- Module cache ------------------------------------------------------------------------- */
 
