@@ -200,7 +200,7 @@ int main(int argc, char **argv)
 	}
 #endif
 #ifdef HAVE_DWUNW
-	err = frames_init(64, 0);
+	err = frames_init(64, 0, NULL);
 	if (err)
 		die("libdwunw: %s", dwunw_strerror(err));
 	if (env.unwind == ML_UNWIND_DWARF)

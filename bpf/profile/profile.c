@@ -507,7 +507,7 @@ int main(int argc, char **argv)
 	set_filters();
 	kcache.n = opts.stack_storage;
 	kcache.map = xcalloc(kcache.n, sizeof(*kcache.map));
-	err = frames_init(cache_slots_for_machine(), 0);
+	err = frames_init(cache_slots_for_machine(), opts.debuginfod ? DWUNW_CFG_DEBUGINFOD : 0, opts.debug_dir);
 	if (err)
 		die("libdwunw: %s", dwunw_strerror(err));
 	frames_use_perf_map = true;
@@ -611,6 +611,8 @@ int main(int argc, char **argv)
 		prs.kw_mmaps_lost = tc[KW_TC_LOST];
 	}
 #endif
+	if (opts.debuginfod)
+		frames_name_fetched(60000);
 	pr_report();
 	dwunw_cap_reader_free(reader);
 #ifdef HAVE_KWALK

@@ -25,7 +25,13 @@ extern uint32_t frames_max;
 extern struct dwunw_ctx dctx;
 extern bool dctx_ok;
 /* dwunw_init with `cache_slots` module-cache slots and warnings on stderr under -v. */
-int frames_init(uint32_t cache_slots, uint32_t flags);
+int frames_init(uint32_t cache_slots, uint32_t flags, const char *debug_dirs);
+/*
+ * With DWUNW_CFG_DEBUGINFOD: wait at most wait_ms for the debug files asked (the fetches ran on
+ * libdwunw's thread while sampling), name the stored frames of the modules whose file came, and
+ * print one line for the modules whose file did not (which, and why). Before the report.
+ */
+void frames_name_fetched(uint32_t wait_ms);
 void frames_shutdown(void);
 #else
 struct syms_proc;
