@@ -12,7 +12,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t, { type Test } from 'tap';
-import { cliEnv, dwunwBin, root, start, waitFor } from './helpers.js';
+import { bpfUnavailable, cliEnv, dwunwBin, root, skipOrFail, start, waitFor } from './helpers.js';
 
 const LIBC = '/usr/lib/x86_64-linux-gnu/libc.so.6';
 const PYTHON = '/usr/bin/python3.11';
@@ -237,6 +237,47 @@ t.test('stripped python3.11 code: named from the server as gdb names it', async 
   t.equal(after.status, 0, 'exit 0');
   t.equal(after.stderr, '', 'nothing on stderr: every file came');
   compare(t, PYTHON, before.frames, after.frames, gdbNames(pid));
+});
+
+t.test('profile (BPF) of python3.11: fetched while sampling, frames named before the report', async (t) => {
+  const profileBin = join(root, 'build', 'bpf', 'profile');
+  const why = bpfUnavailable('profile needs CAP_BPF, CAP_PERFMON', [[profileBin, 'make bpf']]);
+  if (why) return skipOrFail(t, why, 'profile skipped');
+  if (!pyVersion || !existsSync(PYTHON)) return t.fail(`${PYTHON} is not installed`);
+  const py = 'import time\nt = time.time()\nwhile time.time() - t < 2: sorted(range(20000), key=lambda x: -x)\n';
+  const prof = (args: string[], env: Record<string, string>) => {
+    const e = cliEnv(env);
+    if (!('DEBUGINFOD_URLS' in env)) delete e.DEBUGINFOD_URLS;
+    return spawnSync(profileBin, ['-U', '-f', '-F', '199', '--debug-dir', empty, ...args, '--', PYTHON, '-c', py], {
+      env: e,
+      encoding: 'utf8',
+      timeout: 180_000,
+    });
+  };
+  /** Frames of python3.11 and libc.so.6 left [unknown], weighted by samples, and every frame name. */
+  const unknown = (folded: string): { n: number; names: Set<string> } => {
+    let n = 0;
+    const names = new Set<string>();
+    for (const l of folded.split('\n').filter(Boolean)) {
+      const m = /^(.*) (\d+)$/.exec(l);
+      if (!m) continue;
+      for (const f of m[1]!.split(';').slice(1)) {
+        names.add(f);
+        if (/^\[unknown\] \((python3\.11|libc\.so\.6)\)$/.test(f)) n += Number(m[2]);
+      }
+    }
+    return { n, names };
+  };
+  const before = prof(['--no-debuginfod'], {});
+  t.equal(before.status, 0, `without the server: exit 0 ${before.stderr.slice(-300)}`);
+  const b = unknown(before.stdout);
+  t.ok(b.n > 0, `without the server: [unknown] frames in python3.11 and libc (${b.n})`);
+  const after = prof([], { ...urls(), DEBUGINFOD_CACHE_PATH: join(work, 'cache-profile') });
+  t.equal(after.status, 0, 'with the server: exit 0');
+  t.notMatch(after.stderr, /debuginfod/, 'no summary line: every file came');
+  const a = unknown(after.stdout);
+  t.equal(a.n, 0, 'with the server: no python3.11 or libc frame left [unknown]');
+  t.ok([...a.names].some((n) => plain(n) === 'list_sort_impl'), 'a static function of python3.11 named (list_sort_impl)');
 });
 
 t.test('the server stopped: one summary line names the module and why; the stacks are the same, unnamed', async (t) => {
