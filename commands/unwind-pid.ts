@@ -28,6 +28,7 @@ import { PerfMap, nameJitFrames } from '../lib/perf-map.js';
 import { debuginfodWanted, nameAfterFetch } from '../lib/debuginfod.js';
 import { type ProcessReport, type ThreadReport, processHeader, processJson, threadText } from '../lib/stacks.js';
 import { checkTraceable } from '../lib/traceable.js';
+import { placePython } from '../lib/python.js';
 
 // Option names as given (yargs also provides them camelCased to the handler).
 interface Args {
@@ -42,6 +43,7 @@ interface Args {
   save?: string;
   debuginfod?: boolean;
   'debug-dir'?: string;
+  python: boolean;
 }
 
 export const command = 'unwind-pid <pid>';
@@ -73,6 +75,11 @@ export function builder(y: Argv): Argv<Args> {
       default: DEFAULT_ATTACH_TIMEOUT_MS,
       requiresArg: true,
       describe: 'Milliseconds to wait for a thread to stop; one that does not (state D: vfork, uninterruptible I/O) is not unwound',
+    })
+    .option('python', {
+      type: 'boolean',
+      default: true,
+      describe: 'In a CPython process, read each thread\'s Python frames while it is stopped and show them before the interpreter call that ran them ([py]); --no-python: native frames only',
     })
     .option('save', {
       type: 'string',
@@ -106,6 +113,7 @@ export async function handler(argv: ArgumentsCamelCase<Args>): Promise<void> {
     save: argv.save,
     debuginfod: argv.debuginfod,
     debugDir: argv.debugDir,
+    python: argv.python,
   });
 }
 
@@ -123,6 +131,8 @@ export interface UnwindPidOptions {
   /** undefined: on when DEBUGINFOD_URLS is set. */
   debuginfod?: boolean;
   debugDir?: string;
+  /** Read Python frames (default true). */
+  python?: boolean;
 }
 
 // ---- /proc ---------------------------------------------------------------------------------------
@@ -283,6 +293,9 @@ export async function unwindPid(o: UnwindPidOptions): Promise<void> {
   });
   const unguard = guardHeldThreads(detachAll);
   try {
+    // CPython: found once, its frames read per thread while the thread is stopped
+    const py = o.python === false ? { rt: null, why: null } : d.findPython(pid);
+    if (py.why) process.stderr.write(`dwunw: pid ${pid}: ${py.why}\n`);
     if (!o.json) await out.write(`${processHeader(report, c)}\n`);
     let first = true;
     const seen = new Set<Mark>();
@@ -295,6 +308,7 @@ export async function unwindPid(o: UnwindPidOptions): Promise<void> {
         readMaps: o.save !== undefined && maps === null,
         readVdso: o.save !== undefined && maps === null,
         holdMs,
+        python: py.rt ?? undefined,
       });
       // frames in no module (JIT code): named from /tmp/perf-PID.map, read at the first such frame
       if (cap.frames.some((f) => f.module === null && f.symbol === null)) nameJitFrames(cap.frames, (perfMap ??= new PerfMap(pid)));
@@ -307,6 +321,7 @@ export async function unwindPid(o: UnwindPidOptions): Promise<void> {
         stopName: cap.stopName,
         stopText: cap.stopText,
         addrSize: ops?.addr_size ?? 8,
+        ...(py.rt && cap.python ? { python: { stack: cap.python, placement: placePython(cap.frames, cap.python, py.rt) } } : {}),
       };
       // Not read at all (attach refused, registers unreadable) is an error; an exit is not.
       if (attachTimedOut(cap)) {

@@ -82,3 +82,8 @@ export const DWUNW_CORE_TRUNCATED = 1 << 1;
 export const DWUNW_CORE_VDSO = 1 << 2;
 export const DWUNW_CORE_EXE = 1 << 3;
 
+// dwunw_py_frame.flags
+export const DWUNW_PY_ENTRY = 1 << 0;
+export const DWUNW_PY_NO_LINE = 1 << 1;
+export const DWUNW_PY_TRUNCATED = 1 << 2;
+export const DWUNW_PY_GENERATOR = 1 << 3;
