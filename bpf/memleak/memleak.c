@@ -213,7 +213,7 @@ int main(int argc, char **argv)
 	}
 #endif
 #ifdef HAVE_DWUNW
-	err = frames_init(&ml->fr, 64, 0);
+	err = frames_init(&ml->fr, 64, 0, NULL);
 	if (err)
 		die("libdwunw: %s", dwunw_strerror(err));
 	if (ml->env.unwind == ML_UNWIND_DWARF)

@@ -496,7 +496,8 @@ int main(int argc, char **argv)
 	set_filters(pr);
 	pr->kcache.n = pr->opts.stack_storage;
 	pr->kcache.map = xcalloc(pr->kcache.n, sizeof(*pr->kcache.map));
-	err = frames_init(&pr->fr, cache_slots_for_machine(), 0);
+	err = frames_init(&pr->fr, cache_slots_for_machine(), pr->opts.debuginfod ? DWUNW_CFG_DEBUGINFOD : 0,
+			  pr->opts.debug_dir);
 	if (err)
 		die("libdwunw: %s", dwunw_strerror(err));
 
@@ -599,6 +600,8 @@ int main(int argc, char **argv)
 		pr->prs.kw_mmaps_lost = tc[KW_TC_LOST];
 	}
 #endif
+	if (pr->opts.debuginfod)
+		frames_name_fetched(&pr->fr, 60000);
 	pr_report(pr);
 	dwunw_cap_reader_free(reader);
 #ifdef HAVE_KWALK

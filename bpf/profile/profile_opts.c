@@ -31,6 +31,9 @@ enum {
 	OPT_MAX_STACKS,
 	OPT_MAX_KEYS,
 	OPT_TABLE_BUDGET,
+	OPT_DEBUGINFOD,
+	OPT_NO_DEBUGINFOD,
+	OPT_DEBUG_DIR,
 };
 
 static const struct option long_opts[] = {
@@ -55,6 +58,9 @@ static const struct option long_opts[] = {
 	{ "max-stacks", required_argument, NULL, OPT_MAX_STACKS },
 	{ "max-keys", required_argument, NULL, OPT_MAX_KEYS },
 	{ "table-budget", required_argument, NULL, OPT_TABLE_BUDGET },
+	{ "debuginfod", no_argument, NULL, OPT_DEBUGINFOD },
+	{ "no-debuginfod", no_argument, NULL, OPT_NO_DEBUGINFOD },
+	{ "debug-dir", required_argument, NULL, OPT_DEBUG_DIR },
 	{},
 };
 
@@ -84,6 +90,9 @@ static void usage(FILE *f)
 "      --stack-size=BYTES     stack window copied per sample (16384, max 65536; kernel:\n"
 "                             per fallback)\n"
 "      --table-budget=MIB     --unwind=kernel: memory for the tables' maps (64)\n"
+"      --debuginfod           name stripped code with debug files from DEBUGINFOD_URLS, fetched\n"
+"                             while sampling (default when it is set); --no-debuginfod: never\n"
+"      --debug-dir=DIR[:DIR]  roots of separate debug files (/usr/lib/debug)\n"
 "      --json                 NDJSON: one line per stack, then a summary line; with -f,\n"
 "                             the folded lines too ({\"folded\":\"comm;...;leaf\",\"count\":N}),\n"
 "                             before the summary\n"
@@ -160,7 +169,7 @@ static bool cpu_online(int cpu)
 void pr_parse_args(struct pr_opts *opts, int argc, char **argv)
 {
 	bool user_only = false, kernel_only = false;
-	int c, pos = 0, n = argc;
+	int c, pos = 0, n = argc, debuginfod = -1;
 
 	*opts = opts_defaults;
 	/* -- COMMAND ARGS...: everything after the first "--" */
@@ -232,6 +241,17 @@ void pr_parse_args(struct pr_opts *opts, int argc, char **argv)
 			opts->stack_size = (uint32_t)(v & ~7ull);
 			break;
 		}
+		case OPT_DEBUGINFOD:
+			if (!getenv("DEBUGINFOD_URLS") || !*getenv("DEBUGINFOD_URLS"))
+				die("--debuginfod: DEBUGINFOD_URLS is not set: no server to ask");
+			debuginfod = 1;
+			break;
+		case OPT_NO_DEBUGINFOD:
+			debuginfod = 0;
+			break;
+		case OPT_DEBUG_DIR:
+			opts->debug_dir = optarg;
+			break;
 		case OPT_TABLE_BUDGET: {
 			uint64_t v = parse_u64(optarg, "table budget");
 
@@ -274,6 +294,10 @@ void pr_parse_args(struct pr_opts *opts, int argc, char **argv)
 		die("-a excludes -p and -- COMMAND");
 	if (opts->npids && opts->command)
 		die("-p and -- COMMAND exclude each other");
+	{
+		const char *urls = getenv("DEBUGINFOD_URLS");
+		opts->debuginfod = debuginfod < 0 ? urls && *urls : debuginfod;
+	}
 	if (opts->unwind == PR_UNWIND_KERNEL) {
 #ifndef HAVE_KWALK
 		die("--unwind=kernel: not in this build (the in-kernel walker is x86_64 and arm64 only)");

@@ -33,6 +33,8 @@ struct pr_opts {
 	size_t max_stacks;     /* --max-stacks */
 	size_t max_keys;       /* --max-keys */
 	uint64_t table_budget; /* --table-budget (bytes; 0: the walker's default) */
+	bool debuginfod;       /* --debuginfod / --no-debuginfod (default: DEBUGINFOD_URLS set) */
+	const char *debug_dir; /* --debug-dir: roots of separate debug files (NULL: /usr/lib/debug) */
 	char **command;        /* -- COMMAND ARGS... (NULL-terminated), or NULL */
 };
 

@@ -27,6 +27,7 @@ struct uframe {
 #define UF_FP      (1u << 0) /* recovered by frame pointers inside a DWARF walk (no CFI there) */
 #define UF_JIT     (1u << 1) /* anonymous executable memory */
 #define UF_PERFMAP (1u << 2) /* named from /tmp/perf-PID.map */
+#define UF_EXACT   (1u << 4) /* pc is not a return address (frame 0, after a signal frame) */
 #define UF_LIVE    (1u << 3) /* rests on memory read from the process after the event (for at least
 			      * one record of the stack): it, or a frame below it, needed it */
 

@@ -86,6 +86,17 @@ const char *dwunw_strerror(int err);
 /* The code's short name without prefix ("NO_DWARF", "OK", ...), for machine-readable output. */
 const char *dwunw_errname(int err);
 
+/* ---- Files named after a process --------------------------------------------------------- */
+
+/*
+ * Open a file that a process writes under its pid in a shared directory (/tmp/perf-PID.map), so
+ * that nobody else can plant it: it must be a regular file, not a symbolic link, owned by root or
+ * by pid's real or effective user. Returns an fd open for reading (close it), DWUNW_ERR_NOT_FOUND
+ * when there is no such file, or DWUNW_ERR_PERM / _IO with one line naming the file and why it is
+ * not used in `why` (may be NULL).
+ */
+int dwunw_pid_file_open(int32_t pid, const char *path, char *why, size_t whylen);
+
 /* ---- Architectures ---------------------------------------------------------------------- */
 
 enum dwunw_arch {
@@ -217,6 +228,11 @@ struct dwunw_config {
 #define DWUNW_CFG_NO_FP_FALLBACK   (1u << 0) /* never use frame pointers where CFI is missing */
 #define DWUNW_CFG_NO_REMOTE_READS  (1u << 1) /* never read target memory beyond the snapshot */
 #define DWUNW_CFG_NO_DEBUG_FILES   (1u << 2) /* do not look for separate debug files */
+/* Fetch the debug files of modules that lack .symtab and have no local debug file from the
+ * debuginfod servers of DEBUGINFOD_URLS (libdebuginfod, loaded with dlopen; its cache and
+ * timeouts), on a worker thread: nothing else waits on the network. Names appear as the files
+ * come; dwunw_debuginfod_wait before a report. */
+#define DWUNW_CFG_DEBUGINFOD       (1u << 3)
 
 struct dwunw_ctx_impl;
 
@@ -229,6 +245,33 @@ struct dwunw_ctx {
 
 int dwunw_init(struct dwunw_ctx *ctx, const struct dwunw_config *cfg);
 void dwunw_shutdown(struct dwunw_ctx *ctx);
+
+/* ---- debuginfod (DWUNW_CFG_DEBUGINFOD) ----------------------------------------------------- */
+
+/*
+ * Wait at most timeout_ms for the fetches asked so far. Returns how many are still pending (0:
+ * all answered), DWUNW_ERR_UNSUPPORTED when libdebuginfod cannot be loaded; 0 when the context
+ * fetches nothing (no flag, DEBUGINFOD_URLS unset).
+ */
+int dwunw_debuginfod_wait(struct dwunw_ctx *ctx, uint32_t timeout_ms);
+
+#define DWUNW_DEBUGINFOD_PENDING 0  /* asked, no answer yet */
+#define DWUNW_DEBUGINFOD_LOCAL   1  /* a local debug file serves: nothing fetched */
+#define DWUNW_DEBUGINFOD_FETCHED 2  /* in the debuginfod cache (fetched now or before) */
+#define DWUNW_DEBUGINFOD_FAILED  3  /* err and why say why */
+
+/* One module whose debug file was looked for, in the order asked. */
+struct dwunw_debuginfod_result {
+	int32_t state;              /* DWUNW_DEBUGINFOD_* */
+	int32_t err;                /* errno of a failed fetch (ENOENT: the servers do not have it) */
+	char build_id[136];         /* hex */
+	char why[128];              /* a failed fetch's cause, one line */
+	char module[512];           /* the module's path */
+	char file[512];             /* the debug file in the cache, when fetched */
+};
+
+/* The i-th module asked for (from 0); DWUNW_ERR_NOT_FOUND past the last. */
+int dwunw_debuginfod_result(struct dwunw_ctx *ctx, uint32_t i, struct dwunw_debuginfod_result *out);
 
 /* ---- Unwinding ---------------------------------------------------------------------------- */
 
