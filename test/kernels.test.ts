@@ -316,6 +316,12 @@ async function main(t: Test): Promise<void> {
       tt.ok(complete >= 0.99 * total, `profile: ${complete}/${total} complete to _start / thread start`, {
         incomplete: running.filter((e) => !e.user!.complete).map((e) => `${e.count} ${e.user!.stop}: ${e.user!.frames.map(frameName).join(',')}`),
       });
+      // ... and over every sample of hot with a user stack: a stack that stops before main is
+      // not in the chains above, so this denominator keeps it; what is outside them (ld.so's
+      // start-up, exit, the exec boundary) is a bounded share, from measured runs
+      const all = count(mine);
+      const allComplete = count(mine.filter((e) => e.user!.complete));
+      tt.ok(allComplete >= GUEST_COMPLETE * all, `profile: ${allComplete}/${all} of all hot's samples complete (>= ${100 * GUEST_COMPLETE} %)`, { outside });
       const top = (leaf: string): string[] =>
         running.filter((e) => e.user!.frames.some((f) => f.symbol === leaf)).map((e) => e.user!.frames.map(frameName).join(';'));
       tt.ok(top('chain_plain').some((x) => x.startsWith('spin;plain_leaf;plain_b;plain_a;chain_plain;main;')), 'profile: plain chain');
@@ -332,6 +338,9 @@ async function main(t: Test): Promise<void> {
       const shPid = shLine ? (JSON.parse(shLine) as { pid: number }).pid : -1;
       const shRun = sh.entries.filter((e) => e.pid === shPid && e.user?.frames.some((f) => f.symbol === 'main' || f.symbol === 'thread_main'));
       const shInc = shRun.filter((e) => !e.user!.complete);
+      const shAll = count(sh.entries.filter((e) => e.pid === shPid && e.user));
+      tt.ok(shPid > 0 && count(shRun) >= 10, `short-lived hot: ${count(shRun)} samples in its chains (>= 10), of ${shAll} with a user stack`);
+      tt.ok(count(shRun) - count(shInc) >= GUEST_COMPLETE_SHORT * shAll, `short-lived hot: ${count(shRun) - count(shInc)} of its ${shAll} samples complete (>= ${100 * GUEST_COMPLETE_SHORT} %)`);
       tt.same(shInc.map((e) => `${e.count} ${e.user!.stop}: ${e.user!.frames.map(frameName).join(',')}`), [],
         `short-lived hot: its ${count(shRun)} chain samples complete (${JSON.stringify(sh.summary?.stopped ?? {})} stopped, ${JSON.stringify(sh.summary?.lost ?? {})} lost in all)`);
       // x86_64 loads PIE programs at 0x55.../0x56... (the vDSO, at 0x7ff..., comes from /proc only)
@@ -341,6 +350,10 @@ async function main(t: Test): Promise<void> {
     });
   });
 }
+
+/** Guest profile: complete share of all hot's samples (2 s run; 0.05 s run, mostly start-up), measured. */
+const GUEST_COMPLETE = 0.5;
+const GUEST_COMPLETE_SHORT = 0.1;
 
 // ---- Gate -----------------------------------------------------------------------------------------
 
