@@ -1,4 +1,4 @@
-// dwunw profile [ARGS...] [-- COMMAND ARGS...]: runs build/bpf/profile (bpf/profile.c) with the same
+// dwunw profile [ARGS...] [-- COMMAND ARGS...]: runs build/bpf/profile (bpf/profile/profile.c) with the same
 // arguments (its flags: -p, -L, -U, -K, -F, -c, -C, -I, -f, -d, --unwind, --json, ...; `dwunw
 // profile --help` shows them) and exits with its status. Two views are made here from its --json
 // output: --pprof FILE (gzip'd profile.proto, lib/profile-pprof.ts) and --html FILE (a

@@ -1,5 +1,5 @@
 // The text marker of a frame and the legend that explains the markers shown, as the tools print
-// them (bpf/report_fmt.c: fprint_frame_marks, fprint_marks_legend): a frame that rests on more than
+// them (bpf/runtime/report_fmt.c: fprint_frame_marks, fprint_marks_legend): a frame that rests on more than
 // the registers, the stack captured at the event and the CFI carries one marker; the legend line
 // `frames marked ...` names only the markers that were shown.
 import type { Origin } from './origin.js';

@@ -1,4 +1,4 @@
-// profile (bpf/profile.c, built into build/bpf/profile) from TypeScript: where the binaries are,
+// profile (bpf/profile/profile.c, built into build/bpf/profile) from TypeScript: where the binaries are,
 // its --json output (one line per stack, then a summary line), and the views built from it here:
 // folded lines, pprof (lib/profile-pprof.ts) and the HTML flame graph (lib/profile-html.ts).
 // Used by `dwunw profile` (commands/profile.ts), the tests and scripts/profile-cost.

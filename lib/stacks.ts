@@ -92,7 +92,7 @@ export function symbolText(f: Frame): string {
  * tools print it ([live], [fp], [prologue], [lr]; none for frames from the window, a signal frame),
  * [jit] on a name from the JIT's perf map, and [uprobe] on the kernel's uretprobe trampoline. A
  * frame with no name is `[unknown] (module)`, `[unknown] ([anon])` in anonymous executable memory,
- * `[unknown]` alone in no mapping (bpf/report_fmt.c fprint_unknown). Markers shown are added to
+ * `[unknown]` alone in no mapping (bpf/runtime/report_fmt.c fprint_unknown). Markers shown are added to
  * opts.seen.
  */
 export function frameLine(f: Frame, origin: Origin, index: number, indexWidth: number, addrSize: number, c: ChalkInstance, opts: PrintOptions): string {
