@@ -113,8 +113,9 @@ if (why) {
 } else {
   let dwarfTop: Record<string, string> = {};
   let kernelTop: Record<string, string> = {};
-  let dwarfPaths: Record<string, Map<string, number>> = {};
-  let kernelPaths: Record<string, Map<string, number>> = {};
+  // each run's paths per chain, once that run has been made (null: not run, nothing to compare)
+  let dwarfPaths: Record<string, Map<string, number>> | null = null;
+  let kernelPaths: Record<string, Map<string, number>> | null = null;
 
   t.test('dwarf: complete stacks, chain shares match the measured CPU split', async (tt) => {
     const r = await run(profileBin, ['-U', '-F', '999', '--json', '--', hot, '4']);
@@ -239,8 +240,9 @@ if (why) {
         if (kernelTop[c]) tt.ok(sameFrames(kernelTop[c]!, bc.top[c] ?? ''), `${c}: --unwind=kernel, same frames as perf (dwunw ${kernelTop[c]}; perf ${bc.top[c]})`);
         // every path of the chain, not the top one only: the samples of each side whose leaf..entry
         // frames the other side also has (a path one side never shows is a wrong or short stack)
-        for (const [mode, ours] of [['dwarf', dwarfPaths[c]], ['kernel', kernelPaths[c]]] as const) {
-          if (!ours) continue;
+        for (const [mode, paths] of [['dwarf', dwarfPaths], ['kernel', kernelPaths]] as const) {
+          if (!paths) continue;
+          const ours = paths[c] ?? new Map<string, number>();
           const theirs = bc.paths[c] ?? new Map<string, number>();
           const a = shared(ours, theirs);
           const b = shared(theirs, ours);
