@@ -317,11 +317,14 @@ async function main(t: Test): Promise<void> {
         incomplete: running.filter((e) => !e.user!.complete).map((e) => `${e.count} ${e.user!.stop}: ${e.user!.frames.map(frameName).join(',')}`),
       });
       // ... and over every sample of hot with a user stack: a stack that stops before main is
-      // not in the chains above, so this denominator keeps it; what is outside them (ld.so's
-      // start-up, exit, the exec boundary) is a bounded share, from measured runs
-      const all = count(mine);
-      const allComplete = count(mine.filter((e) => e.user!.complete));
-      tt.ok(allComplete >= GUEST_COMPLETE * all, `profile: ${allComplete}/${all} of all hot's samples complete (>= ${100 * GUEST_COMPLETE} %)`, { outside });
+      // not in the chains above, so it must not leave the count. hot and libhot.so have CFI down
+      // to _start and the thread start: an incomplete stack with a frame in them is a short walk,
+      // save the exec boundary's one NO_MODULE frame (the old image's registers).
+      const short = mine.filter((e) => !e.user!.complete && e.user!.frames.some((f) => /\/(hot|libhot\.so)$/.test(f.module ?? '')) &&
+        !(e.user!.frames.length === 1 && e.user!.stop === 'NO_MODULE'));
+      tt.ok(count(short) <= 0.01 * count(mine), `profile: ${count(short)} of all hot's ${count(mine)} samples stopped short in its own code (<= 1 %)`, {
+        short: short.slice(0, 10).map((e) => `${e.count} ${e.user!.stop}: ${e.user!.frames.map(frameName).join(',')}`),
+      });
       const top = (leaf: string): string[] =>
         running.filter((e) => e.user!.frames.some((f) => f.symbol === leaf)).map((e) => e.user!.frames.map(frameName).join(';'));
       tt.ok(top('chain_plain').some((x) => x.startsWith('spin;plain_leaf;plain_b;plain_a;chain_plain;main;')), 'profile: plain chain');
@@ -338,9 +341,12 @@ async function main(t: Test): Promise<void> {
       const shPid = shLine ? (JSON.parse(shLine) as { pid: number }).pid : -1;
       const shRun = sh.entries.filter((e) => e.pid === shPid && e.user?.frames.some((f) => f.symbol === 'main' || f.symbol === 'thread_main'));
       const shInc = shRun.filter((e) => !e.user!.complete);
-      const shAll = count(sh.entries.filter((e) => e.pid === shPid && e.user));
-      tt.ok(shPid > 0 && count(shRun) >= 10, `short-lived hot: ${count(shRun)} samples in its chains (>= 10), of ${shAll} with a user stack`);
-      tt.ok(count(shRun) - count(shInc) >= GUEST_COMPLETE_SHORT * shAll, `short-lived hot: ${count(shRun) - count(shInc)} of its ${shAll} samples complete (>= ${100 * GUEST_COMPLETE_SHORT} %)`);
+      // 0.05 s of hot's CPU at 999 Hz: ~50 chain samples; none is a failure, not a pass
+      const shMine = sh.entries.filter((e) => e.pid === shPid && e.user);
+      tt.ok(shPid > 0 && count(shRun) >= 10, `short-lived hot: ${count(shRun)} samples in its chains (>= 10), of ${count(shMine)} with a user stack`);
+      const shShort = shMine.filter((e) => !e.user!.complete && e.user!.frames.some((f) => /\/(hot|libhot\.so)$/.test(f.module ?? '')) &&
+        !(e.user!.frames.length === 1 && e.user!.stop === 'NO_MODULE'));
+      tt.same(shShort.map((e) => `${e.count} ${e.user!.stop}: ${e.user!.frames.map(frameName).join(',')}`), [], 'short-lived hot: no sample stopped short in its own code');
       tt.same(shInc.map((e) => `${e.count} ${e.user!.stop}: ${e.user!.frames.map(frameName).join(',')}`), [],
         `short-lived hot: its ${count(shRun)} chain samples complete (${JSON.stringify(sh.summary?.stopped ?? {})} stopped, ${JSON.stringify(sh.summary?.lost ?? {})} lost in all)`);
       // x86_64 loads PIE programs at 0x55.../0x56... (the vDSO, at 0x7ff..., comes from /proc only)
@@ -350,10 +356,6 @@ async function main(t: Test): Promise<void> {
     });
   });
 }
-
-/** Guest profile: complete share of all hot's samples (2 s run; 0.05 s run, mostly start-up), measured. */
-const GUEST_COMPLETE = 0.5;
-const GUEST_COMPLETE_SHORT = 0.1;
 
 // ---- Gate -----------------------------------------------------------------------------------------
 

@@ -366,16 +366,20 @@ async function main(t: Test): Promise<void> {
   /**
    * --unwind=kernel: the least share of walker events walked in the kernel. -p (attached before
    * leaky runs: its tables are in first): 98 of 98 measured. -c: leaky's start-up allocations
-   * come before its tables are loaded (no-proc, no-mapping): 147 of 256 (57 %) at load 15 on 2 cores.
+   * come before its tables are loaded (no-proc, no-mapping): 147 of 256 (57 %) at load 15 on 2
+   * cores, 96 of 256 (37 %) at load 34.
    */
-  const KERNEL_SHARE = { c: 0.3, p: 0.9 };
+  const KERNEL_SHARE = { c: 0.15, p: 0.9 };
   /** The walker's events all accounted for: from the walker or fallen back, none malformed. */
   const checkKernelWalk = (tt: Test, rep: JReport, what: string, minShare: number): void => {
     const k = rep.kernel_walk;
     if (!k) return void tt.fail(`${what}: no kernel_walk object in the report`);
     tt.equal(k.events, k.from_kernel + k.fallback, `${what}: every walker event from the walker or the snapshot (${k.from_kernel} + ${k.fallback})`);
     tt.equal(k.bad, 0, `${what}: no malformed event`);
-    // a bounded fallback share, from measured runs (KERNEL_SHARE)
+    // a bounded fallback share, from measured runs (KERNEL_SHARE); and the fallbacks are the
+    // tables not loaded yet (no-proc, no-mapping), any other reason at most 1 % of the events
+    const other = Object.entries(k.by_status).filter(([st]) => !['ok', 'depth', 'no-code', 'no-proc', 'no-mapping'].includes(st));
+    tt.ok(other.reduce((a, [, n]) => a + n, 0) <= 0.01 * k.events, `${what}: fallbacks other than before the tables load <= 1 % (${JSON.stringify(Object.fromEntries(other))})`);
     tt.ok(k.from_kernel >= minShare * k.events, `${what}: stacks walked in the kernel (${k.from_kernel} of ${k.events} >= ${100 * minShare} %, fallback ${k.fallback_pct} %, by status ${JSON.stringify(k.by_status)})`);
     tt.equal(Object.values(k.by_status).reduce((a, b) => a + b, 0), k.events, `${what}: stops by reason add up`);
     tt.ok(k.table_bytes > 0 && k.table_bytes <= k.map_bytes, `${what}: tables ${k.table_bytes} B within ${k.map_bytes} B of maps`);
