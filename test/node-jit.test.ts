@@ -136,7 +136,10 @@ t.test('memleak -p: JS functions named from the perf map, stacks complete to nod
   // event): then never complete, and its reason says so
   const complete = unwound.filter((s) => s.complete);
   tt.comment(`complete: ${complete.length} stacks (${complete.reduce((a, s) => a + s.allocations, 0)} blocks); flagged: ${unwound.filter((s) => !s.complete).map((s) => s.stop).join(', ') || 'none'}`);
-  tt.ok(complete.length > 0, 'complete stacks');
+  // flagged stacks are the exception (memory above the window rewritten before the unwind): a
+  // bounded share of the blocks (measured at load 30 on 2 cores: 140 of 160 complete, twice)
+  const completeBlocks = complete.reduce((a, s) => a + s.allocations, 0);
+  tt.ok(completeBlocks >= 0.6 * count, `blocks under complete stacks: ${completeBlocks} of ${count} (>= 60 %)`);
   for (const s of unwound) {
     const n = names(s);
     const inner = n.findIndex((x) => /jitLeakInner/.test(x));
