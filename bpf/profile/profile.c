@@ -40,6 +40,7 @@
 #include "profile_out.h"
 #include "profile_target.h"
 #include "runtime/stack_store.h"
+#include "runtime/py_merge.h"
 #include "runtime/tool_util.h"
 #ifdef HAVE_KWALK
 #include "kwalk/kwalk_preload.h"
@@ -247,6 +248,8 @@ static void on_kwalk(const void *data, size_t size)
 		return;
 	if (uidx == FRAMES_FALLBACK)
 		uidx = user_fp_stack(ki.pid, (int32_t)ki.aux);
+	uidx = py_merge_stack(uidx, ki.pid, ki.tid, space_of(ki.pid));
+	py_merge_add(ki.pid);
 	count_sample(ki.pid, ki.tid, kernel_stack(PR_COOKIE_KSTACK(ki.cookie)), uidx);
 }
 #endif
@@ -265,7 +268,9 @@ static int on_record(void *ctx, const void *data, size_t size)
 	prs.buffer_bytes += size;
 	if (size < sizeof(*h))
 		return 0;
-	if (h->kind == CAP_KIND_MAPEV) {
+	if (py_merge_record(data, size)) {
+		/* the thread's Python chain at the event: its stack record follows */
+	} else if (h->kind == CAP_KIND_MAPEV) {
 		mappings_event(data, size);
 	} else if (h->kind == CAP_KIND_SNAPSHOT) {
 		const struct cap_record *rec;
@@ -279,6 +284,8 @@ static int on_record(void *ctx, const void *data, size_t size)
 			return 0;
 		if (uidx == FRAMES_FALLBACK)
 			uidx = user_fp_stack(rec->pid, (int32_t)rec->aux);
+		uidx = py_merge_stack(uidx, rec->pid, rec->tid, space_of(rec->pid));
+		py_merge_add(rec->pid); /* -a: any python process, from its next sample on */
 		count_sample(rec->pid, rec->tid, kernel_stack(PR_COOKIE_KSTACK(rec->cookie)), uidx);
 	} else if (h->kind == PR_REC_SAMPLE && size >= sizeof(struct pr_sample_rec)) {
 		struct pr_sample_rec r;
@@ -301,6 +308,7 @@ static int on_record(void *ctx, const void *data, size_t size)
 
 		memcpy(&r, data, sizeof(r));
 		on_exec(r.pid);
+		py_merge_forget(r.pid);
 #ifdef HAVE_KWALK
 		if (kwt.l && kw_selected(r.pid)) {
 			kw_track_forget(&kwt, r.pid);
@@ -511,6 +519,9 @@ int main(int argc, char **argv)
 	if (err)
 		die("libdwunw: %s", dwunw_strerror(err));
 	frames_use_perf_map = true;
+	py_merge_init(bpf_map__fd(skel->maps.py_procs), opts.verbose);
+	for (size_t i = 0; i < opts.npids && !opts.command; i++)
+		py_merge_add(opts.pids[i]);
 
 	reader = dwunw_cap_reader_new(skel->obj, opts.perfbuf, 8u << 20, on_record, NULL);
 	if (!reader)
@@ -621,6 +632,7 @@ int main(int argc, char **argv)
 #endif
 	profile_bpf__destroy(skel);
 	ptarget_stop();
+	py_merge_shutdown();
 	frames_shutdown();
 	module_warn_flush();
 	return 0;

@@ -133,7 +133,9 @@ static uint32_t marks_seen;
 static void text_frame(const struct uframe *f)
 {
 	fputs("    ", stdout);
-	if (f->name)
+	if (uf_origin(f) == UO_PYTHON)
+		fprint_frame_folded(stdout, f);
+	else if (f->name)
 		fputs(f->name, stdout);
 	else
 		fprint_unknown(stdout, f, "(%s)", false);
@@ -144,7 +146,9 @@ static void text_frame(const struct uframe *f)
 
 static void folded_frame(FILE *o, const struct uframe *f)
 {
-	if (f->name)
+	if (uf_origin(f) == UO_PYTHON)
+		fprint_frame_folded(o, f);
+	else if (f->name)
 		fputs(f->name, o);
 	else
 		fprint_unknown(o, f, "(%s)", true);

@@ -1,0 +1,317 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/* py_merge.h */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <bpf/bpf.h>
+#include "capture.h"
+#include "frames.h"
+#include "intern.h"
+#include "py.h"
+#include "py_merge.h"
+#include "stack_store.h"
+#include "tool_util.h"
+
+struct py_merge_stats py_stats;
+
+#ifdef HAVE_DWUNW
+#define PROC_SLOTS 1024         /* processes looked at (direct-mapped by pid: a collision evicts) */
+#define TID_SLOTS  256          /* chains waiting for their stack record (by tid) */
+
+struct proc_slot {
+	uint32_t pid;
+	uint8_t state;          /* 0: empty, 1: python (in py_procs), 2: looked at, not python */
+	struct dwunw_py_runtime rt;
+};
+
+struct tid_slot {
+	uint32_t tid;
+	bool full;
+	struct py_rec rec;
+};
+
+static int procs_fd = -1;
+static bool verbose;
+static struct proc_slot *procs;
+static struct tid_slot *tids;
+/* one chain at a time: its frames described, then the merged stack's frames */
+static struct dwunw_py_raw raw[PY_MAX_FRAMES];
+static struct dwunw_py_frame pyf[PY_MAX_FRAMES];
+static struct uframe *mf;
+static uint64_t *mpcs, *mids;
+static size_t mcap;
+
+void py_merge_init(int fd, bool v)
+{
+	procs_fd = fd;
+	verbose = v;
+	procs = xcalloc(PROC_SLOTS, sizeof(*procs));
+	tids = xcalloc(TID_SLOTS, sizeof(*tids));
+}
+
+void py_merge_shutdown(void)
+{
+	free(procs);
+	free(tids);
+	free(mf);
+	free(mpcs);
+	free(mids);
+	mf = NULL;
+	mpcs = mids = NULL;
+	mcap = 0;
+	procs = NULL;
+	tids = NULL;
+}
+
+static void evict(struct proc_slot *s)
+{
+	if (s->state == 1 && procs_fd >= 0)
+		bpf_map_delete_elem(procs_fd, &s->pid);
+	s->state = 0;
+	s->pid = 0;
+}
+
+void py_merge_add(uint32_t pid)
+{
+	struct proc_slot *s;
+	struct dwunw_py_offsets o;
+	struct py_proc p = {};
+
+	if (!procs || !dctx_ok || !pid)
+		return;
+	s = &procs[pid % PROC_SLOTS];
+	if (s->state && s->pid == pid)
+		return;
+	evict(s);
+	s->pid = pid;
+	s->state = 2;
+	memset(&s->rt, 0, sizeof(s->rt));
+	s->rt.size = sizeof(s->rt);
+	int rc = dwunw_py_find(&dctx, (int32_t)pid, &s->rt);
+	if (rc != DWUNW_OK) {
+		if (rc != DWUNW_ERR_NOT_FOUND)
+			fprintf(stderr, "warning: pid %u: %s: %s: native frames only\n", pid,
+				s->rt.path[0] ? s->rt.path : "CPython",
+				s->rt.why[0] ? s->rt.why : dwunw_strerror(rc));
+		return;
+	}
+	if (dwunw_py_offsets(&s->rt, &o) != DWUNW_OK)
+		return;
+	p.runtime_addr = s->rt.runtime_addr;
+	p.rt_interp_head = o.rt_interp_head;
+	p.is_threads_head = o.is_threads_head;
+	p.ts_next = o.ts_next;
+	p.ts_cframe = o.ts_cframe;
+	p.ts_native_tid = o.ts_native_tid;
+	p.cf_current_frame = o.cf_current_frame;
+	p.fr_code = o.fr_code;
+	p.fr_previous = o.fr_previous;
+	p.fr_prev_instr = o.fr_prev_instr;
+	p.fr_is_entry = o.fr_is_entry;
+	p.fr_owner = o.fr_owner;
+	p.entry_flag = o.entry_flag;
+	p.owner_cstack = o.owner_cstack;
+	if (bpf_map_update_elem(procs_fd, &pid, &p, BPF_ANY)) {
+		fprintf(stderr, "warning: pid %u: no room to describe CPython to the BPF program: native frames only\n", pid);
+		return;
+	}
+	s->state = 1;
+	py_stats.procs++;
+	if (verbose)
+		fprintf(stderr, "pid %u: CPython %u.%u in %s: Python frames read at each event\n", pid,
+			s->rt.version >> 24, (s->rt.version >> 16) & 0xff, s->rt.path);
+}
+
+void py_merge_forget(uint32_t pid)
+{
+	if (procs && procs[pid % PROC_SLOTS].pid == pid)
+		evict(&procs[pid % PROC_SLOTS]);
+}
+
+bool py_merge_record(const void *data, size_t size)
+{
+	const struct cap_rec_hdr *h = data;
+	const struct py_rec *r = data;
+
+	if (size < sizeof(*h) || h->kind != CAP_KIND_PY)
+		return false;
+	if (!tids || size < offsetof(struct py_rec, frames) || r->nframes > PY_MAX_FRAMES ||
+	    size < offsetof(struct py_rec, frames) + r->nframes * sizeof(struct py_raw_frame))
+		return true;
+	struct tid_slot *t = &tids[r->tid % TID_SLOTS];
+
+	if (t->full)
+		py_stats.orphan++;
+	py_stats.records++;
+	t->tid = r->tid;
+	t->full = true;
+	memcpy(&t->rec, r, offsetof(struct py_rec, frames) + r->nframes * sizeof(struct py_raw_frame));
+	return true;
+}
+
+/* The frame pc in the eval loop? A return address points after the call: look up the call. */
+static bool is_eval(const struct dwunw_py_runtime *rt, const struct uframe *f, uint32_t i)
+{
+	uint64_t pc = f->pc - (i > 0);
+
+	return pc >= rt->eval_lo && pc < rt->eval_hi;
+}
+
+static void fill_copy(void *arg, struct uframe *out, uint32_t n)
+{
+	(void)arg;
+	for (uint32_t i = 0; i < n; i++) {
+		uint64_t pc = out[i].pc;
+
+		out[i] = mf[i];
+		out[i].pc = pc;
+	}
+}
+
+static void py_frame(struct uframe *u, const struct dwunw_py_frame *f)
+{
+	memset(u, 0, sizeof(*u));
+	u->pc = f->code;
+	u->name = intern(f->name);
+	u->module = intern(f->file);
+	u->offset = f->line > 0 ? (uint64_t)f->line : 0;
+	uf_set_origin(u, UO_PYTHON);
+}
+
+static void py_mark(struct uframe *u, const char *label)
+{
+	memset(u, 0, sizeof(*u));
+	u->name = intern(label);
+	uf_set_origin(u, UO_PYTHON);
+}
+
+int64_t py_merge_stack(int64_t idx, uint32_t pid, uint32_t tid, uint64_t space)
+{
+	struct tid_slot *t;
+	struct proc_slot *p;
+
+	if (!tids || idx < 0)
+		return idx;
+	t = &tids[tid % TID_SLOTS];
+	if (!t->full || t->tid != tid || t->rec.pid != pid)
+		return idx;
+	t->full = false;
+	p = &procs[pid % PROC_SLOTS];
+	if (p->pid != pid || p->state != 1)
+		return idx;
+	if (t->rec.status == PY_R_NO_THREAD) {
+		py_stats.no_thread++;
+		return idx;
+	}
+	const struct ustack *s = &st.v[idx];
+	if (s->kind == SK_PSEUDO || !s->nframes)
+		return idx;
+
+	/* name the chain (the rules of dwunw_py_stack: entry marks, shims, frames not started) */
+	uint32_t nr = t->rec.nframes;
+	for (uint32_t i = 0; i < nr; i++) {
+		raw[i].frame = t->rec.frames[i].frame;
+		raw[i].code = t->rec.frames[i].code;
+		raw[i].prev_instr = t->rec.frames[i].prev_instr;
+		raw[i].is_entry = t->rec.frames[i].is_entry;
+		raw[i].owner = t->rec.frames[i].owner;
+	}
+	size_t np = PY_MAX_FRAMES;
+	uint64_t t0 = mono_ns();
+	int rc = dwunw_py_describe(&dctx, &p->rt, raw, nr, pyf, &np);
+	py_stats.describe_ns += mono_ns() - t0;
+	const char *cut = NULL;
+	if (rc != DWUNW_OK)
+		cut = rc == DWUNW_ERR_CORRUPT ? "[py?] chain cut: a frame or code object changed since the event"
+					      : "[py?] chain cut: a code object could not be read";
+	else if (t->rec.status == PY_R_READ)
+		cut = "[py?] chain cut: a frame could not be read at the event";
+	else if (t->rec.status == PY_R_DEPTH)
+		cut = "[py?] chain cut: more Python frames than read at the event";
+	if (cut)
+		py_stats.cut++;
+
+	/* groups: up to and including each entry frame; a cut chain's last group is partial */
+	uint32_t ngroups = 0, open = 0;
+	for (size_t i = 0; i < np; i++) {
+		open = 1;
+		if (pyf[i].flags & DWUNW_PY_ENTRY) {
+			ngroups++;
+			open = 0;
+		}
+	}
+	if (open && !cut) {
+		py_stats.unplaced++;   /* the outermost Python frame is no entry frame */
+		return idx;
+	}
+	ngroups += open;
+	if (cut && !open)
+		ngroups++;             /* the mark stands for the unread rest: a group of its own */
+	uint32_t nevals = 0, n = s->nframes;
+	for (uint32_t i = 0; i < n; i++)
+		nevals += is_eval(&p->rt, &s->frames[i], i);
+	if (ngroups != nevals) {
+		py_stats.unplaced++;
+		return idx;
+	}
+	/* native frames, each eval frame preceded by its group */
+	if (mcap < (size_t)n + np + 1) {
+		mcap = (size_t)n + np + 1;
+		mf = xrealloc(mf, mcap * sizeof(*mf));
+		mpcs = xrealloc(mpcs, mcap * sizeof(*mpcs));
+		mids = xrealloc(mids, mcap * sizeof(*mids));
+		s = &st.v[idx];
+	}
+	uint32_t m = 0;
+	size_t k = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		if (is_eval(&p->rt, &s->frames[i], i)) {
+			while (k < np) {
+				bool entry = pyf[k].flags & DWUNW_PY_ENTRY;
+
+				py_frame(&mf[m], &pyf[k++]);
+				mpcs[m] = mf[m].pc;
+				mids[m] = (1ull << 63) | mf[m].offset;
+				m++;
+				py_stats.frames++;
+				if (entry)
+					break;
+			}
+			if (k == np && cut) {
+				py_mark(&mf[m], cut);
+				mpcs[m] = 0;
+				mids[m] = (1ull << 63) | 1ull << 62;
+				m++;
+				cut = NULL;
+			}
+		}
+		mf[m] = s->frames[i];
+		mpcs[m] = s->frames[i].pc;
+		mids[m++] = s->ids ? s->ids[i] : 0;
+	}
+	uint32_t kind = s->kind;
+	int32_t stop = s->stop;
+	const char *label = s->label, *stop_name = s->stop_name;
+	bool beyond = s->beyond;
+	int64_t out = stack_get_ids(space, kind, stop, label, stop_name, mpcs, mids, m, fill_copy, NULL);
+	if (out >= 0)
+		st.v[out].beyond = beyond;
+	py_stats.merged++;
+	return out;
+}
+#else
+void py_merge_init(int fd, bool v) { (void)fd; (void)v; }
+void py_merge_shutdown(void) {}
+void py_merge_add(uint32_t pid) { (void)pid; }
+void py_merge_forget(uint32_t pid) { (void)pid; }
+bool py_merge_record(const void *data, size_t size)
+{
+	const struct cap_rec_hdr *h = data;
+	return size >= sizeof(*h) && h->kind == CAP_KIND_PY;
+}
+int64_t py_merge_stack(int64_t idx, uint32_t pid, uint32_t tid, uint64_t space)
+{
+	(void)pid; (void)tid; (void)space;
+	return idx;
+}
+#endif

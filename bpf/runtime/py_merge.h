@@ -1,0 +1,43 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * Python frames in the tools' stacks: user space's half of python.bpf.h. Describes each python
+ * process to the BPF program (py_procs, from libdwunw's dwunw_py_find / dwunw_py_offsets), keeps
+ * each thread's struct py_rec until its stack record arrives, then splices the chain into the
+ * interned native stack: each native _PyEval_EvalFrameDefault frame preceded (innermost first) by
+ * exactly the Python frames it ran, up to its entry frame — the rule of lib/python.ts placePython.
+ * When the counts differ nothing is placed (counted); a chain cut short ends in a marked frame.
+ */
+#ifndef DWUNW_PY_MERGE_H
+#define DWUNW_PY_MERGE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct py_merge_stats {
+	uint64_t procs;        /* python processes described to the BPF program */
+	uint64_t records;      /* Python chains received */
+	uint64_t merged;       /* stacks with their Python frames placed */
+	uint64_t unplaced;     /* chains whose entry frames did not match the native eval frames */
+	uint64_t no_thread;    /* samples of a python process whose thread had no thread state */
+	uint64_t cut;          /* chains cut: unreadable frame or code object, or PY_MAX_FRAMES */
+	uint64_t orphan;       /* chains whose stack record never came (replaced by a newer one) */
+	uint64_t frames;       /* Python frames placed */
+	uint64_t describe_ns;  /* time spent naming chains (code objects read from the process) */
+};
+extern struct py_merge_stats py_stats;
+
+/* procs_fd: the py_procs map of python.bpf.h; verbose: one line per process found or refused. */
+void py_merge_init(int procs_fd, bool verbose);
+/* pid runs CPython: describe it to the BPF program (looked at once per pid until forgotten). */
+void py_merge_add(uint32_t pid);
+/* pid exec'd or exited. */
+void py_merge_forget(uint32_t pid);
+/* A CAP_KIND_PY record: kept for its thread's next stack (true when data is one). */
+bool py_merge_record(const void *data, size_t size);
+/* The stack idx (pid/tid's native stack just interned) with the thread's pending Python chain
+ * spliced in: a new interned stack, or idx itself when there is none or it cannot be placed. */
+int64_t py_merge_stack(int64_t idx, uint32_t pid, uint32_t tid, uint64_t space);
+void py_merge_shutdown(void);
+
+#endif /* DWUNW_PY_MERGE_H */
