@@ -27,6 +27,7 @@
 #include "dwunw.h"
 #endif
 #include "runtime/cap_pump.h"
+#include "runtime/py_merge.h"
 #include "runtime/capture_user.h"
 #include "runtime/frames.h"
 #include "runtime/mappings.h"
@@ -206,6 +207,9 @@ int main(int argc, char **argv)
 	if (env.unwind == ML_UNWIND_DWARF)
 		warm_module(obj_path);
 #endif
+	py_merge_init(bpf_map__fd(skel->maps.py_procs), env.verbose);
+	if (target_pid > 0 && !following && !ml_cmd.pid)
+		py_merge_add((uint32_t)target_pid);
 	/* uprobes are per file: following a tree, every process is probed and the BPF side filters */
 	ml_attach_all(obj_path, following ? -1 : target_pid);
 	if (following)
@@ -307,6 +311,7 @@ int main(int argc, char **argv)
 #endif
 	memleak_bpf__destroy(skel);
 	command_stop(&ml_cmd);
+	py_merge_shutdown();
 #ifdef HAVE_DWUNW
 	frames_shutdown();
 #else

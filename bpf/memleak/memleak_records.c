@@ -9,6 +9,7 @@
 #include "runtime/capture_user.h"
 #include "runtime/intern.h"
 #include "runtime/mappings.h"
+#include "runtime/py_merge.h"
 #include "memleak_allocs.h"
 #include "memleak_opts.h"
 #include "memleak_records.h"
@@ -82,6 +83,9 @@ static void on_snapshot(const void *data, size_t size)
 		idx = fp_stack(rec->aux, ra, true);
 	}
 	stack_pid = 0;
+	/* the allocating thread's Python chain at the allocation (frame 0, the allocator, left out) */
+	idx = py_merge_stack(idx, rec->pid, rec->tid, pid, false);
+	py_merge_add(rec->pid);
 	ml_ev_put(rec->cookie, (uint32_t)idx);
 }
 #endif
@@ -108,6 +112,8 @@ static void on_kwalk(const void *data, size_t size)
 		idx = fp_stack(ki.aux, 0, false);
 		stack_pid = 0;
 	}
+	idx = py_merge_stack(idx, ki.pid, ki.tid, pid, false);
+	py_merge_add(ki.pid);
 	ml_ev_put(ki.cookie, (uint32_t)idx);
 }
 #endif
@@ -120,7 +126,9 @@ int ml_on_record(void *ctx, const void *data, size_t size)
 	if (size < sizeof(*h))
 		return 0;
 	ml_record_bytes += size;
-	if (h->kind == CAP_KIND_SNAPSHOT) {
+	if (py_merge_record(data, size)) {
+		/* the thread's Python chain at the allocation: its stack record follows */
+	} else if (h->kind == CAP_KIND_SNAPSHOT) {
 #ifdef HAVE_DWUNW
 		on_snapshot(data, size);
 #endif

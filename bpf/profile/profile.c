@@ -248,7 +248,7 @@ static void on_kwalk(const void *data, size_t size)
 		return;
 	if (uidx == FRAMES_FALLBACK)
 		uidx = user_fp_stack(ki.pid, (int32_t)ki.aux);
-	uidx = py_merge_stack(uidx, ki.pid, ki.tid, space_of(ki.pid));
+	uidx = py_merge_stack(uidx, ki.pid, ki.tid, space_of(ki.pid), true);
 	py_merge_add(ki.pid);
 	count_sample(ki.pid, ki.tid, kernel_stack(PR_COOKIE_KSTACK(ki.cookie)), uidx);
 }
@@ -284,7 +284,7 @@ static int on_record(void *ctx, const void *data, size_t size)
 			return 0;
 		if (uidx == FRAMES_FALLBACK)
 			uidx = user_fp_stack(rec->pid, (int32_t)rec->aux);
-		uidx = py_merge_stack(uidx, rec->pid, rec->tid, space_of(rec->pid));
+		uidx = py_merge_stack(uidx, rec->pid, rec->tid, space_of(rec->pid), true);
 		py_merge_add(rec->pid); /* -a: any python process, from its next sample on */
 		count_sample(rec->pid, rec->tid, kernel_stack(PR_COOKIE_KSTACK(rec->cookie)), uidx);
 	} else if (h->kind == PR_REC_SAMPLE && size >= sizeof(struct pr_sample_rec)) {

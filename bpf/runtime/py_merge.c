@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /* py_merge.h */
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,7 @@ struct py_merge_stats py_stats;
 struct proc_slot {
 	uint32_t pid;
 	uint8_t state;          /* 0: empty, 1: python (in py_procs), 2: looked at, not python */
+	uint64_t looked_ns;     /* state 2: looked at again 100 ms later (an exec, a dlopen since) */
 	struct dwunw_py_runtime rt;
 };
 
@@ -51,6 +53,13 @@ void py_merge_init(int fd, bool v)
 
 void py_merge_shutdown(void)
 {
+	if (verbose && py_stats.procs)
+		fprintf(stderr, "python: %" PRIu64 " processes, %" PRIu64 " chains: %" PRIu64 " merged (%" PRIu64
+			" frames), %" PRIu64 " not placed, %" PRIu64 " without thread state, %" PRIu64
+			" cut, %" PRIu64 " orphaned; naming %" PRIu64 " ns per chain\n",
+			py_stats.procs, py_stats.records, py_stats.merged, py_stats.frames, py_stats.unplaced,
+			py_stats.no_thread, py_stats.cut, py_stats.orphan,
+			py_stats.records ? py_stats.describe_ns / py_stats.records : 0);
 	free(procs);
 	free(tids);
 	free(mf);
@@ -80,16 +89,22 @@ void py_merge_add(uint32_t pid)
 	if (!procs || !dctx_ok || !pid)
 		return;
 	s = &procs[pid % PROC_SLOTS];
-	if (s->state && s->pid == pid)
+	if (s->state == 1 && s->pid == pid)
+		return;
+	uint64_t now = mono_ns();
+	bool again = s->state == 2 && s->pid == pid;
+
+	if (again && now - s->looked_ns < 100000000ull)
 		return;
 	evict(s);
 	s->pid = pid;
 	s->state = 2;
+	s->looked_ns = now;
 	memset(&s->rt, 0, sizeof(s->rt));
 	s->rt.size = sizeof(s->rt);
 	int rc = dwunw_py_find(&dctx, (int32_t)pid, &s->rt);
 	if (rc != DWUNW_OK) {
-		if (rc != DWUNW_ERR_NOT_FOUND)
+		if (rc != DWUNW_ERR_NOT_FOUND && !again)
 			fprintf(stderr, "warning: pid %u: %s: %s: native frames only\n", pid,
 				s->rt.path[0] ? s->rt.path : "CPython",
 				s->rt.why[0] ? s->rt.why : dwunw_strerror(rc));
@@ -150,9 +165,9 @@ bool py_merge_record(const void *data, size_t size)
 }
 
 /* The frame pc in the eval loop? A return address points after the call: look up the call. */
-static bool is_eval(const struct dwunw_py_runtime *rt, const struct uframe *f, uint32_t i)
+static bool is_eval(const struct dwunw_py_runtime *rt, const struct uframe *f, bool exact)
 {
-	uint64_t pc = f->pc - (i > 0);
+	uint64_t pc = f->pc - !exact;
 
 	return pc >= rt->eval_lo && pc < rt->eval_hi;
 }
@@ -185,7 +200,7 @@ static void py_mark(struct uframe *u, const char *label)
 	uf_set_origin(u, UO_PYTHON);
 }
 
-int64_t py_merge_stack(int64_t idx, uint32_t pid, uint32_t tid, uint64_t space)
+int64_t py_merge_stack(int64_t idx, uint32_t pid, uint32_t tid, uint64_t space, bool first_exact)
 {
 	struct tid_slot *t;
 	struct proc_slot *p;
@@ -249,8 +264,13 @@ int64_t py_merge_stack(int64_t idx, uint32_t pid, uint32_t tid, uint64_t space)
 		ngroups++;             /* the mark stands for the unread rest: a group of its own */
 	uint32_t nevals = 0, n = s->nframes;
 	for (uint32_t i = 0; i < n; i++)
-		nevals += is_eval(&p->rt, &s->frames[i], i);
-	if (ngroups != nevals) {
+		nevals += is_eval(&p->rt, &s->frames[i], i == 0 && first_exact);
+	/* One eval call more than groups, the chain whole: the innermost call is entering (its frame
+	 * not yet current) or leaving (already popped); it runs no Python frame at this instant. */
+	uint32_t skip_evals = 0;
+	if (!cut && nevals == ngroups + 1)
+		skip_evals = 1;
+	else if (ngroups != nevals) {
 		py_stats.unplaced++;
 		return idx;
 	}
@@ -265,7 +285,7 @@ int64_t py_merge_stack(int64_t idx, uint32_t pid, uint32_t tid, uint64_t space)
 	uint32_t m = 0;
 	size_t k = 0;
 	for (uint32_t i = 0; i < n; i++) {
-		if (is_eval(&p->rt, &s->frames[i], i)) {
+		if (is_eval(&p->rt, &s->frames[i], i == 0 && first_exact) && !(skip_evals && skip_evals--)) {
 			while (k < np) {
 				bool entry = pyf[k].flags & DWUNW_PY_ENTRY;
 
@@ -309,8 +329,9 @@ bool py_merge_record(const void *data, size_t size)
 	const struct cap_rec_hdr *h = data;
 	return size >= sizeof(*h) && h->kind == CAP_KIND_PY;
 }
-int64_t py_merge_stack(int64_t idx, uint32_t pid, uint32_t tid, uint64_t space)
+int64_t py_merge_stack(int64_t idx, uint32_t pid, uint32_t tid, uint64_t space, bool first_exact)
 {
+	(void)first_exact;
 	(void)pid; (void)tid; (void)space;
 	return idx;
 }

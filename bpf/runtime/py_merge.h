@@ -36,8 +36,9 @@ void py_merge_forget(uint32_t pid);
 /* A CAP_KIND_PY record: kept for its thread's next stack (true when data is one). */
 bool py_merge_record(const void *data, size_t size);
 /* The stack idx (pid/tid's native stack just interned) with the thread's pending Python chain
- * spliced in: a new interned stack, or idx itself when there is none or it cannot be placed. */
-int64_t py_merge_stack(int64_t idx, uint32_t pid, uint32_t tid, uint64_t space);
+ * spliced in: a new interned stack, or idx itself when there is none or it cannot be placed.
+ * first_exact: the stack's first pc is the event's own (not a return address). */
+int64_t py_merge_stack(int64_t idx, uint32_t pid, uint32_t tid, uint64_t space, bool first_exact);
 void py_merge_shutdown(void);
 
 #endif /* DWUNW_PY_MERGE_H */
