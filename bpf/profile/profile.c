@@ -309,6 +309,10 @@ static int on_record(void *ctx, const void *data, size_t size)
 		memcpy(&r, data, sizeof(r));
 		on_exec(r.pid);
 		py_merge_forget(r.pid);
+		/* a selected process: described now, its samples carry chains from here on */
+		for (size_t i = 0; i < opts.npids; i++)
+			if (opts.pids[i] == r.pid)
+				py_merge_add(r.pid);
 #ifdef HAVE_KWALK
 		if (kwt.l && kw_selected(r.pid)) {
 			kw_track_forget(&kwt, r.pid);

@@ -56,9 +56,9 @@ void py_merge_shutdown(void)
 	if (verbose && py_stats.procs)
 		fprintf(stderr, "python: %" PRIu64 " processes, %" PRIu64 " chains: %" PRIu64 " merged (%" PRIu64
 			" frames), %" PRIu64 " not placed, %" PRIu64 " without thread state, %" PRIu64
-			" cut, %" PRIu64 " orphaned; naming %" PRIu64 " ns per chain\n",
+			" cut, %" PRIu64 " orphaned, %" PRIu64 " samples of a described process without one; naming %" PRIu64 " ns per chain\n",
 			py_stats.procs, py_stats.records, py_stats.merged, py_stats.frames, py_stats.unplaced,
-			py_stats.no_thread, py_stats.cut, py_stats.orphan,
+			py_stats.no_thread, py_stats.cut, py_stats.orphan, py_stats.missing,
 			py_stats.records ? py_stats.describe_ns / py_stats.records : 0);
 	free(procs);
 	free(tids);
@@ -104,7 +104,7 @@ void py_merge_add(uint32_t pid)
 	s->rt.size = sizeof(s->rt);
 	int rc = dwunw_py_find(&dctx, (int32_t)pid, &s->rt);
 	if (rc != DWUNW_OK) {
-		if (rc != DWUNW_ERR_NOT_FOUND && !again)
+		if (rc == DWUNW_ERR_UNSUPPORTED && !again)
 			fprintf(stderr, "warning: pid %u: %s: %s: native frames only\n", pid,
 				s->rt.path[0] ? s->rt.path : "CPython",
 				s->rt.why[0] ? s->rt.why : dwunw_strerror(rc));
@@ -208,10 +208,13 @@ int64_t py_merge_stack(int64_t idx, uint32_t pid, uint32_t tid, uint64_t space, 
 	if (!tids || idx < 0)
 		return idx;
 	t = &tids[tid % TID_SLOTS];
-	if (!t->full || t->tid != tid || t->rec.pid != pid)
-		return idx;
-	t->full = false;
 	p = &procs[pid % PROC_SLOTS];
+	if (!t->full || t->tid != tid || t->rec.pid != pid) {
+		if (p->pid == pid && p->state == 1)
+			py_stats.missing++;
+		return idx;
+	}
+	t->full = false;
 	if (p->pid != pid || p->state != 1)
 		return idx;
 	if (t->rec.status == PY_R_NO_THREAD) {

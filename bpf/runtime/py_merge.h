@@ -22,6 +22,7 @@ struct py_merge_stats {
 	uint64_t no_thread;    /* samples of a python process whose thread had no thread state */
 	uint64_t cut;          /* chains cut: unreadable frame or code object, or PY_MAX_FRAMES */
 	uint64_t orphan;       /* chains whose stack record never came (replaced by a newer one) */
+	uint64_t missing;      /* samples of a described process that came without a chain (not sent) */
 	uint64_t frames;       /* Python frames placed */
 	uint64_t describe_ns;  /* time spent naming chains (code objects read from the process) */
 };
