@@ -207,7 +207,7 @@ int main(int argc, char **argv)
 	if (env.unwind == ML_UNWIND_DWARF)
 		warm_module(obj_path);
 #endif
-	py_merge_init(bpf_map__fd(skel->maps.py_procs), env.verbose);
+	py_merge_init(bpf_map__fd(skel->maps.py_procs), bpf_map__fd(skel->maps.py_cost), env.verbose);
 	if (target_pid > 0 && !following && !ml_cmd.pid)
 		py_merge_add((uint32_t)target_pid);
 	/* uprobes are per file: following a tree, every process is probed and the BPF side filters */
@@ -309,9 +309,9 @@ int main(int argc, char **argv)
 		kw_loader_free(ml_kwt.l);
 	}
 #endif
+	py_merge_shutdown(); /* reads its maps: before they go */
 	memleak_bpf__destroy(skel);
 	command_stop(&ml_cmd);
-	py_merge_shutdown();
 #ifdef HAVE_DWUNW
 	frames_shutdown();
 #else

@@ -523,7 +523,7 @@ int main(int argc, char **argv)
 	if (err)
 		die("libdwunw: %s", dwunw_strerror(err));
 	frames_use_perf_map = true;
-	py_merge_init(bpf_map__fd(skel->maps.py_procs), opts.verbose);
+	py_merge_init(bpf_map__fd(skel->maps.py_procs), bpf_map__fd(skel->maps.py_cost), opts.verbose);
 	for (size_t i = 0; i < opts.npids && !opts.command; i++)
 		py_merge_add(opts.pids[i]);
 
@@ -634,9 +634,9 @@ int main(int argc, char **argv)
 		kw_loader_free(kwt.l);
 	}
 #endif
+	py_merge_shutdown(); /* reads its maps: before they go */
 	profile_bpf__destroy(skel);
 	ptarget_stop();
-	py_merge_shutdown();
 	frames_shutdown();
 	module_warn_flush();
 	return 0;

@@ -24,6 +24,13 @@ struct py_proc {
 	__u8 entry_flag, owner_cstack;
 };
 
+/* map py_cost (per CPU): what reading the chains cost in the BPF program, summed */
+struct py_cost {
+	__u64 chains;        /* py_emit calls that read a chain */
+	__u64 frames;        /* frames read */
+	__u64 ns;            /* bpf_ktime_get_ns() around each read and send */
+};
+
 struct py_raw_frame {
 	__u64 frame;
 	__u64 code;

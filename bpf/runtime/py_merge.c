@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <bpf/bpf.h>
+#include <bpf/libbpf.h>
 #include "capture.h"
 #include "frames.h"
 #include "intern.h"
@@ -32,7 +33,7 @@ struct tid_slot {
 	struct py_rec rec;
 };
 
-static int procs_fd = -1;
+static int procs_fd = -1, cost_fd = -1;
 static bool verbose;
 static struct proc_slot *procs;
 static struct tid_slot *tids;
@@ -43,16 +44,45 @@ static struct uframe *mf;
 static uint64_t *mpcs, *mids;
 static size_t mcap;
 
-void py_merge_init(int fd, bool v)
+void py_merge_init(int fd, int cfd, bool v)
 {
 	procs_fd = fd;
+	cost_fd = cfd;
 	verbose = v;
 	procs = xcalloc(PROC_SLOTS, sizeof(*procs));
 	tids = xcalloc(TID_SLOTS, sizeof(*tids));
 }
 
+/* The BPF program's cost, summed over the CPUs. */
+static void bpf_cost(struct py_cost *sum)
+{
+	int ncpu = libbpf_num_possible_cpus();
+	uint32_t zero = 0;
+
+	memset(sum, 0, sizeof(*sum));
+	if (cost_fd < 0 || ncpu <= 0)
+		return;
+	struct py_cost *v = xcalloc((size_t)ncpu, sizeof(*v));
+
+	if (bpf_map_lookup_elem(cost_fd, &zero, v) == 0)
+		for (int c = 0; c < ncpu; c++) {
+			sum->chains += v[c].chains;
+			sum->frames += v[c].frames;
+			sum->ns += v[c].ns;
+		}
+	free(v);
+}
+
 void py_merge_shutdown(void)
 {
+	struct py_cost c;
+
+	bpf_cost(&c);
+	if (verbose && c.chains)
+		fprintf(stderr, "python: BPF read %" PRIu64 " chains of %" PRIu64 " frames in %" PRIu64
+			" ns: %" PRIu64 " ns per chain, %.1f frames per chain\n", (uint64_t)c.chains,
+			(uint64_t)c.frames, (uint64_t)c.ns, (uint64_t)(c.ns / c.chains),
+			(double)c.frames / (double)c.chains);
 	if (verbose && py_stats.procs)
 		fprintf(stderr, "python: %" PRIu64 " processes, %" PRIu64 " chains: %" PRIu64 " merged (%" PRIu64
 			" frames), %" PRIu64 " not placed, %" PRIu64 " without thread state, %" PRIu64
@@ -323,7 +353,7 @@ int64_t py_merge_stack(int64_t idx, uint32_t pid, uint32_t tid, uint64_t space, 
 	return out;
 }
 #else
-void py_merge_init(int fd, bool v) { (void)fd; (void)v; }
+void py_merge_init(int fd, int cfd, bool v) { (void)fd; (void)cfd; (void)v; }
 void py_merge_shutdown(void) {}
 void py_merge_add(uint32_t pid) { (void)pid; }
 void py_merge_forget(uint32_t pid) { (void)pid; }

@@ -28,8 +28,9 @@ struct py_merge_stats {
 };
 extern struct py_merge_stats py_stats;
 
-/* procs_fd: the py_procs map of python.bpf.h; verbose: one line per process found or refused. */
-void py_merge_init(int procs_fd, bool verbose);
+/* procs_fd, cost_fd: the py_procs and py_cost maps of python.bpf.h; verbose: one line per
+ * process found or refused, and the summary at shutdown. */
+void py_merge_init(int procs_fd, int cost_fd, bool verbose);
 /* pid runs CPython: describe it to the BPF program (looked at once per pid until forgotten). */
 void py_merge_add(uint32_t pid);
 /* pid exec'd or exited. */

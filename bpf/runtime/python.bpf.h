@@ -32,6 +32,13 @@ struct {
 	__type(value, struct py_scratch);
 } py_scratch SEC(".maps");
 
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct py_cost);
+} py_cost SEC(".maps");
+
 static __always_inline __u64 py_u64(const struct py_scratch *s, __u16 off)
 {
 	return *(const __u64 *)(s->fbuf + (off & 120));
@@ -70,6 +77,7 @@ static __always_inline long py_emit(void *ctx, __u32 tgid, __u32 tid)
 
 	if (!p)
 		return 0;
+	__u64 t0 = bpf_ktime_get_ns();
 	s = bpf_map_lookup_elem(&py_scratch, &zero);
 	if (!s)
 		return -1;
@@ -106,7 +114,15 @@ static __always_inline long py_emit(void *ctx, __u32 tgid, __u32 tid)
 	if (size > sizeof(s->rec))
 		size = sizeof(s->rec);
 	s->rec.h.hdr_size = size;
-	return cap_emit(ctx, &s->rec, size) ? -1 : 1;
+	long err = cap_emit(ctx, &s->rec, size);
+	struct py_cost *c = bpf_map_lookup_elem(&py_cost, &zero);
+
+	if (c) {
+		c->chains++;
+		c->frames += n;
+		c->ns += bpf_ktime_get_ns() - t0;
+	}
+	return err ? -1 : 1;
 }
 
 #endif /* DWUNW_PYTHON_BPF_H */
