@@ -444,19 +444,64 @@ const CORE_THREAD = {
   regs: N.offsetOf(N.CoreThreadT, 'regs'),
 };
 const SYMBOL_SIZE = N.sizeOf(N.SymbolT);
+const MAP_SIZE = N.sizeOf(N.MapT);
 const READER = {
   size: N.sizeOf(N.StackReaderT),
   flags: N.offsetOf(N.StackReaderT, 'flags'),
   lastErrno: N.offsetOf(N.StackReaderT, 'last_errno'),
 };
 
+/** One mapping of a process (struct dwunw_map). */
+export interface MapEntry {
+  start: bigint;
+  end: bigint;
+  offset: bigint;
+  inode: bigint;
+  devMajor: number;
+  devMinor: number;
+  /** DWUNW_MAP_* bits. */
+  flags: number;
+  /** A file, "[vdso]", "[stack]", ...; "" for anonymous memory; " (deleted)" cut (DWUNW_MAP_DELETED). */
+  path: string;
+}
+
+/** The mappings of a /proc/PID/maps text, by the library's parser (dwunw_maps_parse). */
+export function parseMaps(text: string): MapEntry[] {
+  const lib = N.lib();
+  const bytes = Buffer.from(text, 'utf8');
+  const t = new N.CMem(bytes.length + 1); // zeroed: text[len] is the last path's end
+  let out: N.CMem | null = null;
+  try {
+    bytes.copy(t.buf);
+    const n: [number | bigint] = [0];
+    if (lib.dwunw_maps_parse(t.buf, bytes.length, null, n) !== N.DWUNW_OK) return [];
+    out = new N.CMem(Number(n[0]) * MAP_SIZE);
+    check(lib.dwunw_maps_parse(t.buf, bytes.length, out.buf, n));
+    const maps: MapEntry[] = [];
+    for (let i = 0; i < Number(n[0]); i++) {
+      const m = N.decodeAt(out.buf, i * MAP_SIZE, N.MapT);
+      maps.push({
+        start: BigInt(m.start as number | bigint),
+        end: BigInt(m.end as number | bigint),
+        offset: BigInt(m.offset as number | bigint),
+        inode: BigInt(m.inode as number | bigint),
+        devMajor: m.dev_major as number,
+        devMinor: m.dev_minor as number,
+        flags: m.flags as number,
+        path: (m.path as string | null) ?? '',
+      });
+    }
+    return maps;
+  } finally {
+    out?.free();
+    t.free();
+  }
+}
+
 /** [start, end) of the [vdso] mapping in a /proc/PID/maps text, or null. */
 export function vdsoRange(maps: string): [bigint, bigint] | null {
-  const m = /^([0-9a-f]+)-([0-9a-f]+) \S+ \S+ \S+ \S+ +\[vdso\]$/im.exec(maps);
-  if (!m) return null;
-  const start = BigInt(`0x${m[1]}`);
-  const end = BigInt(`0x${m[2]}`);
-  return end > start ? [start, end] : null;
+  const m = parseMaps(maps).find((e) => e.path === '[vdso]');
+  return m ? [m.start, m.end] : null;
 }
 
 const u32 = (b: Buffer, o: number): number => (LE ? b.readUInt32LE(o) : b.readUInt32BE(o));

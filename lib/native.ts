@@ -170,6 +170,19 @@ export const StackReaderT = koffi.struct('dwunw_stack_reader', {
   pad: 'uint32_t',
 });
 
+// One mapping of a process (dwunw_maps_parse writes them into CMem; decoded with decodeAt).
+export const MapT = koffi.struct('dwunw_map', {
+  start: 'uint64_t',
+  end: 'uint64_t',
+  offset: 'uint64_t',
+  inode: 'uint64_t',
+  dev_major: 'uint32_t',
+  dev_minor: 'uint32_t',
+  flags: 'uint32_t',
+  pad: 'uint32_t',
+  path: 'const char *',
+});
+
 // Core files (dwunw_core_load). The thread and info structs are written by the library into
 // CMem buffers and decoded with decodeAt.
 export const CoreOptionsT = koffi.struct('dwunw_core_options', {
@@ -239,6 +252,7 @@ export const STRUCTS = {
   dwunw_frame: FrameT,
   dwunw_symbol: SymbolT,
   dwunw_stack_reader: StackReaderT,
+  dwunw_map: MapT,
   dwunw_core_options: CoreOptionsT,
   dwunw_core_thread: CoreThreadT,
   dwunw_core_info: CoreInfoT,
@@ -343,6 +357,8 @@ export interface Lib {
   dwunw_module_cache_release(ctx: Pointer, frames: Buffer, frameCnt: number): number;
   dwunw_symbolize_frame(ctx: Pointer, frame: Buffer, out: Buffer): number;
   dwunw_maps_set(ctx: Pointer, pid: number, text: Buffer, len: number): number;
+  /** text and out: Buffers over CMem (the parser writes paths' ends into text). */
+  dwunw_maps_parse(text: Buffer, len: number, out: Buffer | null, n: [number | bigint]): number;
   dwunw_maps_refresh(ctx: Pointer, pid: number): number;
   dwunw_maps_forget(ctx: Pointer, pid: number): void;
   /** threads and info: Buffers over CMem (dwunw_core_thread[n], dwunw_core_info). */
@@ -435,6 +451,12 @@ export function lib(): Lib {
     dwunw_module_cache_release: f('int', 'dwunw_module_cache_release', [ctxP, koffi.pointer(FrameT), 'size_t']),
     dwunw_symbolize_frame: f('int', 'dwunw_symbolize_frame', [ctxP, koffi.pointer(FrameT), koffi.pointer(SymbolT)]),
     dwunw_maps_set: f('int', 'dwunw_maps_set', [ctxP, 'int32_t', 'const char *', 'size_t']),
+    dwunw_maps_parse: f('int', 'dwunw_maps_parse', [
+      'char *',
+      'size_t',
+      koffi.pointer(MapT),
+      koffi.inout(koffi.pointer('size_t')),
+    ]),
     dwunw_maps_refresh: f('int', 'dwunw_maps_refresh', [ctxP, 'int32_t']),
     dwunw_maps_forget: f('void', 'dwunw_maps_forget', [ctxP, 'int32_t']),
     dwunw_core_load: f('int', 'dwunw_core_load', [

@@ -36,11 +36,10 @@ struct pr_opts {
 	char **command;        /* -- COMMAND ARGS... (NULL-terminated), or NULL */
 };
 
-extern struct pr_opts opts;
-
-void pr_parse_args(int argc, char **argv);
+/* Parses argv into *opts (defaults first); a usage error is one line. */
+void pr_parse_args(struct pr_opts *opts, int argc, char **argv);
 /* -p/-L targets exist (dies with one line otherwise). */
-void pr_check_targets(void);
-bool pr_cpu_selected(int cpu);
+void pr_check_targets(const struct pr_opts *opts);
+bool pr_cpu_selected(const struct pr_opts *opts, int cpu);
 
 #endif /* DWUNW_PROFILE_OPTS_H */

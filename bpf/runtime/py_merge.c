@@ -14,8 +14,6 @@
 #include "stack_store.h"
 #include "tool_util.h"
 
-struct py_merge_stats py_stats;
-
 #ifdef HAVE_DWUNW
 #define PROC_SLOTS 1024         /* processes looked at (direct-mapped by pid: a collision evicts) */
 #define TID_SLOTS  256          /* chains waiting for their stack record (by tid) */
@@ -33,29 +31,23 @@ struct tid_slot {
 	struct py_rec rec;
 };
 
-static int procs_fd = -1, cost_fd = -1;
-static bool verbose;
-static struct proc_slot *procs;
-static struct tid_slot *tids;
-/* one chain at a time: its frames described, then the merged stack's frames */
-static struct dwunw_py_raw raw[PY_MAX_FRAMES];
-static struct dwunw_py_frame pyf[PY_MAX_FRAMES];
-static struct uframe *mf;
-static uint64_t *mpcs, *mids;
-static size_t mcap;
-
-void py_merge_init(int fd, int cfd, bool v)
+void py_merge_init(struct py_merge *pm, struct frames *fr, int fd, int cfd, bool v)
 {
-	procs_fd = fd;
-	cost_fd = cfd;
-	verbose = v;
-	procs = xcalloc(PROC_SLOTS, sizeof(*procs));
-	tids = xcalloc(TID_SLOTS, sizeof(*tids));
+	memset(pm, 0, sizeof(*pm));
+	pm->fr = fr;
+	pm->procs_fd = fd;
+	pm->cost_fd = cfd;
+	pm->verbose = v;
+	pm->procs = xcalloc(PROC_SLOTS, sizeof(*pm->procs));
+	pm->tids = xcalloc(TID_SLOTS, sizeof(*pm->tids));
+	pm->raw = xcalloc(PY_MAX_FRAMES, sizeof(*pm->raw));
+	pm->pyf = xcalloc(PY_MAX_FRAMES, sizeof(*pm->pyf));
 }
 
 /* The BPF program's cost, summed over the CPUs. */
-static void bpf_cost(struct py_cost *sum)
+static void bpf_cost(struct py_merge *pm, struct py_cost *sum)
 {
+	int cost_fd = pm->cost_fd;
 	int ncpu = libbpf_num_possible_cpus();
 	uint32_t zero = 0;
 
@@ -73,11 +65,15 @@ static void bpf_cost(struct py_cost *sum)
 	free(v);
 }
 
-void py_merge_shutdown(void)
+void py_merge_shutdown(struct py_merge *pm)
 {
 	struct py_cost c;
+	bool verbose = pm->verbose;
+	struct py_merge_stats py_stats = pm->stats;
 
-	bpf_cost(&c);
+	if (!pm->procs)
+		return;
+	bpf_cost(pm, &c);
 	if (verbose && c.chains)
 		fprintf(stderr, "python: BPF read %" PRIu64 " chains of %" PRIu64 " frames in %" PRIu64
 			" ns: %" PRIu64 " ns per chain, %.1f frames per chain\n", (uint64_t)c.chains,
@@ -90,35 +86,33 @@ void py_merge_shutdown(void)
 			py_stats.procs, py_stats.records, py_stats.merged, py_stats.frames, py_stats.unplaced,
 			py_stats.no_thread, py_stats.cut, py_stats.orphan, py_stats.missing,
 			py_stats.records ? py_stats.describe_ns / py_stats.records : 0);
-	free(procs);
-	free(tids);
-	free(mf);
-	free(mpcs);
-	free(mids);
-	mf = NULL;
-	mpcs = mids = NULL;
-	mcap = 0;
-	procs = NULL;
-	tids = NULL;
+	free(pm->procs);
+	free(pm->tids);
+	free(pm->raw);
+	free(pm->pyf);
+	free(pm->mf);
+	free(pm->mpcs);
+	free(pm->mids);
+	memset(pm, 0, sizeof(*pm));
 }
 
-static void evict(struct proc_slot *s)
+static void evict(struct py_merge *pm, struct proc_slot *s)
 {
-	if (s->state == 1 && procs_fd >= 0)
-		bpf_map_delete_elem(procs_fd, &s->pid);
+	if (s->state == 1 && pm->procs_fd >= 0)
+		bpf_map_delete_elem(pm->procs_fd, &s->pid);
 	s->state = 0;
 	s->pid = 0;
 }
 
-void py_merge_add(uint32_t pid)
+void py_merge_add(struct py_merge *pm, uint32_t pid)
 {
 	struct proc_slot *s;
 	struct dwunw_py_offsets o;
 	struct py_proc p = {};
 
-	if (!procs || !dctx_ok || !pid)
+	if (!pm->procs || !pm->fr->dctx_ok || !pid)
 		return;
-	s = &procs[pid % PROC_SLOTS];
+	s = &pm->procs[pid % PROC_SLOTS];
 	if (s->state == 1 && s->pid == pid)
 		return;
 	uint64_t now = mono_ns();
@@ -126,13 +120,13 @@ void py_merge_add(uint32_t pid)
 
 	if (again && now - s->looked_ns < 100000000ull)
 		return;
-	evict(s);
+	evict(pm, s);
 	s->pid = pid;
 	s->state = 2;
 	s->looked_ns = now;
 	memset(&s->rt, 0, sizeof(s->rt));
 	s->rt.size = sizeof(s->rt);
-	int rc = dwunw_py_find(&dctx, (int32_t)pid, &s->rt);
+	int rc = dwunw_py_find(&pm->fr->dctx, (int32_t)pid, &s->rt);
 	if (rc != DWUNW_OK) {
 		if (rc == DWUNW_ERR_UNSUPPORTED && !again)
 			fprintf(stderr, "warning: pid %u: %s: %s: native frames only\n", pid,
@@ -156,38 +150,38 @@ void py_merge_add(uint32_t pid)
 	p.fr_owner = o.fr_owner;
 	p.entry_flag = o.entry_flag;
 	p.owner_cstack = o.owner_cstack;
-	if (bpf_map_update_elem(procs_fd, &pid, &p, BPF_ANY)) {
+	if (bpf_map_update_elem(pm->procs_fd, &pid, &p, BPF_ANY)) {
 		fprintf(stderr, "warning: pid %u: no room to describe CPython to the BPF program: native frames only\n", pid);
 		return;
 	}
 	s->state = 1;
-	py_stats.procs++;
-	if (verbose)
+	pm->stats.procs++;
+	if (pm->verbose)
 		fprintf(stderr, "pid %u: CPython %u.%u in %s: Python frames read at each event\n", pid,
 			s->rt.version >> 24, (s->rt.version >> 16) & 0xff, s->rt.path);
 }
 
-void py_merge_forget(uint32_t pid)
+void py_merge_forget(struct py_merge *pm, uint32_t pid)
 {
-	if (procs && procs[pid % PROC_SLOTS].pid == pid)
-		evict(&procs[pid % PROC_SLOTS]);
+	if (pm->procs && pm->procs[pid % PROC_SLOTS].pid == pid)
+		evict(pm, &pm->procs[pid % PROC_SLOTS]);
 }
 
-bool py_merge_record(const void *data, size_t size)
+bool py_merge_record(struct py_merge *pm, const void *data, size_t size)
 {
 	const struct cap_rec_hdr *h = data;
 	const struct py_rec *r = data;
 
 	if (size < sizeof(*h) || h->kind != CAP_KIND_PY)
 		return false;
-	if (!tids || size < offsetof(struct py_rec, frames) || r->nframes > PY_MAX_FRAMES ||
+	if (!pm->tids || size < offsetof(struct py_rec, frames) || r->nframes > PY_MAX_FRAMES ||
 	    size < offsetof(struct py_rec, frames) + r->nframes * sizeof(struct py_raw_frame))
 		return true;
-	struct tid_slot *t = &tids[r->tid % TID_SLOTS];
+	struct tid_slot *t = &pm->tids[r->tid % TID_SLOTS];
 
 	if (t->full)
-		py_stats.orphan++;
-	py_stats.records++;
+		pm->stats.orphan++;
+	pm->stats.records++;
 	t->tid = r->tid;
 	t->full = true;
 	memcpy(&t->rec, r, offsetof(struct py_rec, frames) + r->nframes * sizeof(struct py_raw_frame));
@@ -204,7 +198,8 @@ static bool is_eval(const struct dwunw_py_runtime *rt, const struct uframe *f, b
 
 static void fill_copy(void *arg, struct uframe *out, uint32_t n)
 {
-	(void)arg;
+	const struct uframe *mf = arg;
+
 	for (uint32_t i = 0; i < n; i++) {
 		uint64_t pc = out[i].pc;
 
@@ -230,28 +225,33 @@ static void py_mark(struct uframe *u, const char *label)
 	uf_set_origin(u, UO_PYTHON);
 }
 
-int64_t py_merge_stack(int64_t idx, uint32_t pid, uint32_t tid, uint64_t space, bool first_exact)
+int64_t py_merge_stack(struct py_merge *pm, int64_t idx, uint32_t pid, uint32_t tid, uint64_t space,
+		       bool first_exact)
 {
+	struct py_merge_stats *stats = &pm->stats;
+	struct stack_store *st = pm->fr->st;
+	struct dwunw_py_raw *raw = pm->raw;
+	struct dwunw_py_frame *pyf = pm->pyf;
 	struct tid_slot *t;
 	struct proc_slot *p;
 
-	if (!tids || idx < 0)
+	if (!pm->tids || idx < 0)
 		return idx;
-	t = &tids[tid % TID_SLOTS];
-	p = &procs[pid % PROC_SLOTS];
+	t = &pm->tids[tid % TID_SLOTS];
+	p = &pm->procs[pid % PROC_SLOTS];
 	if (!t->full || t->tid != tid || t->rec.pid != pid) {
 		if (p->pid == pid && p->state == 1)
-			py_stats.missing++;
+			stats->missing++;
 		return idx;
 	}
 	t->full = false;
 	if (p->pid != pid || p->state != 1)
 		return idx;
 	if (t->rec.status == PY_R_NO_THREAD) {
-		py_stats.no_thread++;
+		stats->no_thread++;
 		return idx;
 	}
-	const struct ustack *s = &st.v[idx];
+	const struct ustack *s = &st->v[idx];
 	if (s->kind == SK_PSEUDO || !s->nframes)
 		return idx;
 
@@ -266,8 +266,8 @@ int64_t py_merge_stack(int64_t idx, uint32_t pid, uint32_t tid, uint64_t space, 
 	}
 	size_t np = PY_MAX_FRAMES;
 	uint64_t t0 = mono_ns();
-	int rc = dwunw_py_describe(&dctx, &p->rt, raw, nr, pyf, &np);
-	py_stats.describe_ns += mono_ns() - t0;
+	int rc = dwunw_py_describe(&pm->fr->dctx, &p->rt, raw, nr, pyf, &np);
+	stats->describe_ns += mono_ns() - t0;
 	const char *cut = NULL;
 	if (rc != DWUNW_OK)
 		cut = rc == DWUNW_ERR_CORRUPT ? "[py?] chain cut: a frame or code object changed since the event"
@@ -277,7 +277,7 @@ int64_t py_merge_stack(int64_t idx, uint32_t pid, uint32_t tid, uint64_t space, 
 	else if (t->rec.status == PY_R_DEPTH)
 		cut = "[py?] chain cut: more Python frames than read at the event";
 	if (cut)
-		py_stats.cut++;
+		stats->cut++;
 
 	/* groups: up to and including each entry frame; a cut chain's last group is partial */
 	uint32_t ngroups = 0, open = 0;
@@ -289,7 +289,7 @@ int64_t py_merge_stack(int64_t idx, uint32_t pid, uint32_t tid, uint64_t space, 
 		}
 	}
 	if (open && !cut) {
-		py_stats.unplaced++;   /* the outermost Python frame is no entry frame */
+		stats->unplaced++;   /* the outermost Python frame is no entry frame */
 		return idx;
 	}
 	ngroups += open;
@@ -304,17 +304,18 @@ int64_t py_merge_stack(int64_t idx, uint32_t pid, uint32_t tid, uint64_t space, 
 	if (!cut && nevals == ngroups + 1)
 		skip_evals = 1;
 	else if (ngroups != nevals) {
-		py_stats.unplaced++;
+		stats->unplaced++;
 		return idx;
 	}
 	/* native frames, each eval frame preceded by its group */
-	if (mcap < (size_t)n + np + 1) {
-		mcap = (size_t)n + np + 1;
-		mf = xrealloc(mf, mcap * sizeof(*mf));
-		mpcs = xrealloc(mpcs, mcap * sizeof(*mpcs));
-		mids = xrealloc(mids, mcap * sizeof(*mids));
-		s = &st.v[idx];
+	if (pm->mcap < (size_t)n + np + 1) {
+		pm->mcap = (size_t)n + np + 1;
+		pm->mf = xrealloc(pm->mf, pm->mcap * sizeof(*pm->mf));
+		pm->mpcs = xrealloc(pm->mpcs, pm->mcap * sizeof(*pm->mpcs));
+		pm->mids = xrealloc(pm->mids, pm->mcap * sizeof(*pm->mids));
 	}
+	struct uframe *mf = pm->mf;
+	uint64_t *mpcs = pm->mpcs, *mids = pm->mids;
 	uint32_t m = 0;
 	size_t k = 0;
 	for (uint32_t i = 0; i < n; i++) {
@@ -326,7 +327,7 @@ int64_t py_merge_stack(int64_t idx, uint32_t pid, uint32_t tid, uint64_t space, 
 				mpcs[m] = mf[m].pc;
 				mids[m] = (1ull << 63) | mf[m].offset;
 				m++;
-				py_stats.frames++;
+				stats->frames++;
 				if (entry)
 					break;
 			}
@@ -346,26 +347,33 @@ int64_t py_merge_stack(int64_t idx, uint32_t pid, uint32_t tid, uint64_t space, 
 	int32_t stop = s->stop;
 	const char *label = s->label, *stop_name = s->stop_name;
 	bool beyond = s->beyond;
-	int64_t out = stack_get_ids(space, kind, stop, label, stop_name, mpcs, mids, m, fill_copy, NULL);
+	int64_t out = stack_get_ids(st, space, kind, stop, label, stop_name, mpcs, mids, m, fill_copy, mf);
 	if (out >= 0)
-		st.v[out].beyond = beyond;
-	py_stats.merged++;
+		st->v[out].beyond = beyond;
+	stats->merged++;
 	return out;
 }
 #else
-void py_merge_init(int fd, int cfd, bool v) { (void)fd; (void)cfd; (void)v; }
-void py_merge_shutdown(void) {}
-void py_merge_add(uint32_t pid) { (void)pid; }
-void py_merge_forget(uint32_t pid) { (void)pid; }
-bool py_merge_record(const void *data, size_t size)
+/* without libdwunw (memleak-fp): no Python frames; the records are recognised and dropped */
+void py_merge_init(struct py_merge *pm, struct frames *fr, int fd, int cfd, bool v)
+{
+	memset(pm, 0, sizeof(*pm));
+	(void)fr; (void)fd; (void)cfd; (void)v;
+}
+void py_merge_shutdown(struct py_merge *pm) { (void)pm; }
+void py_merge_add(struct py_merge *pm, uint32_t pid) { (void)pm; (void)pid; }
+void py_merge_forget(struct py_merge *pm, uint32_t pid) { (void)pm; (void)pid; }
+bool py_merge_record(struct py_merge *pm, const void *data, size_t size)
 {
 	const struct cap_rec_hdr *h = data;
+
+	(void)pm;
 	return size >= sizeof(*h) && h->kind == CAP_KIND_PY;
 }
-int64_t py_merge_stack(int64_t idx, uint32_t pid, uint32_t tid, uint64_t space, bool first_exact)
+int64_t py_merge_stack(struct py_merge *pm, int64_t idx, uint32_t pid, uint32_t tid, uint64_t space,
+		       bool first_exact)
 {
-	(void)first_exact;
-	(void)pid; (void)tid; (void)space;
+	(void)pm; (void)pid; (void)tid; (void)space; (void)first_exact;
 	return idx;
 }
 #endif

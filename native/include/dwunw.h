@@ -424,6 +424,50 @@ int dwunw_module_memory(struct dwunw_ctx *ctx, struct dwunw_module *mod, struct 
 
 /* ---- Process maps ------------------------------------------------------------------------- */
 
+/* One mapping of a process: a line of /proc/PID/maps. */
+#define DWUNW_MAP_R       (1u << 0)
+#define DWUNW_MAP_W       (1u << 1)
+#define DWUNW_MAP_X       (1u << 2)
+#define DWUNW_MAP_SHARED  (1u << 3)   /* 's' (else private, 'p') */
+#define DWUNW_MAP_DELETED (1u << 4)   /* the path ended in " (deleted)", cut off from path */
+struct dwunw_map {
+	uint64_t start;             /* [start, end) */
+	uint64_t end;
+	uint64_t offset;            /* file offset of start */
+	uint64_t inode;
+	uint32_t dev_major;
+	uint32_t dev_minor;
+	uint32_t flags;             /* DWUNW_MAP_* */
+	uint32_t pad;
+	const char *path;           /* NUL-terminated: a file, "[vdso]", "[stack]", ...; "" or NULL for
+	                             * anonymous memory */
+};
+
+/*
+ * The one parser of /proc/PID/maps text, in place: each mapping line becomes an entry of out[]
+ * (in the text's order), its path NUL-terminated inside text (the byte after the path, or the
+ * space of its " (deleted)", is overwritten: text[len] must be writable, as in a NUL-terminated
+ * string). Lines that are not mappings are skipped. *n: out's capacity on entry, the mappings
+ * found on return (out NULL: only count them, text unchanged). When out holds fewer, nothing
+ * is written and DWUNW_ERR_INVALID_ARG is returned with *n the count needed. DWUNW_ERR_CORRUPT
+ * when text holds no mapping. Parsed text is not maps text any more: parse it once. Needs no context (a tool without libdwunw's unwinder links only this).
+ */
+int dwunw_maps_parse(char *text, size_t len, struct dwunw_map *out, size_t *n);
+/* Read /proc/PID/maps (pid 0: our own) into a malloc'ed, NUL-terminated text (*out; *len bytes
+ * before the NUL; free() it): DWUNW_OK, DWUNW_ERR_NO_PROCESS when pid has exited or is a zombie. */
+int dwunw_maps_read(int32_t pid, char **out, size_t *len);
+/* Both: pid's mappings (pid 0: our own) as *n entries in one malloc'ed block (free(*out) frees
+ * them and their paths). */
+int dwunw_maps_load(int32_t pid, struct dwunw_map **out, size_t *n);
+
+/*
+ * The entries forms of dwunw_maps_set and dwunw_maps_pin below: the same, with the maps given as
+ * entries (sorted here if they are not; paths are copied). DWUNW_ERR_INVALID_ARG for an entry
+ * with end <= start.
+ */
+int dwunw_maps_set_entries(struct dwunw_ctx *ctx, int32_t pid, const struct dwunw_map *maps, size_t n);
+int dwunw_maps_pin_entries(struct dwunw_ctx *ctx, int32_t pid, const struct dwunw_map *maps, size_t n);
+
 /*
  * Use this text (in /proc/PID/maps format) as the maps of `pid` instead of reading /proc: for
  * offline snapshots and core files. The pid is then never refreshed from /proc.
