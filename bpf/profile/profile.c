@@ -41,6 +41,7 @@
 #include "profile_state.h"
 #include "profile_target.h"
 #include "runtime/stack_store.h"
+#include "runtime/py_merge.h"
 #include "runtime/tool_util.h"
 #ifdef HAVE_KWALK
 #include "kwalk/kwalk_preload.h"
@@ -231,6 +232,8 @@ static void on_kwalk(struct profile_ctx *pr, const void *data, size_t size)
 		return;
 	if (uidx == FRAMES_FALLBACK)
 		uidx = user_fp_stack(pr, ki.pid, (int32_t)ki.aux);
+	uidx = py_merge_stack(&pr->py, uidx, ki.pid, ki.tid, space_of(pr, ki.pid), true);
+	py_merge_add(&pr->py, ki.pid);
 	count_sample(pr, ki.pid, ki.tid, kernel_stack(pr, PR_COOKIE_KSTACK(ki.cookie)), uidx);
 }
 #endif
@@ -249,7 +252,9 @@ static int on_record(void *ctx, const void *data, size_t size)
 	pr->prs.buffer_bytes += size;
 	if (size < sizeof(*h))
 		return 0;
-	if (h->kind == CAP_KIND_MAPEV) {
+	if (py_merge_record(&pr->py, data, size)) {
+		/* the thread's Python chain at the event: its stack record follows */
+	} else if (h->kind == CAP_KIND_MAPEV) {
 		if (pr->fr.maps)
 			mappings_event(pr->fr.maps, data, size);
 	} else if (h->kind == CAP_KIND_SNAPSHOT) {
@@ -264,6 +269,8 @@ static int on_record(void *ctx, const void *data, size_t size)
 			return 0;
 		if (uidx == FRAMES_FALLBACK)
 			uidx = user_fp_stack(pr, rec->pid, (int32_t)rec->aux);
+		uidx = py_merge_stack(&pr->py, uidx, rec->pid, rec->tid, space_of(pr, rec->pid), true);
+		py_merge_add(&pr->py, rec->pid); /* -a: any python process, from its next sample on */
 		count_sample(pr, rec->pid, rec->tid, kernel_stack(pr, PR_COOKIE_KSTACK(rec->cookie)), uidx);
 	} else if (h->kind == PR_REC_SAMPLE && size >= sizeof(struct pr_sample_rec)) {
 		struct pr_sample_rec r;
@@ -286,6 +293,11 @@ static int on_record(void *ctx, const void *data, size_t size)
 
 		memcpy(&r, data, sizeof(r));
 		on_exec(pr, r.pid);
+		py_merge_forget(&pr->py, r.pid);
+		/* a selected process: described now, its samples carry chains from here on */
+		for (size_t i = 0; i < pr->opts.npids; i++)
+			if (pr->opts.pids[i] == r.pid)
+				py_merge_add(&pr->py, r.pid);
 #ifdef HAVE_KWALK
 		if (pr->kwt.l && kw_selected(pr, r.pid)) {
 			kw_track_forget(&pr->kwt, r.pid);
@@ -500,6 +512,10 @@ int main(int argc, char **argv)
 			  pr->opts.debug_dir);
 	if (err)
 		die("libdwunw: %s", dwunw_strerror(err));
+	py_merge_init(&pr->py, &pr->fr, bpf_map__fd(pr->skel->maps.py_procs),
+		      bpf_map__fd(pr->skel->maps.py_cost), pr->opts.verbose);
+	for (size_t i = 0; i < pr->opts.npids && !pr->opts.command; i++)
+		py_merge_add(&pr->py, pr->opts.pids[i]);
 
 	reader = dwunw_cap_reader_new(pr->skel->obj, pr->opts.perfbuf, 8u << 20, on_record, pr);
 	if (!reader)
@@ -610,6 +626,7 @@ int main(int argc, char **argv)
 		kw_loader_free(pr->kwt.l);
 	}
 #endif
+	py_merge_shutdown(&pr->py); /* reads its maps: before they go */
 	profile_bpf__destroy(pr->skel);
 	ptarget_stop();
 	frames_shutdown(&pr->fr);

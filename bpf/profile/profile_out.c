@@ -126,7 +126,9 @@ static bool reaches_bottom(const struct ustack *s)
 static void text_frame(struct profile_ctx *pr, const struct uframe *f)
 {
 	fputs("    ", stdout);
-	if (f->name)
+	if (uf_origin(f) == UO_PYTHON)
+		fprint_frame_folded(stdout, f);
+	else if (f->name)
 		fputs(f->name, stdout);
 	else
 		fprint_unknown(stdout, f, "(%s)", false);
@@ -137,7 +139,9 @@ static void text_frame(struct profile_ctx *pr, const struct uframe *f)
 
 static void folded_frame(FILE *o, const struct uframe *f)
 {
-	if (f->name)
+	if (uf_origin(f) == UO_PYTHON)
+		fprint_frame_folded(o, f);
+	else if (f->name)
 		fputs(f->name, o);
 	else
 		fprint_unknown(o, f, "(%s)", true);

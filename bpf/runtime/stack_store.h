@@ -44,6 +44,8 @@ enum uf_origin {
 	UO_SIGNAL,             /* a signal frame's saved context */
 	UO_KERNEL,             /* a kernel frame (the kernel's own unwinder, at the event) */
 	UO_KWALK,              /* a user frame walked in the BPF program at the event (--unwind=kernel) */
+	UO_PYTHON,             /* a Python function read from the interpreter at the event (py_merge.h):
+				* name = co_qualname, module = co_filename, offset = line (0: unknown) */
 };
 #define UF_ORIGIN_SHIFT 8
 #define UF_ORIGIN_MASK  (0xfu << UF_ORIGIN_SHIFT)

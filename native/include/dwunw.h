@@ -677,6 +677,31 @@ struct dwunw_py_frame {
 int dwunw_py_stack(struct dwunw_ctx *ctx, const struct dwunw_py_runtime *rt, int32_t tid,
 		   struct dwunw_py_frame *frames, size_t *n);
 
+/*
+ * Frames read elsewhere (a BPF program at the event): per frame its address, code object, last
+ * instruction and the two bytes that mark an eval call's entry, innermost first. Described like
+ * dwunw_py_stack's (the same rules: entry marks, shims, frames not started), each code object read
+ * from the live process now: a code object freed since fails the type check (DWUNW_ERR_CORRUPT /
+ * _IO: the frames before it are returned, the chain is cut there).
+ */
+struct dwunw_py_raw {
+	uint64_t frame, code, prev_instr;
+	uint8_t is_entry, owner;
+};
+int dwunw_py_describe(struct dwunw_ctx *ctx, const struct dwunw_py_runtime *rt,
+		      const struct dwunw_py_raw *raw, size_t nraw, struct dwunw_py_frame *frames,
+		      size_t *n);
+
+/* The offsets of the interpreter's row that a reader of the chain needs (thread list, frames). */
+struct dwunw_py_offsets {
+	uint16_t rt_interp_head, is_next, is_threads_head;
+	uint16_t ts_next, ts_cframe, ts_native_tid, cf_current_frame;
+	uint16_t fr_code, fr_previous, fr_prev_instr, fr_is_entry, fr_owner;
+	uint8_t entry_flag;         /* 1: fr_is_entry holds the entry mark (3.11) */
+	uint8_t owner_cstack;       /* owner value of a C-stack shim frame (3.12); 0xff: none */
+};
+int dwunw_py_offsets(const struct dwunw_py_runtime *rt, struct dwunw_py_offsets *o);
+
 /* ---- Stack reader ------------------------------------------------------------------------- */
 
 /*
