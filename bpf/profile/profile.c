@@ -142,7 +142,8 @@ static const char *comm_of(uint32_t tid)
 
 static void count_sample(uint32_t pid, uint32_t tid, int64_t kidx, int64_t uidx)
 {
-	struct pr_key k = { .pid = pid, .comm = comm_of(tid), .kstack = kidx, .ustack = uidx };
+	struct pr_key k = { .pid = pid, .tid = opts.interval ? tid : 0, .comm = comm_of(tid),
+			    .kstack = kidx, .ustack = uidx };
 
 	pr_note_pid(pid);
 	pr_agg_add(&k, 1);
@@ -553,7 +554,7 @@ int main(int argc, char **argv)
 	ptarget_release();
 
 	uint64_t t0 = mono_ns(), end = opts.duration ? t0 + opts.duration * 1000000000ull : 0;
-	uint64_t last_check = t0;
+	uint64_t last_check = t0, ival_start = t0, ival_seq = 0;
 
 	prs.start_ns = t0;
 	while (!exiting) {
@@ -568,6 +569,11 @@ int main(int argc, char **argv)
 		uint64_t now = mono_ns();
 		if (end && now >= end)
 			break;
+		if (opts.interval && now - ival_start >= opts.interval * 1000000000ull) {
+			pr_counters(skel->maps.pr_counters);
+			pr_print_interval(ival_seq++, ival_start, now);
+			ival_start = now;
+		}
 		if (now - last_check >= 50000000ull) {
 			last_check = now;
 			if (opts.command && ptarget_exited(&status))
@@ -593,6 +599,8 @@ int main(int argc, char **argv)
 		prs.read_failed = capc[CAP_CNT_READ_FAILED];
 	}
 	pr_counters(skel->maps.pr_counters);
+	if (opts.interval) /* the last, partial interval */
+		pr_print_interval(ival_seq, ival_start, prs.end_ns);
 #ifdef HAVE_KWALK
 	if (kwt.l) {
 		struct kw_stats ks;

@@ -31,6 +31,7 @@ enum {
 	OPT_MAX_STACKS,
 	OPT_MAX_KEYS,
 	OPT_TABLE_BUDGET,
+	OPT_INTERVAL,
 };
 
 static const struct option long_opts[] = {
@@ -55,6 +56,7 @@ static const struct option long_opts[] = {
 	{ "max-stacks", required_argument, NULL, OPT_MAX_STACKS },
 	{ "max-keys", required_argument, NULL, OPT_MAX_KEYS },
 	{ "table-budget", required_argument, NULL, OPT_TABLE_BUDGET },
+	{ "interval", required_argument, NULL, OPT_INTERVAL },
 	{},
 };
 
@@ -85,6 +87,8 @@ static void usage(FILE *f)
 "                             per fallback)\n"
 "      --table-budget=MIB     --unwind=kernel: memory for the tables' maps (64)\n"
 "      --json                 NDJSON: one line per stack, then a summary line\n"
+"      --interval=SEC         with --json: every SEC seconds the stacks counted since the\n"
+"                             last interval (with thread ids), then an interval line\n"
 "      --perf-buffer          perf buffer instead of the ring buffer\n"
 "      --max-stacks=N         distinct stacks kept (262144; more: [stack table full])\n"
 "      --max-keys=N           distinct (pid, comm, stacks) counted (1048576; more: per-pid\n"
@@ -237,6 +241,11 @@ void pr_parse_args(int argc, char **argv)
 			opts.table_budget = v << 20;
 			break;
 		}
+		case OPT_INTERVAL:
+			opts.interval = parse_u64(optarg, "interval");
+			if (!opts.interval || opts.interval > 86400)
+				die("--interval %s: out of range (1 .. 86400 seconds)", optarg);
+			break;
 		case OPT_JSON: opts.json = true; break;
 		case OPT_PERFBUF: opts.perfbuf = true; break;
 		case OPT_MAX_STACKS:
@@ -269,6 +278,8 @@ void pr_parse_args(int argc, char **argv)
 		opts.user = false;
 	if (opts.folded && opts.json)
 		die("-f and --json exclude each other");
+	if (opts.interval && !opts.json)
+		die("--interval is for --json output");
 	if (opts.all && (opts.npids || opts.command))
 		die("-a excludes -p and -- COMMAND");
 	if (opts.npids && opts.command)

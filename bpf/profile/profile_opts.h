@@ -33,6 +33,7 @@ struct pr_opts {
 	size_t max_stacks;     /* --max-stacks */
 	size_t max_keys;       /* --max-keys */
 	uint64_t table_budget; /* --table-budget (bytes; 0: the walker's default) */
+	uint64_t interval;     /* --interval (seconds, 0: one report at the end) */
 	char **command;        /* -- COMMAND ARGS... (NULL-terminated), or NULL */
 };
 

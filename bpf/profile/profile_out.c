@@ -261,11 +261,14 @@ static void json_stack(const struct ustack *s, bool user)
 	putchar('}');
 }
 
-static void print_json(const struct pr_entry *e)
+static void print_json(const struct pr_entry *e, uint64_t count)
 {
-	printf("{\"pid\":%u,\"comm\":", e->k.pid);
+	printf("{\"pid\":%u,", e->k.pid);
+	if (opts.interval)
+		printf("\"tid\":%u,", e->k.tid);
+	printf("\"comm\":");
 	json_str(e->k.comm);
-	printf(",\"count\":%" PRIu64 ",\"user\":", e->count);
+	printf(",\"count\":%" PRIu64 ",\"user\":", count);
 	json_stack(e->k.ustack >= 0 ? &st.v[e->k.ustack] : NULL, true);
 	printf(",\"kernel\":");
 	json_stack(e->k.kstack >= 0 ? &st.v[e->k.kstack] : NULL, false);
@@ -279,6 +282,60 @@ static int cmp_count_asc(const void *a, const void *b)
 	if (x->count != y->count)
 		return x->count < y->count ? -1 : 1;
 	return *(const uint32_t *)a < *(const uint32_t *)b ? -1 : 1;
+}
+
+/* The modules' JSON array's items: {"path":..,"build_id":..|null}, comma-separated. */
+static void print_modules_json(const struct module_seen *mods, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		printf("%s{\"path\":", i ? "," : "");
+		json_str(mods[i].path);
+		printf(",\"build_id\":");
+		if (mods[i].build_id)
+			json_str(mods[i].build_id);
+		else
+			printf("null");
+		putchar('}');
+	}
+}
+
+/* ---- --interval ------------------------------------------------------------------------------ */
+
+/*
+ * The stacks counted since the last interval line (entries keep their totals; `sent` is what was
+ * printed before), the modules seen since (with build ids), then the interval line. The end's
+ * report still prints every entry with its total: the sum of the intervals.
+ */
+void pr_print_interval(uint64_t seq, uint64_t start_ns, uint64_t end_ns)
+{
+	static size_t mods_printed;
+	const struct module_seen *mods;
+	size_t nmods = frames_modules(&mods);
+	uint64_t samples = 0, keys = 0;
+	struct timespec rt;
+
+	for (size_t i = 0; i < agg.n; i++) {
+		struct pr_entry *e = &agg.v[i];
+
+		if (e->count == e->sent)
+			continue;
+		print_json(e, e->count - e->sent);
+		samples += e->count - e->sent;
+		keys++;
+		e->sent = e->count;
+	}
+	clock_gettime(CLOCK_REALTIME, &rt);
+	printf("{\"interval\":{\"seq\":%" PRIu64 ",\"start_unix_ns\":%" PRIu64 ",\"duration_ns\":%" PRIu64
+	       ",\"samples\":%" PRIu64 ",\"keys\":%" PRIu64 ",\"frequency\":%" PRIu64 ",\"period\":%" PRIu64
+	       ",\"records_lost\":%" PRIu64 ",\"keys_overflow\":%" PRIu64 ",\"stack_table_full\":%" PRIu64
+	       ",\"modules\":[", seq,
+	       (uint64_t)rt.tv_sec * UINT64_C(1000000000) + (uint64_t)rt.tv_nsec - (end_ns - start_ns),
+	       end_ns - start_ns, samples, keys, opts.period ? 0 : opts.freq, opts.period,
+	       prs.bpf[PR_CNT_REC_LOST], agg.overflow, st.full);
+	print_modules_json(mods + mods_printed, nmods - mods_printed);
+	mods_printed = nmods;
+	printf("]}}\n");
+	fflush(stdout);
 }
 
 /* ---- Summary ------------------------------------------------------------------------------- */
@@ -313,7 +370,7 @@ void pr_report(void)
 		const struct pr_entry *e = &agg.v[order[i]];
 
 		if (opts.json)
-			print_json(e);
+			print_json(e, e->count);
 		else if (!opts.folded)
 			print_text(e);
 		if (e->k.ustack < 0)
@@ -389,16 +446,7 @@ void pr_report(void)
 		       prs.klost, prs.bpf[PR_CNT_REC_LOST], prs.read_failed, agg.n, agg.overflow, st.n,
 		       st.full, prs.unw.timed ? prs.unw.unwind_ns / prs.unw.timed : 0, prs.npids, prs.buffer_bytes, ucpu,
 		       scpu, ru.ru_maxrss);
-		for (size_t i = 0; i < nmods; i++) {
-			printf("%s{\"path\":", i ? "," : "");
-			json_str(mods[i].path);
-			printf(",\"build_id\":");
-			if (mods[i].build_id)
-				json_str(mods[i].build_id);
-			else
-				printf("null");
-			putchar('}');
-		}
+		print_modules_json(mods, nmods);
 		printf("]");
 		if (opts.unwind == PR_UNWIND_KERNEL) {
 			printf(",\"kernel_walk\":{\"events\":%" PRIu64 ",\"from_kernel\":%" PRIu64
