@@ -1,4 +1,4 @@
-// Where intervals go: `--export URL` (otlp+grpc://, otlp+http://, pyroscope://), each destination
+// Where intervals go: `--export URL` (otlp+grpc://, otlp+http://), each destination
 // with its own bounded queue (bytes), one request in flight, retries with backoff, and counts of
 // what was sent and what was dropped (queue full, or given up at exit). Nothing here blocks
 // profile: it writes its intervals to a pipe that is read whatever the receivers do.
@@ -8,7 +8,7 @@ import { readFileSync } from 'node:fs';
 import { CliError, ExitCode } from './errors.js';
 import { OTLP_GRPC_PATH, OTLP_HTTP_PATH } from './otlp-schema.js';
 
-export type Scheme = 'otlp+grpc' | 'otlp+http' | 'pyroscope';
+export type Scheme = 'otlp+grpc' | 'otlp+http';
 
 export interface Destination {
   url: string;
@@ -18,8 +18,8 @@ export interface Destination {
 }
 
 export function parseDestination(url: string): Destination {
-  const m = /^(otlp\+grpc|otlp\+http|pyroscope):\/\/(\[[0-9a-fA-F:.]+\]|[^/:]+):(\d+)\/?$/.exec(url);
-  if (!m) throw new CliError('profile', `--export ${url}: expected otlp+grpc://HOST:PORT, otlp+http://HOST:PORT or pyroscope://HOST:PORT`, ExitCode.USAGE);
+  const m = /^(otlp\+grpc|otlp\+http):\/\/(\[[0-9a-fA-F:.]+\]|[^/:]+):(\d+)\/?$/.exec(url);
+  if (!m) throw new CliError('profile', `--export ${url}: expected otlp+grpc://HOST:PORT or otlp+http://HOST:PORT`, ExitCode.USAGE);
   const port = Number(m[3]);
   if (port < 1 || port > 65535) throw new CliError('profile', `--export ${url}: port out of range`, ExitCode.USAGE);
   return { url, scheme: m[1] as Scheme, host: m[2]!, port };
@@ -56,8 +56,6 @@ export function parseHeaders(specs: string[]): Record<string, string> {
 
 export interface Payload {
   body: Buffer;
-  /** pyroscope: the query string of /ingest */
-  query?: string;
   seq: number;
   /** samples in it: dropped ones are counted */
   samples: number;
@@ -153,17 +151,14 @@ function httpSender(d: Destination, headers: Record<string, string>): { send: Se
   const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
   const send: Sender = (p, timeoutMs) =>
     new Promise((resolve, reject) => {
-      const otlp = d.scheme === 'otlp+http';
       const req = http.request(
         {
           host: d.host.replace(/^\[|\]$/g, ''),
           port: d.port,
           method: 'POST',
-          path: otlp ? OTLP_HTTP_PATH : `/ingest?${p.query ?? ''}`,
+          path: OTLP_HTTP_PATH,
           agent,
-          headers: otlp
-            ? { ...headers, 'content-type': 'application/x-protobuf', 'content-encoding': 'gzip' }
-            : { ...headers, 'content-type': 'application/octet-stream' },
+          headers: { ...headers, 'content-type': 'application/x-protobuf', 'content-encoding': 'gzip' },
         },
         (res) => {
           const chunks: Buffer[] = [];

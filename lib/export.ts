@@ -1,12 +1,11 @@
 // `dwunw profile --export URL ...`: profile runs with --json --interval SEC; each interval read from
-// its stdout becomes one request per destination (lib/export-otlp.ts, or pprof for Pyroscope),
+// its stdout becomes one OTLP request (lib/export-otlp.ts), sent to each destination,
 // queued in that destination's bounded queue (lib/export-send.ts). At the end the last, partial
 // interval is sent too, the queues get a deadline to drain, and the counts are reported.
-import { Exporter, type DestStats, type Payload, parseDestination, parseHeaders } from './export-send.js';
-import { IntervalReader, type Interval, serviceName } from './export-interval.js';
+import { Exporter, type DestStats, parseDestination, parseHeaders } from './export-send.js';
+import { IntervalReader } from './export-interval.js';
 import { encodeOtlp } from './export-otlp.js';
-import { encodePprof } from './profile-pprof.js';
-import type { PrEntry, PrSummary } from './profile.js';
+import type { PrEntry } from './profile.js';
 import { CliError, ExitCode } from './errors.js';
 
 export interface ExportOptions {
@@ -29,41 +28,11 @@ export function parseBytes(v: string, what: string): number {
   return n;
 }
 
-/** Pyroscope /ingest: one pprof per service (its application name) in the interval. */
-function pyroscopePayloads(iv: Interval, service?: string): Payload[] {
-  const groups = new Map<string, PrEntry[]>();
-  for (const e of iv.entries) {
-    const p = iv.procs.get(e.pid) ?? { pid: e.pid, exe: null, container: null };
-    const name = serviceName(p, e.comm, service);
-    let g = groups.get(name);
-    if (!g) groups.set(name, (g = []));
-    g.push(e);
-  }
-  const from = Math.floor(iv.line.start_unix_ns / 1e9);
-  const until = Math.max(from + 1, Math.ceil((iv.line.start_unix_ns + iv.line.duration_ns) / 1e9));
-  return [...groups].map(([name, entries]) => {
-    const summary = {
-      modules: [...iv.buildIds].map(([path, build_id]) => ({ path, build_id })),
-      period: iv.periodNs,
-      frequency: iv.line.frequency,
-      start_unix_ns: iv.line.start_unix_ns,
-      duration_ns: iv.line.duration_ns,
-      event: 'cpu-clock',
-      unwind: 'dwarf',
-    } as unknown as PrSummary;
-    // the application name: printable, no braces (they open the labels)
-    const app = `${name.replace(/[^A-Za-z0-9_.-]/g, '_')}.cpu{host_name=${iv.host.replace(/[^A-Za-z0-9_.-]/g, '_')}}`;
-    const query = new URLSearchParams({ name: app, from: String(from), until: String(until), format: 'pprof', spyName: 'dwunw', sampleRate: String(iv.line.frequency || 100) });
-    return { body: encodePprof(entries, summary), query: query.toString(), seq: iv.line.seq, samples: entries.reduce((n, e) => n + e.count, 0) };
-  });
-}
-
 export class ExportRun {
   readonly exporters: Exporter[];
   private reader = new IntervalReader();
   intervals = 0;
   samples = 0;
-  lastInterval: Interval | null = null;
 
   constructor(private o: ExportOptions) {
     const headers = parseHeaders(o.headers);
@@ -79,17 +48,8 @@ export class ExportRun {
     this.intervals++;
     this.samples += iv.line.samples;
     if (!iv.entries.length) return; // nothing sampled: nothing to send
-    let otlp: Buffer | undefined;
-    let pyro: Payload[] | undefined;
-    for (const x of this.exporters) {
-      if (x.dest.scheme === 'pyroscope') {
-        pyro ??= pyroscopePayloads(iv, this.o.service);
-        for (const p of pyro) x.push(p);
-      } else {
-        otlp ??= encodeOtlp(iv, this.o.service);
-        x.push({ body: otlp, seq: iv.line.seq, samples: iv.line.samples });
-      }
-    }
+    const otlp = encodeOtlp(iv, this.o.service);
+    for (const x of this.exporters) x.push({ body: otlp, seq: iv.line.seq, samples: iv.line.samples });
   }
 
   /** The entries after the last interval line: the run's totals. */
@@ -120,7 +80,7 @@ export const exportHelp = `
 dwunw profile exports continuously with:
       --export=URL           send one profile per interval while sampling goes on (repeatable):
                              otlp+grpc://HOST:PORT, otlp+http://HOST:PORT (OTLP profiles,
-                             v1development, gzip), pyroscope://HOST:PORT (pprof, /ingest)
+                             v1development, gzip)
       --interval=SEC         seconds per interval (${EXPORT_DEFAULTS.intervalS}); the last, partial one is sent at exit
       --service=NAME         service.name (default: each process's executable name)
       --export-header=H      'NAME: VALUE', @FILE (one per line) or env:VAR; never printed
