@@ -11,7 +11,7 @@ import { constants as osConstants } from 'node:os';
 import type { ArgumentsCamelCase, Argv } from 'yargs';
 import { type PassthroughArgs, passthroughBuilder } from '../lib/passthrough.js';
 import { CliError, ExitCode } from '../lib/errors.js';
-import { type PrEntry, type PrSummary, foldedLines, parseProfileJson, profilePath } from '../lib/profile.js';
+import { parseProfileJson, profilePath } from '../lib/profile.js';
 import { flameHtml } from '../lib/profile-html.js';
 import { encodePprof } from '../lib/profile-pprof.js';
 import { EXPORT_DEFAULTS, ExportRun, type ExportOptions, exportHelp, exportSummary, parseBytes } from '../lib/export.js';
@@ -113,9 +113,10 @@ export async function profile(args: string[]): Promise<void> {
   const views = sp.pprof !== undefined || sp.html !== undefined || exp !== null;
   let run = sp.rest;
   if (views) {
-    // profile itself writes NDJSON; the folded lines are made here from it
+    // profile writes NDJSON for the views (with -f, its folded lines in it); with --export, one
+    // block per interval, then the totals
     const dd = run.indexOf('--');
-    const head = (dd < 0 ? run : run.slice(0, dd)).filter((a) => a !== '--folded' && a !== '--json').map((a) => (/^-[UKIdav]*f[UKIdav]*$/.test(a) ? a.replace('f', '') : a)).filter((a) => a !== '-');
+    const head = (dd < 0 ? run : run.slice(0, dd)).filter((a) => a !== '--json');
     run = [...head, '--json', ...(eo ? [`--interval=${eo.intervalS}`] : []), ...(dd < 0 ? [] : run.slice(dd))];
   }
   const child = spawn(bin, run, { stdio: ['inherit', views ? 'pipe' : 'inherit', 'inherit'] });
@@ -126,21 +127,19 @@ export async function profile(args: string[]): Promise<void> {
   for (const [s, h] of handlers) process.on(s, h);
   const onExit = () => forward('SIGTERM')();
   process.on('exit', onExit);
-  // the output, line by line: with --export every interval is handed over as it ends
-  const lines: string[] = [];
+  // the output, line by line: with --export every interval is handed over as it ends; what
+  // follows the last interval line is the run's report (totals, folded lines, summary)
+  let lines: string[] = [];
   let partial = '';
-  let summary: PrSummary | null = null;
   const onLine = (l: string) => {
-    if (!exp) lines.push(l);
-    if (!l.startsWith('{')) return; // the profiled command's own output on the same stdout
-    let v: unknown;
+    if (exp && l.startsWith('{"interval":')) lines = [];
+    else lines.push(l);
+    if (!exp || !l.startsWith('{')) return; // the profiled command's own output on the same stdout
     try {
-      v = JSON.parse(l);
+      exp.line(JSON.parse(l));
     } catch {
-      return;
+      // a line cut short
     }
-    if ((v as { summary?: PrSummary }).summary) summary = (v as { summary: PrSummary }).summary;
-    exp?.line(v);
   };
   if (views)
     child.stdout!.on('data', (d: Buffer) => {
@@ -157,29 +156,23 @@ export async function profile(args: string[]): Promise<void> {
   process.removeListener('exit', onExit);
   if (status === 0 && args.some((a) => a === '--help' || a === '-h')) process.stdout.write(EXTRA_HELP);
   process.exitCode = status ?? 128 + (signal ? (osConstants.signals[signal] ?? 0) : 0);
-  let entries: PrEntry[];
   let exportStats = null;
   if (exp) {
-    entries = exp.totals();
     exportStats = await exp.finish(eo!.timeoutMs);
     process.stderr.write(exportSummary(exportStats, exp.intervals));
-  } else {
-    entries = parseProfileJson(lines.join('\n')).entries;
   }
   if (!views || status !== 0) return;
-  if (!summary) throw new CliError('profile', 'no summary in the output (profile stopped early?)');
-  const sum = summary as PrSummary;
+  const out = parseProfileJson(lines.join('\n'));
+  if (!out.summary) throw new CliError('profile', 'no summary in the output (profile stopped early?)');
   if (sp.pprof !== undefined) {
-    writeFileSync(sp.pprof, encodePprof(entries, sum));
-    process.stderr.write(`profile: wrote ${sp.pprof} (pprof, ${sum.samples} samples)\n`);
+    writeFileSync(sp.pprof, encodePprof(out.entries, out.summary));
+    process.stderr.write(`profile: wrote ${sp.pprof} (pprof, ${out.summary.samples} samples)\n`);
   }
   if (sp.html !== undefined) {
-    writeFileSync(sp.html, flameHtml(entries, sum));
+    writeFileSync(sp.html, flameHtml(out.entries, out.summary));
     process.stderr.write(`profile: wrote ${sp.html} (flame graph)\n`);
   }
-  if (sp.json) {
-    const out = exp ? [...entries.map((e) => JSON.stringify(e)), JSON.stringify({ summary: sum })] : lines;
-    if (exportStats) out.push(JSON.stringify({ export: { intervals: exp!.intervals, destinations: exportStats } }));
-    process.stdout.write(out.map((l) => `${l}\n`).join(''));
-  } else if (sp.folded) process.stdout.write(foldedLines(entries).map((l) => `${l}\n`).join(''));
+  if (exportStats) lines.push(JSON.stringify({ export: { intervals: exp!.intervals, destinations: exportStats } }));
+  if (sp.json) process.stdout.write(lines.map((l) => `${l}\n`).join(''));
+  else if (sp.folded) process.stdout.write(out.folded.map((l) => `${l.folded} ${l.count}\n`).join(''));
 }

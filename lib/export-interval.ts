@@ -121,13 +121,6 @@ export class IntervalReader {
     this.entries = [];
     return iv;
   }
-
-  /** Stacks read since the last interval line (at the end: the run's totals). */
-  takeRest(): PrEntry[] {
-    const r = this.entries;
-    this.entries = [];
-    return r;
-  }
 }
 
 /** service.name of a process: --service, else its executable's name, else its comm. */

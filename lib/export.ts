@@ -5,7 +5,6 @@
 import { Exporter, type DestStats, parseDestination, parseHeaders } from './export-send.js';
 import { IntervalReader } from './export-interval.js';
 import { encodeOtlp } from './export-otlp.js';
-import type { PrEntry } from './profile.js';
 import { CliError, ExitCode } from './errors.js';
 
 export interface ExportOptions {
@@ -50,11 +49,6 @@ export class ExportRun {
     if (!iv.entries.length) return; // nothing sampled: nothing to send
     const otlp = encodeOtlp(iv, this.o.service);
     for (const x of this.exporters) x.push({ body: otlp, seq: iv.line.seq, samples: iv.line.samples });
-  }
-
-  /** The entries after the last interval line: the run's totals. */
-  totals(): PrEntry[] {
-    return this.reader.takeRest();
   }
 
   async finish(deadlineMs: number): Promise<DestStats[]> {

@@ -24,6 +24,13 @@ export const DWUNW_ERR_LIVE_END = -19;
 export const DWUNW_ERR_STALE = -20;
 export const DWUNW_ERR_WOULDBLOCK = -21;
 
+// struct dwunw_map flags
+export const DWUNW_MAP_R = 1 << 0;
+export const DWUNW_MAP_W = 1 << 1;
+export const DWUNW_MAP_X = 1 << 2;
+export const DWUNW_MAP_SHARED = 1 << 3;
+export const DWUNW_MAP_DELETED = 1 << 4;
+
 export const DWUNW_ARCH_UNKNOWN = 0;
 export const DWUNW_ARCH_X86_64 = 1;
 export const DWUNW_ARCH_ARM64 = 2;
@@ -76,3 +83,8 @@ export const DWUNW_CORE_TRUNCATED = 1 << 1;
 export const DWUNW_CORE_VDSO = 1 << 2;
 export const DWUNW_CORE_EXE = 1 << 3;
 
+// dwunw_py_frame.flags
+export const DWUNW_PY_ENTRY = 1 << 0;
+export const DWUNW_PY_NO_LINE = 1 << 1;
+export const DWUNW_PY_TRUNCATED = 1 << 2;
+export const DWUNW_PY_GENERATOR = 1 << 3;

@@ -1,6 +1,7 @@
 // The docs describe the code as it is: every project file a doc names (in `code` spans: paths and
 // file names ending .c .h .ts .md .py .mk .cjs) exists in the tree, so a file moved or removed
-// cannot stay documented. Names of other projects' files (the kernel's), placeholders and build
+// cannot stay documented. Names of other projects' files (the kernel's, bcc's tools/), the spec in
+// the project's shared seeds/, placeholders and build
 // outputs are not files of ours and are listed below; system headers are found in /usr/include.
 import { execFileSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
@@ -18,7 +19,7 @@ for (const f of tracked) {
 const EXTS = ['.c', '.h', '.ts', '.md', '.py', '.mk', '.cjs'];
 /** Not files of this tree: the kernel's sources, generic names, placeholders, build outputs. */
 const NOT_OURS = [
-  /^arch\/[a-z0-9]+\/kernel\//, /^linux\//, /^bpf\.h$/, /^simulate-insn\.c$/, /^\.[a-z]+$/,
+  /^arch\/[a-z0-9]+\/kernel\//, /^linux\//, /^tools\/[a-z]+\.py$/, /^seeds\//, /^bpf\.h$/, /^simulate-insn\.c$/, /^\.[a-z]+$/,
   /[A-Z]{3,}/, /^(prog|mytool)\.c$/, /\.skel\.h$/, /^vmlinux(_host)?\.h$/, /^build\//, /[*<>]/,
 ];
 

@@ -19,7 +19,7 @@ import { bpfUnavailable, cliEnv, dwunwBin, jsonLines, root, type Run, skipOrFail
 import { containerId, ProcCache } from '../lib/export-interval.js';
 import { parseHeaders, parseDestination } from '../lib/export-send.js';
 import { splitArgs } from '../commands/profile.js';
-import { foldedLines, type PrEntry, type PrSummary } from '../lib/profile.js';
+import type { PrEntry, PrFolded, PrSummary } from '../lib/profile.js';
 
 const otelcol = join(root, 'build', 'engines', 'otelcol');
 const hot = join(root, 'fixtures', 'x86_64', 'build', 'hot');
@@ -226,17 +226,15 @@ function decode(files: string[]): Received {
   return r;
 }
 
-/** The run's folded stacks without the '-' between user and kernel frames. */
-function foldedMap(entries: PrEntry[]): Map<string, number> {
+/** The run's folded lines (profile's -f --json) without the '-' between user and kernel frames. */
+function foldedMap(folded: PrFolded[]): Map<string, number> {
   const m = new Map<string, number>();
-  for (const l of foldedLines(entries)) {
-    const i = l.lastIndexOf(' ');
-    const k = l
-      .slice(0, i)
+  for (const l of folded) {
+    const k = l.folded
       .split(';')
       .filter((x) => x !== '-')
       .join(';');
-    m.set(k, (m.get(k) ?? 0) + Number(l.slice(i + 1)));
+    m.set(k, (m.get(k) ?? 0) + l.count);
   }
   return m;
 }
@@ -246,11 +244,12 @@ interface ExportLine {
   destinations: { url: string; sent: number; dropped: number; dropped_samples: number; failures: number; retries: number }[];
 }
 
-function parseRun(r: Run): { entries: PrEntry[]; summary: PrSummary | null; exp: ExportLine | null } {
-  const out = { entries: [] as PrEntry[], summary: null as PrSummary | null, exp: null as ExportLine | null };
-  for (const o of jsonLines<{ summary?: PrSummary; export?: ExportLine; count?: number }>(r.stdout)) {
+function parseRun(r: Run): { entries: PrEntry[]; folded: PrFolded[]; summary: PrSummary | null; exp: ExportLine | null } {
+  const out = { entries: [] as PrEntry[], folded: [] as PrFolded[], summary: null as PrSummary | null, exp: null as ExportLine | null };
+  for (const o of jsonLines<{ summary?: PrSummary; export?: ExportLine; count?: number; folded?: string }>(r.stdout)) {
     if (o.summary) out.summary = o.summary;
     else if (o.export) out.exp = o.export;
+    else if (typeof o.folded === 'string') out.folded.push(o as unknown as PrFolded);
     else if (typeof o.count === 'number') out.entries.push(o as unknown as PrEntry);
   }
   return out;
@@ -272,13 +271,13 @@ t.test('every sample of the run reaches the Collector over gRPC and HTTP, with i
   const dir = mkdtempSync(join(tmpdir(), 'dwunw-export-'));
   tt.teardown(() => rmSync(dir, { recursive: true, force: true }));
   const c = await startCollector(dir, 'a');
-  const r = await dwunw(['-F', '199', '--json', '--interval', '1', '--service', 'dwunw-test', '--export', `otlp+grpc://127.0.0.1:${c.grpc}`, '--export', `otlp+http://127.0.0.1:${c.http}`, '--', hot, '4']).done;
+  const r = await dwunw(['-F', '199', '-f', '--json', '--interval', '1', '--service', 'dwunw-test', '--export', `otlp+grpc://127.0.0.1:${c.grpc}`, '--export', `otlp+http://127.0.0.1:${c.http}`, '--', hot, '4']).done;
   await stopCollector(c);
   tt.equal(r.status, 0, `exit status 0 (${r.stderr.slice(-400)})`);
-  const { entries, summary, exp } = parseRun(r);
+  const { entries, folded: foldedOut, summary, exp } = parseRun(r);
   tt.ok(summary && summary.samples > 50, `sampled (${summary?.samples})`);
   tt.ok(exp && exp.intervals >= 3, `intervals: ${exp?.intervals}`);
-  const folded = foldedMap(entries);
+  const folded = foldedMap(foldedOut);
   const total = [...folded.values()].reduce((a, b) => a + b, 0);
   tt.equal(total, summary?.samples, 'the folded output holds every sample');
   for (const [proto, file] of [['grpc', c.files.grpc], ['http', c.files.http]] as const) {

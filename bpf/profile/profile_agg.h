@@ -35,8 +35,9 @@ struct pr_agg {
 	uint64_t samples;
 };
 
-extern struct pr_agg agg;
+struct stack_store;
 
-void pr_agg_add(const struct pr_key *k, uint64_t count);
+/* Count k (an overflow key's pseudo-stack interned in st when full). */
+void pr_agg_add(struct pr_agg *agg, struct stack_store *st, const struct pr_key *k, uint64_t count);
 
 #endif /* DWUNW_PROFILE_AGG_H */

@@ -10,7 +10,7 @@
 #include "profile_opts.h"
 #include "runtime/tool_util.h"
 
-struct pr_opts opts = {
+static const struct pr_opts opts_defaults = {
 	.user = true,
 	.kernel = true,
 	.freq = 49,
@@ -86,7 +86,9 @@ static void usage(FILE *f)
 "      --stack-size=BYTES     stack window copied per sample (16384, max 65536; kernel:\n"
 "                             per fallback)\n"
 "      --table-budget=MIB     --unwind=kernel: memory for the tables' maps (64)\n"
-"      --json                 NDJSON: one line per stack, then a summary line\n"
+"      --json                 NDJSON: one line per stack, then a summary line; with -f,\n"
+"                             the folded lines too ({\"folded\":\"comm;...;leaf\",\"count\":N}),\n"
+"                             before the summary\n"
 "      --interval=SEC         with --json: every SEC seconds the stacks counted since the\n"
 "                             last interval (with thread ids), then an interval line\n"
 "      --perf-buffer          perf buffer instead of the ring buffer\n"
@@ -135,9 +137,9 @@ static int online_cpus(char *buf, size_t len)
 	return 0;
 }
 
-bool pr_cpu_selected(int cpu)
+bool pr_cpu_selected(const struct pr_opts *opts, int cpu)
 {
-	return opts.cpu < 0 || opts.cpu == cpu;
+	return opts->cpu < 0 || opts->cpu == cpu;
 }
 
 static bool cpu_online(int cpu)
@@ -159,35 +161,36 @@ static bool cpu_online(int cpu)
 	return false;
 }
 
-void pr_parse_args(int argc, char **argv)
+void pr_parse_args(struct pr_opts *opts, int argc, char **argv)
 {
 	bool user_only = false, kernel_only = false;
 	int c, pos = 0, n = argc;
 
+	*opts = opts_defaults;
 	/* -- COMMAND ARGS...: everything after the first "--" */
 	for (int i = 1; i < argc; i++)
 		if (!strcmp(argv[i], "--")) {
 			n = i;
 			if (i + 1 < argc)
-				opts.command = &argv[i + 1];
+				opts->command = &argv[i + 1];
 			else
 				die("--: a command is expected after it");
 			break;
 		}
 	while ((c = getopt_long(n, argv, "p:L:UKF:c:C:Ifdavh", long_opts, NULL)) != -1) {
 		switch (c) {
-		case 'p': opts.npids = parse_list(optarg, opts.pids, opts.npids, "pid"); break;
-		case 'L': opts.ntids = parse_list(optarg, opts.tids, opts.ntids, "tid"); break;
+		case 'p': opts->npids = parse_list(optarg, opts->pids, opts->npids, "pid"); break;
+		case 'L': opts->ntids = parse_list(optarg, opts->tids, opts->ntids, "tid"); break;
 		case 'U': user_only = true; break;
 		case 'K': kernel_only = true; break;
 		case 'F':
-			opts.freq = parse_u64(optarg, "frequency");
-			if (opts.freq < 1 || opts.freq > PR_MAX_FREQ)
+			opts->freq = parse_u64(optarg, "frequency");
+			if (opts->freq < 1 || opts->freq > PR_MAX_FREQ)
 				die("-F %s: out of range (1 .. %d Hz)", optarg, PR_MAX_FREQ);
 			break;
 		case 'c':
-			opts.period = parse_u64(optarg, "period");
-			if (!opts.period)
+			opts->period = parse_u64(optarg, "period");
+			if (!opts->period)
 				die("-c %s: the period must be at least 1", optarg);
 			break;
 		case 'C': {
@@ -198,30 +201,30 @@ void pr_parse_args(int argc, char **argv)
 				online_cpus(buf, sizeof(buf));
 				die("-C %s: no such online CPU (online: %s)", optarg, buf);
 			}
-			opts.cpu = (int)v;
+			opts->cpu = (int)v;
 			break;
 		}
-		case 'I': opts.idle = true; break;
-		case 'f': opts.folded = true; break;
-		case 'd': opts.delimiter = true; break;
-		case 'a': opts.all = true; break;
-		case 'v': opts.verbose = true; break;
+		case 'I': opts->idle = true; break;
+		case 'f': opts->folded = true; break;
+		case 'd': opts->delimiter = true; break;
+		case 'a': opts->all = true; break;
+		case 'v': opts->verbose = true; break;
 		case 'h': usage(stdout); exit(0);
 		case OPT_STACK_STORAGE: {
 			uint64_t v = parse_u64(optarg, "stack storage size");
 
 			if (v < 16 || v > (1u << 22))
 				die("--stack-storage-size %s: out of range (16 .. 4194304)", optarg);
-			opts.stack_storage = (uint32_t)v;
+			opts->stack_storage = (uint32_t)v;
 			break;
 		}
 		case OPT_UNWIND:
 			if (!strcmp(optarg, "dwarf"))
-				opts.unwind = PR_UNWIND_DWARF;
+				opts->unwind = PR_UNWIND_DWARF;
 			else if (!strcmp(optarg, "fp"))
-				opts.unwind = PR_UNWIND_FP;
+				opts->unwind = PR_UNWIND_FP;
 			else if (!strcmp(optarg, "kernel"))
-				opts.unwind = PR_UNWIND_KERNEL;
+				opts->unwind = PR_UNWIND_KERNEL;
 			else
 				die("--unwind: expected dwarf, fp or kernel, got %s", optarg);
 			break;
@@ -230,7 +233,7 @@ void pr_parse_args(int argc, char **argv)
 
 			if (v < 64 || v > CAP_MAX_STACK)
 				die("--stack-size %s: out of range (64 .. %d)", optarg, CAP_MAX_STACK);
-			opts.stack_size = (uint32_t)(v & ~7ull);
+			opts->stack_size = (uint32_t)(v & ~7ull);
 			break;
 		}
 		case OPT_TABLE_BUDGET: {
@@ -238,24 +241,24 @@ void pr_parse_args(int argc, char **argv)
 
 			if (v < 1 || v > 4096)
 				die("--table-budget %s: out of range (1 .. 4096 MiB)", optarg);
-			opts.table_budget = v << 20;
+			opts->table_budget = v << 20;
 			break;
 		}
 		case OPT_INTERVAL:
-			opts.interval = parse_u64(optarg, "interval");
-			if (!opts.interval || opts.interval > 86400)
+			opts->interval = parse_u64(optarg, "interval");
+			if (!opts->interval || opts->interval > 86400)
 				die("--interval %s: out of range (1 .. 86400 seconds)", optarg);
 			break;
-		case OPT_JSON: opts.json = true; break;
-		case OPT_PERFBUF: opts.perfbuf = true; break;
+		case OPT_JSON: opts->json = true; break;
+		case OPT_PERFBUF: opts->perfbuf = true; break;
 		case OPT_MAX_STACKS:
-			opts.max_stacks = parse_u64(optarg, "max stacks");
-			if (opts.max_stacks < 16 || opts.max_stacks > (1u << 24))
+			opts->max_stacks = parse_u64(optarg, "max stacks");
+			if (opts->max_stacks < 16 || opts->max_stacks > (1u << 24))
 				die("--max-stacks %s: out of range (16 .. 16777216)", optarg);
 			break;
 		case OPT_MAX_KEYS:
-			opts.max_keys = parse_u64(optarg, "max keys");
-			if (opts.max_keys < 16 || opts.max_keys > (1u << 26))
+			opts->max_keys = parse_u64(optarg, "max keys");
+			if (opts->max_keys < 16 || opts->max_keys > (1u << 26))
 				die("--max-keys %s: out of range (16 .. 67108864)", optarg);
 			break;
 		default:
@@ -266,47 +269,45 @@ void pr_parse_args(int argc, char **argv)
 	for (int i = optind; i < n; i++, pos++) {
 		if (pos > 0)
 			die("unexpected argument: %s", argv[i]);
-		opts.duration = parse_u64(argv[i], "duration");
-		if (!opts.duration || opts.duration > 100000000)
+		opts->duration = parse_u64(argv[i], "duration");
+		if (!opts->duration || opts->duration > 100000000)
 			die("invalid duration: %s (seconds, at least 1)", argv[i]);
 	}
 	if (user_only && kernel_only)
 		die("-U and -K exclude each other");
 	if (user_only)
-		opts.kernel = false;
+		opts->kernel = false;
 	if (kernel_only)
-		opts.user = false;
-	if (opts.folded && opts.json)
-		die("-f and --json exclude each other");
-	if (opts.interval && !opts.json)
+		opts->user = false;
+	if (opts->interval && !opts->json)
 		die("--interval is for --json output");
-	if (opts.all && (opts.npids || opts.command))
+	if (opts->all && (opts->npids || opts->command))
 		die("-a excludes -p and -- COMMAND");
-	if (opts.npids && opts.command)
+	if (opts->npids && opts->command)
 		die("-p and -- COMMAND exclude each other");
-	if (opts.unwind == PR_UNWIND_KERNEL) {
+	if (opts->unwind == PR_UNWIND_KERNEL) {
 #ifndef HAVE_KWALK
 		die("--unwind=kernel: not in this build (the in-kernel walker is x86_64 and arm64 only)");
 #endif
-		if (opts.perfbuf)
+		if (opts->perfbuf)
 			die("--unwind=kernel sends its events on the ring buffer: drop --perf-buffer");
-	} else if (opts.table_budget) {
+	} else if (opts->table_budget) {
 		die("--table-budget is for --unwind=kernel");
 	}
 }
 
-void pr_check_targets(void)
+void pr_check_targets(const struct pr_opts *opts)
 {
 	char fn[64];
 
-	for (size_t i = 0; i < opts.npids; i++) {
-		snprintf(fn, sizeof(fn), "/proc/%u/stat", opts.pids[i]);
-		if ((kill((pid_t)opts.pids[i], 0) && errno == ESRCH) || access(fn, R_OK))
-			die("pid %u: no such process", opts.pids[i]);
+	for (size_t i = 0; i < opts->npids; i++) {
+		snprintf(fn, sizeof(fn), "/proc/%u/stat", opts->pids[i]);
+		if ((kill((pid_t)opts->pids[i], 0) && errno == ESRCH) || access(fn, R_OK))
+			die("pid %u: no such process", opts->pids[i]);
 	}
-	for (size_t i = 0; i < opts.ntids; i++) {
-		snprintf(fn, sizeof(fn), "/proc/%u/stat", opts.tids[i]);
+	for (size_t i = 0; i < opts->ntids; i++) {
+		snprintf(fn, sizeof(fn), "/proc/%u/stat", opts->tids[i]);
 		if (access(fn, R_OK))
-			die("tid %u: no such thread", opts.tids[i]);
+			die("tid %u: no such thread", opts->tids[i]);
 	}
 }

@@ -166,7 +166,7 @@ static int cmp_folded_weight(const void *a, const void *b)
 	return strcmp(x->text, y->text);
 }
 
-void print_folded_lines(struct folded_line *v, size_t n, enum folded_order order)
+void print_folded_lines(struct folded_line *v, size_t n, enum folded_order order, bool json)
 {
 	size_t m = 0;
 
@@ -182,7 +182,13 @@ void print_folded_lines(struct folded_line *v, size_t n, enum folded_order order
 	}
 	qsort(v, m, sizeof(*v), order == FOLDED_BY_RANK ? cmp_folded_rank : cmp_folded_weight);
 	for (size_t k = 0; k < m; k++) {
-		printf("%s %" PRIu64 "\n", v[k].text, v[k].weight);
+		if (json) {
+			printf("{\"folded\":");
+			json_str(v[k].text);
+			printf(",\"count\":%" PRIu64 "}\n", v[k].weight);
+		} else {
+			printf("%s %" PRIu64 "\n", v[k].text, v[k].weight);
+		}
 		free(v[k].text);
 	}
 	free(v);

@@ -67,7 +67,8 @@ enum folded_order {
 };
 
 /* Lines that fold alike (same names, other pcs) printed as one, weights summed, as flame graphs
- * expect; frees the texts and v. */
-void print_folded_lines(struct folded_line *v, size_t n, enum folded_order order);
+ * expect: "TEXT WEIGHT", or with json {"folded":"TEXT","count":WEIGHT} (what `dwunw profile`
+ * prints, so the folding stays here); frees the texts and v. */
+void print_folded_lines(struct folded_line *v, size_t n, enum folded_order order, bool json);
 
 #endif /* DWUNW_REPORT_FMT_H */
