@@ -134,7 +134,8 @@ static const char *comm_of(struct profile_ctx *pr, uint32_t tid)
 static void count_sample(struct profile_ctx *pr, uint32_t pid, uint32_t tid, int64_t kidx,
 			 int64_t uidx)
 {
-	struct pr_key k = { .pid = pid, .comm = comm_of(pr, tid), .kstack = kidx, .ustack = uidx };
+	struct pr_key k = { .pid = pid, .tid = pr->opts.interval ? tid : 0, .comm = comm_of(pr, tid),
+			    .kstack = kidx, .ustack = uidx };
 
 	pr_note_pid(pr, pid);
 	pr_agg_add(&pr->agg, &pr->st, &k, 1);
@@ -558,7 +559,7 @@ int main(int argc, char **argv)
 	ptarget_release();
 
 	uint64_t t0 = mono_ns(), end = pr->opts.duration ? t0 + pr->opts.duration * 1000000000ull : 0;
-	uint64_t last_check = t0;
+	uint64_t last_check = t0, ival_start = t0, ival_seq = 0;
 
 	pr->prs.start_ns = t0;
 	while (!exiting) {
@@ -573,6 +574,11 @@ int main(int argc, char **argv)
 		uint64_t now = mono_ns();
 		if (end && now >= end)
 			break;
+		if (pr->opts.interval && now - ival_start >= pr->opts.interval * 1000000000ull) {
+			pr_counters(pr, pr->skel->maps.pr_counters);
+			pr_print_interval(pr, ival_seq++, ival_start, now);
+			ival_start = now;
+		}
 		if (now - last_check >= 50000000ull) {
 			last_check = now;
 			if (pr->opts.command && ptarget_exited(&status))
@@ -598,6 +604,8 @@ int main(int argc, char **argv)
 		pr->prs.read_failed = capc[CAP_CNT_READ_FAILED];
 	}
 	pr_counters(pr, pr->skel->maps.pr_counters);
+	if (pr->opts.interval) /* the last, partial interval */
+		pr_print_interval(pr, ival_seq, ival_start, pr->prs.end_ns);
 #ifdef HAVE_KWALK
 	if (pr->kwt.l) {
 		struct kw_stats ks;

@@ -34,6 +34,7 @@ enum {
 	OPT_DEBUGINFOD,
 	OPT_NO_DEBUGINFOD,
 	OPT_DEBUG_DIR,
+	OPT_INTERVAL,
 };
 
 static const struct option long_opts[] = {
@@ -61,6 +62,7 @@ static const struct option long_opts[] = {
 	{ "debuginfod", no_argument, NULL, OPT_DEBUGINFOD },
 	{ "no-debuginfod", no_argument, NULL, OPT_NO_DEBUGINFOD },
 	{ "debug-dir", required_argument, NULL, OPT_DEBUG_DIR },
+	{ "interval", required_argument, NULL, OPT_INTERVAL },
 	{},
 };
 
@@ -96,6 +98,8 @@ static void usage(FILE *f)
 "      --json                 NDJSON: one line per stack, then a summary line; with -f,\n"
 "                             the folded lines too ({\"folded\":\"comm;...;leaf\",\"count\":N}),\n"
 "                             before the summary\n"
+"      --interval=SEC         with --json: every SEC seconds the stacks counted since the\n"
+"                             last interval (with thread ids), then an interval line\n"
 "      --perf-buffer          perf buffer instead of the ring buffer\n"
 "      --max-stacks=N         distinct stacks kept (262144; more: [stack table full])\n"
 "      --max-keys=N           distinct (pid, comm, stacks) counted (1048576; more: per-pid\n"
@@ -260,6 +264,11 @@ void pr_parse_args(struct pr_opts *opts, int argc, char **argv)
 			opts->table_budget = v << 20;
 			break;
 		}
+		case OPT_INTERVAL:
+			opts->interval = parse_u64(optarg, "interval");
+			if (!opts->interval || opts->interval > 86400)
+				die("--interval %s: out of range (1 .. 86400 seconds)", optarg);
+			break;
 		case OPT_JSON: opts->json = true; break;
 		case OPT_PERFBUF: opts->perfbuf = true; break;
 		case OPT_MAX_STACKS:
@@ -290,6 +299,8 @@ void pr_parse_args(struct pr_opts *opts, int argc, char **argv)
 		opts->kernel = false;
 	if (kernel_only)
 		opts->user = false;
+	if (opts->interval && !opts->json)
+		die("--interval is for --json output");
 	if (opts->all && (opts->npids || opts->command))
 		die("-a excludes -p and -- COMMAND");
 	if (opts->npids && opts->command)

@@ -59,6 +59,7 @@ struct profile_ctx {
 		size_t cap;
 	} pids;                         /* processes seen */
 	uint32_t marks_seen;            /* markers shown in the text (legend after) */
+	size_t mods_printed;            /* --interval: modules already in an interval line */
 };
 
 #endif /* DWUNW_PROFILE_STATE_H */
