@@ -35,20 +35,16 @@ import { dirname, join } from 'node:path';
 import t, { type Test } from 'tap';
 import { Dwunw } from '../lib/dwunw.js';
 import { DWUNW_ARCH_ARM64, DWUNW_ARCH_MIPS32 } from '../lib/native.js';
+import { dwunw as runDwunw, pool, root, run, type Run } from './helpers.js';
 import {
   type DwProcess,
   type DwThread,
   type GdbFrames,
-  type RunResult,
   checkThread,
   compareProcess,
-  dwunwBin,
   gdbPrefix,
   killAll,
   oracleDir,
-  pool,
-  root,
-  run,
   startTarget,
   waitBlocked,
 } from './oracle/harness.js';
@@ -107,7 +103,7 @@ function setupCores(): CoreMode {
 interface Crash {
   pid: number;
   signal: NodeJS.Signals | null;
-  code: number | null;
+  status: number | null;
   stdout: string;
   stderr: string;
 }
@@ -125,7 +121,7 @@ function crash(dir: string, cmd: string[], stackKb = 1024): Promise<Crash> {
     child.on('error', reject);
     child.on('close', (code, signal) => {
       clearTimeout(timer);
-      resolve({ pid: child.pid ?? -1, signal, code, stdout, stderr });
+      resolve({ pid: child.pid ?? -1, signal, status: code, stdout, stderr });
     });
   });
 }
@@ -152,14 +148,7 @@ function kernelCore(m: CoreMode, dir: string, pid: number): string | null {
 }
 
 /** The environment for the CLI: tap's loaders are for the test file, not for the CLI. */
-function cliEnv(): NodeJS.ProcessEnv {
-  const env = { ...process.env };
-  delete env.NODE_OPTIONS;
-  delete env.FORCE_COLOR;
-  return env;
-}
-
-const dwunw = (args: string[]): Promise<RunResult> => run(process.execPath, [dwunwBin, ...args], { env: cliEnv(), timeoutMs: 60_000 });
+const dwunw = (args: string[]): Promise<Run> => runDwunw(args, { timeoutMs: 60_000 });
 
 interface CoreJson extends DwProcess {
   comm: string | null;
@@ -167,12 +156,12 @@ interface CoreJson extends DwProcess {
   threads: (DwThread & { signal: string | null })[];
 }
 
-async function unwindCoreJson(args: string[]): Promise<{ json: CoreJson; r: RunResult }> {
+async function unwindCoreJson(args: string[]): Promise<{ json: CoreJson; r: Run }> {
   const r = await dwunw(['unwind-core', ...args, '--json']);
   try {
     return { json: JSON.parse(r.stdout) as CoreJson, r };
   } catch {
-    throw new Error(`dwunw unwind-core ${args.join(' ')}: exit ${r.code ?? r.signal}, no JSON: ${r.stderr.trim() || r.stdout.slice(0, 300)}`);
+    throw new Error(`dwunw unwind-core ${args.join(' ')}: exit ${r.status ?? r.signal}, no JSON: ${r.stderr.trim() || r.stdout.slice(0, 300)}`);
   }
 }
 
@@ -181,7 +170,7 @@ async function gdbCore(prog: string, core: string, multiarch = false): Promise<G
   const args = gdbPrefix(60).map((a) => (a === 'gdb' && multiarch ? 'gdb-multiarch' : a));
   const r = await run('timeout', [...args, prog, core, '-x', join(oracleDir, 'gdb_frames.py')], { timeoutMs: 70_000 });
   const line = r.stdout.split('\n').find((l) => l.startsWith('DWUNW_FRAMES '));
-  if (!line) throw new Error(`gdb ${prog} ${core}: exit ${r.code ?? r.signal}, no DWUNW_FRAMES line:\n${r.stderr.slice(-2000)}`);
+  if (!line) throw new Error(`gdb ${prog} ${core}: exit ${r.status ?? r.signal}, no DWUNW_FRAMES line:\n${r.stderr.slice(-2000)}`);
   return JSON.parse(line.slice('DWUNW_FRAMES '.length)) as GdbFrames;
 }
 
@@ -266,7 +255,7 @@ t.test('x86_64 kernel cores against gdb', async (t) => {
       const prog = join(fixdir, `crash-${link}`);
       const c = await crash(dir, [prog, scenario]);
       const core = kernelCore(coreMode, dir, c.pid);
-      if (!core) throw new Error(`${prog} ${scenario}: no core (exit ${c.code ?? c.signal}, pattern mode ${coreMode.mode}): ${c.stderr}`);
+      if (!core) throw new Error(`${prog} ${scenario}: no core (exit ${c.status ?? c.signal}, pattern mode ${coreMode.mode}): ${c.stderr}`);
       const [dw, gdb] = await Promise.all([unwindCoreJson([core]), gdbCore(prog, core)]);
       return { prog, core, crash: c, dw, gdb };
     }),
@@ -277,7 +266,7 @@ t.test('x86_64 kernel cores against gdb', async (t) => {
       const r = await results[i]!;
       const label = `x86_64 ${scenario} ${link}`;
       t.equal(r.crash.signal, SCENARIOS[scenario]!.signal, `${label}: the fixture died of ${SCENARIOS[scenario]!.signal}`);
-      t.equal(r.dw.r.code, 0, `${label}: exit 0`, { stderr: r.dw.r.stderr });
+      t.equal(r.dw.r.status, 0, `${label}: exit 0`, { stderr: r.dw.r.stderr });
       compareProcess(t, label, r.dw.json, r.gdb);
       checkCoreJson(t, label, r.dw.json, SCENARIOS[scenario]!, `crash-${link}`, r.crash.pid);
     });
@@ -328,7 +317,7 @@ t.test('gcore of a live process against gdb', async (t) => {
       }
       const [dw, gdb] = await Promise.all([unwindCoreJson([core]), gdbCore(prog, core)]);
       const label = `gcore ${link}`;
-      t.equal(dw.r.code, 0, `${label}: exit 0`, { stderr: dw.r.stderr });
+      t.equal(dw.r.status, 0, `${label}: exit 0`, { stderr: dw.r.stderr });
       compareProcess(t, label, dw.json, gdb);
       t.equal(dw.json.pid, target.pid, `${label}: the process's pid`);
       t.equal(dw.json.threads.length, 4, `${label}: four threads`);
@@ -353,7 +342,7 @@ t.test('--exe and --sysroot', async (t) => {
   const c = await crash(dir, [orig, 'segv']);
   const core = kernelCore(coreMode, dir, c.pid);
   if (!core) {
-    t.fail(`no core (exit ${c.code ?? c.signal})`);
+    t.fail(`no core (exit ${c.status ?? c.signal})`);
     return;
   }
   const before = await unwindCoreJson([core]);
@@ -361,13 +350,13 @@ t.test('--exe and --sysroot', async (t) => {
   renameSync(orig, moved);
 
   const lost = await unwindCoreJson([core]);
-  t.equal(lost.r.code, 0, 'executable gone: still exit 0');
+  t.equal(lost.r.status, 0, 'executable gone: still exit 0');
   t.match(lost.r.stderr, `the executable ${orig} is not here: give it with --exe`, 'executable gone: says so');
   t.equal(lost.json.threads[0]?.frames[0]?.module, null, 'executable gone: #0 has no module');
 
   const gdb = await gdbCore(moved, core);
   const found = await unwindCoreJson([core, '--exe', moved]);
-  t.equal(found.r.code, 0, '--exe: exit 0');
+  t.equal(found.r.status, 0, '--exe: exit 0');
   t.equal(found.r.stderr, '', '--exe: no warning');
   compareProcess(t, '--exe', found.json, gdb);
   t.equal(found.json.threads[0]?.frames[0]?.module, realpathSync(moved), '--exe: the executable\'s frames name the file given');
@@ -386,7 +375,7 @@ t.test('--exe and --sysroot', async (t) => {
     symlinkSync(target, join(sysroot, m));
   }
   const rooted = await unwindCoreJson([core, '--sysroot', sysroot]);
-  t.equal(rooted.r.code, 0, '--sysroot: exit 0');
+  t.equal(rooted.r.status, 0, '--sysroot: exit 0');
   t.same(rooted.json.threads[0]?.frames.map((f) => f.pc), before.json.threads[0]?.frames.map((f) => f.pc), '--sysroot: the same stack');
   t.ok(
     rooted.json.threads[0]?.frames.every((f) => f.module === null || f.module.startsWith(sysroot)),
@@ -395,7 +384,7 @@ t.test('--exe and --sysroot', async (t) => {
   // --exe is not under the sysroot.
   rmSync(join(sysroot, orig));
   const both = await unwindCoreJson([core, '--sysroot', sysroot, '--exe', moved]);
-  t.equal(both.r.code, 0, '--sysroot + --exe: exit 0');
+  t.equal(both.r.status, 0, '--sysroot + --exe: exit 0');
   t.same(both.json.threads[0]?.frames.map((f) => f.pc), before.json.threads[0]?.frames.map((f) => f.pc), '--sysroot + --exe: the same stack');
   t.equal(both.json.threads[0]?.frames[0]?.symbol, 'crash_poke', '--sysroot + --exe: the executable\'s symbols');
 
@@ -421,11 +410,11 @@ t.test('errors and damaged cores', async (t) => {
   const bad = join(work, 'bad');
   mkdirSync(bad);
   let r = await dwunw(['unwind-core', join(bad, 'nope')]);
-  t.equal(r.code, 1, 'no such file: exit 1');
+  t.equal(r.status, 1, 'no such file: exit 1');
   t.match(r.stderr, /nope: no such file or directory/, 'no such file: says so');
   r = await dwunw(['unwind-core', join(root, 'package.json')]);
   t.match(r.stderr, /package\.json: not an ELF file/, 'not ELF: says so');
-  t.equal(r.code, 1, 'not ELF: exit 1');
+  t.equal(r.status, 1, 'not ELF: exit 1');
   r = await dwunw(['unwind-core', join(fixdir, 'crash-pie')]);
   t.match(r.stderr, /crash-pie: not a core file/, 'an executable: not a core file');
   r = await dwunw(['unwind-core', join(fixdir, 'crash-pie'), '--maps', join(bad, 'nomaps')]);
@@ -451,13 +440,13 @@ t.test('errors and damaged cores', async (t) => {
   writeFileSync(join(bad, 'i386.core'), i386);
   r = await dwunw(['unwind-core', join(bad, 'i386.core')]);
   t.match(r.stderr, /i386\.core: unsupported architecture \(i386, 64-bit, little-endian\)/, 'another machine: unsupported architecture, named');
-  t.equal(r.code, 1, 'another machine: exit 1');
+  t.equal(r.status, 1, 'another machine: exit 1');
 
   // Cut short: the notes are at the start, the thread stacks near the end.
   const cut = join(bad, 'cut.core');
   writeFileSync(cut, whole.subarray(0, Math.floor(whole.length * 0.6)));
   const part = await unwindCoreJson([cut]);
-  t.equal(part.r.code, 8, 'truncated: exit 8 after what could be read is unwound (README.md, exit status)');
+  t.equal(part.r.status, 8, 'truncated: exit 8 after what could be read is unwound (README.md, exit status)');
   t.match(part.r.stderr, /cut\.core: truncated core \(\d+ of \d+ bytes\)/, 'truncated: the last line names it');
   t.match(part.r.stderr, /cut\.core: malformed or truncated core: unwinding what could be read/, 'truncated: warned');
   t.equal(part.json.threads.length, 5, 'truncated: every thread (the notes are whole)');
@@ -475,11 +464,11 @@ t.test('errors and damaged cores', async (t) => {
   const h = await unwindCoreJson([head]);
   t.equal(h.json.threads.length, 5, 'headers only: the threads are still listed');
   t.match(h.r.stderr, /malformed or truncated/, 'headers only: warned');
-  t.equal(h.r.code, 8, 'headers only: exit 8 (truncated)');
+  t.equal(h.r.status, 8, 'headers only: exit 8 (truncated)');
 
   // --maps with no mapping in it: nothing can be registered, the threads are still listed.
   const nomaps = await unwindCoreJson([core, '--maps', join(root, 'package.json')]);
-  t.equal(nomaps.r.code, 0, 'maps that are not maps: exit 0');
+  t.equal(nomaps.r.status, 0, 'maps that are not maps: exit 0');
   t.match(nomaps.r.stderr, /malformed or truncated core/, 'maps that are not maps: warned');
   t.equal(nomaps.json.threads.length, 5, 'maps that are not maps: the threads, frame 0 at least');
 });
@@ -587,7 +576,7 @@ for (const x of CROSS) {
     for (const link of links) {
       const out = join(dir, `crash-${link}`);
       const b = await run(x.cc, ['-O2', '-fomit-frame-pointer', '-g', '-pthread', ...x.cflags, ...(link === 'static' ? ['-static'] : []), '-o', out, crashSrc]);
-      if (b.code !== 0) {
+      if (b.status !== 0) {
         t.fail(`${x.cc} ${link}: ${b.stderr}`);
         return;
       }
@@ -600,7 +589,7 @@ for (const x of CROSS) {
         const prog = join(dir, `crash-${link}`);
         const c = await crash(cdir, [x.qemu, ...x.qemuArgs, '-s', '64k', '-L', x.sysroot, prog, scenario, 'maps']);
         const name = readdirSync(cdir).find((f) => f.startsWith('qemu_') && f.endsWith('.core'));
-        if (!name) throw new Error(`${x.qemu} ${prog} ${scenario}: no qemu core (exit ${c.code ?? c.signal}): ${c.stderr}`);
+        if (!name) throw new Error(`${x.qemu} ${prog} ${scenario}: no qemu core (exit ${c.status ?? c.signal}): ${c.stderr}`);
         // qemu itself also dumps a host core: not ours.
         for (const f of readdirSync(cdir)) if (f.startsWith('core')) rmSync(join(cdir, f), { force: true });
         if (coreMode.mode === 'dir') rmSync(join(coreMode.dir, `core.${c.pid}`), { force: true });
@@ -618,7 +607,7 @@ for (const x of CROSS) {
         const r = await results[i]!;
         const label = `${x.arch} ${scenario} ${link}`;
         const sc = { ...SCENARIOS[scenario]!, chain: x.chain?.[scenario] ?? SCENARIOS[scenario]!.chain };
-        t.equal(r.dw.r.code, 0, `${label}: exit 0`, { stderr: r.dw.r.stderr });
+        t.equal(r.dw.r.status, 0, `${label}: exit 0`, { stderr: r.dw.r.stderr });
         t.equal(r.dw.r.stderr, '', `${label}: no warning with --maps`);
         if (r.gdb) compareGuest(t, label, r.dw.json, r.gdb, x.othersFrame0 ?? false);
         // qemu names the process after the guest program, cut to 15 characters as a comm is.
