@@ -12,11 +12,11 @@
 //                        (gdb is right on raw guest cores only for static binaries: the crashing
 //                        thread pc for pc, the others too on arm64, frame 0 on mips32), PIE
 //                        builds checked for the fixture's chain by name. Skipped, saying why,
-//                        when the backend, the cross compiler or qemu is missing.
-// Kernel cores: with core_pattern a plain file name the core lands in the crash's directory;
-// otherwise (a pipe to systemd-coredump, an absolute path) and as root, core_pattern is pointed
-// at this test's directory for the run and restored after; without root those cases are skipped.
-import { spawn } from 'node:child_process';
+//                        when the backend, the cross compiler or qemu is missing (a failure
+//                        under DWUNW_REQUIRE_BPF=1).
+// Crash cores: with core_pattern a plain file name the kernel's core lands in the crash's
+// directory; otherwise the crash runs under gdb, which writes its core at the fatal signal
+// (crashCore). core_pattern, the machine's, is never written.
 import {
   copyFileSync,
   existsSync,
@@ -35,7 +35,7 @@ import { dirname, join } from 'node:path';
 import t, { type Test } from 'tap';
 import { Dwunw } from '../lib/dwunw.js';
 import { DWUNW_ARCH_ARM64, DWUNW_ARCH_MIPS32 } from '../lib/native.js';
-import { dwunw as runDwunw, pool, root, run, type Run } from './helpers.js';
+import { dwunw as runDwunw, pool, requireOrSkip, root, run, type Run } from './helpers.js';
 import {
   type DwProcess,
   type DwThread,
@@ -53,49 +53,22 @@ const fixdir = join(root, 'fixtures', 'x86_64', 'build');
 const crashSrc = join(root, 'fixtures', 'x86_64', 'crash.c');
 const work = mkdtempSync(join(tmpdir(), 'dwunw-core-'));
 
-// ---- core_pattern --------------------------------------------------------------------------------
-
-const PATTERN = '/proc/sys/kernel/core_pattern';
-let savedPattern: string | null = null;
-
-function restorePattern(): void {
-  if (savedPattern === null) return;
-  try {
-    writeFileSync(PATTERN, `${savedPattern}\n`);
-  } catch {
-    // nothing more can be done
-  }
-  savedPattern = null;
-}
-
 t.teardown(() => {
-  restorePattern();
   killAll();
   rmSync(work, { recursive: true, force: true });
 });
-process.on('exit', restorePattern);
 
-/** Where kernel cores go: the crash's directory, a directory of ours (pattern set), or nowhere. */
-type CoreMode = { mode: 'cwd' } | { mode: 'dir'; dir: string } | { mode: 'none'; why: string };
+// ---- Where cores come from ---------------------------------------------------------------------------
+// core_pattern is the machine's (other tests and other users read it): never written here. When it
+// names a plain file, the kernel writes the crash's core into the crash's own directory; else (a pipe
+// to systemd-coredump or apport, a path) the crash runs under gdb, which writes the core (gcore) at the
+// fatal signal, every thread stopped, the signalled thread first, as the kernel would.
+// DWUNW_TEST_CORES=gdb takes gdb's way whatever core_pattern says.
 
-function setupCores(): CoreMode {
-  let pattern: string;
-  try {
-    pattern = readFileSync(PATTERN, 'utf8').replace(/\n$/, '');
-  } catch (e) {
-    return { mode: 'none', why: `cannot read ${PATTERN}: ${(e as Error).message}` };
-  }
-  if (!pattern.startsWith('|') && !pattern.includes('/')) return { mode: 'cwd' };
-  if (process.getuid?.() !== 0) return { mode: 'none', why: `core_pattern is "${pattern}" and changing it needs root` };
-  const dir = join(work, 'kernel-cores');
-  mkdirSync(dir);
-  try {
-    writeFileSync(PATTERN, `${dir}/core.%p\n`);
-    savedPattern = pattern;
-  } catch (e) {
-    return { mode: 'none', why: `cannot set core_pattern: ${(e as Error).message}` };
-  }
-  return { mode: 'dir', dir };
+function coreSource(): 'kernel' | 'gdb' {
+  if (process.env.DWUNW_TEST_CORES === 'gdb') return 'gdb';
+  const pattern = readFileSync('/proc/sys/kernel/core_pattern', 'utf8').trim();
+  return pattern.startsWith('|') || pattern.includes('/') ? 'gdb' : 'kernel';
 }
 
 // ---- Running things ------------------------------------------------------------------------------
@@ -109,21 +82,30 @@ interface Crash {
 }
 
 /** Run `cmd` in `dir` with core dumps on (and a small stack limit: thread stacks stay small). */
-function crash(dir: string, cmd: string[], stackKb = 1024): Promise<Crash> {
-  return new Promise((resolve, reject) => {
-    const script = `ulimit -c unlimited 2>/dev/null || ulimit -c hard; ulimit -s ${stackKb}; exec "$@"`;
-    const child = spawn('sh', ['-c', script, 'sh', ...cmd], { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
-    child.stdout!.on('data', (b: Buffer) => (stdout += b.toString()));
-    child.stderr!.on('data', (b: Buffer) => (stderr += b.toString()));
-    child.on('error', reject);
-    child.on('close', (code, signal) => {
-      clearTimeout(timer);
-      resolve({ pid: child.pid ?? -1, signal, status: code, stdout, stderr });
-    });
-  });
+async function crash(dir: string, cmd: string[], stackKb = 1024): Promise<Crash> {
+  const script = `ulimit -c unlimited 2>/dev/null || ulimit -c hard; ulimit -s ${stackKb}; exec "$@"`;
+  const r = await run('sh', ['-c', script, 'sh', ...cmd], { cwd: dir, env: process.env, timeoutMs: 60_000 });
+  return { pid: r.pid ?? -1, signal: r.signal, status: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+/**
+ * Crash `cmd` in `dir` and find its core: the kernel's (coreSource() 'kernel') or gdb's, written
+ * at the fatal signal as dir/core.gdb. The crash's pid and signal as the kernel would report them.
+ */
+async function crashCore(dir: string, cmd: string[]): Promise<{ crash: Crash; core: string | null }> {
+  if (coreSource() === 'kernel') {
+    const c = await crash(dir, cmd);
+    for (const f of readdirSync(dir)) if (f.startsWith('core') && isCore(join(dir, f))) return { crash: c, core: join(dir, f) };
+    return { crash: c, core: null };
+  }
+  const core = join(dir, 'core.gdb');
+  const g = await run('sh', ['-c', 'ulimit -s 1024; exec "$@"', 'sh', 'timeout', '-k', '5', '90', 'gdb', '-nx', '-q', '-batch', '-iex', 'set debuginfod enabled off',
+    '-ex', 'set startup-with-shell off', '-ex', 'set non-stop off', '-ex', 'run',
+    '-ex', 'python print("DWUNW_PID %d" % gdb.selected_inferior().pid)', '-ex', `gcore ${core}`, '-ex', 'kill',
+    '--args', ...cmd], { cwd: dir, env: process.env, timeoutMs: 100_000 });
+  const pid = Number(/^DWUNW_PID (\d+)$/m.exec(g.stdout)?.[1] ?? -1);
+  const sig = /received signal (SIG[A-Z]+)/.exec(g.stdout)?.[1] ?? null;
+  return { crash: { pid, signal: sig as NodeJS.Signals | null, status: null, stdout: g.stdout, stderr: g.stderr }, core: existsSync(core) ? core : null };
 }
 
 function isCore(path: string): boolean {
@@ -133,18 +115,6 @@ function isCore(path: string): boolean {
   } catch {
     return false;
   }
-}
-
-/** The kernel's core of a crash (in dir, or the pattern's directory), or null. */
-function kernelCore(m: CoreMode, dir: string, pid: number): string | null {
-  if (m.mode === 'dir') {
-    const p = join(m.dir, `core.${pid}`);
-    return existsSync(p) ? p : null;
-  }
-  if (m.mode === 'cwd') {
-    for (const f of readdirSync(dir)) if (f.startsWith('core') && isCore(join(dir, f))) return join(dir, f);
-  }
-  return null;
 }
 
 /** The environment for the CLI: tap's loaders are for the test file, not for the CLI. */
@@ -172,11 +142,6 @@ async function gdbCore(prog: string, core: string, multiarch = false): Promise<G
   const line = r.stdout.split('\n').find((l) => l.startsWith('DWUNW_FRAMES '));
   if (!line) throw new Error(`gdb ${prog} ${core}: exit ${r.status ?? r.signal}, no DWUNW_FRAMES line:\n${r.stderr.slice(-2000)}`);
   return JSON.parse(line.slice('DWUNW_FRAMES '.length)) as GdbFrames;
-}
-
-/** A skipped check, with the reason (tap prints "# SKIP reason"). */
-function skip(t: Test, why: string): void {
-  t.pass(why, { skip: why });
 }
 
 const has = (cmd: string): boolean => {
@@ -234,7 +199,6 @@ function checkCoreJson(t: Test, label: string, j: CoreJson, sc: Scenario, comm: 
 
 // ---- x86_64 kernel cores ---------------------------------------------------------------------------
 
-const coreMode = setupCores();
 const links = ['pie', 'static'] as const;
 
 t.test('x86_64 kernel cores against gdb', async (t) => {
@@ -243,19 +207,14 @@ t.test('x86_64 kernel cores against gdb', async (t) => {
     t.fail(`missing: ${missing.join(', ')} (make -C fixtures; scripts/ensure-deps installs gdb)`);
     return;
   }
-  if (coreMode.mode === 'none') {
-    skip(t, `no kernel cores: ${coreMode.why}`);
-    return;
-  }
   const cases = links.flatMap((link) => Object.keys(SCENARIOS).map((scenario) => ({ link, scenario })));
   const results = pool(
     cases.map(({ link, scenario }) => async () => {
       const dir = join(work, `x86-${link}-${scenario}`);
       mkdirSync(dir);
       const prog = join(fixdir, `crash-${link}`);
-      const c = await crash(dir, [prog, scenario]);
-      const core = kernelCore(coreMode, dir, c.pid);
-      if (!core) throw new Error(`${prog} ${scenario}: no core (exit ${c.status ?? c.signal}, pattern mode ${coreMode.mode}): ${c.stderr}`);
+      const { crash: c, core } = await crashCore(dir, [prog, scenario]);
+      if (!core) throw new Error(`${prog} ${scenario}: no core (exit ${c.status ?? c.signal}, cores from ${coreSource()}): ${c.stderr}`);
       const [dw, gdb] = await Promise.all([unwindCoreJson([core]), gdbCore(prog, core)]);
       return { prog, core, crash: c, dw, gdb };
     }),
@@ -293,10 +252,7 @@ t.test('x86_64 kernel cores against gdb', async (t) => {
 // ---- gcore -------------------------------------------------------------------------------------------
 
 t.test('gcore of a live process against gdb', async (t) => {
-  if (!has('gcore') || !existsSync(join(fixdir, 'crash-pie'))) {
-    skip(t, 'gcore or the fixture is missing');
-    return;
-  }
+  if (!has('gcore') || !existsSync(join(fixdir, 'crash-pie'))) return requireOrSkip(t, 'gcore of a live process', 'gcore (gdb) or the fixture is missing (scripts/ensure-deps, make fixtures)');
   for (const link of links) {
     await t.test(link, async (t) => {
       const prog = join(fixdir, `crash-${link}`);
@@ -330,17 +286,12 @@ t.test('gcore of a live process against gdb', async (t) => {
 // ---- --exe, --sysroot, errors ------------------------------------------------------------------------
 
 t.test('--exe and --sysroot', async (t) => {
-  if (coreMode.mode === 'none') {
-    skip(t, `no kernel cores: ${coreMode.why}`);
-    return;
-  }
   const dir = join(work, 'moved');
   mkdirSync(join(dir, 'a'), { recursive: true });
   mkdirSync(join(dir, 'b'));
   const orig = join(dir, 'a', 'crash');
   copyFileSync(join(fixdir, 'crash-pie'), orig);
-  const c = await crash(dir, [orig, 'segv']);
-  const core = kernelCore(coreMode, dir, c.pid);
+  const { crash: c, core } = await crashCore(dir, [orig, 'segv']);
   if (!core) {
     t.fail(`no core (exit ${c.status ?? c.signal})`);
     return;
@@ -422,12 +373,7 @@ t.test('errors and damaged cores', async (t) => {
   r = await dwunw(['unwind-core', join(fixdir, 'crash-pie'), '--sysroot', join(root, 'package.json')]);
   t.match(r.stderr, /package\.json: not a directory/, '--sysroot not a directory: says so');
 
-  if (coreMode.mode === 'none') {
-    skip(t, `no kernel cores: ${coreMode.why}`);
-    return;
-  }
-  const c = await crash(bad, [join(fixdir, 'crash-pie'), 'thread_segv']);
-  const core = kernelCore(coreMode, bad, c.pid);
+  const { core } = await crashCore(bad, [join(fixdir, 'crash-pie'), 'thread_segv']);
   if (!core) {
     t.fail('no core');
     return;
@@ -552,24 +498,17 @@ const CROSS: Cross[] = [
   },
 ];
 
-function backendPresent(id: number): boolean {
-  try {
-    return Dwunw.arch(id) !== null;
-  } catch {
-    return false;
-  }
-}
+/** Whether this build has the backend (an exception is a failure of the test, not a missing backend). */
+const backendPresent = (id: number): boolean => Dwunw.arch(id) !== null;
 
 for (const x of CROSS) {
   t.test(`${x.arch} qemu guest cores`, async (t) => {
     if (!backendPresent(x.id)) {
-      skip(t, `${x.arch} backend missing (dwunw_arch_get(${x.arch}) is NULL in this build)`);
-      return;
+      return requireOrSkip(t, `${x.arch} qemu guest cores`, `the ${x.arch} backend is missing (dwunw_arch_get(${x.arch}) is NULL in this build)`);
     }
     const tools = [x.cc, x.qemu, 'gdb-multiarch'].filter((c) => !has(c));
     if (tools.length || !existsSync(x.sysroot)) {
-      skip(t, `missing: ${[...tools, ...(existsSync(x.sysroot) ? [] : [x.sysroot])].join(', ')} (scripts/ensure-deps)`);
-      return;
+      return requireOrSkip(t, `${x.arch} qemu guest cores`, `missing: ${[...tools, ...(existsSync(x.sysroot) ? [] : [x.sysroot])].join(', ')} (scripts/ensure-deps)`);
     }
     const dir = join(work, x.arch);
     mkdirSync(dir);
@@ -592,7 +531,6 @@ for (const x of CROSS) {
         if (!name) throw new Error(`${x.qemu} ${prog} ${scenario}: no qemu core (exit ${c.status ?? c.signal}): ${c.stderr}`);
         // qemu itself also dumps a host core: not ours.
         for (const f of readdirSync(cdir)) if (f.startsWith('core')) rmSync(join(cdir, f), { force: true });
-        if (coreMode.mode === 'dir') rmSync(join(coreMode.dir, `core.${c.pid}`), { force: true });
         const core = join(cdir, name);
         const maps = join(cdir, 'maps');
         const dw = await unwindCoreJson([core, '--maps', maps]);
