@@ -31,7 +31,7 @@ dist/.stamp: $(TS_SRCS) lib/text-width.cjs tsconfig.json package.json
 	@touch $@
 
 unit: $(UNIT_BINS)
-$(BUILD)/test/%: test/unit/%.c test/unit/tap.h $(BUILD)/libdwunw.a
+$(BUILD)/test/%: test/unit/%.c test/unit/tap.h test/unit/testutil.h $(BUILD)/libdwunw.a
 	@mkdir -p $(dir $@)
 	@$(CC) $(TESTCFLAGS) -o $@ $< $(BUILD)/libdwunw.a $(LDLIBS)
 

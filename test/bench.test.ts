@@ -7,7 +7,7 @@ import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
 import { valgrindFailure } from '../commands/bench.js';
-import { dwunwSync, onPath, root, type Run } from './helpers.js';
+import { dwunwSync, onPath, requireOrSkip, root, type Run } from './helpers.js';
 
 const snapDir = join(root, 'build', 'bench', 'snapshots');
 
@@ -78,11 +78,14 @@ t.test('bench --quick --json: every snapshot, every applicable unwinder agrees',
   const files = existsSync(snapDir) ? readdirSync(snapDir).filter((f) => f.endsWith('.snapshot.json')) : [];
   for (const arch of ['arm64', 'mips32']) {
     const fixture = join(root, 'fixtures', arch, 'build');
-    if (!existsSync(fixture) || !onPath(arch === 'arm64' ? 'qemu-aarch64' : 'qemu-mipsel') || !onPath('gdb-multiarch')) {
-      t.comment(`${arch}: no fixture build or no qemu/gdb-multiarch: no reference snapshot to check`);
+    const qemu = arch === 'arm64' ? 'qemu-aarch64' : 'qemu-mipsel';
+    const missing = [...(existsSync(fixture) ? [] : [`${fixture} (make fixtures)`]), ...[qemu, 'gdb-multiarch'].filter((c) => !onPath(c))];
+    if (missing.length) {
+      requireOrSkip(t, `the ${arch} reference snapshots`, `missing: ${missing.join(', ')} (scripts/ensure-deps)`);
       continue;
     }
-    t.ok(files.some((f) => f.startsWith(`${arch}-`)), `${arch}: reference snapshots were taken (build/bench/snapshots)`);
+    // two per architecture (bench/take-snapshots.py: qsort and recurse), each checked below against gdb
+    t.equal(files.filter((f) => f.startsWith(`${arch}-`)).length, 2, `${arch}: its two reference snapshots were taken (build/bench/snapshots)`);
   }
   for (const f of files) {
     const name = `${f.split('-')[0]}/${f.slice(f.indexOf('-') + 1).replace(/\.snapshot\.json$/, '')}`;
