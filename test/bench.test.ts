@@ -6,7 +6,7 @@
 import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
-import { valgrindFailure } from '../commands/bench.js';
+import { valgrindFailure } from '../lib/bench.js';
 import { dwunwSync, onPath, requireOrSkip, root, type Run } from './helpers.js';
 
 const snapDir = join(root, 'build', 'bench', 'snapshots');
