@@ -100,7 +100,9 @@ async function crashCore(dir: string, cmd: string[]): Promise<{ crash: Crash; co
   }
   const core = join(dir, 'core.gdb');
   const g = await run('sh', ['-c', 'ulimit -s 1024; exec "$@"', 'sh', 'timeout', '-k', '5', '90', 'gdb', '-nx', '-q', '-batch', '-iex', 'set debuginfod enabled off',
-    '-ex', 'set startup-with-shell off', '-ex', 'set non-stop off', '-ex', 'run',
+    '-ex', 'set startup-with-shell off', '-ex', 'set non-stop off',
+    // the fixture's own signals (SIGUSR1 to its handler) go through; the fatal ones stop it
+    '-ex', 'handle all nostop noprint pass', '-ex', 'handle SIGSEGV SIGABRT SIGBUS SIGFPE SIGILL stop print', '-ex', 'run',
     '-ex', 'python print("DWUNW_PID %d" % gdb.selected_inferior().pid)', '-ex', `gcore ${core}`, '-ex', 'kill',
     '--args', ...cmd], { cwd: dir, env: process.env, timeoutMs: 100_000 });
   const pid = Number(/^DWUNW_PID (\d+)$/m.exec(g.stdout)?.[1] ?? -1);
@@ -379,6 +381,10 @@ t.test('errors and damaged cores', async (t) => {
     return;
   }
   const whole = readFileSync(core);
+  // The damage below assumes the kernel's layout (notes first, then the memory): gdb writes its
+  // notes last, and a prefix of its core has none.
+  if (coreSource() !== 'kernel')
+    return requireOrSkip(t, 'the damaged-core checks', 'the cores come from gdb (core_pattern is a pipe or a path): notes last, no notes in a prefix');
 
   // Another machine in the header.
   const i386 = Buffer.from(whole.subarray(0, 4096));

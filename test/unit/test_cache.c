@@ -24,7 +24,6 @@
 #include "testutil.h"
 #include "dwunw.h"
 
-#define SKIP(...) do { printf("ok %d - # SKIP ", ++tap_count); printf(__VA_ARGS__); printf("\n"); fflush(stdout); } while (0)
 
 static char dir[64];
 static char lib_a[512], lib_b[512]; /* two different real ELF files: the originals */

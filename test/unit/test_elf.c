@@ -770,7 +770,7 @@ static void test_compressed(void)
 		int listed = help && (strstr(help, needle) != NULL);
 		if (!listed || shell("objcopy --compress-debug-sections=%s '%s' '%s' 2>/dev/null", modes[m],
 				     tpath("prog"), tpath(name)) != 0) {
-			printf("# SKIP objcopy --compress-debug-sections=%s is not supported here\n", modes[m]);
+			SKIP("objcopy --compress-debug-sections=%s is not supported here", modes[m]);
 			continue;
 		}
 		is_int(dw_elf_open_path(&c, tpath(name)), DWUNW_OK, "%s: open", name);
@@ -808,7 +808,7 @@ static void test_cross(const char *cc, const char *tag, unsigned machine, unsign
 	int have = which && which[0];
 	free(which);
 	if (!have) {
-		printf("# SKIP %s not installed\n", cc);
+		SKIP("%s not installed", cc);
 		return;
 	}
 	snprintf(exe, sizeof(exe), "%s/prog-%s", tmpdir, tag);
@@ -1080,7 +1080,7 @@ static void test_fuzz(const char *path, const char *what, int rounds)
 	size_t n;
 	uint8_t *file = slurp(path, &n);
 	if (!file) {
-		printf("# SKIP fuzzing %s: not built\n", what);
+		SKIP("fuzzing %s: not built", what);
 		return;
 	}
 	int opened = 0, bad = 0;

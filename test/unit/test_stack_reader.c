@@ -26,7 +26,6 @@
 #include "dwunw.h"
 #include "utils/stack_reader.h"
 
-#define SKIP(...) do { printf("ok %d - # SKIP ", ++tap_count); printf(__VA_ARGS__); printf("\n"); fflush(stdout); } while (0)
 
 /* Private bits of dwunw_stack_reader.flags: the signal held for re-delivery. */
 #define HELD_SIG(r) (((r)->flags >> 8) & 0xff)

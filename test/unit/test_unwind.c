@@ -30,7 +30,6 @@
 #include "dwunw.h"
 #include "testutil.h"
 
-#define SKIP(...) do { printf("ok %d - # SKIP ", ++tap_count); printf(__VA_ARGS__); printf("\n"); fflush(stdout); } while (0)
 
 #define X_RSP CAPTURE_RSP
 #define MAXF 128
