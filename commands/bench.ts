@@ -16,6 +16,7 @@ import Table from 'cli-table3';
 import type { ArgumentsCamelCase, Argv } from 'yargs';
 import { type BenchOptions, type BenchReport, type SnapshotResult, type Target, UNWINDERS, type UnwinderName, disagreements, runBench } from '../lib/bench.js';
 import type { KernelBench } from '../lib/kernel-bench.js';
+import type { PythonBench } from '../lib/python-bench.js';
 import { ChunkedWriter, colorsFor, reportError } from '../lib/output.js';
 
 interface Args {
@@ -228,6 +229,7 @@ export function text(r: BenchReport, c: ChalkInstance, tty: boolean): string {
   }
 
   if (r.kernel) o += kernelText(r.kernel, c, tty);
+  if (r.python) o += pythonText(r.python, c);
 
   if (cg) {
     const ref = r.snapshots.find((s) => s.name === r.reference) ?? r.snapshots[0];
@@ -244,6 +246,16 @@ export function text(r: BenchReport, c: ChalkInstance, tty: boolean): string {
     }
   }
   return o;
+}
+
+/** The cost of reading Python frames, or why there are no figures. */
+function pythonText(p: PythonBench, c: ChalkInstance): string {
+  const o = `\n${c.bold('Python frames')} (issue 24)`;
+  if (p.unavailable) return `${o}: ${c.dim(`not measured: ${p.unavailable}`)}\n`;
+  return (
+    `${o}: ${p.interpreter}, ${p.mode}: ${p.ns_per_frame} ns per frame, ${p.ns_per_stack} ns per stack of ${p.frames_per_stack} frames ` +
+    `(${p.ns_shallow_stack} ns for 3 frames); OTel's eBPF profiler: ~${p.otel_ns_per_sample} ns per sample; BPF: ${p.bpf}\n`
+  );
 }
 
 /** The in-kernel walker beside its binary-search peer, or why there are no figures. */

@@ -1,4 +1,4 @@
-// dwunw memleak [ARGS...]: runs build/bpf/memleak (bpf/memleak.c) with the same arguments, untouched
+// dwunw memleak [ARGS...]: runs build/bpf/memleak (bpf/memleak/memleak.c) with the same arguments, untouched
 // (its own flags: -p, -c, -a, -o, -T, --unwind, --json, ...; `dwunw memleak --help` shows them),
 // and exits with its status. On a terminal its text report is colored line by line (stack
 // headers, symbol names, stop reasons); piped, or with --json/--folded, the output is memleak's

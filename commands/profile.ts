@@ -1,4 +1,4 @@
-// dwunw profile [ARGS...] [-- COMMAND ARGS...]: runs build/bpf/profile (bpf/profile.c) with the same
+// dwunw profile [ARGS...] [-- COMMAND ARGS...]: runs build/bpf/profile (bpf/profile/profile.c) with the same
 // arguments (its flags: -p, -L, -U, -K, -F, -c, -C, -I, -f, -d, --unwind, --json, ...; `dwunw
 // profile --help` shows them) and exits with its status. Two views are made here from its --json
 // output: --pprof FILE (gzip'd profile.proto, lib/profile-pprof.ts) and --html FILE (a
@@ -10,7 +10,7 @@ import { constants as osConstants } from 'node:os';
 import type { ArgumentsCamelCase, Argv } from 'yargs';
 import { type PassthroughArgs, passthroughBuilder } from '../lib/passthrough.js';
 import { CliError, ExitCode } from '../lib/errors.js';
-import { foldedLines, parseProfileJson, profilePath } from '../lib/profile.js';
+import { parseProfileJson, profilePath } from '../lib/profile.js';
 import { flameHtml } from '../lib/profile-html.js';
 import { encodePprof } from '../lib/profile-pprof.js';
 
@@ -65,9 +65,9 @@ export async function profile(args: string[]): Promise<void> {
   const views = sp.pprof !== undefined || sp.html !== undefined;
   let run = sp.rest;
   if (views) {
-    // profile itself writes NDJSON; the folded lines are made here from it
+    // profile writes NDJSON for the views (with -f, its folded lines in it: printed as they come)
     const dd = run.indexOf('--');
-    const head = (dd < 0 ? run : run.slice(0, dd)).filter((a) => a !== '--folded' && a !== '--json').map((a) => (/^-[UKIdav]*f[UKIdav]*$/.test(a) ? a.replace('f', '') : a)).filter((a) => a !== '-');
+    const head = (dd < 0 ? run : run.slice(0, dd)).filter((a) => a !== '--json');
     run = [...head, '--json', ...(dd < 0 ? [] : run.slice(dd))];
   }
   const child = spawn(bin, run, { stdio: ['inherit', views ? 'pipe' : 'inherit', 'inherit'] });
@@ -101,5 +101,5 @@ export async function profile(args: string[]): Promise<void> {
     process.stderr.write(`profile: wrote ${sp.html} (flame graph)\n`);
   }
   if (sp.json) process.stdout.write(text);
-  else if (sp.folded) process.stdout.write(foldedLines(out.entries).map((l) => `${l}\n`).join(''));
+  else if (sp.folded) process.stdout.write(out.folded.map((l) => `${l.folded} ${l.count}\n`).join(''));
 }

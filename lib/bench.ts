@@ -9,6 +9,7 @@ import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type KernelBench, kernelBench } from './kernel-bench.js';
+import { type PythonBench, pythonBench } from './python-bench.js';
 import { CliError, ExitCode } from './output.js';
 import { packageRoot } from './root.js';
 
@@ -98,6 +99,8 @@ export interface BenchReport {
   callgrind?: { iterations: number };
   /** the in-kernel walker against the binary-search peer (lib/kernel-bench.ts) */
   kernel?: KernelBench;
+  /** reading CPython frames (lib/python-bench.ts) */
+  python?: PythonBench;
 }
 
 // ---- running programs ---------------------------------------------------------------------------
@@ -391,6 +394,8 @@ export async function runBench(o: BenchOptions, progress: (what: string) => void
   report.targets = targets(report);
   progress('the in-kernel walker and its peer on a python3 workload (BPF, a few seconds)');
   report.kernel = await kernelBench(o.quick);
+  progress('reading Python frames (fixtures/python/chains.py, a few seconds)');
+  report.python = await pythonBench(o.quick);
   return report;
 }
 

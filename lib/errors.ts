@@ -11,7 +11,7 @@ export class CliError extends Error {
   }
 }
 
-/** Exit statuses of dwunw and of the C tools (bpf/tool_opts.h): README.md, "Exit status". */
+/** Exit statuses of dwunw and of the C tools (bpf/runtime/tool_opts.h): README.md, "Exit status". */
 export const ExitCode = {
   OK: 0,
   /** Runtime error: bad input file, I/O, a thread not unwound. */

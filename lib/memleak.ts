@@ -1,4 +1,4 @@
-// memleak (bpf/memleak.c, built into build/bpf/memleak) from TypeScript: where the binaries are,
+// memleak (bpf/memleak/memleak.c, built into build/bpf/memleak) from TypeScript: where the binaries are,
 // its --json report, running it next to a target, and the workload fixtures/x86_64/leaky with
 // its manifest of known leaks (site, allocator, size, count per round, expected call chain).
 // Used by `dwunw memleak` (commands/memleak.ts), its --demo, and scripts/memleak-cost.

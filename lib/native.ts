@@ -170,6 +170,19 @@ export const StackReaderT = koffi.struct('dwunw_stack_reader', {
   pad: 'uint32_t',
 });
 
+// One mapping of a process (dwunw_maps_parse writes them into CMem; decoded with decodeAt).
+export const MapT = koffi.struct('dwunw_map', {
+  start: 'uint64_t',
+  end: 'uint64_t',
+  offset: 'uint64_t',
+  inode: 'uint64_t',
+  dev_major: 'uint32_t',
+  dev_minor: 'uint32_t',
+  flags: 'uint32_t',
+  pad: 'uint32_t',
+  path: 'const char *',
+});
+
 // Core files (dwunw_core_load). The thread and info structs are written by the library into
 // CMem buffers and decoded with decodeAt.
 export const CoreOptionsT = koffi.struct('dwunw_core_options', {
@@ -201,6 +214,30 @@ export const CoreInfoT = koffi.struct('dwunw_core_info', {
   exe: koffi.array('char', 4096, 'String'),
 });
 
+// CPython frames (dwunw_py_find, dwunw_py_stack).
+export const PyRuntimeT = koffi.struct('dwunw_py_runtime', {
+  size: 'uint32_t',
+  version: 'uint32_t',
+  pid: 'int32_t',
+  layout: 'uint32_t',
+  runtime_addr: 'uint64_t',
+  eval_lo: 'uint64_t',
+  eval_hi: 'uint64_t',
+  code_type: 'uint64_t',
+  str_type: 'uint64_t',
+  path: koffi.array('char', 256, 'String'),
+  why: koffi.array('char', 160, 'String'),
+});
+
+export const PyFrameT = koffi.struct('dwunw_py_frame', {
+  frame: 'uint64_t',
+  code: 'uint64_t',
+  line: 'int32_t',
+  flags: 'uint32_t',
+  name: koffi.array('char', 128, 'String'),
+  file: koffi.array('char', 256, 'String'),
+});
+
 /** Every struct of the binding, keyed by its C name (the layout test walks this). */
 export const STRUCTS = {
   dwunw_module_source: ModuleSourceT,
@@ -215,9 +252,12 @@ export const STRUCTS = {
   dwunw_frame: FrameT,
   dwunw_symbol: SymbolT,
   dwunw_stack_reader: StackReaderT,
+  dwunw_map: MapT,
   dwunw_core_options: CoreOptionsT,
   dwunw_core_thread: CoreThreadT,
   dwunw_core_info: CoreInfoT,
+  dwunw_py_runtime: PyRuntimeT,
+  dwunw_py_frame: PyFrameT,
 } as const;
 
 /** Nested anonymous structs: C name of the container member, and its koffi type. */
@@ -317,6 +357,8 @@ export interface Lib {
   dwunw_module_cache_release(ctx: Pointer, frames: Buffer, frameCnt: number): number;
   dwunw_symbolize_frame(ctx: Pointer, frame: Buffer, out: Buffer): number;
   dwunw_maps_set(ctx: Pointer, pid: number, text: Buffer, len: number): number;
+  /** text and out: Buffers over CMem (the parser writes paths' ends into text). */
+  dwunw_maps_parse(text: Buffer, len: number, out: Buffer | null, n: [number | bigint]): number;
   dwunw_maps_refresh(ctx: Pointer, pid: number): number;
   dwunw_maps_forget(ctx: Pointer, pid: number): void;
   /** threads and info: Buffers over CMem (dwunw_core_thread[n], dwunw_core_info). */
@@ -333,6 +375,9 @@ export interface Lib {
   dwunw_stack_reader_read(r: Buffer, addr: bigint, buf: Buffer, len: number): number;
   dwunw_stack_reader_regs(r: Buffer, out: Buffer): number;
   dwunw_stack_reader_detach(r: Buffer): number;
+  /** rt: a Buffer over CMem (struct dwunw_py_runtime), size set. */
+  dwunw_py_find(ctx: Pointer, pid: number, rt: Buffer): number;
+  dwunw_py_stack(ctx: Pointer, rt: Buffer, tid: number, frames: Buffer, n: [number | bigint]): number;
 }
 
 // ---- Loading -----------------------------------------------------------------------------------
@@ -406,6 +451,12 @@ export function lib(): Lib {
     dwunw_module_cache_release: f('int', 'dwunw_module_cache_release', [ctxP, koffi.pointer(FrameT), 'size_t']),
     dwunw_symbolize_frame: f('int', 'dwunw_symbolize_frame', [ctxP, koffi.pointer(FrameT), koffi.pointer(SymbolT)]),
     dwunw_maps_set: f('int', 'dwunw_maps_set', [ctxP, 'int32_t', 'const char *', 'size_t']),
+    dwunw_maps_parse: f('int', 'dwunw_maps_parse', [
+      'char *',
+      'size_t',
+      koffi.pointer(MapT),
+      koffi.inout(koffi.pointer('size_t')),
+    ]),
     dwunw_maps_refresh: f('int', 'dwunw_maps_refresh', [ctxP, 'int32_t']),
     dwunw_maps_forget: f('void', 'dwunw_maps_forget', [ctxP, 'int32_t']),
     dwunw_core_load: f('int', 'dwunw_core_load', [
@@ -430,6 +481,8 @@ export function lib(): Lib {
     ]),
     dwunw_stack_reader_regs: f('int', 'dwunw_stack_reader_regs', [koffi.pointer(StackReaderT), koffi.pointer(RegsT)]),
     dwunw_stack_reader_detach: f('int', 'dwunw_stack_reader_detach', [koffi.pointer(StackReaderT)]),
+    dwunw_py_find: f('int', 'dwunw_py_find', [ctxP, 'int32_t', 'void *']),
+    dwunw_py_stack: f('int', 'dwunw_py_stack', [ctxP, 'void *', 'int32_t', 'void *', koffi.inout(koffi.pointer('size_t'))]),
   };
   loaded = b as unknown as Lib;
   return loaded;

@@ -1,4 +1,4 @@
-// Where each unwound frame came from, named as the tools' JSON names it (bpf/report_fmt.c,
+// Where each unwound frame came from, named as the tools' JSON names it (bpf/runtime/report_fmt.c,
 // README "Frame origins"): what its registers rest on, so a reader knows which frames to trust.
 import { DWUNW_FRAME_BEYOND_SNAPSHOT } from './native-consts.js';
 

@@ -3,7 +3,7 @@
 // once per process, then, when a pc is not found, on from where the last read ended (the runtime
 // names code as it compiles it; a new or shorter file is read from the start).
 //
-// Why a second reader beside the tools' bpf/perf_map.c: that one is part of the tools' runtime
+// Why a second reader beside the tools' bpf/runtime/perf_map.c: that one is part of the tools' runtime
 // (interned names, the tools' clock and allocator), not of libdwunw's API (native/include/dwunw.h
 // has no perf-map call), so koffi cannot reach it; the CLI keeps its own, with the same rules:
 // sorted ranges, binary search, the latest line covering a pc wins, re-read on a miss.

@@ -1,6 +1,6 @@
-// profile (bpf/profile.c, built into build/bpf/profile) from TypeScript: where the binaries are,
-// its --json output (one line per stack, then a summary line), and the views built from it here:
-// folded lines, pprof (lib/profile-pprof.ts) and the HTML flame graph (lib/profile-html.ts).
+// profile (bpf/profile/profile.c, built into build/bpf/profile) from TypeScript: where the binaries are,
+// its --json output (one line per stack, with -f its folded lines, then a summary line), and the
+// views built from it here: pprof (lib/profile-pprof.ts) and the HTML flame graph (lib/profile-html.ts).
 // Used by `dwunw profile` (commands/profile.ts), the tests and scripts/profile-cost.
 import { join } from 'node:path';
 import { packageRoot } from './root.js';
@@ -94,14 +94,22 @@ export interface KernelWalk {
   evictions: number;
 }
 
+/** A folded line as profile made it (-f --json): the stacks that fold alike, merged, in bcc's order. */
+export interface PrFolded {
+  folded: string;
+  count: number;
+}
+
 export interface PrOutput {
   entries: PrEntry[];
+  /** with -f: profile's folded lines (the folding is profile's, never redone here) */
+  folded: PrFolded[];
   summary: PrSummary | null;
 }
 
 /** profile --json output: entries and the summary (a line cut short is ignored). */
 export function parseProfileJson(text: string): PrOutput {
-  const out: PrOutput = { entries: [], summary: null };
+  const out: PrOutput = { entries: [], folded: [], summary: null };
   for (const line of text.split('\n')) {
     if (!line.startsWith('{')) continue;
     let v: unknown;
@@ -110,8 +118,9 @@ export function parseProfileJson(text: string): PrOutput {
     } catch {
       continue;
     }
-    const o = v as { summary?: PrSummary; count?: number; comm?: string };
+    const o = v as { summary?: PrSummary; count?: number; comm?: string; folded?: string };
     if (o.summary) out.summary = o.summary;
+    else if (typeof o.folded === 'string' && typeof o.count === 'number') out.folded.push(v as PrFolded);
     else if (typeof o.count === 'number' && typeof o.comm === 'string') out.entries.push(v as PrEntry);
     // anything else: the profiled command's own output on the same stdout
   }
@@ -138,16 +147,4 @@ export function rootFirst(e: PrEntry): { names: string[]; kernelFrom: number } {
     for (let i = e.kernel.frames.length - 1; i >= 0; i--) names.push(frameName(e.kernel.frames[i]!));
   }
   return { names, kernelFrom };
-}
-
-/** bcc's folded lines (comm;user_root;...;user_leaf;-;kernel_root;...;kernel_leaf COUNT), merged. */
-export function foldedLines(entries: PrEntry[]): string[] {
-  const m = new Map<string, number>();
-  for (const e of entries) {
-    const { names, kernelFrom } = rootFirst(e);
-    if (e.user && e.kernel) names.splice(kernelFrom, 0, '-');
-    const k = names.join(';');
-    m.set(k, (m.get(k) ?? 0) + e.count);
-  }
-  return [...m].sort((a, b) => a[1] - b[1] || (a[0] < b[0] ? -1 : 1)).map(([k, n]) => `${k} ${n}`);
 }

@@ -1,4 +1,4 @@
-// The in-kernel DWARF walker (bpf/kwalk.bpf.h), differential: build/bpf/kwalk-check runs a
+// The in-kernel DWARF walker (bpf/kwalk/kwalk.bpf.h), differential: build/bpf/kwalk-check runs a
 // program, and at each sample (uprobes on the fixture's functions, cpu-clock events on the real
 // programs) the kernel walks the user stack from the tables in BPF maps AND takes the snapshot, in
 // one event; the snapshot is unwound with libdwunw in user space and the two are compared frame

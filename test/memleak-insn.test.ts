@@ -1,4 +1,4 @@
-// bpf/insn_x86.c (the instruction decoder behind memleak's cheap uprobe places) against objdump:
+// bpf/runtime/insn_x86.c (the instruction decoder behind memleak's cheap uprobe places) against objdump:
 // every instruction boundary objdump finds in the .text of libc, ld.so and a fixture is where
 // our decoder's lengths lead. Then the place memleak picks for glibc's free (-v): after leading
 // flag-only instructions, on the first one the kernel emulates, as objdump reads those bytes.
@@ -21,8 +21,8 @@ if (why) {
   requireOrSkip(t, 'the instruction decoder against objdump', why);
 } else {
   mkdirSync(out, { recursive: true });
-  const cc = spawnSync('gcc', ['-O2', '-Wall', '-Wextra', '-Werror', '-I', join(root, 'bpf'), '-o', tool,
-    join(root, 'test', 'insn', 'insn_vs_objdump.c'), join(root, 'bpf', 'insn_x86.c')], { encoding: 'utf8' });
+  const cc = spawnSync('gcc', ['-O2', '-Wall', '-Wextra', '-Werror', '-I', join(root, 'bpf', 'runtime'), '-o', tool,
+    join(root, 'test', 'insn', 'insn_vs_objdump.c'), join(root, 'bpf', 'runtime', 'insn_x86.c')], { encoding: 'utf8' });
   t.equal(cc.status, 0, `insn_vs_objdump builds${cc.stderr ? `: ${cc.stderr}` : ''}`);
 
   for (const f of files.filter((x) => existsSync(x))) {

@@ -1,4 +1,4 @@
-// bpf/rec_queue.c, the lock-free queue between memleak's drain thread and the thread that
+// bpf/runtime/rec_queue.c, the lock-free queue between memleak's drain thread and the thread that
 // unwinds: a producer thread and a consumer thread move records of varied sizes (up to a third
 // of the queue) through small queues, so wrap-around and a full queue happen constantly; every
 // record must arrive once, in order, byte for byte (test/queue/rec_queue_stress.c). Built once
@@ -11,7 +11,7 @@ import t from 'tap';
 import { requireOrSkip, root } from './helpers.js';
 
 const out = join(root, 'build', 'test', 'tools');
-const src = [join(root, 'test', 'queue', 'rec_queue_stress.c'), join(root, 'bpf', 'rec_queue.c')];
+const src = [join(root, 'test', 'queue', 'rec_queue_stress.c'), join(root, 'bpf', 'runtime', 'rec_queue.c')];
 
 mkdirSync(out, { recursive: true });
 const builds: { name: string; flags: string[]; runs: [string, string][] }[] = [
@@ -21,7 +21,7 @@ const builds: { name: string; flags: string[]; runs: [string, string][] }[] = [
 for (const b of builds) {
   t.test(b.name, async (t) => {
     const bin = join(out, b.name);
-    const cc = spawnSync('gcc', [...b.flags, '-Wall', '-Wextra', '-Werror', '-I', join(root, 'bpf'), '-o', bin, ...src, '-lpthread'], { encoding: 'utf8' });
+    const cc = spawnSync('gcc', [...b.flags, '-Wall', '-Wextra', '-Werror', '-I', join(root, 'bpf', 'runtime'), '-o', bin, ...src, '-lpthread'], { encoding: 'utf8' });
     if (cc.status !== 0 && b.flags.includes('-fsanitize=thread') && /tsan|sanitize/i.test(cc.stderr)) {
       return requireOrSkip(t, `${b.name} (ThreadSanitizer)`, `gcc cannot build with -fsanitize=thread here: ${cc.stderr.trim().split('\n')[0]}`);
     }

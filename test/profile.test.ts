@@ -1,4 +1,4 @@
-// dwunw profile (bpf/profile.c) on fixtures/x86_64/hot (-O2 -fomit-frame-pointer, six known
+// dwunw profile (bpf/profile/profile.c) on fixtures/x86_64/hot (-O2 -fomit-frame-pointer, six known
 // chains, its own per-chain CPU time printed at exit): DWARF user stacks complete to _start /
 // thread start for >= 99 % of the samples, each chain's share of the samples within 5 points of
 // its measured share of the CPU time; frame-pointer mode reported beside it; and

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /*
  * A module's compiled unwind table, exported row by row with its rules in structured form, for
- * consumers that re-encode it (the in-kernel walker's BPF maps, bpf/kwalk_user.c). Narrow on
+ * consumers that re-encode it (the in-kernel walker's BPF maps, bpf/kwalk/kwalk_user.c). Narrow on
  * purpose: no table internals leak, only what a rule says.
  *
  * The pointers in struct dwunw_export_rule (expression bytes) point into the module's ELF image:

@@ -2,7 +2,7 @@
 /*
  * insn_vs_objdump FILE < BOUNDARIES
  *
- * Checks bpf/insn_x86.c's instruction lengths against objdump: BOUNDARIES holds the file
+ * Checks bpf/runtime/insn_x86.c's instruction lengths against objdump: BOUNDARIES holds the file
  * offsets (hex, ascending) where `objdump -d` starts an instruction, one per line; for each
  * pair of neighbours less than 16 bytes apart, the decoded length at the first must reach the
  * second. Prints "checked N wrong W undecodable U" and the first mismatches; exit 0 when W and

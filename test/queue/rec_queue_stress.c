@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
- * bpf/rec_queue.c under two threads: a producer pushes records of varied sizes (8 .. 70 KiB,
+ * bpf/runtime/rec_queue.c under two threads: a producer pushes records of varied sizes (8 .. 70 KiB,
  * each a sequence number and bytes derived from it), retrying while the queue is full; a
  * consumer pops them and checks that every record arrives once, in order, intact. Small queues
  * make the wrap-around and the full case frequent. Prints "records N wraps-checked ok" or the

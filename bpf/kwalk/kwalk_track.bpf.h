@@ -1,0 +1,80 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * --unwind=kernel process tracking (kwalk_track.h): one consumer of the mapping tracker
+ * (mmap_track.bpf.h includes this header when the tool defines KW_TRACK_SELECTED(tgid, tid), which
+ * processes it follows, and the tool sets kw_track_enabled).
+ *
+ * mmap: the tracker's entry notes an mmap(PROT_EXEC) of a file (kw_track_wants), its exit sends
+ * one small record when the call succeeded (kw_track_mmap), so the new module's table is loaded
+ * before the samples in it rather than after the first of them fell back. Exit: kw_track_exit()
+ * from the tool's sched_process_exit program.
+ */
+#ifndef DWUNW_KWALK_TRACK_BPF_H
+#define DWUNW_KWALK_TRACK_BPF_H
+
+#include "kwalk_track.h"
+#include "runtime/mmap_call.bpf.h"
+
+const volatile __u32 kw_track_enabled = 0;   /* set by the tool before load */
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, KW_TC_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} kw_track_counters SEC(".maps");
+
+static __always_inline void kw_track_count(__u32 idx)
+{
+	__u64 *v = bpf_map_lookup_elem(&kw_track_counters, &idx);
+
+	if (v)
+		__sync_fetch_and_add(v, 1);
+}
+
+static __always_inline void kw_track_rec(void *ctx, __u32 kind, __u32 pid)
+{
+	struct kw_track_rec r = {};
+
+	r.h.kind = kind;
+	r.h.hdr_size = sizeof(r);
+	r.pid = pid;
+	if (cap_emit(ctx, &r, sizeof(r)) && kind == KW_KIND_MMAP)
+		kw_track_count(KW_TC_LOST);
+}
+
+/* From the tool's exit program, for a followed process's last thread (its leader). */
+static __always_inline void kw_track_exit(void *ctx, __u32 tgid)
+{
+	kw_track_rec(ctx, KW_KIND_EXIT, tgid);
+}
+
+/* At a call's entry: an mmap of a file made executable (its table may be new). */
+static __always_inline bool kw_track_wants(const struct mmap_call *c)
+{
+	return c->nr == MC_NR_MMAP && (c->prot & MC_PROT_EXEC) && c->fd >= 0;
+}
+
+/* At the exit of a call kw_track_wants: told when it succeeded. */
+static __always_inline void kw_track_mmap(void *ctx, __u64 ret, __u32 tgid)
+{
+	if (MC_FAILED(ret))
+		return;
+	kw_track_count(KW_TC_MMAP);
+	kw_track_rec(ctx, KW_KIND_MMAP, tgid);
+}
+
+/* the mapping tracker's consumer interface (runtime/mmap_track.bpf.h): list it as X(kw_track) */
+#ifndef KW_TRACK_SELECTED
+#error "define KW_TRACK_SELECTED(tgid, tid) before including kwalk_track.bpf.h"
+#endif
+#define kw_track_mt_enabled kw_track_enabled
+static __always_inline bool kw_track_mt_on(__u32 tgid, __u32 tid)
+{
+	return kw_track_enabled && KW_TRACK_SELECTED(tgid, tid);
+}
+#define kw_track_mt_enter(ctx, c) kw_track_wants(c)
+#define kw_track_mt_exit(ctx, c, ret, tgid) kw_track_mmap(ctx, ret, tgid)
+#define kw_track_mt_lost() kw_track_count(KW_TC_LOST)
+
+#endif /* DWUNW_KWALK_TRACK_BPF_H */

@@ -1,0 +1,382 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/* memleak's report: stacks by outstanding bytes, as text, folded or JSON (memleak_report.h). */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include "runtime/cap_pump.h"
+#include "runtime/capture_user.h"
+#include "runtime/follow.h"
+#include "runtime/mappings.h"
+#include "memleak_allocs.h"
+#include "memleak_mem.h"
+#include "memleak_opts.h"
+#include "memleak_print.h"
+#include "memleak_procs.h"
+#include "memleak_records.h"
+#include "memleak_report.h"
+#include "memleak_state.h"
+#include "memleak.skel.h"
+#include "runtime/report_fmt.h"
+#include "runtime/stack_store.h"
+#include "runtime/tool_util.h"
+
+static uint64_t counter_sum(struct bpf_map *m, uint32_t idx)
+{
+	int ncpu = libbpf_num_possible_cpus();
+	uint64_t *v = xcalloc(ncpu, sizeof(*v)), sum = 0;
+
+	if (bpf_map_lookup_elem(bpf_map__fd(m), &idx, v) == 0)
+		for (int c = 0; c < ncpu; c++)
+			sum += v[c];
+	free(v);
+	return sum;
+}
+
+/* qsort_r: stacks by outstanding bytes, then allocations, then index */
+static int cmp_stack_bytes(const void *a, const void *b, void *arg)
+{
+	const struct ml_stack_fig *figs = arg;
+	const struct ml_stack_fig *x = &figs[*(const uint32_t *)a], *y = &figs[*(const uint32_t *)b];
+
+	if (x->bytes != y->bytes)
+		return x->bytes < y->bytes ? 1 : -1;
+	if (x->count != y->count)
+		return x->count < y->count ? 1 : -1;
+	return *(const uint32_t *)a < *(const uint32_t *)b ? -1 : 1;
+}
+
+struct group_key {
+	uint32_t pid, rank, group, stack;
+};
+
+static int cmp_group_pid(const void *a, const void *b)
+{
+	const struct group_key *x = a, *y = b;
+
+	if (x->pid != y->pid)
+		return x->pid < y->pid ? -1 : 1;
+	return x->rank < y->rank ? -1 : x->rank > y->rank;
+}
+
+static int cmp_group_rank(const void *a, const void *b)
+{
+	const struct group_key *x = a, *y = b;
+
+	if (x->group != y->group)
+		return x->group < y->group ? -1 : 1;
+	return x->rank < y->rank ? -1 : x->rank > y->rank;
+}
+
+struct report_walk {
+	struct memleak_ctx *ml;
+	uint64_t now, older_ns, exec_cut;
+};
+
+/* Stack idx's figures in this report (the table grown with the store, new ones empty). */
+static struct ml_stack_fig *fig_of(struct memleak_ctx *ml, int64_t idx)
+{
+	if ((size_t)idx >= ml->nfigs) {
+		size_t n = ml->st.n > (size_t)idx ? ml->st.n : (size_t)idx + 1;
+
+		ml->figs = xrealloc(ml->figs, n * sizeof(*ml->figs));
+		for (size_t k = ml->nfigs; k < n; k++)
+			ml->figs[k] = (struct ml_stack_fig){ .first_alloc = -1 };
+		ml->nfigs = n;
+	}
+	return &ml->figs[idx];
+}
+
+/* One outstanding allocation of the map walk: counted under its stack (-a: also listed). */
+static void report_alloc(void *ctx, uint64_t addr, const struct ml_alloc_info *info)
+{
+	struct report_walk *w = ctx;
+	struct memleak_ctx *ml = w->ml;
+	uint32_t pid = 0;
+
+	if (info->ts < w->exec_cut) {
+		/* allocated by the image the target replaced with exec */
+		bpf_map_delete_elem(bpf_map__fd(ml->skel->maps.allocs), &addr);
+		return;
+	}
+	if (ml->following) {
+		/* the key has the process's slot on top of the address */
+		uint32_t slot = (uint32_t)(addr >> FOLLOW_SLOT_SHIFT);
+		const struct follow_slot *fs = ml_slot_info(ml, slot);
+
+		if (fs && (fs->flags & FOLLOW_F_EXECED)) {
+			/* allocated by an image its process replaced with exec */
+			bpf_map_delete_elem(bpf_map__fd(ml->skel->maps.allocs), &addr);
+			return;
+		}
+		pid = fs ? fs->tgid : 0;
+		addr &= (1ull << FOLLOW_SLOT_SHIFT) - 1;
+	}
+	int64_t idx = ml_key_stack(ml, info->key, pid); /* keeps its event, even when too young to show */
+	if (!ml->env.combined && w->now > info->ts && w->now - info->ts < w->older_ns)
+		return;
+	if (info->ts > w->now)
+		return;
+	struct ml_stack_fig *g = fig_of(ml, idx);
+	g->bytes += info->size;
+	g->count++;
+	if (ml->env.show_allocs) {
+		ml_allocs_push(ml, addr, info);
+		ml->allocs_v[ml->allocs_n - 1].next = g->first_alloc;
+		g->first_alloc = (int64_t)(ml->allocs_n - 1);
+	}
+}
+
+void ml_report(struct memleak_ctx *ml)
+{
+	uint64_t now = mono_ns(), older_ns = ml->env.older_ms * 1000000ull;
+	uint64_t exec_cut = ml->skel->bss->exec_ns;
+	uint32_t *order = NULL, nord = 0;
+	uint64_t capc[CAP_CNT_MAX], lost;
+	struct tm tm;
+	time_t t;
+
+	for (size_t k = 0; k < ml->nfigs; k++)
+		ml->figs[k] = (struct ml_stack_fig){ .first_alloc = -1 };
+	ml_slots_forget();
+	ml_drain_reset(ml);
+
+	if (ml->env.combined && ml->env.unwind == ML_UNWIND_FP) {
+		/* the per-stack aggregate kept in BPF, iterated from the first key */
+		int fd = bpf_map__fd(ml->skel->maps.combined_allocs);
+		uint64_t key, next;
+		void *prev = NULL;
+
+		ml_drain(ml);
+		ml->allocs_n = 0;
+		while (bpf_map_get_next_key(fd, prev, &next) == 0) {
+			struct ml_combined c;
+
+			key = next;
+			prev = &key;
+			if (bpf_map_lookup_elem(fd, &key, &c) || !c.count)
+				continue; /* fully freed: not shown */
+			struct ml_stack_fig *g = fig_of(ml, ml_key_stack(ml, key, 0));
+
+			g->bytes += c.total_size;
+			g->count += c.count;
+		}
+	} else {
+		/* drain, then walk the map in chunks (a record still missing is drained then) */
+		struct report_walk w = { .ml = ml, .now = now, .older_ns = older_ns, .exec_cut = exec_cut };
+
+		ml_drain(ml);
+		ml->allocs_n = 0;
+		ml->report_outstanding = ml_allocs_walk(bpf_map__fd(ml->skel->maps.allocs), report_alloc, &w);
+	}
+
+	/* stacks with outstanding allocations, by bytes */
+	if (ml->st.n)
+		fig_of(ml, (int64_t)ml->st.n - 1); /* a figure for every stack */
+	order = xcalloc(ml->st.n, sizeof(*order));
+	for (size_t k = 0; k < ml->st.n; k++)
+		if (ml->figs[k].count)
+			order[nord++] = (uint32_t)k;
+	qsort_r(order, nord, sizeof(*order), cmp_stack_bytes, ml->figs);
+	/* -a lists allocations in the order the map gave them */
+	for (uint32_t k = 0; k < nord; k++) {
+		struct ml_stack_fig *s = &ml->figs[order[k]];
+		int64_t prev = -1, cur = s->first_alloc;
+
+		while (cur >= 0) {
+			int64_t nx = ml->allocs_v[cur].next;
+
+			ml->allocs_v[cur].next = prev;
+			prev = cur;
+			cur = nx;
+		}
+		s->first_alloc = prev;
+	}
+	size_t shown = nord < ml->env.top ? nord : ml->env.top;
+	bool by_process = false;
+
+	if (ml->env.folded && !ml->env.top_given)
+		shown = nord; /* a flame graph needs every stack */
+	if (ml->following) {
+		/* more than one process: group the stacks shown by process, the largest stack's first */
+		for (size_t k = 1; k < shown && !by_process; k++)
+			by_process = ml->st.v[order[k]].space != ml->st.v[order[0]].space;
+		if (by_process) {
+			struct group_key *g = xcalloc(shown, sizeof(*g));
+
+			for (size_t k = 0; k < shown; k++)
+				g[k] = (struct group_key){ (uint32_t)ml->st.v[order[k]].space, (uint32_t)k, 0,
+							   order[k] };
+			/* rank of a process: the rank of its first (largest) stack */
+			qsort(g, shown, sizeof(*g), cmp_group_pid);
+			for (size_t k = 0; k < shown; k++)
+				g[k].group = k && g[k - 1].pid == g[k].pid ? g[k - 1].group : g[k].rank;
+			qsort(g, shown, sizeof(*g), cmp_group_rank);
+			for (size_t k = 0; k < shown; k++)
+				order[k] = g[k].stack;
+			free(g);
+		}
+	}
+
+	dwunw_cap_counters(ml->skel->obj, capc);
+	lost = capc[CAP_CNT_OUTPUT_FAILED];
+	if (cap_pump_reader_lost(ml->pump) > lost)
+		lost = cap_pump_reader_lost(ml->pump);
+	uint64_t qdropped = cap_pump_dropped(ml->pump);
+	lost += qdropped;
+	uint64_t allocs_full = counter_sum(ml->skel->maps.ml_counters, ML_CNT_ALLOCS_FULL);
+	uint64_t no_pending = counter_sum(ml->skel->maps.ml_counters, ML_CNT_NO_PENDING);
+	uint64_t combined_full = counter_sum(ml->skel->maps.ml_counters, ML_CNT_COMBINED_FULL);
+
+	/* unwind summary over the stacks shown in this report's aggregate */
+	size_t n_dwarf = 0, n_complete = 0, n_stopped = 0, n_fp = 0, n_pseudo = 0, n_beyond = 0, n_stale = 0;
+	size_t n_live_complete = 0; /* shown complete on memory read live: only spot-checked */
+	char reasons[512] = "";
+	{
+		const char *rname[32];
+		size_t rcount[32], nr = 0;
+
+		for (uint32_t k = 0; k < nord; k++) {
+			const struct ustack *s = &ml->st.v[order[k]];
+
+			if (s->kind == SK_FP) {
+				n_fp++;
+			} else if (s->kind == SK_PSEUDO) {
+				n_pseudo++;
+			} else {
+				n_dwarf++;
+				n_beyond += s->beyond;
+				if (!s->stop) {
+					n_complete++;
+					n_live_complete += s->beyond;
+					continue;
+				}
+				n_stopped++;
+				n_stale += s->stop_name && !strcmp(s->stop_name, "STALE");
+				size_t r;
+				for (r = 0; r < nr; r++)
+					if (rname[r] == s->stop_name)
+						break;
+				if (r == nr && nr < 32) {
+					rname[nr] = s->stop_name;
+					rcount[nr++] = 0;
+				}
+				if (r < 32)
+					rcount[r]++;
+			}
+		}
+		size_t off = 0;
+		for (size_t r = 0; r < nr && off < sizeof(reasons) - 64; r++)
+			off += (size_t)snprintf(reasons + off, sizeof(reasons) - off, "%s%s %zu",
+						r ? ", " : "", rname[r], rcount[r]);
+	}
+
+	t = time(NULL);
+	localtime_r(&t, &tm);
+	if (ml->env.json) {
+		printf("{\"time\":\"%d:%d:%d\",\"timestamp\":%lld,\"pid\":%d,\"unwind_mode\":\"%s\",\"stacks\":[",
+		       tm.tm_hour, tm.tm_min, tm.tm_sec, (long long)t, ml->target_pid,
+		       ml_unwind_name(ml));
+		for (size_t k = 0; k < shown; k++) {
+			if (k)
+				putchar(',');
+			ml_print_stack_json(ml, order[k]);
+		}
+		printf("],\"lost\":%" PRIu64 ",\"untracked\":{\"allocs_full\":%" PRIu64
+		       ",\"no_pending\":%" PRIu64 ",\"combined_full\":%" PRIu64 ",\"stack_table_full\":%" PRIu64 "}",
+		       lost, allocs_full, no_pending, combined_full, ml->st.full);
+		printf(",\"unwind\":{\"stacks\":%zu,\"complete\":%zu,\"stopped\":%zu,\"fp\":%zu,\"pseudo\":%zu,"
+		       "\"beyond_window\":%zu,\"complete_live\":%zu,\"records\":%" PRIu64 ",\"patched\":%" PRIu64
+		       ",\"fallback\":%" PRIu64 ",\"unwind_ns_avg\":%" PRIu64 ",\"record_bytes_avg\":%" PRIu64
+		       ",\"reasons\":{",
+		       n_dwarf, n_complete, n_stopped, n_fp, n_pseudo, n_beyond, n_live_complete, ml->stats.records, ml->stats.patched,
+		       ml->stats.fallback, ml->stats.timed ? ml->stats.unwind_ns / ml->stats.timed : 0,
+		       ml->stats.records ? ml->record_bytes / ml->stats.records : 0);
+		{
+			bool c = false;
+			for (uint32_t k = 0; k < nord; k++) {
+				const struct ustack *s = &ml->st.v[order[k]];
+				bool dup = false;
+
+				if (s->kind != SK_DWARF || !s->stop)
+					continue;
+				for (uint32_t j = 0; j < k; j++)
+					if (ml->st.v[order[j]].kind == SK_DWARF && ml->st.v[order[j]].stop &&
+					    ml->st.v[order[j]].stop_name == s->stop_name)
+						dup = true;
+				if (dup)
+					continue;
+				size_t cnt = 0;
+				for (uint32_t j = 0; j < nord; j++)
+					if (ml->st.v[order[j]].kind == SK_DWARF && ml->st.v[order[j]].stop &&
+					    ml->st.v[order[j]].stop_name == s->stop_name)
+						cnt++;
+				printf("%s", c ? "," : "");
+				json_str(s->stop_name);
+				printf(":%zu", cnt);
+				c = true;
+			}
+		}
+		printf("}},\"queue\":{\"bytes\":%zu,\"peak_records\":%" PRIu64 ",\"dropped\":%" PRIu64 "}",
+		       cap_pump_queue_bytes(ml->pump), cap_pump_queue_peak(ml->pump), qdropped);
+		ml_print_kwalk(ml, true);
+		mappings_json(ml->fr.maps);
+		ml_mem_json(ml->skel->obj, ml->report_outstanding);
+		printf("}\n");
+	} else if (ml->env.folded) {
+		ml_print_folded(ml, order, shown, by_process);
+		putchar('\n');
+	} else {
+		printf("[%d:%d:%d] Top %zu stacks with outstanding allocations:\n", tm.tm_hour, tm.tm_min,
+		       tm.tm_sec, shown);
+		ml->marks_seen = 0;
+		for (size_t k = 0; k < shown; k++) {
+			const struct ustack *s = &ml->st.v[order[k]];
+
+			if (by_process && (k == 0 || ml->st.v[order[k - 1]].space != s->space))
+				printf("%s (%u):\n", ml_proc_comm((uint32_t)s->space), (uint32_t)s->space);
+			ml_print_stack_text(ml, order[k]);
+		}
+		fprint_marks_legend(stdout, "", ml->marks_seen);
+		if (ml->env.unwind != ML_UNWIND_FP)
+			printf("%s: %zu stacks, %zu complete, %zu stopped early%s%s%s, %zu with frames "
+			       "read live after the event; %" PRIu64 " records, %.1f us/unwind, %" PRIu64 " patched\n",
+			       ml_unwind_name(ml), n_dwarf, n_complete, n_stopped, *reasons ? " (" : "", reasons,
+			       *reasons ? ")" : "", n_beyond, ml->stats.records,
+			       ml->stats.timed ? ml->stats.unwind_ns / 1000.0 / (double)ml->stats.timed : 0.0,
+			       ml->stats.patched);
+		ml_print_kwalk(ml, false);
+		mappings_text(ml->fr.maps);
+		if (ml->env.unwind == ML_UNWIND_DWARF && (n_beyond || n_stale))
+			/* a rewrite that leaves the sampled words as they were is not seen: the complete
+			 * ones among them are marked [live], counted here, never vouched for */
+			printf("%zu stacks needed stack memory above the window, read after the event (%zu found "
+			       "changed since, cut there; %zu shown complete with [live] frames, checked at %d "
+			       "sampled spots of %d bytes only): --unwind=kernel walks them at the event, a larger "
+			       "--stack-size (now %u, at most %d) copies more\n",
+			       n_beyond + n_stale, n_stale, n_live_complete, CAP_NSAMPLES, CAP_SAMPLE_BYTES,
+			       ml->env.stack_size, CAP_MAX_STACK);
+		if (lost > qdropped)
+			printf("lost %" PRIu64 " records (%s buffer full)\n", lost - qdropped,
+			       ml->env.perfbuf ? "perf" : "ring");
+		if (qdropped)
+			printf("lost %" PRIu64 " records (record queue full)\n", qdropped);
+		if (allocs_full)
+			printf("%" PRIu64 " allocations not tracked (allocation table full)\n", allocs_full);
+		if (no_pending)
+			printf("%" PRIu64 " allocations not tracked (too many nested calls on a thread)\n",
+			       no_pending);
+		if (combined_full)
+			printf("%" PRIu64 " allocations not aggregated (-C table full)\n", combined_full);
+		if (ml->st.full)
+			printf("%" PRIu64 " stacks not stored (stack table full)\n", ml->st.full);
+	}
+	fflush(stdout);
+	free(order);
+	if (ml->env.unwind != ML_UNWIND_FP)
+		ml_ev_prune();
+}
+

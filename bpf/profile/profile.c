@@ -1,0 +1,616 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * profile: CPU samples by stack, with the command line and output of libbpf-tools/bcc profile
+ * and complete user stacks on code without frame pointers.
+ *
+ * One perf event per CPU runs profile.bpf.c. --unwind=dwarf (default): each sample of a user
+ * thread sends a snapshot (registers + stack window) that is unwound here with libdwunw;
+ * --unwind=fp: frame-pointer stacks from bpf_get_stackid; --unwind=kernel: stacks walked in the
+ * BPF program from tables loaded here (kwalk_user.h), the snapshot of dwarf mode carried along
+ * when a walk stops short. Samples are counted here by (pid,
+ * comm, kernel stack, user stack), stacks interned and symbolized once; nothing per sample is
+ * written anywhere. The report is printed at the end (Ctrl-C, DURATION, or the command's exit).
+ */
+#include <errno.h>
+#include <stddef.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <linux/perf_event.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include "runtime/capture_user.h"
+#include "runtime/frames.h"
+#include "runtime/intern.h"
+#include "runtime/module_warn.h"
+#include "runtime/ksyms.h"
+#include "runtime/mappings.h"
+#include "profile.h"
+#include "profile.skel.h"
+#include "profile_agg.h"
+#include "profile_opts.h"
+#include "profile_out.h"
+#include "profile_state.h"
+#include "profile_target.h"
+#include "runtime/stack_store.h"
+#include "runtime/tool_util.h"
+#ifdef HAVE_KWALK
+#include "kwalk/kwalk_preload.h"
+#include "kwalk/kwalk_record.h"
+#include "kwalk/kwalk_track_user.h"
+#include "kwalk/kwalk_user.h"
+#endif
+
+static volatile sig_atomic_t exiting;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	exiting = 1;
+}
+
+/* ---- Stacks of a sample ------------------------------------------------------------------ */
+
+#define KSPACE UINT64_MAX /* the kernel's address space in the stack store */
+
+static void fill_kernel(void *arg, struct uframe *f, uint32_t n)
+{
+	(void)arg;
+	for (uint32_t i = 0; i < n; i++) {
+		uint64_t off;
+		const char *name = ksyms_lookup(f[i].pc, &off);
+
+		f[i].module = intern("[kernel.kallsyms]");
+		uf_set_origin(&f[i], UO_KERNEL);
+		if (name) {
+			f[i].name = name;
+			f[i].offset = off;
+		}
+	}
+}
+
+/* Kernel stack id -> stack index (-1: none in this sample). */
+static int64_t kernel_stack(struct profile_ctx *pr, int32_t id)
+{
+	uint64_t raw[PR_MAX_STACK_DEPTH], pcs[PR_MAX_STACK_DEPTH];
+	uint32_t n = 0;
+
+	if (id == PR_STACK_NONE || id == -EFAULT) /* -EFAULT: the sample was in user mode */
+		return -1;
+	if (id < 0) {
+		char l[96];
+
+		pr->prs.klost++;
+		snprintf(l, sizeof(l), "[stack lost: kernel stack (%s)]",
+			 id == -EEXIST ? "stack map full, EEXIST" : strerror(-id));
+		return pseudo_stack(&pr->st, l);
+	}
+	if ((uint32_t)id < pr->kcache.n && pr->kcache.map[id])
+		return pr->kcache.map[id] - 1;
+	memset(raw, 0, sizeof(raw));
+	if (bpf_map_lookup_elem(bpf_map__fd(pr->skel->maps.stack_traces), &id, raw)) {
+		pr->prs.klost++;
+		return pseudo_stack(&pr->st, "[stack lost: kernel stack id not found]");
+	}
+	for (uint32_t i = 0; i < PR_MAX_STACK_DEPTH && raw[i]; i++)
+		pcs[n++] = raw[i];
+	int64_t idx = stack_get_in(&pr->st, KSPACE, SK_FP, 0, NULL, NULL, pcs, n, fill_kernel, NULL);
+	if ((uint32_t)id < pr->kcache.n && pr->st.v[idx].space == KSPACE)
+		pr->kcache.map[id] = (int32_t)idx + 1;
+	return idx;
+}
+
+/*
+ * Thread name (the BPF side keeps the latest in `comms`): cached here per tid for a second, so
+ * a sample costs no map look-up; an exec drops its process's entry (see on_exec).
+ */
+#define COMM_CACHE PR_COMM_CACHE
+
+static const char *comm_of(struct profile_ctx *pr, uint32_t tid)
+{
+	char c[PR_COMM_LEN + 1] = "";
+	size_t i = hash64(0, tid) & (COMM_CACHE - 1);
+
+	if (pr->comm_cache[i].tid == tid + 1 && pr->now_ns - pr->comm_cache[i].ns < 1000000000ull)
+		return pr->comm_cache[i].comm;
+	if (bpf_map_lookup_elem(bpf_map__fd(pr->skel->maps.comms), &tid, c))
+		return intern("[unknown]");
+	c[PR_COMM_LEN] = 0;
+	pr->comm_cache[i].tid = tid + 1;
+	pr->comm_cache[i].comm = intern(c);
+	pr->comm_cache[i].ns = pr->now_ns;
+	return pr->comm_cache[i].comm;
+}
+
+static void count_sample(struct profile_ctx *pr, uint32_t pid, uint32_t tid, int64_t kidx,
+			 int64_t uidx)
+{
+	struct pr_key k = { .pid = pid, .comm = comm_of(pr, tid), .kstack = kidx, .ustack = uidx };
+
+	pr_note_pid(pr, pid);
+	pr_agg_add(&pr->agg, &pr->st, &k, 1);
+}
+
+/*
+ * The address space of pid's samples in the stack store: the pid and its exec generation (the
+ * same pcs after an exec are another program's).
+ */
+static uint32_t *gen_slot(struct profile_ctx *pr, uint32_t pid, bool add)
+{
+	size_t i;
+
+	if (add && (pr->gens.n + 1) * 2 > pr->gens.cap) {
+		size_t ncap = pr->gens.cap ? pr->gens.cap * 2 : 256;
+		uint32_t *np = xcalloc(ncap, sizeof(*np)), *ng = xcalloc(ncap, sizeof(*ng));
+
+		for (size_t k = 0; k < pr->gens.cap; k++)
+			if (pr->gens.pid[k]) {
+				for (i = hash64(0, pr->gens.pid[k]) & (ncap - 1); np[i]; i = (i + 1) & (ncap - 1))
+					;
+				np[i] = pr->gens.pid[k];
+				ng[i] = pr->gens.gen[k];
+			}
+		free(pr->gens.pid);
+		free(pr->gens.gen);
+		pr->gens.pid = np;
+		pr->gens.gen = ng;
+		pr->gens.cap = ncap;
+	}
+	if (!pr->gens.cap)
+		return NULL;
+	for (i = hash64(0, pid + 1) & (pr->gens.cap - 1); pr->gens.pid[i]; i = (i + 1) & (pr->gens.cap - 1))
+		if (pr->gens.pid[i] == pid + 1)
+			return &pr->gens.gen[i];
+	if (!add)
+		return NULL;
+	pr->gens.pid[i] = pid + 1;
+	pr->gens.n++;
+	return &pr->gens.gen[i];
+}
+
+static uint64_t space_of(struct profile_ctx *pr, uint32_t pid)
+{
+	uint32_t *g = gen_slot(pr, pid, false);
+
+	return (uint64_t)(g ? *g : 0) << 32 | pid;
+}
+
+static void on_exec(struct profile_ctx *pr, uint32_t pid)
+{
+	pr->comm_cache[hash64(0, pid) & (COMM_CACHE - 1)].tid = 0;
+	(*gen_slot(pr, pid, true))++;
+	frames_forget_pid(&pr->fr, pid);
+}
+
+static int64_t user_fp_stack(struct profile_ctx *pr, uint32_t pid, int32_t id)
+{
+	if (id == PR_STACK_NONE)
+		return -1;
+	if (id == -EFAULT) {
+		pr->prs.ulost++;
+		return pseudo_stack(&pr->st, "[stack lost: frame-pointer walk failed (EFAULT)]");
+	}
+	int64_t idx = fp_stack_of(&pr->fr, NULL, bpf_map__fd(pr->skel->maps.stack_traces), (pid_t)pid,
+				  space_of(pr, pid), id, 0, false);
+	if (pr->st.v[idx].kind == SK_PSEUDO)
+		pr->prs.ulost++;
+	return idx;
+}
+
+#ifdef HAVE_KWALK
+/* ---- --unwind=kernel: tables for the walker ------------------------------------------------ */
+
+/* An exec the BPF side reports for every process: only the profiled ones get tables. */
+static bool kw_selected(void *arg, uint32_t pid)
+{
+	const struct profile_ctx *pr = arg;
+
+	if (!pr->opts.npids)
+		return true;
+	for (size_t i = 0; i < pr->opts.npids; i++)
+		if (pr->opts.pids[i] == pid)
+			return true;
+	return false;
+}
+
+static void on_kwalk(struct profile_ctx *pr, const void *data, size_t size)
+{
+	struct kwalk_info ki;
+	uint32_t pid = kw_record_pid(data, size);
+	int64_t uidx = kw_record_stack(&pr->kwt, data, size, 0, space_of(pr, pid), &pr->prs.unw, &pr->prs.kw, &ki);
+
+	if (uidx == FRAMES_BAD || uidx == FRAMES_NOTICE)
+		return;
+	if (uidx == FRAMES_FALLBACK)
+		uidx = user_fp_stack(pr, ki.pid, (int32_t)ki.aux);
+	count_sample(pr, ki.pid, ki.tid, kernel_stack(pr, PR_COOKIE_KSTACK(ki.cookie)), uidx);
+}
+#endif
+
+static int on_record(void *ctx, const void *data, size_t size)
+{
+	struct profile_ctx *pr = ctx;
+	const struct cap_rec_hdr *h = data;
+
+	/* hand control back to the main loop now and then: a steady stream must not hold it */
+	if ((++pr->prs.records & 255) == 0) {
+		pr->now_ns = mono_ns();
+		if (pr->now_ns >= pr->poll_until)
+			return -EINTR;
+	}
+	pr->prs.buffer_bytes += size;
+	if (size < sizeof(*h))
+		return 0;
+	if (h->kind == CAP_KIND_MAPEV) {
+		if (pr->fr.maps)
+			mappings_event(pr->fr.maps, data, size);
+	} else if (h->kind == CAP_KIND_SNAPSHOT) {
+		const struct cap_record *rec;
+		uint32_t pid = 0;
+
+		if (size >= sizeof(struct cap_record))
+			memcpy(&pid, (const char *)data + offsetof(struct cap_record, pid), sizeof(pid));
+		int64_t uidx = frames_from_snapshot(&pr->fr, data, size, 0, space_of(pr, pid), &pr->prs.unw, &rec);
+
+		if (uidx == FRAMES_BAD)
+			return 0;
+		if (uidx == FRAMES_FALLBACK)
+			uidx = user_fp_stack(pr, rec->pid, (int32_t)rec->aux);
+		count_sample(pr, rec->pid, rec->tid, kernel_stack(pr, PR_COOKIE_KSTACK(rec->cookie)), uidx);
+	} else if (h->kind == PR_REC_SAMPLE && size >= sizeof(struct pr_sample_rec)) {
+		struct pr_sample_rec r;
+		int64_t uidx;
+
+		memcpy(&r, data, sizeof(r));
+		if ((r.flags & PR_S_IN_EXEC) && pr->opts.user) {
+			pr->prs.ulost++;
+			uidx = pseudo_stack(&pr->st, "[stack lost: sampled inside execve]");
+		} else if (r.flags & PR_S_LOST_SNAP) {
+			pr->prs.ulost++;
+			uidx = pseudo_stack(&pr->st, pr->opts.perfbuf ? "[stack lost: perf buffer full]"
+								  : "[stack lost: ring buffer full]");
+		} else {
+			uidx = user_fp_stack(pr, r.pid, r.ustack);
+		}
+		count_sample(pr, r.pid, r.tid, kernel_stack(pr, r.kstack), uidx);
+	} else if (h->kind == PR_REC_EXEC && size >= sizeof(struct pr_exec_rec)) {
+		struct pr_exec_rec r;
+
+		memcpy(&r, data, sizeof(r));
+		on_exec(pr, r.pid);
+#ifdef HAVE_KWALK
+		if (pr->kwt.l && kw_selected(pr, r.pid)) {
+			kw_track_forget(&pr->kwt, r.pid);
+			if (pr->opts.npids) /* a target: its new program's tables at once */
+				kw_track_reload(&pr->kwt, r.pid, true);
+		}
+	} else if (h->kind == KW_KIND_EVENT) {
+		on_kwalk(pr, data, size);
+	} else if (kw_track_record(&pr->kwt, data, size)) {
+		/* an executable mapping or an exit: tables loaded or dropped */
+#endif
+	}
+	return 0;
+}
+
+/* ---- Sampling ------------------------------------------------------------------------------ */
+
+static int open_event(const struct profile_ctx *pr, uint32_t type, uint64_t config, int cpu)
+{
+	struct perf_event_attr a = {
+		.size = sizeof(a),
+		.type = type,
+		.config = config,
+		.freq = pr->opts.period ? 0 : 1,
+	};
+
+	if (pr->opts.period)
+		a.sample_period = pr->opts.period;
+	else
+		a.sample_freq = pr->opts.freq;
+	return (int)syscall(__NR_perf_event_open, &a, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+}
+
+static void attach_events(struct profile_ctx *pr)
+{
+	int ncpu = libbpf_num_possible_cpus();
+	uint32_t type = PERF_TYPE_HARDWARE;
+	uint64_t config = PERF_COUNT_HW_CPU_CYCLES;
+
+	pr->links = xcalloc((size_t)ncpu, sizeof(*pr->links));
+	pr->pfds = xcalloc((size_t)ncpu, sizeof(*pr->pfds));
+	pr->prs.event = "cycles";
+	for (int cpu = 0; cpu < ncpu; cpu++) {
+		if (!pr_cpu_selected(&pr->opts, cpu))
+			continue;
+		int fd = open_event(pr, type, config, cpu);
+
+		if (fd < 0 && type == PERF_TYPE_HARDWARE &&
+		    (errno == ENOENT || errno == EOPNOTSUPP || errno == ENODEV || errno == EINVAL)) {
+			/* no hardware PMU (virtual machines): the software clock */
+			type = PERF_TYPE_SOFTWARE;
+			config = PERF_COUNT_SW_CPU_CLOCK;
+			pr->prs.event = "cpu-clock";
+			fd = open_event(pr, type, config, cpu);
+		}
+		if (fd < 0) {
+			if (errno == ENODEV)
+				continue; /* offline CPU */
+			die("perf_event_open (%s, CPU %d): %s", pr->prs.event, cpu, strerror(errno));
+		}
+		pr->links[pr->nlinks] = bpf_program__attach_perf_event(pr->skel->progs.sample, fd);
+		if (!pr->links[pr->nlinks])
+			die("cannot attach to the %s event of CPU %d: %s", pr->prs.event, cpu,
+			    strerror(errno));
+		pr->pfds[pr->nlinks++] = fd;
+		pr->prs.ncpus++;
+	}
+	if (!pr->nlinks)
+		die("no online CPU to sample");
+}
+
+static void set_filters(const struct profile_ctx *pr)
+{
+	uint8_t one = 1;
+
+	for (size_t i = 0; i < pr->opts.npids; i++)
+		if (bpf_map_update_elem(bpf_map__fd(pr->skel->maps.tgids), &pr->opts.pids[i], &one, BPF_ANY))
+			die("cannot set the pid filter: %s", strerror(errno));
+	for (size_t i = 0; i < pr->opts.ntids; i++)
+		if (bpf_map_update_elem(bpf_map__fd(pr->skel->maps.tids), &pr->opts.tids[i], &one, BPF_ANY))
+			die("cannot set the thread filter: %s", strerror(errno));
+}
+
+/* ---- Main -------------------------------------------------------------------------------------- */
+
+/* Module cache for the machine: a slot per executable file a busy host maps (bounded by RAM). */
+static uint32_t cache_slots_for_machine(void)
+{
+	long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+	uint64_t mib = pages > 0 && psz > 0 ? (uint64_t)pages * (uint64_t)psz >> 20 : 1024;
+	uint64_t slots = mib / 16;
+
+	if (slots < 256)
+		slots = 256;
+	if (slots > 4096)
+		slots = 4096;
+	return (uint32_t)slots;
+}
+
+/*
+ * Ring buffer: room for about a second of snapshots at the full rate on every CPU (the consumer
+ * stalls while it opens a large module for the first time), 8 .. 128 MiB; 1 MiB for fp records.
+ */
+static size_t ring_size(const struct profile_ctx *pr)
+{
+	uint64_t hz = pr->opts.period ? 1000 : pr->opts.freq;
+	uint64_t want = (uint64_t)libbpf_num_possible_cpus() * hz * (pr->opts.stack_size + 512);
+	size_t r = 8u << 20;
+
+	if (pr->opts.unwind == PR_UNWIND_FP || !pr->opts.user)
+		return 1u << 20;
+	while (r < want && r < (128u << 20))
+		r <<= 1;
+	return r;
+}
+
+static bool all_targets_gone(const struct profile_ctx *pr)
+{
+	if (!pr->opts.npids || pr->opts.command)
+		return false;
+	for (size_t i = 0; i < pr->opts.npids; i++)
+		if (!(kill((pid_t)pr->opts.pids[i], 0) && errno == ESRCH))
+			return false;
+	return true;
+}
+
+/* profile's state (profile_state.h): large (the thread-name cache), so not on the stack */
+static struct profile_ctx ctx;
+
+int main(int argc, char **argv)
+{
+	struct profile_ctx *pr = &ctx;
+	struct dwunw_cap_reader *reader;
+	size_t ring_bytes;
+	int err, status = 0;
+
+	tool_set_name("profile");
+	pr_parse_args(&pr->opts, argc, argv);
+	tool_set_verbose(pr->opts.verbose);
+	stack_store_init(&pr->st, pr->opts.max_stacks);
+	frames_setup(&pr->fr, &pr->st);
+	pr->agg.max = pr->opts.max_keys;
+	if (!have_privileges(pr->opts.unwind != PR_UNWIND_FP))
+		die("need root (CAP_BPF, CAP_PERFMON%s)",
+		    pr->opts.unwind != PR_UNWIND_FP ? ", CAP_SYS_PTRACE" : "");
+	pr_check_targets(&pr->opts);
+	libbpf_set_print(tool_libbpf_print);
+	if (pr->opts.kernel && ksyms_load())
+		fprintf(stderr, "profile: /proc/kallsyms unreadable: kernel frames unnamed\n");
+
+	pr->skel = profile_bpf__open();
+	if (!pr->skel)
+		die("cannot open the BPF object: %s", strerror(errno));
+	pr->skel->rodata->unwind_mode = pr->opts.unwind;
+	pr->skel->rodata->want_user = pr->opts.user;
+	pr->skel->rodata->want_kernel = pr->opts.kernel;
+	pr->skel->rodata->include_idle = pr->opts.idle;
+	pr->skel->rodata->filter_tgid = pr->opts.npids || pr->opts.command;
+	pr->skel->rodata->filter_tid = pr->opts.ntids > 0;
+	/* dwarf mode on chosen processes: mapping changes in order with the samples (not
+	 * system-wide: every process's mmaps would be sent) */
+	if (pr->opts.unwind == PR_UNWIND_DWARF && pr->opts.user && (pr->opts.npids || pr->opts.command) &&
+	    !(getenv("DWUNW_MAPEV") && !strcmp(getenv("DWUNW_MAPEV"), "0")))
+		pr->fr.maps = mappings_new();
+	pr->skel->rodata->mmap_ev_enabled = pr->fr.maps != NULL;
+	pr->skel->rodata->cap_use_perfbuf = pr->opts.perfbuf;
+	pr->skel->rodata->cap_stack_bytes = pr->opts.stack_size;
+	pr->skel->rodata->cap_scratch_slots = dwunw_cap_scratch_slots(pr->opts.perfbuf);
+	ring_bytes = ring_size(pr);
+	pr->skel->rodata->cap_wakeup_bytes = ring_bytes / 16;
+	err = dwunw_cap_size_maps(pr->skel->obj, pr->opts.perfbuf, ring_bytes);
+	if (!err)
+		err = bpf_map__set_max_entries(pr->skel->maps.stack_traces, pr->opts.stack_storage);
+#ifdef HAVE_KWALK
+	struct kw_opts kwo = { .budget = pr->opts.table_budget };
+
+	if (!err && pr->opts.unwind == PR_UNWIND_KERNEL && pr->opts.user)
+		err = kw_size_maps(pr->skel->obj, &kwo);
+	pr->skel->rodata->kw_track_enabled = pr->opts.unwind == PR_UNWIND_KERNEL && pr->opts.user;
+#endif
+	if (err)
+		die("cannot size the maps: %s", strerror(-err));
+	err = profile_bpf__load(pr->skel);
+	if (err)
+		die("cannot load the BPF programs: %s (run with -v for the verifier log)",
+		    strerror(-err));
+#ifdef HAVE_KWALK
+	if (pr->opts.unwind == PR_UNWIND_KERNEL && pr->opts.user) {
+		pr->kwt.l = kw_loader_new(pr->skel->obj, &kwo);
+		if (!pr->kwt.l)
+			die("cannot set up the in-kernel walker's tables: %s", strerror(errno));
+		pr->kwt.fr = &pr->fr;
+		pr->kwt.selected = kw_selected;
+		pr->kwt.selected_arg = pr;
+		/* the whole system: a process earns its tables with a few samples (kwalk_track_user.h) */
+		pr->kwt.threshold = pr->opts.npids ? 1 : 16;
+		pr->kwt.load_ns_per_s = pr->opts.npids ? 0 : 200000000ull; /* at most 20 % of the consumer */
+		if (pr->opts.command)
+			kw_preload_command(pr->kwt.l, pr->opts.command[0]);
+	}
+#endif
+	if (pr->opts.command) {
+		uint32_t pid = (uint32_t)ptarget_start(pr->opts.command);
+
+		pr->opts.pids[pr->opts.npids++] = pid;
+		atexit(ptarget_stop);
+	}
+	set_filters(pr);
+	pr->kcache.n = pr->opts.stack_storage;
+	pr->kcache.map = xcalloc(pr->kcache.n, sizeof(*pr->kcache.map));
+	err = frames_init(&pr->fr, cache_slots_for_machine(), 0);
+	if (err)
+		die("libdwunw: %s", dwunw_strerror(err));
+
+	reader = dwunw_cap_reader_new(pr->skel->obj, pr->opts.perfbuf, 8u << 20, on_record, pr);
+	if (!reader)
+		die("cannot open the %s buffer: %s", pr->opts.perfbuf ? "perf" : "ring", strerror(errno));
+	err = bpf_program__attach(pr->skel->progs.pr_thread_exit) ? 0 : -errno;
+	if (err)
+		die("cannot attach sched_process_exit: %s", strerror(-err));
+	if (!bpf_program__attach(pr->skel->progs.pr_exec))
+		die("cannot attach sched_process_exec: %s", strerror(errno));
+	if (pr->fr.maps) {
+		struct bpf_link **ml = NULL;
+		size_t nml = 0;
+
+		err = mappings_attach(pr->skel->obj, &ml, &nml);
+		if (err)
+			die("cannot attach the mapping-change programs: %s", strerror(-err));
+		free(ml); /* the links live as long as profile */
+	}
+#ifdef HAVE_KWALK
+	if (pr->kwt.l) {
+		err = kw_track_attach(&pr->kwt, pr->skel->obj);
+		if (err) /* the walker's fallback still reloads a process whose pcs it does not know */
+			fprintf(stderr, "profile: no mmap tracing (%s): new mappings load at their "
+				"first sample\n", strerror(-err));
+		for (size_t i = 0; i < pr->opts.npids; i++)
+			if (!pr->opts.command)
+				kw_track_reload(&pr->kwt, pr->opts.pids[i], true);
+	}
+#endif
+	attach_events(pr);
+
+	signal(SIGINT, on_signal);
+	signal(SIGTERM, on_signal);
+	signal(SIGPIPE, SIG_IGN);
+	pr_print_header(pr);
+	/* the command's maps before its exec (profile's own image), read while it waits: its first
+	 * samples are processed later, perhaps after the exec */
+	if (pr->fr.maps && pr->opts.command)
+		mappings_seed(pr->fr.maps, pr->opts.pids[pr->opts.npids - 1]);
+	ptarget_release();
+
+	uint64_t t0 = mono_ns(), end = pr->opts.duration ? t0 + pr->opts.duration * 1000000000ull : 0;
+	uint64_t last_check = t0;
+
+	pr->prs.start_ns = t0;
+	while (!exiting) {
+		pr->now_ns = mono_ns();
+		pr->poll_until = pr->now_ns + 50000000ull;
+		err = dwunw_cap_reader_poll(reader, 10);
+		if (err < 0 && err != -EINTR) {
+			fprintf(stderr, "profile: polling the %s buffer: %s\n",
+				pr->opts.perfbuf ? "perf" : "ring", strerror(-err));
+			break;
+		}
+		uint64_t now = mono_ns();
+		if (end && now >= end)
+			break;
+		if (now - last_check >= 50000000ull) {
+			last_check = now;
+			if (pr->opts.command && ptarget_exited(&status))
+				break;
+			if (all_targets_gone(pr))
+				break;
+		}
+	}
+	for (int i = 0; i < pr->nlinks; i++) {
+		bpf_link__destroy(pr->links[i]);
+		close(pr->pfds[i]);
+	}
+	pr->prs.end_ns = mono_ns();
+	pr->poll_until = UINT64_MAX;
+	dwunw_cap_reader_consume(reader); /* the samples already taken */
+	{
+		uint64_t capc[CAP_CNT_MAX];
+
+		dwunw_cap_counters(pr->skel->obj, capc);
+		pr->prs.output_failed = capc[CAP_CNT_OUTPUT_FAILED];
+		if (dwunw_cap_reader_lost(reader) > pr->prs.output_failed)
+			pr->prs.output_failed = dwunw_cap_reader_lost(reader);
+		pr->prs.read_failed = capc[CAP_CNT_READ_FAILED];
+	}
+	pr_counters(pr, pr->skel->maps.pr_counters);
+#ifdef HAVE_KWALK
+	if (pr->kwt.l) {
+		struct kw_stats ks;
+		uint64_t tc[KW_TC_MAX];
+
+		kw_get_stats(pr->kwt.l, &ks);
+		kw_track_counters(pr->skel->obj, tc);
+		pr->prs.kw_map_bytes = ks.map_bytes;
+		pr->prs.kw_table_bytes = ks.table_bytes;
+		pr->prs.kw_modules = ks.modules;
+		pr->prs.kw_evictions = ks.evictions;
+		pr->prs.kw_loads = pr->kwt.loads;
+		pr->prs.kw_mmaps = pr->kwt.mmaps;
+		pr->prs.kw_exits = pr->kwt.exits;
+		pr->prs.kw_deferred = pr->kwt.deferred;
+		pr->prs.kw_mmaps_lost = tc[KW_TC_LOST];
+	}
+#endif
+	pr_report(pr);
+	dwunw_cap_reader_free(reader);
+#ifdef HAVE_KWALK
+	if (pr->kwt.l) {
+		kw_track_detach(&pr->kwt);
+		kw_loader_free(pr->kwt.l);
+	}
+#endif
+	profile_bpf__destroy(pr->skel);
+	ptarget_stop();
+	frames_shutdown(&pr->fr);
+	mappings_free(pr->fr.maps);
+	module_warn_flush();
+	return 0;
+}

@@ -1,0 +1,302 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/* profile's command line: see profile_opts.h. */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "profile_opts.h"
+#include "runtime/tool_util.h"
+
+static const struct pr_opts opts_defaults = {
+	.user = true,
+	.kernel = true,
+	.freq = 49,
+	.cpu = -1,
+	.stack_storage = 16384,
+	.unwind = PR_UNWIND_DWARF,
+	.stack_size = CAP_DEF_STACK,
+	.max_stacks = 1u << 18,
+	.max_keys = 1u << 20,
+};
+
+enum {
+	OPT_STACK_STORAGE = 256,
+	OPT_UNWIND,
+	OPT_STACK_SIZE,
+	OPT_JSON,
+	OPT_PERFBUF,
+	OPT_MAX_STACKS,
+	OPT_MAX_KEYS,
+	OPT_TABLE_BUDGET,
+};
+
+static const struct option long_opts[] = {
+	{ "pid", required_argument, NULL, 'p' },
+	{ "tid", required_argument, NULL, 'L' },
+	{ "user-stacks-only", no_argument, NULL, 'U' },
+	{ "kernel-stacks-only", no_argument, NULL, 'K' },
+	{ "frequency", required_argument, NULL, 'F' },
+	{ "count", required_argument, NULL, 'c' },
+	{ "cpu", required_argument, NULL, 'C' },
+	{ "include-idle", no_argument, NULL, 'I' },
+	{ "folded", no_argument, NULL, 'f' },
+	{ "delimited", no_argument, NULL, 'd' },
+	{ "all", no_argument, NULL, 'a' },
+	{ "verbose", no_argument, NULL, 'v' },
+	{ "help", no_argument, NULL, 'h' },
+	{ "stack-storage-size", required_argument, NULL, OPT_STACK_STORAGE },
+	{ "unwind", required_argument, NULL, OPT_UNWIND },
+	{ "stack-size", required_argument, NULL, OPT_STACK_SIZE },
+	{ "json", no_argument, NULL, OPT_JSON },
+	{ "perf-buffer", no_argument, NULL, OPT_PERFBUF },
+	{ "max-stacks", required_argument, NULL, OPT_MAX_STACKS },
+	{ "max-keys", required_argument, NULL, OPT_MAX_KEYS },
+	{ "table-budget", required_argument, NULL, OPT_TABLE_BUDGET },
+	{},
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+"Usage: profile [OPTION...] [DURATION] [-- COMMAND [ARG...]]\n"
+"Sample CPU stacks at a fixed rate on every CPU; report the samples by stack at the end.\n"
+"\n"
+"  -p, --pid=PID[,PID...]     only these processes\n"
+"  -L, --tid=TID[,TID...]     only these threads\n"
+"  -a, --all                  all processes (the default without -p)\n"
+"  -U, --user-stacks-only     user stacks only\n"
+"  -K, --kernel-stacks-only   kernel stacks only\n"
+"  -F, --frequency=HZ         samples per second per CPU (49; 1 .. %d)\n"
+"  -c, --count=PERIOD         one sample every PERIOD events (ns of cpu-clock, or cycles)\n"
+"  -C, --cpu=CPU              only this CPU\n"
+"  -I, --include-idle         include the idle task (pid 0)\n"
+"  -f, --folded               folded stacks (comm;root;...;leaf COUNT) for flamegraph.pl\n"
+"  -d, --delimited            '--' between kernel and user stacks (text)\n"
+"      --stack-storage-size=N stack ids kept by bpf_get_stackid (16384)\n"
+"      --unwind=dwarf|fp|kernel\n"
+"                             user stacks: DWARF unwinding of a stack window (default),\n"
+"                             frame pointers (bpf_get_stackid), or DWARF tables walked in\n"
+"                             the BPF program (a walk that stops short falls back to the\n"
+"                             dwarf path for that sample; its tables load for the next)\n"
+"      --stack-size=BYTES     stack window copied per sample (16384, max 65536; kernel:\n"
+"                             per fallback)\n"
+"      --table-budget=MIB     --unwind=kernel: memory for the tables' maps (64)\n"
+"      --json                 NDJSON: one line per stack, then a summary line; with -f,\n"
+"                             the folded lines too ({\"folded\":\"comm;...;leaf\",\"count\":N}),\n"
+"                             before the summary\n"
+"      --perf-buffer          perf buffer instead of the ring buffer\n"
+"      --max-stacks=N         distinct stacks kept (262144; more: [stack table full])\n"
+"      --max-keys=N           distinct (pid, comm, stacks) counted (1048576; more: per-pid\n"
+"                             [aggregation table full])\n"
+"  -v, --verbose              libbpf and unwinder diagnostics\n"
+"  -h, --help                 this help\n"
+"\n"
+"DURATION: seconds (until Ctrl-C, or the end of COMMAND). -- COMMAND: start it and profile it\n"
+"from its first instruction until it exits.\n", PR_MAX_FREQ);
+}
+
+/* "1,2,3" into out (at most PR_MAX_FILTER), each 1 .. INT_MAX */
+static size_t parse_list(const char *s, uint32_t *out, size_t n, const char *what)
+{
+	char *copy = strdup(s), *save = NULL, *tok;
+
+	if (!copy)
+		die("out of memory");
+	for (tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		uint64_t v = parse_u64(tok, what);
+
+		if (!v || v > 0x7fffffff)
+			die("%s %s: no such %s", what, tok, !strcmp(what, "pid") ? "process" : "thread");
+		if (n >= PR_MAX_FILTER)
+			die("too many %ss (at most %d)", what, PR_MAX_FILTER);
+		out[n++] = (uint32_t)v;
+	}
+	free(copy);
+	return n;
+}
+
+static int online_cpus(char *buf, size_t len)
+{
+	FILE *f = fopen("/sys/devices/system/cpu/online", "re");
+
+	if (!f)
+		return -1;
+	if (!fgets(buf, (int)len, f)) {
+		fclose(f);
+		return -1;
+	}
+	fclose(f);
+	buf[strcspn(buf, "\n")] = 0;
+	return 0;
+}
+
+bool pr_cpu_selected(const struct pr_opts *opts, int cpu)
+{
+	return opts->cpu < 0 || opts->cpu == cpu;
+}
+
+static bool cpu_online(int cpu)
+{
+	char buf[256], *p, *save = NULL;
+
+	if (online_cpus(buf, sizeof(buf)))
+		return cpu < sysconf(_SC_NPROCESSORS_CONF);
+	for (p = strtok_r(buf, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
+		int a, b;
+
+		if (sscanf(p, "%d-%d", &a, &b) == 2) {
+			if (cpu >= a && cpu <= b)
+				return true;
+		} else if (sscanf(p, "%d", &a) == 1 && a == cpu) {
+			return true;
+		}
+	}
+	return false;
+}
+
+void pr_parse_args(struct pr_opts *opts, int argc, char **argv)
+{
+	bool user_only = false, kernel_only = false;
+	int c, pos = 0, n = argc;
+
+	*opts = opts_defaults;
+	/* -- COMMAND ARGS...: everything after the first "--" */
+	for (int i = 1; i < argc; i++)
+		if (!strcmp(argv[i], "--")) {
+			n = i;
+			if (i + 1 < argc)
+				opts->command = &argv[i + 1];
+			else
+				die("--: a command is expected after it");
+			break;
+		}
+	while ((c = getopt_long(n, argv, "p:L:UKF:c:C:Ifdavh", long_opts, NULL)) != -1) {
+		switch (c) {
+		case 'p': opts->npids = parse_list(optarg, opts->pids, opts->npids, "pid"); break;
+		case 'L': opts->ntids = parse_list(optarg, opts->tids, opts->ntids, "tid"); break;
+		case 'U': user_only = true; break;
+		case 'K': kernel_only = true; break;
+		case 'F':
+			opts->freq = parse_u64(optarg, "frequency");
+			if (opts->freq < 1 || opts->freq > PR_MAX_FREQ)
+				die("-F %s: out of range (1 .. %d Hz)", optarg, PR_MAX_FREQ);
+			break;
+		case 'c':
+			opts->period = parse_u64(optarg, "period");
+			if (!opts->period)
+				die("-c %s: the period must be at least 1", optarg);
+			break;
+		case 'C': {
+			uint64_t v = parse_u64(optarg, "CPU");
+			char buf[256] = "?";
+
+			if (v > 4096 || !cpu_online((int)v)) {
+				online_cpus(buf, sizeof(buf));
+				die("-C %s: no such online CPU (online: %s)", optarg, buf);
+			}
+			opts->cpu = (int)v;
+			break;
+		}
+		case 'I': opts->idle = true; break;
+		case 'f': opts->folded = true; break;
+		case 'd': opts->delimiter = true; break;
+		case 'a': opts->all = true; break;
+		case 'v': opts->verbose = true; break;
+		case 'h': usage(stdout); exit(0);
+		case OPT_STACK_STORAGE: {
+			uint64_t v = parse_u64(optarg, "stack storage size");
+
+			if (v < 16 || v > (1u << 22))
+				die("--stack-storage-size %s: out of range (16 .. 4194304)", optarg);
+			opts->stack_storage = (uint32_t)v;
+			break;
+		}
+		case OPT_UNWIND:
+			if (!strcmp(optarg, "dwarf"))
+				opts->unwind = PR_UNWIND_DWARF;
+			else if (!strcmp(optarg, "fp"))
+				opts->unwind = PR_UNWIND_FP;
+			else if (!strcmp(optarg, "kernel"))
+				opts->unwind = PR_UNWIND_KERNEL;
+			else
+				die("--unwind: expected dwarf, fp or kernel, got %s", optarg);
+			break;
+		case OPT_STACK_SIZE: {
+			uint64_t v = parse_u64(optarg, "stack size");
+
+			if (v < 64 || v > CAP_MAX_STACK)
+				die("--stack-size %s: out of range (64 .. %d)", optarg, CAP_MAX_STACK);
+			opts->stack_size = (uint32_t)(v & ~7ull);
+			break;
+		}
+		case OPT_TABLE_BUDGET: {
+			uint64_t v = parse_u64(optarg, "table budget");
+
+			if (v < 1 || v > 4096)
+				die("--table-budget %s: out of range (1 .. 4096 MiB)", optarg);
+			opts->table_budget = v << 20;
+			break;
+		}
+		case OPT_JSON: opts->json = true; break;
+		case OPT_PERFBUF: opts->perfbuf = true; break;
+		case OPT_MAX_STACKS:
+			opts->max_stacks = parse_u64(optarg, "max stacks");
+			if (opts->max_stacks < 16 || opts->max_stacks > (1u << 24))
+				die("--max-stacks %s: out of range (16 .. 16777216)", optarg);
+			break;
+		case OPT_MAX_KEYS:
+			opts->max_keys = parse_u64(optarg, "max keys");
+			if (opts->max_keys < 16 || opts->max_keys > (1u << 26))
+				die("--max-keys %s: out of range (16 .. 67108864)", optarg);
+			break;
+		default:
+			fprintf(stderr, "Try 'profile --help'.\n");
+			exit(1);
+		}
+	}
+	for (int i = optind; i < n; i++, pos++) {
+		if (pos > 0)
+			die("unexpected argument: %s", argv[i]);
+		opts->duration = parse_u64(argv[i], "duration");
+		if (!opts->duration || opts->duration > 100000000)
+			die("invalid duration: %s (seconds, at least 1)", argv[i]);
+	}
+	if (user_only && kernel_only)
+		die("-U and -K exclude each other");
+	if (user_only)
+		opts->kernel = false;
+	if (kernel_only)
+		opts->user = false;
+	if (opts->all && (opts->npids || opts->command))
+		die("-a excludes -p and -- COMMAND");
+	if (opts->npids && opts->command)
+		die("-p and -- COMMAND exclude each other");
+	if (opts->unwind == PR_UNWIND_KERNEL) {
+#ifndef HAVE_KWALK
+		die("--unwind=kernel: not in this build (the in-kernel walker is x86_64 and arm64 only)");
+#endif
+		if (opts->perfbuf)
+			die("--unwind=kernel sends its events on the ring buffer: drop --perf-buffer");
+	} else if (opts->table_budget) {
+		die("--table-budget is for --unwind=kernel");
+	}
+}
+
+void pr_check_targets(const struct pr_opts *opts)
+{
+	char fn[64];
+
+	for (size_t i = 0; i < opts->npids; i++) {
+		snprintf(fn, sizeof(fn), "/proc/%u/stat", opts->pids[i]);
+		if ((kill((pid_t)opts->pids[i], 0) && errno == ESRCH) || access(fn, R_OK))
+			die("pid %u: no such process", opts->pids[i]);
+	}
+	for (size_t i = 0; i < opts->ntids; i++) {
+		snprintf(fn, sizeof(fn), "/proc/%u/stat", opts->tids[i]);
+		if (access(fn, R_OK))
+			die("tid %u: no such thread", opts->tids[i]);
+	}
+}

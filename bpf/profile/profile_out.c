@@ -1,0 +1,459 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/* profile's report: see profile_out.h. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include "runtime/intern.h"
+#include "profile_agg.h"
+#include "profile_opts.h"
+#include "profile_out.h"
+#include "profile_state.h"
+#include "runtime/report_fmt.h"
+#include "runtime/stack_store.h"
+#include "runtime/tool_util.h"
+#ifdef HAVE_KWALK
+#include "kwalk/kwalk_user.h"
+#define kw_status_text kw_status_name
+#else
+static const char *kw_status_text(unsigned s)
+{
+	(void)s;
+	return "?";
+}
+#endif
+
+/* ---- Processes seen ---------------------------------------------------------------------- */
+
+void pr_note_pid(struct profile_ctx *pr, uint32_t pid)
+{
+	size_t i;
+
+	if (pr->prs.npids * 2 + 2 > pr->pids.cap) {
+		size_t ncap = pr->pids.cap ? pr->pids.cap * 2 : 256;
+		uint32_t *nv = xcalloc(ncap, sizeof(*nv));
+
+		for (size_t k = 0; k < pr->pids.cap; k++)
+			if (pr->pids.v[k]) {
+				for (i = hash64(0, pr->pids.v[k]) & (ncap - 1); nv[i]; i = (i + 1) & (ncap - 1))
+					;
+				nv[i] = pr->pids.v[k];
+			}
+		free(pr->pids.v);
+		pr->pids.v = nv;
+		pr->pids.cap = ncap;
+	}
+	for (i = hash64(0, pid + 1) & (pr->pids.cap - 1); pr->pids.v[i]; i = (i + 1) & (pr->pids.cap - 1))
+		if (pr->pids.v[i] == pid + 1)
+			return;
+	pr->pids.v[i] = pid + 1;
+	pr->prs.npids++;
+}
+
+void pr_counters(struct profile_ctx *pr, struct bpf_map *m)
+{
+	int ncpu = libbpf_num_possible_cpus();
+	uint64_t *v = xcalloc((size_t)ncpu, sizeof(*v));
+
+	for (uint32_t k = 0; k < PR_CNT_MAX && k < 8; k++) {
+		pr->prs.bpf[k] = 0;
+		if (bpf_map_lookup_elem(bpf_map__fd(m), &k, v) == 0)
+			for (int c = 0; c < ncpu; c++)
+				pr->prs.bpf[k] += v[c];
+	}
+	free(v);
+}
+
+static const char *unwind_name(const struct profile_ctx *pr)
+{
+	return pr->opts.unwind == PR_UNWIND_KERNEL ? "kernel" : pr->opts.unwind == PR_UNWIND_DWARF ? "dwarf" : "fp";
+}
+
+/* --unwind=kernel: share of the walker's events that fell back to the snapshot, in percent */
+static double kw_fallback_pct(const struct profile_ctx *pr)
+{
+	return pr->prs.kw.events ? 100.0 * (double)pr->prs.kw.snapshot / (double)pr->prs.kw.events : 0.0;
+}
+
+void pr_print_header(const struct profile_ctx *pr)
+{
+	FILE *f = pr->opts.folded || pr->opts.json ? stderr : stdout;
+	char what[64];
+
+	if (pr->opts.period)
+		snprintf(what, sizeof(what), "every %" PRIu64 " events", pr->opts.period);
+	else
+		snprintf(what, sizeof(what), "at %" PRIu64 " Hertz", pr->opts.freq);
+	fprintf(f, "Sampling %s (%s, %d CPU%s) of %s by %s stack (%s unwinding)", what, pr->prs.event,
+		pr->prs.ncpus, pr->prs.ncpus == 1 ? "" : "s",
+		pr->opts.command ? "the command" : pr->opts.npids ? "the given processes" : "all threads",
+		pr->opts.user && pr->opts.kernel ? "user + kernel" : pr->opts.user ? "user" : "kernel",
+		pr->opts.unwind == PR_UNWIND_FP ? "frame-pointer" : unwind_name(pr));
+	if (pr->opts.duration)
+		fprintf(f, " for %" PRIu64 " secs.\n", pr->opts.duration);
+	else
+		fprintf(f, "... Hit Ctrl-C to end.\n");
+	fflush(f);
+}
+
+/* ---- Stacks ------------------------------------------------------------------------------- */
+
+/* The walk ended at a frame that starts a process or thread. */
+static bool reaches_bottom(const struct ustack *s)
+{
+	static const char *const bottoms[] = {
+		"_start", "__libc_start_main", "__libc_start_call_main", "start_thread",
+		"clone", "clone3", "__clone", "__clone3", "thread_start",
+	};
+
+	if (s->kind == SK_PSEUDO || s->stop || !s->nframes)
+		return false;
+	const struct uframe *f = &s->frames[s->nframes - 1];
+	const char *n = f->name;
+	/* a stripped executable's _start: the DWARF walk ended there cleanly (CFI marks it) */
+	if (!n)
+		return s->kind == SK_DWARF && f->module;
+	for (size_t i = 0; i < sizeof(bottoms) / sizeof(bottoms[0]); i++)
+		if (!strcmp(n, bottoms[i]))
+			return true;
+	return false;
+}
+
+static void text_frame(struct profile_ctx *pr, const struct uframe *f)
+{
+	fputs("    ", stdout);
+	if (f->name)
+		fputs(f->name, stdout);
+	else
+		fprint_unknown(stdout, f, "(%s)", false);
+	/* in fp mode every user frame is found by frame pointers: no [fp] on each line */
+	fprint_frame_marks(stdout, f, pr->opts.unwind != PR_UNWIND_FP, &pr->marks_seen);
+	putchar('\n');
+}
+
+static void folded_frame(FILE *o, const struct uframe *f)
+{
+	if (f->name)
+		fputs(f->name, o);
+	else
+		fprint_unknown(o, f, "(%s)", true);
+}
+
+static void print_text(struct profile_ctx *pr, const struct pr_entry *e)
+{
+	const struct ustack *k = e->k.kstack >= 0 ? &pr->st.v[e->k.kstack] : NULL;
+	const struct ustack *u = e->k.ustack >= 0 ? &pr->st.v[e->k.ustack] : NULL;
+
+	if (k) {
+		for (uint32_t i = 0; i < k->nframes; i++)
+			text_frame(pr, &k->frames[i]);
+		if (k->label)
+			printf("    %s\n", k->label);
+	}
+	if (pr->opts.delimiter && k && u)
+		printf("    --\n");
+	if (u) {
+		for (uint32_t i = 0; i < u->nframes; i++)
+			text_frame(pr, &u->frames[i]);
+		if (u->label)
+			printf("    %s\n", u->label);
+	}
+	printf("    %-16s %s (%u)\n", "-", e->k.comm, e->k.pid);
+	printf("        %" PRIu64 "\n\n", e->count);
+}
+
+/* The folded line of an entry, count excluded. */
+static void folded_line(const struct profile_ctx *pr, FILE *o, const struct pr_entry *e)
+{
+	const struct ustack *k = e->k.kstack >= 0 ? &pr->st.v[e->k.kstack] : NULL;
+	const struct ustack *u = e->k.ustack >= 0 ? &pr->st.v[e->k.ustack] : NULL;
+
+	fputs(e->k.comm, o);
+	if (u) {
+		if (u->label)
+			fprintf(o, ";%s", u->label);
+		for (uint32_t i = u->nframes; i-- > 0;) {
+			fputc(';', o);
+			folded_frame(o, &u->frames[i]);
+		}
+	}
+	if (k) {
+		if (u)
+			fputs(";-", o);
+		if (k->label)
+			fprintf(o, ";%s", k->label);
+		for (uint32_t i = k->nframes; i-- > 0;) {
+			fputc(';', o);
+			folded_frame(o, &k->frames[i]);
+		}
+	}
+}
+
+/*
+ * Folded output: stacks that differ only in addresses (another pc in the same function) have
+ * the same line; they are merged, as flame graphs expect. Smallest counts first, as bcc.
+ */
+static void print_folded_all(const struct profile_ctx *pr)
+{
+	struct folded_line *v = xcalloc(pr->agg.n, sizeof(*v));
+
+	for (size_t i = 0; i < pr->agg.n; i++) {
+		size_t len = 0;
+		FILE *o = open_memstream(&v[i].text, &len);
+
+		if (!o)
+			die("out of memory");
+		folded_line(pr, o, &pr->agg.v[i]);
+		fclose(o);
+		v[i].weight = pr->agg.v[i].count;
+		v[i].rank = (uint32_t)i;
+	}
+	print_folded_lines(v, pr->agg.n, FOLDED_BY_WEIGHT, pr->opts.json);
+}
+
+static void json_stack(const struct ustack *s, bool user)
+{
+	if (!s) {
+		printf("null");
+		return;
+	}
+	printf("{\"frames\":[");
+	for (uint32_t i = 0; i < s->nframes; i++) {
+		const struct uframe *f = &s->frames[i];
+
+		if (i)
+			putchar(',');
+		print_frame_json(f);
+	}
+	printf("]");
+	if (user) {
+		printf(",\"kind\":\"%s\",\"complete\":%s,\"stop\":",
+		       s->kind == SK_DWARF ? "dwarf" : s->kind == SK_FP ? "fp" : "none",
+		       reaches_bottom(s) ? "true" : "false");
+		json_str(s->kind == SK_PSEUDO ? "LOST" : s->stop ? s->stop_name : "OK");
+		printf(",\"maddr\":[");
+		for (uint32_t i = 0; i < s->nframes; i++)
+			printf("%s%" PRIu64, i ? "," : "", s->frames[i].maddr);
+		printf("],\"fp_frames\":[");
+		bool c = false;
+		for (uint32_t i = 0; i < s->nframes; i++)
+			if (s->frames[i].flags & UF_FP) {
+				printf("%s%u", c ? "," : "", i);
+				c = true;
+			}
+		printf("]");
+	}
+	if (s->label) {
+		printf(",\"reason\":");
+		json_str(s->label);
+	}
+	putchar('}');
+}
+
+static void print_json(const struct profile_ctx *pr, const struct pr_entry *e)
+{
+	printf("{\"pid\":%u,\"comm\":", e->k.pid);
+	json_str(e->k.comm);
+	printf(",\"count\":%" PRIu64 ",\"user\":", e->count);
+	json_stack(e->k.ustack >= 0 ? &pr->st.v[e->k.ustack] : NULL, true);
+	printf(",\"kernel\":");
+	json_stack(e->k.kstack >= 0 ? &pr->st.v[e->k.kstack] : NULL, false);
+	printf("}\n");
+}
+
+/* qsort_r: entries by count, smallest first */
+static int cmp_count_asc(const void *a, const void *b, void *arg)
+{
+	const struct pr_entry *v = arg;
+	const struct pr_entry *x = &v[*(const uint32_t *)a], *y = &v[*(const uint32_t *)b];
+
+	if (x->count != y->count)
+		return x->count < y->count ? -1 : 1;
+	return *(const uint32_t *)a < *(const uint32_t *)b ? -1 : 1;
+}
+
+/* ---- Summary ------------------------------------------------------------------------------- */
+
+struct reason {
+	const char *name;
+	uint64_t n;
+};
+
+static void reason_add(struct reason *r, size_t *nr, size_t max, const char *name, uint64_t n)
+{
+	for (size_t i = 0; i < *nr; i++)
+		if (r[i].name == name) {
+			r[i].n += n;
+			return;
+		}
+	if (*nr < max)
+		r[(*nr)++] = (struct reason){ name, n };
+}
+
+void pr_report(struct profile_ctx *pr)
+{
+	uint32_t *order = xcalloc(pr->agg.n, sizeof(*order));
+	struct reason lost[32], stopped[32];
+	size_t nlost = 0, nstopped = 0;
+	uint64_t usamples = 0, ucomplete = 0, ufp = 0, ulive = 0, ustale = 0;
+
+	for (size_t i = 0; i < pr->agg.n; i++)
+		order[i] = (uint32_t)i;
+	qsort_r(order, pr->agg.n, sizeof(*order), cmp_count_asc, pr->agg.v);
+	for (size_t i = 0; i < pr->agg.n; i++) {
+		const struct pr_entry *e = &pr->agg.v[order[i]];
+
+		if (pr->opts.json)
+			print_json(pr, e);
+		else if (!pr->opts.folded)
+			print_text(pr, e);
+		if (e->k.ustack < 0)
+			continue;
+		const struct ustack *u = &pr->st.v[e->k.ustack];
+		usamples += e->count;
+		if (reaches_bottom(u))
+			ucomplete += e->count;
+		if (u->kind == SK_FP)
+			ufp += e->count;
+		/* stacks cut where the memory above the window changed since the event */
+		if (u->kind == SK_DWARF && u->stop_name && !strcmp(u->stop_name, "STALE"))
+			ustale += e->count;
+		if (u->kind == SK_DWARF && u->beyond)
+			ulive += e->count;
+		if (u->kind == SK_PSEUDO)
+			reason_add(lost, &nlost, 32, u->label, e->count);
+		else if (u->stop)
+			reason_add(stopped, &nstopped, 32, u->stop_name, e->count);
+	}
+	free(order);
+	if (pr->opts.folded)
+		print_folded_all(pr);
+	else if (!pr->opts.json)
+		fprint_marks_legend(stdout, "    ", pr->marks_seen);
+	fflush(stdout);
+
+	struct rusage ru;
+	const struct module_seen *mods;
+	size_t nmods = frames_modules(&pr->fr, &mods);
+	char lostbuf[1024] = "", stopbuf[1024] = "";
+	size_t off = 0;
+
+	for (size_t i = 0; i < nlost && off < sizeof(lostbuf) - 128; i++)
+		off += (size_t)snprintf(lostbuf + off, sizeof(lostbuf) - off, "%s%s %" PRIu64,
+					i ? ", " : "", lost[i].name, lost[i].n);
+	off = 0;
+	for (size_t i = 0; i < nstopped && off < sizeof(stopbuf) - 128; i++)
+		off += (size_t)snprintf(stopbuf + off, sizeof(stopbuf) - off, "%s%s %" PRIu64,
+					i ? ", " : "", stopped[i].name, stopped[i].n);
+	getrusage(RUSAGE_SELF, &ru);
+	double ucpu = (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6;
+	double scpu = (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
+	double secs = (double)(pr->prs.end_ns - pr->prs.start_ns) / 1e9;
+	double pct = usamples ? 100.0 * (double)ucomplete / (double)usamples : 0.0;
+
+	if (pr->opts.json) {
+		printf("{\"summary\":{\"samples\":%" PRIu64 ",\"event\":\"%s\",\"frequency\":%" PRIu64
+		       ",\"period\":%" PRIu64 ",\"cpus\":%d,\"duration_ns\":%" PRIu64
+		       ",\"start_unix_ns\":%" PRIu64 ",\"unwind\":\"%s\",\"user_samples\":%" PRIu64
+		       ",\"user_complete\":%" PRIu64 ",\"user_fp_stacks\":%" PRIu64
+		       ",\"fp_frames_in_dwarf\":%" PRIu64 ",\"user_live\":%" PRIu64 ",\"lost\":{",
+		       pr->agg.samples, pr->prs.event, pr->opts.period ? 0 : pr->opts.freq, pr->opts.period, pr->prs.ncpus,
+		       pr->prs.end_ns - pr->prs.start_ns, (uint64_t)time(NULL) * UINT64_C(1000000000) -
+		       (uint64_t)(pr->prs.end_ns - pr->prs.start_ns), unwind_name(pr),
+		       usamples, ucomplete, ufp, pr->prs.unw.frames_fp, ulive);
+		for (size_t i = 0; i < nlost; i++) {
+			printf("%s", i ? "," : "");
+			json_str(lost[i].name);
+			printf(":%" PRIu64, lost[i].n);
+		}
+		printf("},\"stopped\":{");
+		for (size_t i = 0; i < nstopped; i++) {
+			printf("%s", i ? "," : "");
+			json_str(stopped[i].name);
+			printf(":%" PRIu64, stopped[i].n);
+		}
+		printf("},\"kernel_lost\":%" PRIu64 ",\"records_lost\":%" PRIu64
+		       ",\"stack_read_failed\":%" PRIu64 ",\"keys\":%zu,\"keys_overflow\":%" PRIu64
+		       ",\"stacks\":%zu,\"stack_table_full\":%" PRIu64 ",\"unwind_ns_avg\":%" PRIu64
+		       ",\"processes\":%" PRIu64 ",\"buffer_bytes\":%" PRIu64 ",\"self\":{\"user_s\":%.3f,\"sys_s\":%.3f,"
+		       "\"max_rss_kib\":%ld},\"modules\":[",
+		       pr->prs.klost, pr->prs.bpf[PR_CNT_REC_LOST], pr->prs.read_failed, pr->agg.n, pr->agg.overflow, pr->st.n,
+		       pr->st.full, pr->prs.unw.timed ? pr->prs.unw.unwind_ns / pr->prs.unw.timed : 0, pr->prs.npids, pr->prs.buffer_bytes, ucpu,
+		       scpu, ru.ru_maxrss);
+		for (size_t i = 0; i < nmods; i++) {
+			printf("%s{\"path\":", i ? "," : "");
+			json_str(mods[i].path);
+			printf(",\"build_id\":");
+			if (mods[i].build_id)
+				json_str(mods[i].build_id);
+			else
+				printf("null");
+			putchar('}');
+		}
+		printf("]");
+		if (pr->opts.unwind == PR_UNWIND_KERNEL) {
+			printf(",\"kernel_walk\":{\"events\":%" PRIu64 ",\"from_kernel\":%" PRIu64
+			       ",\"fallback\":%" PRIu64 ",\"fallback_pct\":%.2f,\"bad\":%" PRIu64
+			       ",\"by_status\":{", pr->prs.kw.events, pr->prs.kw.kernel, pr->prs.kw.snapshot,
+			       kw_fallback_pct(pr), pr->prs.kw.bad);
+			bool c = false;
+			for (unsigned k = 0; k < KW_ST_MAX; k++)
+				if (pr->prs.kw.status[k]) {
+					printf("%s\"%s\":%" PRIu64, c ? "," : "", kw_status_text(k),
+					       pr->prs.kw.status[k]);
+					c = true;
+				}
+			printf("},\"table_loads\":%" PRIu64 ",\"mmaps\":%" PRIu64 ",\"mmaps_lost\":%" PRIu64
+			       ",\"exits\":%" PRIu64 ",\"loads_deferred\":%" PRIu64 ",\"map_bytes\":%" PRIu64 ",\"table_bytes\":%" PRIu64
+			       ",\"modules\":%" PRIu64 ",\"evictions\":%" PRIu64 "}",
+			       pr->prs.kw_loads, pr->prs.kw_mmaps, pr->prs.kw_mmaps_lost, pr->prs.kw_exits, pr->prs.kw_deferred,
+			       pr->prs.kw_map_bytes, pr->prs.kw_table_bytes, pr->prs.kw_modules, pr->prs.kw_evictions);
+		}
+		printf("}}\n");
+		fflush(stdout);
+	}
+	fprintf(stderr,
+		"profile: %" PRIu64 " samples in %.1f s (%s, %d CPU%s); user stacks: %" PRIu64
+		", %.1f%% complete to _start/__libc_start_main/thread start (%s)%s%s%s%s%s%s",
+		pr->agg.samples, secs, pr->prs.event, pr->prs.ncpus, pr->prs.ncpus == 1 ? "" : "s", usamples, pct,
+		unwind_name(pr), *lostbuf ? "; lost: " : "", lostbuf,
+		*stopbuf ? "; stopped early: " : "", stopbuf, pr->prs.unw.frames_fp ? "; " : "",
+		pr->prs.unw.frames_fp ? "frames by frame pointer (no CFI) marked [fp]" : "");
+	if (ulive)
+		fprintf(stderr, "; %" PRIu64 " with frames read live after the event [live]", ulive);
+	if (pr->opts.unwind == PR_UNWIND_KERNEL) {
+		fprintf(stderr, "; kernel walker: %" PRIu64 " events, %.1f%% fell back to the snapshot",
+			pr->prs.kw.events, kw_fallback_pct(pr));
+		for (unsigned k = KW_ST_NO_PROC, c = 0; k < KW_ST_MAX; k++)
+			if (pr->prs.kw.status[k])
+				fprintf(stderr, "%s%s %" PRIu64, c++ ? ", " : " (", kw_status_text(k),
+					pr->prs.kw.status[k]);
+		for (unsigned k = KW_ST_NO_PROC; k < KW_ST_MAX; k++)
+			if (pr->prs.kw.status[k]) {
+				fputc(')', stderr);
+				break;
+			}
+		fprintf(stderr, ", tables %.1f MiB of %.1f MiB of maps",
+			(double)pr->prs.kw_table_bytes / 1048576.0, (double)pr->prs.kw_map_bytes / 1048576.0);
+	}
+	if (ustale)
+		fprintf(stderr, "; %" PRIu64 " cut where the stack above the window changed since the event",
+			ustale);
+	if (pr->opts.unwind == PR_UNWIND_DWARF && (ulive || ustale))
+		fprintf(stderr, "; --unwind=kernel walks stacks at the event");
+	if (pr->prs.klost)
+		fprintf(stderr, "; kernel stacks lost: %" PRIu64, pr->prs.klost);
+	if (pr->prs.bpf[PR_CNT_REC_LOST])
+		fprintf(stderr, "; samples lost (buffer full): %" PRIu64, pr->prs.bpf[PR_CNT_REC_LOST]);
+	if (pr->agg.overflow)
+		fprintf(stderr, "; %" PRIu64 " samples under [aggregation table full]", pr->agg.overflow);
+	if (pr->st.full)
+		fprintf(stderr, "; %" PRIu64 " stacks not stored (stack table full)", pr->st.full);
+	fprintf(stderr, "\nprofile: self: CPU %.2f s (user %.2f, sys %.2f), max RSS %.1f MiB; %" PRIu64
+		" processes, %zu modules seen\n", ucpu + scpu, ucpu, scpu, ru.ru_maxrss / 1024.0,
+		pr->prs.npids, nmods);
+}

@@ -1,0 +1,42 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * profile's report: text as libbpf-tools profile prints it, folded (bcc's form), or NDJSON; then
+ * a summary line (samples, share of user stacks complete to a known bottom frame, losses and
+ * early stops by reason, the tool's own CPU and RSS, processes and modules seen).
+ */
+#ifndef DWUNW_PROFILE_OUT_H
+#define DWUNW_PROFILE_OUT_H
+
+#include <stdint.h>
+#include "runtime/frames.h"
+#include "kwalk/kwalk_frames.h"
+
+struct bpf_map;
+
+struct pr_stats {
+	const char *event;     /* "cycles" or "cpu-clock" */
+	int ncpus;
+	uint64_t start_ns, end_ns;
+	struct unwind_stats unw;
+	uint64_t ulost, klost; /* samples whose user / kernel stack was lost */
+	uint64_t output_failed, read_failed;
+	uint64_t bpf[8];       /* enum pr_counter */
+	uint64_t npids;
+	uint64_t records;       /* records received */
+	uint64_t buffer_bytes;  /* bytes of records received (snapshots and samples) */
+	/* --unwind=kernel */
+	struct kwalk_seen kw;   /* walker events: from the walker / fallen back, by stop reason */
+	uint64_t kw_loads, kw_mmaps, kw_exits; /* table (re)loads; mmap and exit records seen */
+	uint64_t kw_deferred;   /* fallbacks of processes not (yet) worth loading (-a) */
+	uint64_t kw_map_bytes, kw_table_bytes, kw_modules, kw_evictions, kw_mmaps_lost;
+};
+
+struct profile_ctx;
+
+void pr_note_pid(struct profile_ctx *pr, uint32_t pid);
+void pr_print_header(const struct profile_ctx *pr);
+/* Sum the BPF side's per-CPU counters into pr->prs.bpf. */
+void pr_counters(struct profile_ctx *pr, struct bpf_map *m);
+void pr_report(struct profile_ctx *pr);
+
+#endif /* DWUNW_PROFILE_OUT_H */

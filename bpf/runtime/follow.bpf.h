@@ -1,0 +1,131 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * Following a process tree from BPF (reusable: memleak, profile). The tool's probes call
+ * follow_match(tgid, root): with follow_tree unset it is "root is 0 or tgid is root" (-p PID);
+ * with it set, "tgid is in follow_procs". The set is kept by three tracepoint programs that the
+ * tool attaches (follow_attach in command.c): a fork of a followed process adds the child, an exec
+ * gives the process a fresh slot, the exit of its last thread removes it. User space puts the
+ * command's process in the set before it execs, so the command is followed from its first
+ * instruction.
+ */
+#ifndef DWUNW_FOLLOW_BPF_H
+#define DWUNW_FOLLOW_BPF_H
+
+#include "follow.h"
+
+const volatile __u32 follow_tree = 0;
+
+__u32 follow_next_slot = FOLLOW_ROOT_SLOT + 1;
+__u64 follow_full = 0;                   /* forks not followed: follow_procs full */
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, FOLLOW_MAX_PROCS);
+	__type(key, __u32);
+	__type(value, struct follow_proc);
+} follow_procs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, FOLLOW_SLOTS);
+	__type(key, __u32);
+	__type(value, struct follow_slot);
+} follow_slots SEC(".maps");
+
+static __always_inline int follow_match(__u32 tgid, __u32 root)
+{
+	if (!follow_tree)
+		return !root || tgid == root;
+	return bpf_map_lookup_elem(&follow_procs, &tgid) != NULL;
+}
+
+/* The process's slot shifted into the upper bits of a user address (0 when not following). */
+static __always_inline __u64 follow_tag(__u32 tgid)
+{
+	struct follow_proc *p;
+
+	if (!follow_tree)
+		return 0;
+	p = bpf_map_lookup_elem(&follow_procs, &tgid);
+	return p ? (__u64)p->slot << FOLLOW_SLOT_SHIFT : 0;
+}
+
+static __always_inline __u32 follow_new_slot(__u32 tgid)
+{
+	__u32 slot = __sync_fetch_and_add(&follow_next_slot, 1) % FOLLOW_SLOTS;
+	struct follow_slot *s;
+
+	if (slot == 0) /* 0 means "not following" */
+		slot = __sync_fetch_and_add(&follow_next_slot, 1) % FOLLOW_SLOTS;
+	s = bpf_map_lookup_elem(&follow_slots, &slot);
+	if (s) {
+		s->tgid = tgid;
+		s->flags = 0;
+		bpf_get_current_comm(s->comm, sizeof(s->comm));
+	}
+	return slot;
+}
+
+static __always_inline void follow_slot_flag(__u32 slot, __u32 flag)
+{
+	struct follow_slot *s = bpf_map_lookup_elem(&follow_slots, &slot);
+
+	if (s) {
+		__sync_fetch_and_or(&s->flags, flag);
+		bpf_get_current_comm(s->comm, sizeof(s->comm));
+	}
+}
+
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(follow_fork, struct task_struct *parent, struct task_struct *child)
+{
+	__u32 ptgid = parent->tgid, ctgid = child->tgid;
+	struct follow_proc p = {};
+
+	if (!follow_tree || ctgid == ptgid) /* a new thread: same process */
+		return 0;
+	if (!bpf_map_lookup_elem(&follow_procs, &ptgid))
+		return 0;
+	/* the comm is the parent's until the child execs: right for a forked copy */
+	p.slot = follow_new_slot(ctgid);
+	if (bpf_map_update_elem(&follow_procs, &ctgid, &p, BPF_ANY))
+		__sync_fetch_and_add(&follow_full, 1);
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(follow_exec)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	struct follow_proc *p;
+
+	if (!follow_tree)
+		return 0;
+	p = bpf_map_lookup_elem(&follow_procs, &tgid);
+	if (!p)
+		return 0;
+	follow_slot_flag(p->slot, FOLLOW_F_EXECED);
+	p->slot = follow_new_slot(tgid); /* comm is the new image's by now */
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(follow_exit, struct task_struct *task)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u32 tgid = pid_tgid >> 32;
+	struct follow_proc *p;
+
+	/* the last thread's exit (signal->live is already decremented): the tgid may be reused by
+	 * another process from now on */
+	if (!follow_tree || task->signal->live.counter > 0)
+		return 0;
+	p = bpf_map_lookup_elem(&follow_procs, &tgid);
+	if (!p)
+		return 0;
+	follow_slot_flag(p->slot, FOLLOW_F_EXITED);
+	bpf_map_delete_elem(&follow_procs, &tgid);
+	return 0;
+}
+
+#endif /* DWUNW_FOLLOW_BPF_H */

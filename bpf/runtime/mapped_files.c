@@ -1,0 +1,363 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/* Files of executable mappings held open by identity: see mapped_files.h. */
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+#include "intern.h"
+#include "mmap_ev.h"
+#include "mapped_files.h"
+
+struct hold {
+	uint32_t pid;
+	int fd;                /* -1: free */
+	int used_fd;           /* the number given to libdwunw (never one given before), -1: none */
+	uint64_t start, end, ino, seq;
+	uint64_t ts;           /* kernel time of the mapping's event */
+	uint32_t maj, min;
+	char path[MMAP_EV_NAME_PARTS * MMAP_EV_PART_LEN + 2];
+};
+
+/* few at once (libraries mapped by the traced processes): a flat table under one lock; the
+ * drain thread takes it once per executable mmap, the main thread only on a frame without module */
+static struct hold holds[MAPPED_FILES_MAX];
+static uint64_t seq;
+static struct mapped_files_stats stats;
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static bool inited;
+/*
+ * libdwunw caches modules by path and file identity (device, inode, size, times): a deleted
+ * file's inode number is reused, and copies made within one clock tick have equal times, so a
+ * /proc/self/fd/N reused for another file could be served the first file's module. The number
+ * given to libdwunw is therefore never one given before: a duplicate at or above next_fresh.
+ */
+static int next_fresh = 1024;
+
+static void init_locked(void)
+{
+	if (inited)
+		return;
+	for (size_t i = 0; i < MAPPED_FILES_MAX; i++)
+		holds[i].fd = holds[i].used_fd = -1;
+	inited = true;
+}
+
+bool mmap_ev_rec_path(const struct mmap_ev_rec *r, char *buf, size_t size)
+{
+	size_t len = 0;
+
+	if (r->op != MMAP_EV_MMAP || (r->flags & MMAP_EV_F_PATH_CUT) || !r->nparts ||
+	    r->nparts > MMAP_EV_NAME_PARTS || size < 2)
+		return false;
+	for (uint32_t k = r->nparts; k-- > 0;) {
+		size_t l = strnlen(r->parts[k], MMAP_EV_PART_LEN);
+
+		if (l == MMAP_EV_PART_LEN || len + 1 + l + 1 > size)
+			return false;
+		buf[len++] = '/';
+		memcpy(buf + len, r->parts[k], l);
+		len += l;
+	}
+	buf[len] = 0;
+	return true;
+}
+
+static bool same_id(int fd, uint64_t ino, uint32_t maj, uint32_t min)
+{
+	struct stat st;
+
+	return !fstat(fd, &st) && (uint64_t)st.st_ino == ino && major(st.st_dev) == maj &&
+	       minor(st.st_dev) == min;
+}
+
+/*
+ * The file of the mapping by its path, when that path still names the file mapped (same device
+ * and inode); -1 otherwise. Not /proc/PID/map_files: by the time the event is drained, the range
+ * may hold a later mapping (a library unloaded, another loaded at its address), whose file can
+ * have the deleted one's inode number (tmpfs and ext4 reuse them at once): device and inode could
+ * not tell them apart, and the held file would be the wrong one.
+ */
+static int open_mapping(const struct mmap_ev_rec *r, const char *path)
+{
+	int fd;
+
+	if (!*path)
+		return -1;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0 && same_id(fd, r->ino, r->dev_major, r->dev_minor))
+		return fd;
+	if (fd >= 0)
+		close(fd);
+	return -1;
+}
+
+/* Already held? Locked. */
+static bool held_locked(const struct mmap_ev_rec *r)
+{
+	for (size_t i = 0; i < MAPPED_FILES_MAX; i++) {
+		const struct hold *h = &holds[i];
+
+		/* by the event itself: an inode number is reused once a file is deleted */
+		if (h->fd >= 0 && h->pid == r->pid && h->ts == r->ts && h->start == r->start)
+			return true;
+	}
+	return false;
+}
+
+static bool drain_taps; /* a drain thread taps every record first: the main thread need not */
+static void mapped_files_tap_one(const void *data, size_t size);
+
+/*
+ * Ranges changed by events the drain thread has seen (it runs ahead of the main thread): a
+ * mapping made before such a change is no longer what /proc/PID/map_files shows for its range.
+ * A ring; a query older than what it still holds is answered "changed" (never trusted).
+ */
+#define CHG_MAX 1024
+static struct chg {
+	uint32_t pid;
+	uint64_t start, end, ts;
+} chg[CHG_MAX];
+static size_t chg_next, chg_n;
+static uint64_t chg_floor;    /* ts of the newest entry overwritten */
+static uint64_t chg_latest;   /* ts of the newest entry */
+static uint64_t chg_seq;      /* entries ever noted (read without the lock) */
+
+uint64_t mapped_files_changes(void)
+{
+	return __atomic_load_n(&chg_seq, __ATOMIC_ACQUIRE);
+}
+
+static void chg_note(const struct mmap_ev_rec *r)
+{
+	struct chg c = { r->pid, r->start, r->end, r->ts };
+
+	if (r->op == MMAP_EV_EXEC) {
+		c.start = 0;
+		c.end = ~0ull;
+	} else if (r->op == MMAP_EV_MREMAP) {
+		c.start = r->old_start;
+		c.end = r->old_end;
+	} else if (r->op != MMAP_EV_MUNMAP && r->op != MMAP_EV_MMAP && r->op != MMAP_EV_MMAP_UNKNOWN) {
+		return;
+	}
+	pthread_mutex_lock(&mu);
+	if (chg_n == CHG_MAX && chg[chg_next].ts > chg_floor)
+		chg_floor = chg[chg_next].ts;
+	chg[chg_next] = c;
+	chg_next = (chg_next + 1) % CHG_MAX;
+	if (chg_n < CHG_MAX)
+		chg_n++;
+	if (c.ts > chg_latest)
+		chg_latest = c.ts;
+	__atomic_add_fetch(&chg_seq, 1, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&mu);
+}
+
+bool mapped_files_superseded(uint32_t pid, uint64_t start, uint64_t end, uint64_t since)
+{
+	bool yes = false;
+
+	if (!__atomic_load_n(&drain_taps, __ATOMIC_RELAXED))
+		return false;
+	pthread_mutex_lock(&mu);
+	if (chg_latest > since) {
+		yes = since < chg_floor;
+		for (size_t i = 0; i < chg_n && !yes; i++)
+			yes = chg[i].pid == pid && chg[i].ts > since && chg[i].start < end && start < chg[i].end;
+	}
+	pthread_mutex_unlock(&mu);
+	return yes;
+}
+
+void mapped_files_tap_drain(const void *data, size_t size)
+{
+	struct mmap_ev_rec r;
+
+	__atomic_store_n(&drain_taps, true, __ATOMIC_RELAXED);
+	if (size >= sizeof(r)) {
+		memcpy(&r, data, sizeof(r));
+		if (r.h.kind == CAP_KIND_MAPEV)
+			chg_note(&r);
+	}
+	mapped_files_tap_one(data, size);
+}
+
+void mapped_files_tap(const void *data, size_t size)
+{
+	if (__atomic_load_n(&drain_taps, __ATOMIC_RELAXED))
+		return;
+	mapped_files_tap_one(data, size);
+}
+
+static void mapped_files_tap_one(const void *data, size_t size)
+{
+	struct mmap_ev_rec r;
+	char path[sizeof(holds[0].path)] = "";
+	struct hold *slot = NULL;
+	bool dup;
+
+	if (size < sizeof(r))
+		return;
+	memcpy(&r, data, sizeof(r));
+	if (r.h.kind != CAP_KIND_MAPEV || r.op != MMAP_EV_MMAP || !(r.prot & 4) || r.end <= r.start)
+		return;
+	pthread_mutex_lock(&mu);
+	init_locked();
+	dup = held_locked(&r); /* tapped already (the drain thread, then the main one) */
+	pthread_mutex_unlock(&mu);
+	if (dup)
+		return;
+	mmap_ev_rec_path(&r, path, sizeof(path));
+	int fd = open_mapping(&r, path);
+
+	pthread_mutex_lock(&mu);
+	if (fd < 0) {
+		stats.missed++;
+	} else if (held_locked(&r)) {
+		close(fd);
+	} else {
+		/* a free slot, else the oldest hold (its mapping the longest-lived) */
+		for (size_t i = 0; i < MAPPED_FILES_MAX; i++) {
+			struct hold *h = &holds[i];
+
+			if (h->fd < 0) {
+				slot = h;
+				break;
+			}
+			if (!slot || h->seq < slot->seq)
+				slot = h;
+		}
+		if (slot->fd >= 0) {
+			close(slot->fd);
+			if (slot->used_fd >= 0)
+				close(slot->used_fd);
+			stats.evicted++;
+		}
+		*slot = (struct hold){ .pid = r.pid, .fd = fd, .used_fd = -1, .start = r.start, .end = r.end, .ino = r.ino,
+				       .maj = r.dev_major, .min = r.dev_minor, .seq = ++seq, .ts = r.ts };
+		memcpy(slot->path, path, sizeof(path));
+		stats.held++;
+	}
+	pthread_mutex_unlock(&mu);
+}
+
+/* A descriptor number never used before for a held file: next_fresh and up (NOFILE raised). */
+static int fresh_fd(int fd)
+{
+	struct rlimit rl;
+	int nfd;
+
+	if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur < (rlim_t)next_fresh + 64 &&
+	    rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+	nfd = fcntl(fd, F_DUPFD_CLOEXEC, next_fresh);
+	if (nfd >= 0)
+		next_fresh = nfd + 1;
+	return nfd;
+}
+
+const char *mapped_files_path(uint32_t pid, uint64_t start, uint64_t ts)
+{
+	char fn[32];
+	int fd = -1;
+
+	pthread_mutex_lock(&mu);
+	init_locked();
+	for (size_t i = 0; i < MAPPED_FILES_MAX; i++) {
+		struct hold *h = &holds[i];
+
+		/* the hold of that very mapping event (cut at its start since, it keeps its file) */
+		if (h->fd < 0 || h->pid != pid || h->ts != ts || start < h->start || start >= h->end)
+			continue;
+		if (h->used_fd < 0)
+			h->used_fd = fresh_fd(h->fd);
+		fd = h->used_fd;
+		break;
+	}
+	if (fd >= 0)
+		stats.used++;
+	pthread_mutex_unlock(&mu);
+	if (fd < 0)
+		return NULL;
+	snprintf(fn, sizeof(fn), "/proc/self/fd/%d", fd);
+	return intern(fn);
+}
+
+const char *mapped_files_why(const char *path, uint64_t ino, uint32_t maj, uint32_t min)
+{
+	struct stat st;
+
+	if (!path)
+		return "its file is not known";
+	if (stat(path, &st))
+		return "deleted before it could be held open";
+	if ((uint64_t)st.st_ino != ino || major(st.st_dev) != maj || minor(st.st_dev) != min)
+		return "replaced at its path before it could be held open";
+	return "its file cannot be loaded";
+}
+
+const char *mapped_files_name(const char *path)
+{
+	static const char pfx[] = "/proc/self/fd/";
+	char buf[sizeof(holds[0].path) + 16];
+	const char *name = NULL;
+	int fd;
+
+	if (!path || strncmp(path, pfx, sizeof(pfx) - 1))
+		return path;
+	fd = atoi(path + sizeof(pfx) - 1);
+	pthread_mutex_lock(&mu);
+	for (size_t i = 0; i < MAPPED_FILES_MAX && !name; i++) {
+		struct hold *h = &holds[i];
+		int fd2;
+
+		if (h->fd < 0 || h->used_fd != fd || !inited)
+			continue;
+		if (!h->path[0]) {
+			name = path;
+			break;
+		}
+		fd2 = open(h->path, O_RDONLY | O_CLOEXEC);
+		snprintf(buf, sizeof(buf), "%s%s", h->path,
+			 fd2 >= 0 && same_id(fd2, h->ino, h->maj, h->min) ? "" : " (deleted)");
+		if (fd2 >= 0)
+			close(fd2);
+		name = buf;
+	}
+	pthread_mutex_unlock(&mu);
+	return name ? intern(name) : path;
+}
+
+void mapped_files_release(uint32_t pid, uint64_t start, uint64_t end, uint64_t ts)
+{
+	pthread_mutex_lock(&mu);
+	init_locked();
+	for (size_t i = 0; i < MAPPED_FILES_MAX; i++) {
+		struct hold *h = &holds[i];
+
+		/* released once the whole mapping went (a partial munmap leaves code mapped); a hold
+		 * taken for a later mapping (the drain thread runs ahead: the same range reused) stays */
+		if (h->fd >= 0 && h->pid == pid && start <= h->start && h->end <= end && h->ts < ts) {
+			close(h->fd);
+			if (h->used_fd >= 0)
+				close(h->used_fd);
+			h->fd = h->used_fd = -1;
+		}
+	}
+	pthread_mutex_unlock(&mu);
+}
+
+void mapped_files_stats_get(struct mapped_files_stats *out)
+{
+	pthread_mutex_lock(&mu);
+	*out = stats;
+	pthread_mutex_unlock(&mu);
+}

@@ -1,0 +1,195 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/* Report pieces: see report_fmt.h. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "report_fmt.h"
+#include "tool_util.h"
+
+void json_str(const char *s)
+{
+	putchar('"');
+	for (; s && *s; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if (c == '"' || c == '\\')
+			printf("\\%c", c);
+		else if (c < 0x20)
+			printf("\\u%04x", c);
+		else
+			putchar(c);
+	}
+	putchar('"');
+}
+
+const char *frame_origin(const struct uframe *f)
+{
+	static const char *const names[] = {
+		[UO_WINDOW] = "window", [UO_FP] = "fp", [UO_PROLOGUE] = "prologue",
+		[UO_LR] = "lr", [UO_SIGNAL] = "signal", [UO_KERNEL] = "kernel",
+		[UO_KWALK] = "kernel-walk",
+	};
+	uint32_t o = uf_origin(f);
+
+	if (f->flags & UF_LIVE)
+		return "live";
+	return o < sizeof(names) / sizeof(names[0]) && names[o] ? names[o] : "window";
+}
+
+void fprint_frame_marks(FILE *out, const struct uframe *f, bool fp_marks, uint32_t *seen)
+{
+	uint32_t o = uf_origin(f), m = 0;
+
+	if (f->flags & UF_LIVE)
+		m = MARK_LIVE;
+	else if (o == UO_FP && fp_marks)
+		m = MARK_FP;
+	else if (o == UO_PROLOGUE)
+		m = MARK_PROLOGUE;
+	else if (o == UO_LR)
+		m = MARK_LR;
+	if (m)
+		fprintf(out, " [%s]", m == MARK_LIVE ? "live" : m == MARK_FP ? "fp" : m == MARK_PROLOGUE ? "prologue" : "lr");
+	if (f->flags & UF_PERFMAP) {
+		fputs(" [jit]", out);
+		m |= MARK_JIT;
+	}
+	if (seen)
+		*seen |= m;
+}
+
+void fprint_marks_legend(FILE *out, const char *indent, uint32_t seen)
+{
+	static const struct {
+		uint32_t bit;
+		const char *text;
+	} v[] = {
+		{ MARK_LIVE, "[live] rests on stack memory read from the process after the event (it may have changed since)" },
+		{ MARK_FP, "[fp] found by frame pointers (no CFI there)" },
+		{ MARK_PROLOGUE, "[prologue] found by decoding the function's prologue (no CFI there)" },
+		{ MARK_LR, "[lr] return address taken where the call left it (no CFI there)" },
+		{ MARK_JIT, "[jit] named from the JIT's /tmp/perf-PID.map" },
+	};
+	bool first = true;
+
+	if (!seen)
+		return;
+	fprintf(out, "%sframes marked ", indent);
+	for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)
+		if (seen & v[i].bit) {
+			fprintf(out, "%s%s", first ? "" : "; ", v[i].text);
+			first = false;
+		}
+	fputc('\n', out);
+}
+
+void fprint_unknown(FILE *out, const struct uframe *f, const char *module_fmt, bool base)
+{
+	fputs("[unknown]", out);
+	if (f->module) {
+		fputc(' ', out);
+		fprintf(out, module_fmt, base ? base_name(f->module) : f->module);
+	} else if (f->flags & UF_JIT) {
+		fputc(' ', out);
+		fprintf(out, module_fmt, "anon"); /* "[anon]", "(anon)": not "[[anon]]" */
+	}
+}
+
+void print_frame_text(size_t i, const struct uframe *f, bool fp_marks, uint32_t *seen)
+{
+	printf("\t%zu [<%016" PRIx64 ">] ", i, f->pc);
+	if (f->name && f->module)
+		printf("%s+0x%" PRIx64 " [%s]", f->name, f->offset, f->module);
+	else if (f->name)
+		printf("%s+0x%" PRIx64, f->name, f->offset);
+	else
+		fprint_unknown(stdout, f, "[%s]", false);
+	fprint_frame_marks(stdout, f, fp_marks, seen);
+	putchar('\n');
+}
+
+void fprint_frame_folded(FILE *out, const struct uframe *f)
+{
+	if (f->name)
+		fputs(f->name, out);
+	else if (f->module)
+		fprintf(out, "[%s]", base_name(f->module));
+	else
+		fputs("[unknown]", out);
+}
+
+void print_frame_folded(const struct uframe *f)
+{
+	fprint_frame_folded(stdout, f);
+}
+
+void print_frame_json(const struct uframe *f)
+{
+	printf("{\"pc\":\"0x%" PRIx64 "\",\"symbol\":", f->pc);
+	if (f->name)
+		json_str(f->name);
+	else
+		printf("null");
+	printf(",\"offset\":%" PRIu64 ",\"module\":", f->name ? f->offset : 0);
+	if (f->module)
+		json_str(f->module);
+	else
+		printf("null");
+	/* in anonymous executable memory at the event (JIT code): module is null */
+	if (!f->module && (f->flags & UF_JIT))
+		printf(",\"anon\":true");
+	printf(",\"origin\":\"%s\"}", frame_origin(f));
+}
+
+static int cmp_folded_text(const void *a, const void *b)
+{
+	const struct folded_line *x = a, *y = b;
+	int c = strcmp(x->text, y->text);
+
+	return c ? c : (x->rank < y->rank ? -1 : 1);
+}
+
+static int cmp_folded_rank(const void *a, const void *b)
+{
+	const struct folded_line *x = a, *y = b;
+
+	return x->rank < y->rank ? -1 : x->rank > y->rank;
+}
+
+static int cmp_folded_weight(const void *a, const void *b)
+{
+	const struct folded_line *x = a, *y = b;
+
+	if (x->weight != y->weight)
+		return x->weight < y->weight ? -1 : 1;
+	return strcmp(x->text, y->text);
+}
+
+void print_folded_lines(struct folded_line *v, size_t n, enum folded_order order, bool json)
+{
+	size_t m = 0;
+
+	/* equal texts next to each other, the first-ranked first: it keeps its rank */
+	qsort(v, n, sizeof(*v), cmp_folded_text);
+	for (size_t k = 0; k < n; k++) {
+		if (m && !strcmp(v[m - 1].text, v[k].text)) {
+			v[m - 1].weight += v[k].weight;
+			free(v[k].text);
+			continue;
+		}
+		v[m++] = v[k];
+	}
+	qsort(v, m, sizeof(*v), order == FOLDED_BY_RANK ? cmp_folded_rank : cmp_folded_weight);
+	for (size_t k = 0; k < m; k++) {
+		if (json) {
+			printf("{\"folded\":");
+			json_str(v[k].text);
+			printf(",\"count\":%" PRIu64 "}\n", v[k].weight);
+		} else {
+			printf("%s %" PRIu64 "\n", v[k].text, v[k].weight);
+		}
+		free(v[k].text);
+	}
+	free(v);
+}

@@ -1,0 +1,74 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * Pieces of the tools' reports on stdout: JSON strings, one frame as text, folded or JSON, where
+ * each frame came from (its origin and text marker, and the legend line that explains the markers).
+ */
+#ifndef DWUNW_REPORT_FMT_H
+#define DWUNW_REPORT_FMT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+#include "stack_store.h"
+
+/* s as a JSON string, quotes included. */
+void json_str(const char *s);
+
+/*
+ * The frame's origin as JSON and the docs name it: "live" (UF_LIVE), else "window", "fp",
+ * "prologue", "lr", "signal", "kernel".
+ */
+const char *frame_origin(const struct uframe *f);
+
+/*
+ * Text markers: " [live]", " [fp]", " [prologue]", " [lr]" for a frame that rests on memory read
+ * after the event or on no CFI (one, in that order of precedence), then " [jit]" for a name from
+ * the JIT's perf map. Marks what it printed in *seen (MARK_* bits) for the legend. Frames of a
+ * frame-pointer stack in fp mode (every frame is one) are marked only with `fp_marks`.
+ */
+#define MARK_LIVE     (1u << 0)
+#define MARK_FP       (1u << 1)
+#define MARK_PROLOGUE (1u << 2)
+#define MARK_LR       (1u << 3)
+#define MARK_JIT      (1u << 4)
+void fprint_frame_marks(FILE *out, const struct uframe *f, bool fp_marks, uint32_t *seen);
+
+/* One line that explains the markers in `seen` ("" when none): "frames marked [live]: ...". */
+void fprint_marks_legend(FILE *out, const char *indent, uint32_t seen);
+
+/*
+ * A frame without a name, perf style: "[unknown]" with its module in the form the tool prints
+ * modules (fmt: "[%s]" or "(%s)"), "[anon]" for anonymous executable memory (JIT code), nothing
+ * for a pc in no mapping.
+ */
+void fprint_unknown(FILE *out, const struct uframe *f, const char *module_fmt, bool base);
+
+/* memleak's frame line: "\tI [<PC>] name+0xOFF [module]" (upstream's form), marks after it. */
+void print_frame_text(size_t i, const struct uframe *f, bool fp_marks, uint32_t *seen);
+
+/* A frame in folded stacks: its name, else "[module]" (base name), else "[unknown]". */
+void print_frame_folded(const struct uframe *f);
+/* The same into a stream (a line built in memory: memleak merges identical folded lines). */
+void fprint_frame_folded(FILE *out, const struct uframe *f);
+
+/* {"pc":"0x..","symbol":..,"offset":N,"module":..,"origin":".."} */
+void print_frame_json(const struct uframe *f);
+
+/* A folded line being merged: its text (malloc'd), weight, and rank in the report. */
+struct folded_line {
+	char *text;
+	uint64_t weight;
+	uint32_t rank;
+};
+
+enum folded_order {
+	FOLDED_BY_RANK,   /* in the order of each line's first stack (memleak) */
+	FOLDED_BY_WEIGHT, /* smallest weights first, then by text (bcc's profile) */
+};
+
+/* Lines that fold alike (same names, other pcs) printed as one, weights summed, as flame graphs
+ * expect: "TEXT WEIGHT", or with json {"folded":"TEXT","count":WEIGHT} (what `dwunw profile`
+ * prints, so the folding stays here); frees the texts and v. */
+void print_folded_lines(struct folded_line *v, size_t n, enum folded_order order, bool json);
+
+#endif /* DWUNW_REPORT_FMT_H */
