@@ -33,7 +33,7 @@ dist/.stamp: $(TS_SRCS) lib/text-width.cjs tsconfig.json package.json
 include test/unit/wrap.mk
 unit: $(UNIT_BINS)
 $(BUILD)/test/test_nowait: TEST_LDFLAGS = $(NOWAIT_WRAP)
-$(BUILD)/test/%: test/unit/%.c test/unit/tap.h $(BUILD)/libdwunw.a
+$(BUILD)/test/%: test/unit/%.c test/unit/tap.h test/unit/testutil.h $(BUILD)/libdwunw.a
 	@mkdir -p $(dir $@)
 	@$(CC) $(TESTCFLAGS) -o $@ $< $(BUILD)/libdwunw.a $(LDLIBS) $(TEST_LDFLAGS)
 

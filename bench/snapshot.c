@@ -19,19 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "bench.h"
-
-#if defined(__clang__)
-#define CHAIN __attribute__((noinline, used))
-#else
-#define CHAIN __attribute__((noinline, noipa, used))
-#endif
-#define BARRIER() __asm__ volatile("" ::: "memory")
-
-#define R_RBX 3
-#define R_RBP 6
-#define R_RSP 7
-
-static volatile int sink;
+#include "test/unit/testutil.h"
 
 /* ---- the stack copy ------------------------------------------------------------------------ */
 
@@ -86,29 +74,12 @@ CHAIN static int snap_here(void)
 	struct bsnap *s = target;
 	size_t n;
 
-	__asm__ volatile("lea 0(%%rip), %%rax\n\t"
-			 "mov %%rax, 0(%0)\n\t"
-			 "mov %%rsp, 8(%0)\n\t"
-			 "mov %%rbp, 16(%0)\n\t"
-			 "mov %%rbx, 24(%0)\n\t"
-			 "mov %%r12, 32(%0)\n\t"
-			 "mov %%r13, 40(%0)\n\t"
-			 "mov %%r14, 48(%0)\n\t"
-			 "mov %%r15, 56(%0)\n\t"
-			 : : "r"(r) : "rax", "memory");
+	CAPTURE_REGS(r);
 	n = (size_t)(stack_top - r[1]);
 	if (n > stack_buf_size)
 		return -1;
 	memcpy(stack_buf, (const void *)(uintptr_t)r[1], n);
-	memset(&s->regs, 0, sizeof(s->regs));
-	s->regs.arch = DWUNW_ARCH_X86_64;
-	s->regs.pc = r[0];
-	s->regs.regs[R_RSP] = r[1];
-	s->regs.regs[R_RBP] = r[2];
-	s->regs.regs[R_RBX] = r[3];
-	for (unsigned i = 0; i < 4; i++)
-		s->regs.regs[12 + i] = r[4 + i];
-	s->regs.valid = (1ull << R_RBX) | (1ull << R_RBP) | (1ull << R_RSP) | (0xfull << 12);
+	capture_to_regs(&s->regs, r);
 	s->regs.stack_start = r[1];
 	s->regs.stack_size = n;
 	return 0;
@@ -144,22 +115,7 @@ static int snap_finish(struct bsnap *s, const char *name, char *err, size_t errl
 	return 0;
 }
 
-/* Frame shapes: no locals; a fixed array; alloca (the CFA moves to rbp); values live across
- * the call in every callee-saved register. */
-#define PLAIN(name, next) \
-	CHAIN static int name(int x) { int r = next(x + 1); BARRIER(); return r + 1; }
-#define ARRAY(name, next) \
-	CHAIN static int name(int x) { volatile int a[20]; a[x % 20] = x; int r = next(x + 1); return r + a[x % 20]; }
-#define ALLOCA(name, next) \
-	CHAIN static int name(int x) { volatile char *p = __builtin_alloca((size_t)(x & 15) + 32); p[0] = (char)x; \
-		int r = next(x + 1); return r + p[0]; }
-#define SAVED(name, next) \
-	CHAIN static int name(int x) { int a = sink + x, b = sink * x, c = sink ^ x, d = sink - x, e = sink | x, f = sink & x; \
-		int r = next(x + 1); return r + a + b + c + d + e + f; }
-
 /* ---- callbacks: ~30 frames through qsort, bsearch and dl_iterate_phdr -------------------- */
-
-static int once_q, once_b, once_p;
 
 CHAIN static int at_bottom(int x)
 {
@@ -168,75 +124,7 @@ CHAIN static int at_bottom(int x)
 	return 0;
 }
 
-PLAIN(f2, at_bottom)
-SAVED(f1, f2)
-
-CHAIN static int on_phdr(struct dl_phdr_info *info, size_t size, void *arg)
-{
-	(void)info;
-	(void)size;
-	(void)arg;
-	if (!once_p++)
-		f1(5);
-	return 1;
-}
-
-CHAIN static int walk_phdrs(int x)
-{
-	int r = dl_iterate_phdr(on_phdr, NULL);
-	BARRIER();
-	return r + x;
-}
-
-ALLOCA(e3, walk_phdrs)
-SAVED(e2, e3)
-ARRAY(e1, e2)
-
-CHAIN static int cmp_b(const void *a, const void *b)
-{
-	if (!once_b++)
-		e1(4);
-	return *(const int *)a - *(const int *)b;
-}
-
-/* Called through a pointer: <stdlib.h> may inline bsearch. */
-static void *(*volatile bsearch_p)(const void *, const void *, size_t, size_t, int (*)(const void *, const void *)) = bsearch;
-
-CHAIN static int search_it(int x)
-{
-	static const int arr[1] = { 3 };
-	int key = 3;
-	void *r = bsearch_p(&key, arr, 1, sizeof(int), cmp_b);
-	BARRIER();
-	return (r != NULL) + x;
-}
-
-SAVED(d4, search_it)
-PLAIN(d3, d4)
-ALLOCA(d2, d3)
-PLAIN(d1, d2)
-
-CHAIN static int cmp_q(const void *a, const void *b)
-{
-	if (!once_q++)
-		d1(3);
-	return *(const int *)a - *(const int *)b;
-}
-
-CHAIN static int sort_it(int x)
-{
-	int arr[2] = { 2, 1 };
-	qsort(arr, 2, sizeof(int), cmp_q);
-	BARRIER();
-	return arr[0] + x;
-}
-
-PLAIN(c6, sort_it)
-SAVED(c5, c6)
-ALLOCA(c4, c5)
-ARRAY(c3, c4)
-SAVED(c2, c3)
-ALLOCA(c1, c2)
+CALLBACKS_CHAIN(at_bottom)
 
 int snap_take_callbacks(struct bsnap *s, char *err, size_t errlen)
 {
@@ -245,8 +133,7 @@ int snap_take_callbacks(struct bsnap *s, char *err, size_t errlen)
 	memset(s, 0, sizeof(*s));
 	target = s;
 	snap_status = -1;
-	once_q = once_b = once_p = 0;
-	sink = c1(0) & 0;
+	chain_sink = callbacks_chain() & 0;
 	return snap_finish(s, "callbacks", err, errlen);
 }
 
@@ -286,7 +173,7 @@ int snap_take_deep(struct bsnap *s, char *err, size_t errlen)
 	target = s;
 	snap_status = -1;
 	deep_left = 97; /* r_next + one shape per level: ~2 frames per level */
-	sink = r_next(0) & 0;
+	chain_sink = r_next(0) & 0;
 	return snap_finish(s, "deep", err, errlen);
 }
 
@@ -297,7 +184,7 @@ ARRAY(h1, h2)
 
 static void on_usr1(int sig)
 {
-	sink = h1(sig) & 0;
+	chain_sink = h1(sig) & 0;
 }
 
 CHAIN static int raise_it(int x)
@@ -327,7 +214,7 @@ int snap_take_signal(struct bsnap *s, char *err, size_t errlen)
 	}
 	target = s;
 	snap_status = -1;
-	sink = s1(0) & 0;
+	chain_sink = s1(0) & 0;
 	sigaction(SIGUSR1, &old, NULL);
 	return snap_finish(s, "signal", err, errlen);
 }

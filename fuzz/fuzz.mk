@@ -13,7 +13,7 @@ LDLIBS   := -lelf -lz -lzstd -llzma -lpthread -ldl
 SAN      := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fsanitize-recover=pointer-overflow,nonnull-attribute \
             -fno-omit-frame-pointer
 CFLAGS_F := -g -O1 $(SAN) -std=gnu11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter \
-            -Inative/include -Inative/src
+            -Inative/include -Inative/src -I.
 
 LIB_SRCS := $(wildcard native/src/*.c native/src/utils/*.c native/src/arch/*/*.c)
 LIB_OBJS := $(patsubst native/src/%.c,$(OUT)/obj/%.o,$(LIB_SRCS))

@@ -39,6 +39,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "dwunw.h"
+#include "test/unit/testutil.h"
 
 #define FAKE_PID     0x7ffffff0
 #define STACK_START  0x7ffd00000000ull
@@ -62,24 +63,10 @@ static void fail(const char *what, long long a, long long b)
 
 static char *read_all(const char *path, size_t *len)
 {
-	size_t cap = 1 << 16, n = 0;
-	char *buf = malloc(cap);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	char *buf = read_text(path, len);
 
-	if (fd < 0 || !buf)
+	if (!buf)
 		fail("cannot read /proc/self/maps", errno, 0);
-	for (;;) {
-		if (n == cap && !(buf = realloc(buf, cap *= 2)))
-			fail("out of memory", 0, 0);
-		ssize_t r = read(fd, buf + n, cap - n);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			break;
-		n += (size_t)r;
-	}
-	close(fd);
-	*len = n;
 	return buf;
 }
 
@@ -170,20 +157,11 @@ __attribute__((noinline)) static void write_seed(const char *dir, int depth)
 
 	if (depth > 0) {
 		write_seed(dir, depth - 1);
-		__asm__ volatile("" ::: "memory");
+		BARRIER();
 		return;
 	}
 #if defined(__x86_64__)
-	__asm__ volatile("lea 0(%%rip), %%rax\n\t"
-			 "mov %%rax, 0(%0)\n\t"
-			 "mov %%rsp, 8(%0)\n\t"
-			 "mov %%rbp, 16(%0)\n\t"
-			 "mov %%rbx, 24(%0)\n\t"
-			 "mov %%r12, 32(%0)\n\t"
-			 "mov %%r13, 40(%0)\n\t"
-			 "mov %%r14, 48(%0)\n\t"
-			 "mov %%r15, 56(%0)\n\t"
-			 : : "r"(r) : "rax", "memory");
+	CAPTURE_REGS(r);
 #else
 	return;
 #endif

@@ -1,4 +1,5 @@
-// The dwunw command line: yargs with one module per subcommand (commands/<name>.ts).
+// The dwunw command line: yargs with one module per subcommand (commands/<name>.ts: options and
+// printing; the work is in lib/, see commands/README.md).
 // Only subcommands that work are registered here.
 import type { CommandModule } from 'yargs';
 import { type CommandEntry, USAGE, classify, topHelp } from './cli-top.js';

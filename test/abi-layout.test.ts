@@ -7,13 +7,12 @@
 import { execFileSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import koffi from 'koffi';
 import t from 'tap';
 import * as N from '../lib/native.js';
 import { NESTED, STRUCTS } from '../lib/native.js';
+import { root } from './helpers.js';
 
-const root = fileURLToPath(new URL('..', import.meta.url));
 const header = join(root, 'native', 'include', 'dwunw.h');
 
 type Members = Record<string, { name: string; type: koffi.IKoffiCType; offset: number }>;

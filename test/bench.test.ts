@@ -3,15 +3,12 @@
 // libunwind and libdwfl are the oracles for the x86_64 snapshots, gdb (its frames beside the
 // cross-arch snapshot files) for arm64 and mips32. No timing is asserted: the figures are for
 // people (doc/bench.md).
-import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import t from 'tap';
-import { valgrindFailure } from '../commands/bench.js';
+import { valgrindFailure } from '../lib/bench.js';
+import { dwunwSync, onPath, requireOrSkip, root, type Run } from './helpers.js';
 
-const root = fileURLToPath(new URL('..', import.meta.url));
-const bin = join(root, 'bin', 'dwunw');
 const snapDir = join(root, 'build', 'bench', 'snapshots');
 
 interface Unwinder {
@@ -42,15 +39,7 @@ interface Report {
   kernel?: Record<string, unknown> & { unavailable?: string; walker?: Record<string, number>; peer?: Record<string, number> };
 }
 
-function dwunw(args: string[]) {
-  const env: NodeJS.ProcessEnv = { ...process.env };
-  delete env.NODE_OPTIONS; // tap's loaders are for the test file, not for the CLI
-  delete env.FORCE_COLOR;
-  const r = spawnSync(process.execPath, [bin, ...args], { cwd: root, env, encoding: 'utf8', maxBuffer: 1 << 28, timeout: 120_000 });
-  return { status: r.status, stdout: r.stdout, stderr: r.stderr };
-}
-
-const onPath = (cmd: string): boolean => spawnSync('sh', ['-c', `command -v ${cmd}`]).status === 0;
+const dwunw = (args: string[]): Run => dwunwSync(args, { timeoutMs: 120_000 });
 
 t.test('bench --quick --json: every snapshot, every applicable unwinder agrees', async (t) => {
   const r = dwunw(['bench', '--quick', '--json']);
@@ -89,11 +78,14 @@ t.test('bench --quick --json: every snapshot, every applicable unwinder agrees',
   const files = existsSync(snapDir) ? readdirSync(snapDir).filter((f) => f.endsWith('.snapshot.json')) : [];
   for (const arch of ['arm64', 'mips32']) {
     const fixture = join(root, 'fixtures', arch, 'build');
-    if (!existsSync(fixture) || !onPath(arch === 'arm64' ? 'qemu-aarch64' : 'qemu-mipsel') || !onPath('gdb-multiarch')) {
-      t.comment(`${arch}: no fixture build or no qemu/gdb-multiarch: no reference snapshot to check`);
+    const qemu = arch === 'arm64' ? 'qemu-aarch64' : 'qemu-mipsel';
+    const missing = [...(existsSync(fixture) ? [] : [`${fixture} (make fixtures)`]), ...[qemu, 'gdb-multiarch'].filter((c) => !onPath(c))];
+    if (missing.length) {
+      requireOrSkip(t, `the ${arch} reference snapshots`, `missing: ${missing.join(', ')} (scripts/ensure-deps)`);
       continue;
     }
-    t.ok(files.some((f) => f.startsWith(`${arch}-`)), `${arch}: reference snapshots were taken (build/bench/snapshots)`);
+    // two per architecture (bench/take-snapshots.py: qsort and recurse), each checked below against gdb
+    t.equal(files.filter((f) => f.startsWith(`${arch}-`)).length, 2, `${arch}: its two reference snapshots were taken (build/bench/snapshots)`);
   }
   for (const f of files) {
     const name = `${f.split('-')[0]}/${f.slice(f.indexOf('-') + 1).replace(/\.snapshot\.json$/, '')}`;

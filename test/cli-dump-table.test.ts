@@ -4,32 +4,12 @@
 import { execFileSync, spawnSync } from 'node:child_process';
 import { closeSync, copyFileSync, mkdirSync, openSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import t, { type Test } from 'tap';
+import { cliEnv, dwunwBin as bin, dwunwSync, type Run } from './helpers.js';
 
-const root = fileURLToPath(new URL('..', import.meta.url));
-const bin = join(root, 'bin', 'dwunw');
 const libc = '/lib/x86_64-linux-gnu/libc.so.6';
 
-interface Run {
-  status: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-function dwunw(args: string[], env: Record<string, string> = {}): Run {
-  const env0: NodeJS.ProcessEnv = { ...process.env, ...env };
-  if (!('FORCE_COLOR' in env)) delete env0.FORCE_COLOR;
-  // tap's loaders (ts-node, ...) are for the test file, not for the CLI under test.
-  delete env0.NODE_OPTIONS;
-  const r = spawnSync(process.execPath, [bin, ...args], {
-    cwd: root,
-    env: env0,
-    encoding: 'utf8',
-    maxBuffer: 1 << 28,
-  });
-  return { status: r.status, stdout: r.stdout, stderr: r.stderr };
-}
+const dwunw = (args: string[], env: Record<string, string> = {}): Run => dwunwSync(args, { env: cliEnv(env) });
 
 interface JsonRow {
   pc: string;
@@ -97,8 +77,7 @@ t.test('usage errors are one line', async (t) => {
 // once, exit status 0, nothing on stderr (no EPIPE message), text and JSON alike.
 t.test('output cut short by the reader (| head -1)', async (t) => {
   for (const args of [['dump-table', libc], ['dump-table', libc, '--json'], ['dump-table', '/usr/bin/node'], ['--help'], ['dump-table', '--help']]) {
-    const env: NodeJS.ProcessEnv = { ...process.env };
-    delete env.NODE_OPTIONS;
+    const env = cliEnv();
     // the shell's head: dwunw's stdout is a pipe whose reader exits after one line
     const b = spawnSync('bash', ['-c', `"$0" "$@" | head -1 >/dev/null; exit \${PIPESTATUS[0]}`, process.execPath, bin, ...args], { encoding: 'utf8', env });
     t.equal(b.status, 0, `${args.join(' ')}: dwunw's own exit status 0`);

@@ -6,13 +6,11 @@ import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import { commandTable } from '../lib/cli.js';
 import { classify, suggest, wrap } from '../lib/cli-top.js';
+import { dwunwBin as bin, root, runSync } from './helpers.js';
 
-const root = fileURLToPath(new URL('..', import.meta.url));
-const bin = join(root, 'bin', 'dwunw');
 const work = mkdtempSync(join(tmpdir(), 'dwunw-cli-start-'));
 t.teardown(() => rmSync(work, { recursive: true, force: true }));
 
@@ -32,9 +30,7 @@ register(${JSON.stringify(`file://${join(work, 'hooks.mjs')}`)});
 
 function dwunw(args: string[], traced = false) {
   rmSync(resolved, { force: true });
-  const env: NodeJS.ProcessEnv = { ...process.env };
-  delete env.NODE_OPTIONS;
-  const r = spawnSync(process.execPath, [...(traced ? ['--import', hook] : []), bin, ...args], { encoding: 'utf8', env, timeout: 60_000 });
+  const r = runSync(process.execPath, [...(traced ? ['--import', hook] : []), bin, ...args], { timeoutMs: 60_000 });
   let urls: string[] = [];
   try {
     urls = readFileSync(resolved, 'utf8').split('\n').filter(Boolean);

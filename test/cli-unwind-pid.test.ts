@@ -9,59 +9,22 @@ import { type ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_pr
 import { chownSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import t, { type Test } from 'tap';
-import { waitFor as waitForStep } from './helpers.js';
+import { cliEnv, dwunwSync, type Run, type Started, startDwunw, waitFor as waitForStep } from './helpers.js';
 
 /** Wait for cond() (checked every 20 ms); an error naming `what` after ms. */
 const waitFor = (cond: () => boolean, ms: number, what: string): Promise<void> => waitForStep(cond, ms, what, 20);
 
-const root = fileURLToPath(new URL('..', import.meta.url));
-const bin = join(root, 'bin', 'dwunw');
 
 // ---- Running dwunw ------------------------------------------------------------------------------
 
-interface Run {
-  status: number | null;
-  signal: NodeJS.Signals | null;
-  stdout: string;
-  stderr: string;
-}
+const dwunw = (args: string[], env: Record<string, string> = {}): Run => dwunwSync(args, { env: cliEnv(env), timeoutMs: 60_000 });
 
-function cliEnv(env: Record<string, string>): NodeJS.ProcessEnv {
-  const e: NodeJS.ProcessEnv = { ...process.env, ...env };
-  if (!('FORCE_COLOR' in env)) delete e.FORCE_COLOR;
-  // tap's loaders are for the test file, not for the CLI under test.
-  delete e.NODE_OPTIONS;
-  delete e.DWUNW_TEST_HOLD_MS;
-  if (env.DWUNW_TEST_HOLD_MS) e.DWUNW_TEST_HOLD_MS = env.DWUNW_TEST_HOLD_MS;
-  return e;
-}
-
-function dwunw(args: string[], env: Record<string, string> = {}): Run {
-  const r = spawnSync(process.execPath, [bin, ...args], {
-    cwd: root,
-    env: cliEnv(env),
-    encoding: 'utf8',
-    timeout: 60_000,
-    killSignal: 'SIGKILL',
-    maxBuffer: 1 << 26,
-  });
-  return { status: r.status, signal: r.signal, stdout: r.stdout, stderr: r.stderr };
-}
-
-/** dwunw in the background: the child, and its result once it exits. */
-function dwunwAsync(t: Test, args: string[], env: Record<string, string> = {}): { child: ChildProcess; done: Promise<Run> } {
-  const child = spawn(process.execPath, [bin, ...args], { cwd: root, env: cliEnv(env), stdio: ['ignore', 'pipe', 'pipe'] });
-  t.teardown(() => kill(child));
-  let stdout = '';
-  let stderr = '';
-  child.stdout!.setEncoding('utf8').on('data', (d: string) => (stdout += d));
-  child.stderr!.setEncoding('utf8').on('data', (d: string) => (stderr += d));
-  const done = new Promise<Run>((resolve) =>
-    child.on('close', (status, signal) => resolve({ status, signal, stdout, stderr })),
-  );
-  return { child, done };
+/** dwunw in the background, killed at the end of the subtest. */
+function dwunwAsync(t: Test, args: string[], env: Record<string, string> = {}): Started {
+  const s = startDwunw(args, { env: cliEnv(env) });
+  t.teardown(() => kill(s.child));
+  return s;
 }
 
 async function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {

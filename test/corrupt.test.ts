@@ -17,18 +17,15 @@
 //  - The expression files through dwunw unwind-snapshot (a snapshot mapping the file): the stop
 //    reason is the code expected.txt gives.
 // $DWUNW_BUILD overrides build/.
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import t, { type Test } from 'tap';
+import { buildDir as build, dwunw as runDwunw, pool, root, type Run } from './helpers.js';
 
-const root = fileURLToPath(new URL('..', import.meta.url));
-const build = resolve(root, process.env.DWUNW_BUILD ?? 'build');
 const corpus = join(root, 'test', 'corpus');
 const dir = join(corpus, 'corrupt');
-const bin = join(root, 'bin', 'dwunw');
 const TOOL_MS = 1000;
 // A hang detector, not a speed check: a CLI run still going after this is killed and fails;
 // a loaded machine takes ~12 s for a start that takes 0.3 s on a quiet one.
@@ -97,50 +94,10 @@ t.test('the library answers as expected.txt says (corpus_check)', async (t) => {
 
 // ---- The CLI --------------------------------------------------------------------------------------
 
-interface Run {
-  status: number | null;
-  signal: NodeJS.Signals | null;
-  stdout: string;
-  stderr: string;
-  ms: number;
-}
+const dwunw = (args: string[]): Promise<Run> => runDwunw(args, { timeoutMs: CLI_MS });
 
-function cliEnv(): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = { ...process.env };
-  delete env.NODE_OPTIONS; // tap's loaders are for the test file, not for the CLI
-  delete env.FORCE_COLOR;
-  return env;
-}
-
-function dwunw(args: string[]): Promise<Run> {
-  return new Promise((done) => {
-    const t0 = Date.now();
-    const c = spawn(process.execPath, [bin, ...args], { cwd: root, env: cliEnv(), stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    c.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d));
-    c.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
-    const timer = setTimeout(() => c.kill('SIGKILL'), CLI_MS);
-    c.on('close', (status, signal) => {
-      clearTimeout(timer);
-      done({ status, signal, stdout, stderr, ms: Date.now() - t0 });
-    });
-  });
-}
-
-async function pool<T, R>(items: T[], n: number, fn: (x: T) => Promise<R>): Promise<R[]> {
-  const out: R[] = new Array(items.length);
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: n }, async () => {
-      while (next < items.length) {
-        const i = next++;
-        out[i] = await fn(items[i]!);
-      }
-    }),
-  );
-  return out;
-}
+/** Jobs, PARALLEL at a time; their results in order. */
+const inParallel = <T, R>(items: T[], fn: (x: T) => Promise<R>): Promise<R[]> => Promise.all(pool(items.map((x) => () => fn(x)), PARALLEL));
 
 function checkDumpTable(t: Test, e: Entry, r: Run, json: boolean): void {
   const file = join(dir, e.file);
@@ -184,7 +141,7 @@ t.test('dwunw dump-table on every file: one line, bounded time', async (t) => {
     { e, json: false },
     { e, json: true },
   ]);
-  const runs = await pool(jobs, PARALLEL, (j) => dwunw(['dump-table', join(dir, j.e.file), ...(j.json ? ['--json'] : [])]));
+  const runs = await inParallel(jobs, (j) => dwunw(['dump-table', join(dir, j.e.file), ...(j.json ? ['--json'] : [])]));
   jobs.forEach((j, i) => checkDumpTable(t, j.e, runs[i]!, j.json));
 });
 
@@ -194,7 +151,7 @@ t.test('dwunw unwind-snapshot at the broken expressions: the stop reason', async
   const withPc = entries.filter((e) => e.unwind !== null);
   t.ok(withPc.length >= 10, `${withPc.length} files with an unwind expectation`);
   const stackStart = 0x7ff000000000n;
-  const runs = await pool(withPc, PARALLEL, async (e) => {
+  const runs = await inParallel(withPc, async (e) => {
     const snap = {
       format: 'dwunw-snapshot-1',
       arch: 'x86_64',

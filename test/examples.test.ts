@@ -14,8 +14,8 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t, { type Test } from 'tap';
-import { bpfUnavailable, REQUIRE_BPF, root, skipOrFail, start } from './helpers.js';
-import { type GdbFrame, gdbCore, gdbFrames, killAll, run, startTarget, waitBlocked } from './oracle/harness.js';
+import { bpfUnavailable, REQUIRE_BPF, root, run, skipOrFail, start } from './helpers.js';
+import { type GdbFrame, gdbCore, gdbFrames, killAll, startTarget, waitBlocked } from './oracle/harness.js';
 
 const out = join(root, 'build', 'examples');
 const before = join(out, 'bpf_memleak', 'memleak');
@@ -179,7 +179,7 @@ t.test('api: unwind_pid and unwind_core against gdb', { timeout: 180_000 }, asyn
     await waitBlocked(target.pid);
     const pid = await run(join(out, 'api', 'unwind_pid'), [String(target.pid)], { timeoutMs: 30_000 });
     const gdb = await gdbFrames(target.pid);
-    t.equal(pid.code, 0, 'unwind_pid: exit 0 (stop OK)', { stderr: pid.stderr });
+    t.equal(pid.status, 0, 'unwind_pid: exit 0 (stop OK)', { stderr: pid.stderr });
     t.match(pid.stdout, /^stop: OK \(success\)$/m, 'unwind_pid: complete');
     t.match(pid.stderr, /\[audit\] dwunw: attach pid \d+ tid \d+: ok/, 'unwind_pid: the audit log of its attach');
     samePcs(t, 'unwind_pid', pcsOf(pid.stdout), gdbPcs(gdb.result.threads[String(target.pid)]), pid.stdout);
@@ -188,7 +188,7 @@ t.test('api: unwind_pid and unwind_core against gdb', { timeout: 180_000 }, asyn
     const core = join(dir, `core.${target.pid}`);
     if (!t.ok(existsSync(core), 'gcore wrote a core', { stderr: g.stderr.slice(-500) })) return;
     const [uc, gc] = await Promise.all([run(join(out, 'api', 'unwind_core'), [core], { timeoutMs: 30_000 }), gdbCore(leaky, core)]);
-    t.equal(uc.code, 0, 'unwind_core: exit 0', { stderr: uc.stderr });
+    t.equal(uc.status, 0, 'unwind_core: exit 0', { stderr: uc.stderr });
     t.match(uc.stdout, new RegExp(`^pid ${target.pid} \\(leaky\\), 1 threads`, 'm'), 'unwind_core: the core of leaky, 1 thread');
     t.match(uc.stdout, /^ {2}stop: OK$/m, 'unwind_core: complete');
     samePcs(t, 'unwind_core', pcsOf(uc.stdout), gdbPcs(gc.threads[String(target.pid)]), uc.stdout);

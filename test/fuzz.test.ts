@@ -15,12 +15,10 @@
 // $DWUNW_BUILD overrides build/.
 import { spawn, spawnSync } from 'node:child_process';
 import { copyFileSync, existsSync, mkdirSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs';
-import { join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import t from 'tap';
+import { buildDir as build, root, skipUnless } from './helpers.js';
 
-const root = fileURLToPath(new URL('..', import.meta.url));
-const build = resolve(root, process.env.DWUNW_BUILD ?? 'build');
 const out = join(build, 'fuzz');
 const corpus = join(root, 'test', 'corpus');
 const SECONDS = Number(process.env.DWUNW_FUZZ_SECONDS ?? 60);
@@ -98,7 +96,7 @@ const targets = readdirSync(join(root, 'fuzz'))
 
 // Inputs named known-* reproduce a reported library bug that is not fixed yet: each is replayed on
 // its own and a finding is a TODO; once it passes, the bug is fixed: rename the file crash-*.
-t.test('replay the regression corpus', { skip: !built && 'build failed' }, async (t) => {
+t.test('replay the regression corpus', skipUnless(t, 'the corpus replay', !built && 'make fuzz failed'), async (t) => {
   for (const name of targets) {
     const dirs = [join(corpus, name)];
     if (name === 'fuzz_elf_table') dirs.push(join(corpus, 'corrupt'));
@@ -121,7 +119,7 @@ t.test('replay the regression corpus', { skip: !built && 'build failed' }, async
   }
 });
 
-t.test(`fuzz each target for ${SECONDS} s`, { skip: !built && 'build failed' }, async (t) => {
+t.test(`fuzz each target for ${SECONDS} s`, skipUnless(t, 'the fuzzing', !built && 'make fuzz failed'), async (t) => {
   for (const name of targets) {
     const work = join(out, 'corpus', name);
     const art = join(corpus, name);
@@ -180,11 +178,16 @@ t.test(`fuzz each target for ${SECONDS} s`, { skip: !built && 'build failed' }, 
   }
 });
 
-// Keep an eye on the suppressions: each names a reported bug that is still open.
-t.test('known-bug suppressions (fuzz/ubsan.supp)', async (t) => {
+// Each UBSan suppression names a reported bug that is still open: a function of native/src listed
+// in test/corpus/known-bugs.txt. A suppression left after its bug's line went (fixed) hides reports.
+t.test('known-bug suppressions (fuzz/ubsan.supp): each one a listed, open bug', async (t) => {
   const supp = readFileSync(join(root, 'fuzz', 'ubsan.supp'), 'utf8')
     .split('\n')
-    .filter((l) => l.trim() && !l.startsWith('#'));
+    .map((l) => l.trim())
+    .filter((l) => l && !l.startsWith('#'));
+  const listed = new Set([...knownBugs.values()].flatMap((s) => [...s]));
   t.comment(`suppressed until fixed: ${supp.join(', ') || 'none'}`);
-  t.pass(`${supp.length} suppression(s)`);
+  // a line is CHECK:FUNCTION (UBSan's format); its function must be a listed bug
+  const unlisted = supp.filter((l) => !listed.has(/^[\w-]+:(\w+)$/.exec(l)?.[1] ?? ''));
+  t.same(unlisted, [], 'every suppression names a function listed in test/corpus/known-bugs.txt');
 });

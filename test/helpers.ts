@@ -1,9 +1,10 @@
-// Helpers the test files share: where things are, starting the tools (killed on timeout and at
-// teardown, their output collected), waiting for a condition, NDJSON reports, and the gate of the
-// tests that need BPF (skipped with the reason, or failed under DWUNW_REQUIRE_BPF=1).
-import { type ChildProcess, spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
-import { join } from 'node:path';
+// The one helper module of the test files (every test/*.test.ts and test/oracle/harness.ts import
+// it): where things are, starting programs (killed on timeout and at teardown, their output
+// collected), waiting for a condition, NDJSON reports, and the gate of the checks that cannot run
+// here (skipped with the reason, or failed under DWUNW_REQUIRE_BPF=1, as CI runs them).
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import t, { type Test } from 'tap';
@@ -12,7 +13,9 @@ export const root = fileURLToPath(new URL('..', import.meta.url));
 export const dwunwBin = join(root, 'bin', 'dwunw');
 export const bpfDir = join(root, 'build', 'bpf');
 export const fixturesX64 = join(root, 'fixtures', 'x86_64', 'build');
-/** CI: a test that cannot run for want of BPF is a failure, not a skip. */
+/** The build directory (build/, or $DWUNW_BUILD). */
+export const buildDir = resolve(root, process.env.DWUNW_BUILD ?? 'build');
+/** CI: a check that cannot run here is a failure, not a skip (requireOrSkip). */
 export const REQUIRE_BPF = process.env.DWUNW_REQUIRE_BPF === '1';
 
 // ---- Processes ----------------------------------------------------------------------------------
@@ -32,11 +35,15 @@ export interface Started {
   done: Promise<Run>;
 }
 
-/** The environment of a program under test: without tap's loaders (NODE_OPTIONS) or FORCE_COLOR, plus `extra`. */
+/**
+ * The environment of a program under test: without tap's loaders (NODE_OPTIONS), FORCE_COLOR or
+ * the test knobs of dwunw (DWUNW_TEST_*) inherited from the shell, plus `extra`.
+ */
 export function cliEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
   const e: NodeJS.ProcessEnv = { ...process.env };
   delete e.FORCE_COLOR;
   delete e.NODE_OPTIONS; // tap's loaders are for the test file, not for the program under test
+  for (const k of Object.keys(e)) if (k.startsWith('DWUNW_TEST_')) delete e[k];
   return { ...e, ...extra };
 }
 
@@ -56,6 +63,10 @@ export interface StartOptions {
   /** killed (SIGKILL) after this long; 90 s unless given */
   timeoutMs?: number;
   env?: NodeJS.ProcessEnv;
+  /** the repository root unless given */
+  cwd?: string;
+  /** a pipe on stdin, left open (the program then waits in read) */
+  stdinPipe?: boolean;
   /** called with everything read so far, at each chunk of output */
   onOutput?: (stdout: string, stderr: string) => void;
 }
@@ -63,7 +74,7 @@ export interface StartOptions {
 /** Run a command in the background from the repository root; killed after timeoutMs and at teardown. */
 export function start(cmd: string, args: string[], o: StartOptions = {}): Started {
   const t0 = Date.now();
-  const child = spawn(cmd, args, { cwd: root, env: o.env ?? cliEnv(), stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(cmd, args, { cwd: o.cwd ?? root, env: o.env ?? cliEnv(), stdio: [o.stdinPipe ? 'pipe' : 'ignore', 'pipe', 'pipe'] });
   children.add(child);
   const timer = setTimeout(() => child.kill('SIGKILL'), o.timeoutMs ?? 90_000);
   let stdout = '';
@@ -76,6 +87,7 @@ export function start(cmd: string, args: string[], o: StartOptions = {}): Starte
     stderr += d;
     o.onOutput?.(stdout, stderr);
   });
+  child.on('error', (e) => (stderr += String(e)));
   const done = new Promise<Run>((resolve) =>
     child.on('close', (status, signal) => {
       clearTimeout(timer);
@@ -88,6 +100,34 @@ export function start(cmd: string, args: string[], o: StartOptions = {}): Starte
 
 /** `start` and wait for the end. */
 export const run = (cmd: string, args: string[], o: StartOptions = {}): Promise<Run> => start(cmd, args, o).done;
+
+/** `dwunw ARGS` (bin/dwunw under this node) in the background. */
+export const startDwunw = (args: string[], o: StartOptions = {}): Started => start(process.execPath, [dwunwBin, ...args], o);
+
+/** `dwunw ARGS` to its end. */
+export const dwunw = (args: string[], o: StartOptions = {}): Promise<Run> => startDwunw(args, o).done;
+
+/** Run a command to its end, synchronously (killed after timeoutMs; 90 s unless given). */
+export function runSync(cmd: string, args: string[], o: { env?: NodeJS.ProcessEnv; cwd?: string; timeoutMs?: number } = {}): Run {
+  const t0 = Date.now();
+  const r = spawnSync(cmd, args, {
+    cwd: o.cwd ?? root,
+    env: o.env ?? cliEnv(),
+    encoding: 'utf8',
+    maxBuffer: 1 << 28,
+    timeout: o.timeoutMs ?? 90_000,
+    killSignal: 'SIGKILL',
+  });
+  const stderr = r.error && r.status === null && !r.signal ? `${r.stderr ?? ''}${String(r.error)}` : (r.stderr ?? '');
+  return { args, pid: r.pid, status: r.status, signal: r.signal, stdout: r.stdout ?? '', stderr, ms: Date.now() - t0 };
+}
+
+/** `dwunw ARGS` to its end, synchronously. */
+export const dwunwSync = (args: string[], o: { env?: NodeJS.ProcessEnv; timeoutMs?: number } = {}): Run =>
+  runSync(process.execPath, [dwunwBin, ...args], o);
+
+/** Whether a command is on PATH. */
+export const onPath = (cmd: string): boolean => spawnSync('sh', ['-c', `command -v '${cmd}'`]).status === 0;
 
 // ---- Waiting ------------------------------------------------------------------------------------
 
@@ -104,6 +144,67 @@ export async function until(cond: () => boolean, ms: number, stepMs = 50): Promi
 /** Wait for cond(); an error naming `what` after ms. */
 export async function waitFor(cond: () => boolean, ms: number, what: string, stepMs = 5): Promise<void> {
   if (!(await until(cond, ms, stepMs))) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
+}
+
+// ---- Scheduling ---------------------------------------------------------------------------------
+
+/** Run jobs with at most `limit` at a time; each result (or error) in order. */
+export function pool<T>(jobs: Array<() => Promise<T>>, limit: number): Array<Promise<T>> {
+  const results: Array<Promise<T>> = [];
+  let active = 0;
+  const queue: Array<() => void> = [];
+  const next = () => {
+    active--;
+    queue.shift()?.();
+  };
+  for (const job of jobs) {
+    results.push(
+      new Promise<T>((resolve, reject) => {
+        const start = () => {
+          active++;
+          job().then(resolve, reject).finally(next);
+        };
+        if (active < limit) start();
+        else queue.push(start);
+      }),
+    );
+  }
+  // the caller awaits each one; an unobserved rejection must not end the process first
+  for (const p of results) p.catch(() => undefined);
+  return results;
+}
+
+// ---- Process state (/proc) ----------------------------------------------------------------------
+
+/** The command name of pid ('' when it is gone). */
+export function commOf(pid: number): string {
+  try {
+    return readFileSync(`/proc/${pid}/comm`, 'utf8').trim();
+  } catch {
+    return '';
+  }
+}
+
+/** How many threads pid has (0 when it is gone). */
+export function threadCount(pid: number): number {
+  try {
+    return readdirSync(`/proc/${pid}/task`).length;
+  } catch {
+    return 0;
+  }
+}
+
+/**
+ * Whether pid's main thread sleeps in nanosleep or clock_nanosleep (x86_64 numbers 35, 230), and
+ * runs `comm` when given: a program that reached a sleep of its own, past the work before it.
+ */
+export function inSleep(pid: number, comm?: string): boolean {
+  try {
+    if (comm !== undefined && commOf(pid) !== comm) return false;
+    return /^(35|230) /.test(readFileSync(`/proc/${pid}/syscall`, 'utf8'));
+  } catch {
+    return false;
+  }
 }
 
 // ---- Reports ------------------------------------------------------------------------------------
@@ -130,11 +231,29 @@ export function bpfUnavailable(needs: string, built: [string, string][]): string
   return null;
 }
 
-/** A test that cannot run (`why`): skipped with the reason, or a failure under DWUNW_REQUIRE_BPF=1. */
-export function skipOrFail(tt: Test, why: string, skipped: string): void {
-  if (REQUIRE_BPF) tt.fail(`DWUNW_REQUIRE_BPF=1 but ${why}`);
-  else tt.pass(`${skipped}: ${why}`, { skip: why });
+/**
+ * The one gate of every skip in the suite: `what` cannot be checked here because `why`. Skipped
+ * (tap prints the reason); under DWUNW_REQUIRE_BPF=1 (CI: a fresh Debian x86_64 machine, root,
+ * `scripts/ensure-deps` run, `make` done) a failure, because every reason a test gives for not
+ * running -- a missing tool, package, build, privilege, kernel feature -- is one that holds on
+ * no such machine: if it fires there, the machine or the build is broken, and CI says so.
+ */
+export function requireOrSkip(tt: Test, what: string, why: string): void {
+  if (REQUIRE_BPF) tt.fail(`DWUNW_REQUIRE_BPF=1 but ${what} cannot run: ${why}`);
+  else tt.pass(`${what}: skipped: ${why}`, { skip: why });
 }
+
+/**
+ * The options of a `t.test` that cannot run when `why` is a string: `{ skip: why }`, and under
+ * DWUNW_REQUIRE_BPF=1 also a failure (requireOrSkip) on the parent.
+ */
+export function skipUnless(tt: Test, what: string, why: string | false | null | undefined): { skip: string | false } {
+  if (why && REQUIRE_BPF) tt.fail(`DWUNW_REQUIRE_BPF=1 but ${what} cannot run: ${why}`);
+  return { skip: why || false };
+}
+
+/** The old name of requireOrSkip (arguments: why, then what), for branches in flight. */
+export const skipOrFail = (tt: Test, why: string, what: string): void => requireOrSkip(tt, what, why);
 
 /** A memleak run that failed for want of BPF (not a memleak bug): the reason, else null. */
 export function memleakBpfFailure(stderr: string): string | null {

@@ -14,43 +14,24 @@
 // Needs qemu-system-aarch64 and qemu-system-x86_64, the kernels and busybox-static packages
 // (downloaded once into build/qemu by apt-get download, never installed), the cross compiler.
 // Without them the test is skipped with the reason, unless DWUNW_REQUIRE_BPF=1 (CI).
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import t, { type Test } from 'tap';
 import { frameName, parseProfileJson } from '../lib/profile.js';
+import { REQUIRE_BPF as REQUIRE, root, type Run as ProcessRun, run as runProcess } from './helpers.js';
 
-const root = fileURLToPath(new URL('..', import.meta.url));
-const REQUIRE = process.env.DWUNW_REQUIRE_BPF === '1';
 const Q = join(root, 'build', 'qemu');
 const leakySrc = join(root, 'fixtures', 'x86_64', 'leaky.c');
 const hostLeaky = join(root, 'fixtures', 'x86_64', 'build', 'leaky');
 const ROUNDS = 2;
 
-interface Run {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-  ms: number;
-}
-
-function run(cmd: string, args: string[], timeoutMs: number): Promise<Run> {
-  const t0 = Date.now();
-  return new Promise((res) => {
-    const child = spawn(cmd, args, { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
-    const out: Buffer[] = [];
-    const err: Buffer[] = [];
-    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
-    child.stdout.on('data', (b: Buffer) => out.push(b));
-    child.stderr.on('data', (b: Buffer) => err.push(b));
-    child.on('error', (e) => err.push(Buffer.from(String(e))));
-    child.on('close', (code) => {
-      clearTimeout(timer);
-      res({ code, stdout: Buffer.concat(out).toString(), stderr: Buffer.concat(err).toString(), ms: Date.now() - t0 });
-    });
-  });
-}
+/** helpers.ts's Run, its exit status also as `code`. */
+type Run = ProcessRun & { code: number | null };
+const run = async (cmd: string, args: string[], timeoutMs: number): Promise<Run> => {
+  const r = await runProcess(cmd, args, { env: process.env, timeoutMs });
+  return { ...r, code: r.status };
+};
 
 // ---- The manifest and the stacks (as test/memleak.test.ts) ----------------------------------------
 

@@ -5,10 +5,9 @@
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import t from 'tap';
+import { bpfUnavailable, requireOrSkip, root } from './helpers.js';
 
-const root = fileURLToPath(new URL('..', import.meta.url));
 const out = join(root, 'build', 'test', 'tools');
 const tool = join(out, 'insn_vs_objdump');
 const libc = '/usr/lib/x86_64-linux-gnu/libc.so.6';
@@ -19,7 +18,7 @@ const why = process.arch !== 'x64' ? 'needs x86_64'
   : !existsSync(libc) ? `no ${libc}` : null;
 
 if (why) {
-  t.pass(`skipped: ${why}`, { skip: why });
+  requireOrSkip(t, 'the instruction decoder against objdump', why);
 } else {
   mkdirSync(out, { recursive: true });
   const cc = spawnSync('gcc', ['-O2', '-Wall', '-Wextra', '-Werror', '-I', join(root, 'bpf', 'runtime'), '-o', tool,
@@ -45,7 +44,8 @@ if (why) {
 
   t.test("free's probe place", async (t) => {
     const bin = join(root, 'build', 'bpf', 'memleak');
-    if (!existsSync(bin) || process.getuid?.() !== 0) return t.pass('needs build/bpf/memleak and root', { skip: true });
+    const cannot = bpfUnavailable('memleak probes free', [[bin, 'make bpf']]);
+    if (cannot) return requireOrSkip(t, "free's probe place", cannot);
     const r = spawnSync(bin, ['-v', '-c', 'true', '1'], { encoding: 'utf8', timeout: 60_000 });
     const pm = /memleak: free probed at (?:\+(\d+)|entry)/.exec(r.stderr);
     t.ok(pm, `memleak -v says where free is probed: ${pm?.[0]}`);

@@ -7,10 +7,9 @@
 import { spawnSync } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import t from 'tap';
+import { requireOrSkip, root } from './helpers.js';
 
-const root = fileURLToPath(new URL('..', import.meta.url));
 const out = join(root, 'build', 'test', 'tools');
 const src = [join(root, 'test', 'queue', 'rec_queue_stress.c'), join(root, 'bpf', 'runtime', 'rec_queue.c')];
 
@@ -24,8 +23,7 @@ for (const b of builds) {
     const bin = join(out, b.name);
     const cc = spawnSync('gcc', [...b.flags, '-Wall', '-Wextra', '-Werror', '-I', join(root, 'bpf', 'runtime'), '-o', bin, ...src, '-lpthread'], { encoding: 'utf8' });
     if (cc.status !== 0 && b.flags.includes('-fsanitize=thread') && /tsan|sanitize/i.test(cc.stderr)) {
-      t.pass('skipped: gcc cannot build with ThreadSanitizer here', { skip: cc.stderr.trim().split('\n')[0] });
-      return;
+      return requireOrSkip(t, `${b.name} (ThreadSanitizer)`, `gcc cannot build with -fsanitize=thread here: ${cc.stderr.trim().split('\n')[0]}`);
     }
     t.equal(cc.status, 0, `builds${cc.stderr ? `: ${cc.stderr}` : ''}`);
     for (const [bytes, n] of b.runs) {

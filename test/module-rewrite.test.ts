@@ -15,6 +15,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import t, { type Test } from 'tap';
 import { Dwunw, type ThreadCapture } from '../lib/dwunw.js';
 import * as N from '../lib/native.js';
+import { requireOrSkip } from './helpers.js';
 
 const libc = '/lib/x86_64-linux-gnu/libc.so.6';
 const dir = mkdtempSync(join(tmpdir(), 'dwunw-rewrite-'));
@@ -78,10 +79,7 @@ function sane(t: Test, c: ThreadCapture, what: string): void {
 }
 
 t.test('unwinding through a library truncated and rewritten in place', async (t) => {
-  if (process.arch !== 'x64') {
-    t.skip('x86_64 only (the target runs on the host libc copy)');
-    return;
-  }
+  if (process.arch !== 'x64') return requireOrSkip(t, 'a library rewritten in place', 'x86_64 only (the target runs on the host libc copy)');
   target = spawn('/usr/bin/sleep', ['600'], { env: { ...process.env, LD_LIBRARY_PATH: dir }, stdio: 'ignore' });
   const pid = target.pid!;
   // Wait until the copy is mapped and the process sleeps in it.

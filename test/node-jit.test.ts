@@ -13,16 +13,14 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { chownSync, existsSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import t from 'tap';
+import { REQUIRE_BPF as REQUIRE, root } from './helpers.js';
 
-const root = fileURLToPath(new URL('..', import.meta.url));
 const memleakBin = join(root, 'build', 'bpf', 'memleak');
 const profileBin = join(root, 'build', 'bpf', 'profile');
 const fixture = join(root, 'fixtures', 'node', 'jit_leak.js');
 const nodeBin = existsSync('/usr/bin/node') ? '/usr/bin/node' : process.execPath;
 const NODE_FLAGS = ['--perf-basic-prof', '--interpreted-frames-native-stack'];
-const REQUIRE = process.env.DWUNW_REQUIRE_BPF === '1';
 const ORIGINS = ['window', 'live', 'fp', 'prologue', 'lr', 'signal'];
 const BOTTOM = /^(node::Start\(|__libc_start_main$|__libc_start_call_main$)/;
 

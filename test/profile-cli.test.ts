@@ -10,9 +10,8 @@
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, unlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import t, { type Test } from 'tap';
-import { bpfUnavailable, cliEnv, dwunwBin, REQUIRE_BPF as REQUIRE, root, type Run, skipOrFail, start as startProcess, type Started } from './helpers.js';
+import { bpfUnavailable, cliEnv, commOf, dwunwBin, requireOrSkip, root, type Run, start as startProcess, type Started, threadCount, waitFor } from './helpers.js';
 import { splitArgs } from '../commands/profile.js';
 import { parseProfileJson } from '../lib/profile.js';
 
@@ -54,7 +53,7 @@ const oneLine = (tt: Test, r: Run, re: RegExp, what: string): void => {
 };
 
 t.test('bad input: one line, exit status 1', async (tt) => {
-  if (process.getuid?.() !== 0) return void tt.pass('not root: skipped', { skip: 'not root' });
+  if (process.getuid?.() !== 0) return requireOrSkip(tt, 'bad input', 'not root (profile refuses to start)');
   oneLine(tt, await dwunw(['-p', '4000000', '1']), /^profile: pid 4000000: no such process$/, '-p of no such pid');
   oneLine(tt, await dwunw(['-F', '0', '1']), /^profile: -F 0: out of range \(1 \.\. 10000 Hz\)$/, '-F 0');
   oneLine(tt, await dwunw(['-F', '100000', '1']), /^profile: -F 100000: out of range \(1 \.\. 10000 Hz\)$/, '-F 100000');
@@ -96,12 +95,12 @@ function ofPid(text: string, pid: number): { total: number; complete: number; lo
 
 const why = unavailable();
 if (why) {
-  skipOrFail(t, why, 'profile tests skipped');
+  requireOrSkip(t, 'the profile tests', why);
 } else {
   t.test('-p PID -U -f: complete folded stacks', async (tt) => {
     // hot runs until told to stop: the CLI can take seconds to start on a loaded machine
     const h = start(hot, ['120']);
-    await sleep(300);
+    await waitFor(() => threadCount(h.child.pid!) >= 2, 30_000, 'hot to start its second thread');
     const r = await dwunw(['-p', String(h.child.pid), '-U', '-F', '499', '-f', '2']);
     h.child.kill('SIGTERM');
     await h.done;
@@ -123,9 +122,7 @@ if (why) {
       tt.ok(existsSync(file) && statSync(file).size > 100, 'profile written');
       tt.same([...readFileSync(file).subarray(0, 2)], [0x1f, 0x8b], 'gzip');
       if (!existsSync('/usr/bin/go')) {
-        if (REQUIRE) tt.fail('go is not installed (golang-go)');
-        else tt.pass('go not installed: skipped', { skip: 'no go' });
-        return;
+        return requireOrSkip(tt, 'go tool pprof', 'go is not installed (scripts/ensure-deps installs golang-go)');
       }
       const go = await run('go', ['tool', 'pprof', '-top', '-nodecount=30', file], 120_000);
       tt.equal(go.status, 0, `go tool pprof exit status 0 ${go.stderr.slice(-300)}`);
@@ -149,9 +146,7 @@ if (why) {
       tt.notMatch(html, /<script[^>]+src=/, 'no external script');
       const chrome = ['--headless', '--no-sandbox', '--disable-gpu', '--enable-logging=stderr', '--v=0', '--window-size=1400,900', '--virtual-time-budget=3000'];
       if (!existsSync('/usr/bin/chromium')) {
-        if (REQUIRE) tt.fail('chromium is not installed');
-        else tt.pass('chromium not installed: skipped', { skip: 'no chromium' });
-        return;
+        return requireOrSkip(tt, 'the page in Chromium', 'chromium is not installed (scripts/ensure-deps installs it)');
       }
       const dom = await run('chromium', [...chrome, '--dump-dom', `file://${file}`], 120_000);
       tt.equal(dom.status, 0, 'chromium ran');
@@ -172,7 +167,7 @@ if (why) {
   t.test('-a: a second process and a short-lived-process loop', async (tt) => {
     const h = start(hot, ['120']);
     const loop = start('/bin/sh', ['-c', 'while :; do /bin/true; done']);
-    await sleep(300);
+    await waitFor(() => threadCount(h.child.pid!) >= 2, 30_000, 'hot to start its second thread');
     const r = await dwunw(['-a', '-F', '199', '--json', '3']);
     h.child.kill('SIGTERM');
     loop.child.kill('SIGKILL');
@@ -204,7 +199,8 @@ if (why) {
       copyFileSync(hot, join(del, 'hot'));
       copyFileSync(join(hotDir, 'libhot.so'), join(del, 'libhot.so'));
       const d = start(join(del, 'hot'), ['120']);
-      await sleep(500);
+      // both past their start (libhot.so mapped, the second thread running) before the unlink
+      await waitFor(() => commOf(ns.child.pid!) === 'hot' && threadCount(ns.child.pid!) >= 2 && threadCount(d.child.pid!) >= 2, 30_000, 'both hots to run');
       unlinkSync(join(del, 'hot'));
       unlinkSync(join(del, 'libhot.so'));
       const nsPid = ns.child.pid!; // unshare and sh exec: the same process runs hot

@@ -25,11 +25,9 @@ import { chmodSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, 
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { fileURLToPath } from 'node:url';
 import t, { type Test } from 'tap';
+import { cliEnv, dwunwBin, type Run, skipUnless, start, type Started } from './helpers.js';
 
-const root = fileURLToPath(new URL('..', import.meta.url));
-const bin = join(root, 'bin', 'dwunw');
 const isRoot = process.getuid?.() === 0;
 const NOBODY = ['--reuid=65534', '--regid=65534', '--clear-groups'];
 
@@ -50,34 +48,13 @@ function rand(n: number): number {
 
 // ---- Processes --------------------------------------------------------------------------------------
 
-interface Run {
-  status: number | null;
-  signal: NodeJS.Signals | null;
-  stdout: string;
-  stderr: string;
-}
-
-function cliEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
-  const e: NodeJS.ProcessEnv = { ...process.env, ...extra };
-  delete e.NODE_OPTIONS; // tap's loaders are for the test file, not for the CLI
-  delete e.FORCE_COLOR;
-  if (!extra.DWUNW_TEST_HOLD_MS) delete e.DWUNW_TEST_HOLD_MS;
-  return e;
-}
-
-function startDwunw(args: string[], env: Record<string, string> = {}, asNobody = false): { child: ChildProcess; done: Promise<Run> } {
+function startDwunw(args: string[], env: Record<string, string> = {}, asNobody = false): Started {
   // tap's process-info hook puts its NODE_OPTIONS back into every child's environment (it would
   // fail to write its report as nobody): env -u removes it after that.
   const [cmd, argv] = asNobody
-    ? ['env', ['-u', 'NODE_OPTIONS', 'setpriv', ...NOBODY, process.execPath, bin, ...args]]
-    : [process.execPath, [bin, ...args]];
-  const child = spawn(cmd, argv, { cwd: root, env: cliEnv(env), stdio: ['ignore', 'pipe', 'pipe'] });
-  let stdout = '';
-  let stderr = '';
-  child.stdout!.setEncoding('utf8').on('data', (d: string) => (stdout += d));
-  child.stderr!.setEncoding('utf8').on('data', (d: string) => (stderr += d));
-  const done = new Promise<Run>((resolve) => child.on('close', (status, signal) => resolve({ status, signal, stdout, stderr })));
-  return { child, done };
+    ? ['env', ['-u', 'NODE_OPTIONS', 'setpriv', ...NOBODY, process.execPath, dwunwBin, ...args]]
+    : [process.execPath, [dwunwBin, ...args]];
+  return start(cmd, argv, { env: cliEnv(env), timeoutMs: 600_000 });
 }
 
 async function within<T>(p: Promise<T>, ms: number): Promise<T | 'timeout'> {
@@ -246,7 +223,7 @@ function oneLineMessages(t: Test, r: Run, what: string): void {
 
 // ---- Tests ------------------------------------------------------------------------------------------
 
-const skip = !isRoot ? 'needs root (ptrace of other processes, setpriv)' : process.arch !== 'x64' ? 'x86_64 only' : false;
+const { skip } = skipUnless(t, 'the ptrace fault tests', !isRoot ? 'needs root (ptrace of other processes, setpriv)' : process.arch !== 'x64' ? 'x86_64 only' : false);
 
 t.test('the target exits or is killed at a random moment: no hang, nothing left stopped', { skip }, async (t) => {
   const N = 50;

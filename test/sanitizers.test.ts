@@ -14,18 +14,15 @@
 //    off: node's own allocations would be reported): dump-table on libc and unwind-pid on a
 //    sleeping process give the same output as with the normal library.
 // $DWUNW_BUILD overrides build/.
-import { type ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_process';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { accessSync, constants, existsSync, readFileSync, readdirSync, statSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { fileURLToPath } from 'node:url';
 import t from 'tap';
+import { buildDir as build, cliEnv, dwunwSync, root, type Run, run as runProcess, skipUnless } from './helpers.js';
 
-const root = fileURLToPath(new URL('..', import.meta.url));
-const build = resolve(root, process.env.DWUNW_BUILD ?? 'build');
 const asan = join(build, 'asan');
 const supp = join(root, 'fuzz', 'ubsan.supp');
-const bin = join(root, 'bin', 'dwunw');
 const libc = '/lib/x86_64-linux-gnu/libc.so.6';
 const PARALLEL = 2;
 
@@ -44,26 +41,10 @@ function sanitizerReport(out: string): string | null {
   return i < 0 ? null : lines.slice(Math.max(0, i - 2), i + 40).join('\n');
 }
 
-interface Run {
-  status: number | null;
-  signal: NodeJS.Signals | null;
-  out: string;
-  ms: number;
-}
-
-function run(cmd: string, args: string[], env: NodeJS.ProcessEnv, timeoutMs: number): Promise<Run> {
-  return new Promise((done) => {
-    const t0 = Date.now();
-    const c: ChildProcess = spawn(cmd, args, { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    c.stdout!.setEncoding('utf8').on('data', (d: string) => (out += d));
-    c.stderr!.setEncoding('utf8').on('data', (d: string) => (out += d));
-    const timer = setTimeout(() => c.kill('SIGKILL'), timeoutMs);
-    c.on('close', (status, signal) => {
-      clearTimeout(timer);
-      done({ status, signal, out, ms: Date.now() - t0 });
-    });
-  });
+/** cmd's stdout and stderr in one stream, as they interleave (`out`). */
+async function run(cmd: string, args: string[], env: NodeJS.ProcessEnv, timeoutMs: number): Promise<Run & { out: string }> {
+  const r = await runProcess('sh', ['-c', 'exec "$0" "$@" 2>&1', cmd, ...args], { env: { ...process.env, ...env }, timeoutMs });
+  return { ...r, out: r.stdout };
 }
 
 const isExecutableFile = (p: string): boolean => {
@@ -90,13 +71,13 @@ const sources = readdirSync(join(root, 'test', 'unit'))
   .map((f) => f.slice(0, -2))
   .sort();
 
-t.test('unit tests under ASan + UBSan', { skip: !built && 'build failed' }, async (t) => {
+t.test('unit tests under ASan + UBSan', skipUnless(t, 'the ASan checks', !built && 'make asan failed'), async (t) => {
   const queue = sources.filter((s) => {
     const ok = isExecutableFile(join(asan, 'test', s));
     t.ok(ok, `build/asan/test/${s} built`);
     return ok;
   });
-  const results = new Map<string, Run>();
+  const results = new Map<string, Run & { out: string }>();
   const worker = async (): Promise<void> => {
     for (let s = queue.shift(); s !== undefined; s = queue.shift())
       results.set(s, await run(join(asan, 'test', s), [], SAN_ENV, 10 * 60_000));
@@ -127,7 +108,7 @@ function manifest(): Map<string, string[]> {
   return m;
 }
 
-t.test('corpus_check under ASan: the corrupt-input corpus', { skip: !built && 'build failed' }, async (t) => {
+t.test('corpus_check under ASan: the corrupt-input corpus', skipUnless(t, 'the ASan checks', !built && 'make asan failed'), async (t) => {
   const r = await run(join(asan, 'test', 'tools', 'corpus_check'), ['test/corpus/expected.txt', 'test/corpus/corrupt'], SAN_ENV, 5 * 60_000);
   const report = sanitizerReport(r.out);
   t.notOk(report, `no sanitizer report (${(r.ms / 1000).toFixed(1)} s)`, { report: report ?? undefined });
@@ -138,7 +119,7 @@ t.test('corpus_check under ASan: the corrupt-input corpus', { skip: !built && 'b
   t.same(wrong, [], `every file answers as expected.txt says (${got.size} of ${want.size} files)`);
 });
 
-t.test('cfi_vs_readelf under ASan: tables equal readelf\'s', { skip: !built && 'build failed' }, async (t) => {
+t.test('cfi_vs_readelf under ASan: tables equal readelf\'s', skipUnless(t, 'the ASan checks', !built && 'make asan failed'), async (t) => {
   const files = [libc, '/lib64/ld-linux-x86-64.so.2'].filter(existsSync);
   const fixdir = join(root, 'fixtures', 'x86_64', 'build');
   if (existsSync(fixdir))
@@ -161,23 +142,12 @@ const libasan = (() => {
   }
 })();
 
-function cli(args: string[], withAsan: boolean): Run & { stdout: string; stderr: string } {
-  const env: NodeJS.ProcessEnv = { ...process.env };
-  delete env.NODE_OPTIONS; // tap's loaders are for the test file
-  delete env.FORCE_COLOR;
-  if (withAsan) {
-    Object.assign(env, SAN_ENV, {
-      LD_PRELOAD: libasan,
-      ASAN_OPTIONS: 'detect_leaks=0:abort_on_error=0',
-      DWUNW_LIB: join(asan, 'libdwunw.so'),
-    });
-  }
-  const t0 = Date.now();
-  const r = spawnSync(process.execPath, [bin, ...args], { cwd: root, env, encoding: 'utf8', timeout: 120_000, maxBuffer: 1 << 28 });
-  return { status: r.status, signal: r.signal, stdout: r.stdout, stderr: r.stderr, out: r.stdout + r.stderr, ms: Date.now() - t0 };
+function cli(args: string[], withAsan: boolean): Run {
+  const asanEnv = { ...SAN_ENV, LD_PRELOAD: libasan, ASAN_OPTIONS: 'detect_leaks=0:abort_on_error=0', DWUNW_LIB: join(asan, 'libdwunw.so') };
+  return dwunwSync(args, { env: cliEnv(withAsan ? (asanEnv as Record<string, string>) : {}), timeoutMs: 120_000 });
 }
 
-t.test('the CLI with the ASan libdwunw.so (koffi, LD_PRELOAD=libasan.so)', { skip: (!built && 'build failed') || (!existsSync(libasan) && 'no libasan.so') }, async (t) => {
+t.test('the CLI with the ASan libdwunw.so (koffi, LD_PRELOAD=libasan.so)', skipUnless(t, 'the CLI under ASan', (!built && 'make asan failed') || (!existsSync(libasan) && `no ${libasan} (scripts/ensure-deps installs libclang-rt-14-dev)`)), async (t) => {
   // dump-table on libc, JSON: the same rows as with the normal library (the build time differs).
   const a = cli(['dump-table', libc, '--json'], true);
   t.notOk(sanitizerReport(a.stderr), 'dump-table: no sanitizer report', { report: sanitizerReport(a.stderr) ?? undefined });

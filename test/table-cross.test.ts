@@ -14,13 +14,11 @@
 // $DWUNW_BUILD overrides build/.
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import t from 'tap';
 import { ElfFile } from '../lib/verify-elf.js';
+import { buildDir as build, root } from './helpers.js';
 
-const root = fileURLToPath(new URL('..', import.meta.url));
-const build = resolve(root, process.env.DWUNW_BUILD ?? 'build');
 const tool = join(build, 'test', 'tools', 'cfi_vs_readelf');
 
 const sysroots = { arm64: '/usr/aarch64-linux-gnu/lib', mips32: '/usr/mipsel-linux-gnu/lib' } as const;

@@ -12,13 +12,11 @@
 // $DWUNW_BUILD overrides build/.
 import { execFile, spawn } from 'node:child_process';
 import { closeSync, existsSync, lstatSync, openSync, readSync, readdirSync } from 'node:fs';
-import { join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { promisify } from 'node:util';
 import t from 'tap';
+import { buildDir as build, root } from './helpers.js';
 
-const root = fileURLToPath(new URL('..', import.meta.url));
-const build = resolve(root, process.env.DWUNW_BUILD ?? 'build');
 const tool = join(build, 'test', 'tools', 'cfi_vs_readelf');
 const fixdir = join(root, 'fixtures', 'x86_64', 'build');
 const execFileP = promisify(execFile);

@@ -15,14 +15,11 @@
 //
 // One assertion per batch (its failing files with their first mismatch lines in the message),
 // one for the must-check files and one for libc.so.6 alone. $DWUNW_BUILD overrides build/.
-import { spawn } from 'node:child_process';
 import { closeSync, existsSync, openSync, readFileSync, readSync, readdirSync, realpathSync, statSync } from 'node:fs';
-import { join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import t from 'tap';
+import { buildDir as build, root, type Run, run } from './helpers.js';
 
-const root = fileURLToPath(new URL('..', import.meta.url));
-const build = resolve(root, process.env.DWUNW_BUILD ?? 'build');
 const tool = join(build, 'test', 'tools', 'cfi_vs_readelf');
 const dirs = ['/usr/lib/x86_64-linux-gnu', '/usr/bin'];
 const libc = '/usr/lib/x86_64-linux-gnu/libc.so.6';
@@ -100,26 +97,7 @@ function parseOutput(out: string, results: Map<string, FileResult>): void {
   }
 }
 
-interface Run {
-  code: number | null;
-  signal: NodeJS.Signals | null;
-  stdout: string;
-  stderr: string;
-}
-
-function runTool(args: string[]): Promise<Run> {
-  return new Promise((res) => {
-    const child = spawn(tool, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-    const out: Buffer[] = [];
-    const err: Buffer[] = [];
-    child.stdout.on('data', (b: Buffer) => out.push(b));
-    child.stderr.on('data', (b: Buffer) => err.push(b));
-    child.on('error', (e) => res({ code: -1, signal: null, stdout: '', stderr: String(e) }));
-    child.on('close', (code, signal) =>
-      res({ code, signal, stdout: Buffer.concat(out).toString(), stderr: Buffer.concat(err).toString() }),
-    );
-  });
-}
+const runTool = (args: string[]): Promise<Run> => run(tool, args, { env: process.env, timeoutMs: 3600_000 });
 
 // Runs the tool over files, CHUNK at a time. A crash is charged to the first file of the chunk
 // without a result line (the tool flushes after each file), and the run goes on after it.
@@ -132,7 +110,7 @@ async function runBatch(files: string[]): Promise<Map<string, FileResult>> {
     parseOutput(r.stdout, results);
     const missing = chunk.findIndex((f) => !results.has(f) || results.get(f)!.line === 'no result line');
     if (missing >= 0) {
-      const how = r.signal ? `killed by ${r.signal}` : `exit status ${r.code}`;
+      const how = r.signal ? `killed by ${r.signal}` : `exit status ${r.status}`;
       results.set(chunk[missing], {
         status: 'ERROR',
         line: `cfi_vs_readelf died on this file (${how}): ${r.stderr.trim().split('\n').slice(-2).join(' | ')}`,

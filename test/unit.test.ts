@@ -1,12 +1,10 @@
 // Runs every C unit test binary of build/test/ (built by `make unit` from test/unit/*.c); each one
 // prints TAP (test/unit/tap.h), which becomes a subtest here. $DWUNW_BUILD overrides build/.
 import { existsSync, readdirSync, statSync, accessSync, constants } from 'node:fs';
-import { join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import t from 'tap';
+import { buildDir as build, root } from './helpers.js';
 
-const root = fileURLToPath(new URL('..', import.meta.url));
-const build = resolve(root, process.env.DWUNW_BUILD ?? 'build');
 const dir = join(build, 'test');
 
 const isExecutableFile = (p: string): boolean => {

@@ -10,11 +10,10 @@
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import { ElfFile } from '../lib/verify-elf.js';
+import { root } from './helpers.js';
 
-const root = fileURLToPath(new URL('..', import.meta.url));
 const targets = [
   { cross: 'aarch64-linux-gnu-', machine: 183, is64: true },
   { cross: 'mipsel-linux-gnu-', machine: 8, is64: false },

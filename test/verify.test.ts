@@ -10,33 +10,13 @@
 //     marked "prologue"), equal to gdb's frames; where gdb's own prologue analysis gives up
 //     ("gdb-short", the fixtures without unwind tables) every frame it has is dwunw's;
 //   - the pointer-authentication variants ran signed (qemu -cpu max) against an unsigned oracle.
-import { spawn } from 'node:child_process';
-import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import type { StackResult, VerifyReport } from '../lib/verify.js';
 import { libsOutside } from '../lib/verify-run.js';
+import { dwunw, type Run } from './helpers.js';
 
-const root = fileURLToPath(new URL('..', import.meta.url));
 
-function runVerify(): Promise<{ code: number | null; stdout: string; stderr: string; ms: number }> {
-  const t0 = Date.now();
-  const env = { ...process.env };
-  delete env.NODE_OPTIONS; // tap's loaders are for this file, not for the CLI
-  delete env.FORCE_COLOR;
-  return new Promise((res) => {
-    const child = spawn(process.execPath, [join(root, 'bin', 'dwunw'), 'verify', '--arch', 'all', '--json'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
-    const out: Buffer[] = [];
-    const err: Buffer[] = [];
-    const timer = setTimeout(() => child.kill('SIGKILL'), 600_000);
-    child.stdout.on('data', (b: Buffer) => out.push(b));
-    child.stderr.on('data', (b: Buffer) => err.push(b));
-    child.on('close', (code) => {
-      clearTimeout(timer);
-      res({ code, stdout: Buffer.concat(out).toString(), stderr: Buffer.concat(err).toString(), ms: Date.now() - t0 });
-    });
-  });
-}
+const runVerify = (): Promise<Run> => dwunw(['verify', '--arch', 'all', '--json'], { timeoutMs: 600_000 });
 
 const variants: Record<string, string[]> = {
   x86_64: ['pie', 'pie-g', 'static', 'static-g'],
@@ -81,7 +61,7 @@ t.test('dwunw verify --arch all', async (t) => {
   try {
     report = JSON.parse(r.stdout) as VerifyReport;
   } catch {
-    t.fail(`no JSON report: exit ${r.code}: ${r.stderr.slice(-2000)}${r.stdout.slice(0, 500)}`);
+    t.fail(`no JSON report: exit ${r.status}: ${r.stderr.slice(-2000)}${r.stdout.slice(0, 500)}`);
     return;
   }
   t.comment(`verify: ${report.totals.fixtures} fixtures, ${report.totals.stops} stops, ${report.totals.match} match, ${report.totals['cfi-absent']} cfi-absent, ${report.totals['gdb-short']} gdb-short, ${report.totals.mismatch} mismatch, ${report.totals.prologueFrames} frames by prologue analysis, ${(r.ms / 1000).toFixed(1)} s`);
@@ -90,7 +70,7 @@ t.test('dwunw verify --arch all', async (t) => {
   t.equal(report.totals.mismatch, 0, 'no mismatching stack');
   t.ok(report.totals.prologueFrames > 0, `frames by prologue analysis counted (${report.totals.prologueFrames})`);
   t.ok(report.ok, 'report ok');
-  t.equal(r.code, 0, 'exit status 0');
+  t.equal(r.status, 0, 'exit status 0');
   // Its time is reported above, not asserted: it depends on the machine and on what runs beside it.
 
   for (const [arch, vs] of Object.entries(variants)) {

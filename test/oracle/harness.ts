@@ -1,59 +1,26 @@
 // Shared by the unwind tests (test/unwind-*.test.ts): starting target programs and waiting until
 // every thread is blocked, running `dwunw unwind-pid/unwind-snapshot --json`, running gdb with the
 // oracle scripts of this directory (always under `timeout`), and comparing the stacks pc for pc.
-// Every process started here is registered, so a test file's teardown can kill what is left.
-import { type ChildProcess, spawn } from 'node:child_process';
+// Processes are started through ../helpers.ts: killed on timeout and at the test file's teardown.
 import { readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import type { Test } from 'tap';
+import { dwunw, root, type Run, run, start, type Started } from '../helpers.js';
 
-export const root = fileURLToPath(new URL('../..', import.meta.url));
 export const oracleDir = join(root, 'test', 'oracle');
-export const dwunwBin = join(root, 'bin', 'dwunw');
 
 // ---- processes -------------------------------------------------------------------------------
 
-const live = new Set<ChildProcess>();
+const targets = new Set<Started>();
 
-/** SIGKILL every process started here that has not exited (for t.teardown). */
+/** SIGKILL every target started here that has not exited (for t.teardown). */
 export function killAll(): void {
-  for (const c of live) {
-    if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
-  }
-  live.clear();
-}
-
-export interface RunResult {
-  code: number | null;
-  signal: NodeJS.Signals | null;
-  stdout: string;
-  stderr: string;
-  ms: number;
-}
-
-/** Run a command to its end (killed after timeoutMs), collecting its output. */
-export function run(cmd: string, args: string[], opts: { env?: NodeJS.ProcessEnv; timeoutMs?: number; cwd?: string } = {}): Promise<RunResult> {
-  const t0 = Date.now();
-  return new Promise((resolve) => {
-    const child = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'], env: opts.env ?? process.env, cwd: opts.cwd ?? root });
-    live.add(child);
-    const out: Buffer[] = [];
-    const err: Buffer[] = [];
-    const timer = setTimeout(() => child.kill('SIGKILL'), opts.timeoutMs ?? 120_000);
-    child.stdout!.on('data', (b: Buffer) => out.push(b));
-    child.stderr!.on('data', (b: Buffer) => err.push(b));
-    child.on('error', (e) => err.push(Buffer.from(String(e))));
-    child.on('close', (code, signal) => {
-      clearTimeout(timer);
-      live.delete(child);
-      resolve({ code, signal, stdout: Buffer.concat(out).toString(), stderr: Buffer.concat(err).toString(), ms: Date.now() - t0 });
-    });
-  });
+  for (const { child } of targets) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  targets.clear();
 }
 
 export interface Target {
-  child: ChildProcess;
+  child: Started['child'];
   pid: number;
   stdout: () => string;
   stderr: () => string;
@@ -65,13 +32,19 @@ export interface Target {
  * or null. `stdinPipe`: give it a pipe on stdin that stays open (sqlite3 then waits in read).
  */
 export async function startTarget(cmd: string, args: string[], opts: { ready?: string | null; stdinPipe?: boolean; timeoutMs?: number } = {}): Promise<Target> {
-  const child = spawn(cmd, args, { stdio: [opts.stdinPipe ? 'pipe' : 'ignore', 'pipe', 'pipe'] });
-  live.add(child);
   let out = '';
   let err = '';
-  child.stdout!.on('data', (b: Buffer) => (out += b.toString()));
-  child.stderr!.on('data', (b: Buffer) => (err += b.toString()));
-  const exited = new Promise<void>((res) => child.on('close', () => res()));
+  const s = start(cmd, args, {
+    env: process.env,
+    stdinPipe: opts.stdinPipe,
+    timeoutMs: 24 * 3600_000, // a target lives until killed (at the latest, at teardown)
+    onOutput: (o, e) => {
+      out = o;
+      err = e;
+    },
+  });
+  targets.add(s);
+  const child = s.child;
   const target: Target = {
     child,
     pid: child.pid ?? -1,
@@ -79,13 +52,13 @@ export async function startTarget(cmd: string, args: string[], opts: { ready?: s
     stderr: () => err,
     kill: async () => {
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-      await exited;
-      live.delete(child);
+      await s.done;
+      targets.delete(s);
     },
   };
   if (child.pid === undefined) {
-    await new Promise((res) => setTimeout(res, 10));
-    throw new Error(`cannot start ${cmd}: ${err}`);
+    const r = await s.done;
+    throw new Error(`cannot start ${cmd}: ${r.stderr}`);
   }
   if (opts.ready) {
     const want = `${opts.ready}\n`;
@@ -169,22 +142,14 @@ export interface DwProcess {
   threads: DwThread[];
 }
 
-/** The environment for the CLI: tap's loaders are for the test file, not for the CLI under test. */
-function cliEnv(): NodeJS.ProcessEnv {
-  const env = { ...process.env };
-  delete env.NODE_OPTIONS;
-  delete env.FORCE_COLOR;
-  return env;
-}
-
 /** `dwunw ARGS --json`, parsed; throws with stderr when it fails or prints no JSON. */
-export async function dwunwJson(args: string[]): Promise<{ result: DwProcess; run: RunResult }> {
-  const r = await run(process.execPath, [dwunwBin, ...args, '--json'], { env: cliEnv(), timeoutMs: 60_000 });
+export async function dwunwJson(args: string[]): Promise<{ result: DwProcess; run: Run }> {
+  const r = await dwunw([...args, '--json'], { timeoutMs: 60_000 });
   let result: DwProcess;
   try {
     result = JSON.parse(r.stdout) as DwProcess;
   } catch {
-    throw new Error(`dwunw ${args.join(' ')} --json: exit ${r.code ?? r.signal}, no JSON: ${r.stderr.trim() || r.stdout.slice(0, 300)}`);
+    throw new Error(`dwunw ${args.join(' ')} --json: exit ${r.status ?? r.signal}, no JSON: ${r.stderr.trim() || r.stdout.slice(0, 300)}`);
   }
   return { result, run: r };
 }
@@ -218,10 +183,10 @@ export const gdbPrefix = (timeoutSec: number): string[] => [
 ];
 
 /** gdb -p PID with gdb_frames.py: every thread's frames. */
-export async function gdbFrames(pid: number): Promise<{ result: GdbFrames; run: RunResult }> {
+export async function gdbFrames(pid: number): Promise<{ result: GdbFrames; run: Run }> {
   const r = await run('timeout', [...gdbPrefix(60), '-p', String(pid), '-x', join(oracleDir, 'gdb_frames.py')], { timeoutMs: 70_000 });
   const line = r.stdout.split('\n').find((l) => l.startsWith('DWUNW_FRAMES '));
-  if (!line) throw new Error(`gdb -p ${pid}: exit ${r.code ?? r.signal}, no DWUNW_FRAMES line:\n${r.stderr.slice(-2000)}${r.stdout.slice(-1000)}`);
+  if (!line) throw new Error(`gdb -p ${pid}: exit ${r.status ?? r.signal}, no DWUNW_FRAMES line:\n${r.stderr.slice(-2000)}${r.stdout.slice(-1000)}`);
   return { result: JSON.parse(line.slice('DWUNW_FRAMES '.length)) as GdbFrames, run: r };
 }
 
@@ -230,7 +195,7 @@ export async function gdbCore(prog: string, core: string, multiarch = false): Pr
   const args = gdbPrefix(60).map((a) => (a === 'gdb' && multiarch ? 'gdb-multiarch' : a));
   const r = await run('timeout', [...args, prog, core, '-x', join(oracleDir, 'gdb_frames.py')], { timeoutMs: 70_000 });
   const line = r.stdout.split('\n').find((l) => l.startsWith('DWUNW_FRAMES '));
-  if (!line) throw new Error(`gdb ${prog} ${core}: exit ${r.code ?? r.signal}, no DWUNW_FRAMES line:\n${r.stderr.slice(-2000)}`);
+  if (!line) throw new Error(`gdb ${prog} ${core}: exit ${r.status ?? r.signal}, no DWUNW_FRAMES line:\n${r.stderr.slice(-2000)}`);
   return JSON.parse(line.slice('DWUNW_FRAMES '.length)) as GdbFrames;
 }
 
@@ -477,32 +442,4 @@ export async function pltEntries(file: string): Promise<{ start: bigint | null; 
     if (m[2]!.endsWith('@plt')) entries.set(m[2]!, a);
   }
   return { start, entries };
-}
-
-// ---- scheduling --------------------------------------------------------------------------------
-
-/** Run jobs with at most `limit` at a time; each result (or error) in order. */
-export function pool<T>(jobs: Array<() => Promise<T>>, limit: number): Array<Promise<T>> {
-  const results: Array<Promise<T>> = [];
-  let active = 0;
-  const queue: Array<() => void> = [];
-  const next = () => {
-    active--;
-    queue.shift()?.();
-  };
-  for (const job of jobs) {
-    results.push(
-      new Promise<T>((resolve, reject) => {
-        const start = () => {
-          active++;
-          job().then(resolve, reject).finally(next);
-        };
-        if (active < limit) start();
-        else queue.push(start);
-      }),
-    );
-  }
-  // the caller awaits each one; an unobserved rejection must not end the process first
-  for (const p of results) p.catch(() => undefined);
-  return results;
 }

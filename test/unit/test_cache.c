@@ -21,9 +21,9 @@
 #include <time.h>
 #include <unistd.h>
 #include "tap.h"
+#include "testutil.h"
 #include "dwunw.h"
 
-#define SKIP(...) do { printf("ok %d - # SKIP ", ++tap_count); printf(__VA_ARGS__); printf("\n"); fflush(stdout); } while (0)
 
 static char dir[64];
 static char lib_a[512], lib_b[512]; /* two different real ELF files: the originals */
@@ -645,27 +645,10 @@ __attribute__((noinline, no_sanitize_address)) static int take_snapshot(struct s
 	static uint64_t r[8];
 	uint64_t end;
 
-	__asm__ volatile("lea 0(%%rip), %%rax\n\t"
-			 "mov %%rax, 0(%0)\n\t"
-			 "mov %%rsp, 8(%0)\n\t"
-			 "mov %%rbp, 16(%0)\n\t"
-			 "mov %%rbx, 24(%0)\n\t"
-			 "mov %%r12, 32(%0)\n\t"
-			 "mov %%r13, 40(%0)\n\t"
-			 "mov %%r14, 48(%0)\n\t"
-			 "mov %%r15, 56(%0)\n\t"
-			 : : "r"(r) : "rax", "memory");
-	memset(&s->regs, 0, sizeof(s->regs));
-	s->regs.arch = DWUNW_ARCH_X86_64;
+	CAPTURE_REGS(r);
+	capture_to_regs(&s->regs, r);
 	s->regs.pid = getpid();
 	s->regs.tid = s->regs.pid;
-	s->regs.pc = r[0];
-	s->regs.regs[7] = r[1];
-	s->regs.regs[6] = r[2];
-	s->regs.regs[3] = r[3];
-	for (unsigned i = 0; i < 4; i++)
-		s->regs.regs[12 + i] = r[4 + i];
-	s->regs.valid = (1ull << 3) | (1ull << 6) | (1ull << 7) | (0xfull << 12);
 	end = mapping_end(r[1]);
 	if (!end)
 		return -1;
@@ -794,16 +777,6 @@ static void test_capture_release(void)
 	free(sn.stack);
 }
 
-static void on_timeout(int sig)
-{
-	static const char msg[] = "Bail out! timed out\n";
-	(void)sig;
-	cleanup_dir();
-	if (write(1, msg, sizeof(msg) - 1) < 0)
-		_exit(3);
-	_exit(2);
-}
-
 /*
  * A capture whose cached mapping->module link has gone stale (the slot now holds another module)
  * must not change the FIFO position of that other module: the failed lookup takes and drops a
@@ -885,8 +858,7 @@ static void test_image_for_path(void)
 
 int main(void)
 {
-	signal(SIGALRM, on_timeout);
-	alarm(120);
+	arm_timeout(120, cleanup_dir);
 	if (lib_path("libz.so", lib_a, sizeof(lib_a)) || !(size_a = file_size(lib_a))) {
 		SKIP("no libz mapped");
 		return done_testing();

@@ -222,7 +222,7 @@ int main(void)
 	unsigned wrong;
 
 #if !defined(__x86_64__)
-	ok(1, "# SKIP x86_64 only (the seccomp filter and the register set)");
+	SKIP("x86_64 only (the seccomp filter and the register set)");
 	return done_testing();
 #else
 	/* Warm up what stays open for the whole process (stdio, the libelf init). */
@@ -324,7 +324,7 @@ int main(void)
 
 	/* 5. the same with process_vm_readv refused: /proc/PID/mem, opened per event */
 	if (refuse_vm_readv() != 0) {
-		ok(1, "# SKIP cannot install a seccomp filter (%s): /proc/PID/mem path not covered", strerror(errno));
+		SKIP("cannot install a seccomp filter (%s): /proc/PID/mem path not covered", strerror(errno));
 	} else {
 		struct dwunw_stack_reader rd;
 		struct dwunw_config cfg;

@@ -22,10 +22,10 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include "tap.h"
+#include "testutil.h"
 #include "dwunw.h"
 #include "utils/stack_reader.h"
 
-#define SKIP(...) do { printf("ok %d - # SKIP ", ++tap_count); printf(__VA_ARGS__); printf("\n"); fflush(stdout); } while (0)
 
 /* Private bits of dwunw_stack_reader.flags: the signal held for re-delivery. */
 #define HELD_SIG(r) (((r)->flags >> 8) & 0xff)
@@ -93,23 +93,12 @@ static void kid_del(pid_t p)
 			kids[i] = 0;
 }
 
-static void on_timeout(int sig)
+/* At a timeout: no child left (kill only: async-signal-safe). */
+static void kill_kids_now(void)
 {
-	static const char msg[] = "Bail out! timed out (a thread left stopped?)\n";
-	(void)sig;
 	for (unsigned i = 0; i < 64; i++)
 		if (kids[i] > 0)
 			kill(kids[i], SIGKILL);
-	if (write(1, msg, sizeof(msg) - 1) < 0)
-		_exit(3);
-	_exit(2);
-}
-
-static void sleep_ms(unsigned ms)
-{
-	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000 };
-	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-		;
 }
 
 static pid_t fork_kid(void)
@@ -1513,12 +1502,7 @@ static void test_no_leak(void)
 int main(void)
 {
 	struct target t;
-	struct sigaction sa;
-
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = on_timeout;
-	sigaction(SIGALRM, &sa, NULL);
-	alarm(240);
+	arm_timeout(240, kill_kids_now);
 	signal(SIGPIPE, SIG_IGN);
 
 	if (!ok(start_target(&t, T_SLEEP) == 0, "target started"))

@@ -27,14 +27,8 @@
 #include <unwind.h>
 #include <zlib.h>
 #include "tap.h"
+#include "testutil.h"
 #include "dwunw.h"
-
-#if defined(__clang__)
-#define CHAIN __attribute__((noinline, used))
-#else
-#define CHAIN __attribute__((noinline, noipa, used))
-#endif
-#define BARRIER() __asm__ volatile("" ::: "memory")
 
 #define MAXF 64
 #define NTHREADS 8
@@ -101,27 +95,10 @@ __attribute__((no_sanitize_address)) CHAIN static void take_snapshot(void)
 	struct expect *s = cur;
 	uint64_t end;
 
-	__asm__ volatile("lea 0(%%rip), %%rax\n\t"
-			 "mov %%rax, 0(%0)\n\t"
-			 "mov %%rsp, 8(%0)\n\t"
-			 "mov %%rbp, 16(%0)\n\t"
-			 "mov %%rbx, 24(%0)\n\t"
-			 "mov %%r12, 32(%0)\n\t"
-			 "mov %%r13, 40(%0)\n\t"
-			 "mov %%r14, 48(%0)\n\t"
-			 "mov %%r15, 56(%0)\n\t"
-			 : : "r"(r) : "rax", "memory");
+	CAPTURE_REGS(r);
 	if (!s || s->stack)
 		return; /* one snapshot per callback chain */
-	memset(&s->regs, 0, sizeof(s->regs));
-	s->regs.arch = DWUNW_ARCH_X86_64;
-	s->regs.pc = r[0];
-	s->regs.regs[7] = r[1];
-	s->regs.regs[6] = r[2];
-	s->regs.regs[3] = r[3];
-	for (unsigned i = 0; i < 4; i++)
-		s->regs.regs[12 + i] = r[4 + i];
-	s->regs.valid = (1ull << 3) | (1ull << 6) | (1ull << 7) | (0xfull << 12);
+	capture_to_regs(&s->regs, r);
 	end = mapping_end(r[1]);
 	if (!end)
 		return;
@@ -353,37 +330,6 @@ static int load_copies(void)
 			return -1;
 	}
 	return 0;
-}
-
-static char *read_text(const char *path, size_t *len)
-{
-	size_t cap = 1 << 16, n = 0;
-	char *buf = malloc(cap);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	ssize_t r;
-
-	if (fd < 0 || !buf) {
-		if (fd >= 0)
-			close(fd);
-		free(buf);
-		return NULL;
-	}
-	for (;;) {
-		if (n == cap) {
-			char *nb = realloc(buf, cap * 2);
-			if (!nb)
-				break;
-			buf = nb;
-			cap *= 2;
-		}
-		r = read(fd, buf + n, cap - n);
-		if (r <= 0)
-			break;
-		n += (size_t)r;
-	}
-	close(fd);
-	*len = n;
-	return buf;
 }
 
 /* Take every snapshot; each is used live (pid = this process) and offline (FAKE_PID). */

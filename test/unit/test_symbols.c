@@ -306,7 +306,7 @@ static void check_c_build(const char *prefix, const char *cc, const char *dwarf)
 	snprintf(label, sizeof(label), "%s%s %s", prefix, cc, dwarf);
 	snprintf(prog, sizeof(prog), "%s", tpath("c_%s%s_%s", prefix, cc, dwarf + 2));
 	if (*prefix && shell("command -v %s%s >/dev/null && command -v %saddr2line >/dev/null", prefix, cc, prefix)) {
-		printf("# SKIP %s: no %s%s\n", label, prefix, cc);
+		SKIP("%s: no %s%s", label, prefix, cc);
 		return;
 	}
 	tprefix = prefix;
@@ -642,7 +642,7 @@ static void check_minidebuginfo(void)
 	snprintf(orig, sizeof(orig), "%s", tpath("mdi_orig"));
 
 	if (shell("command -v xz >/dev/null")) {
-		printf("# SKIP MiniDebugInfo: no xz command (xz-utils)\n");
+		SKIP("MiniDebugInfo: no xz command (xz-utils)");
 		return;
 	}
 	/* As Fedora's find-debuginfo does: the function symbols .dynsym lacks, in an xz'd ELF. */
@@ -703,7 +703,7 @@ static void check_libc(void)
 	free(text);
 	snprintf(dbg, sizeof(dbg), "/usr/lib/debug/.build-id/%.2s/%s.debug", bid, bid + 2);
 	if (access(dbg, R_OK) != 0) {
-		printf("# SKIP libc: no debug file %s (libc6-dbg not installed)\n", dbg);
+		SKIP("libc: no debug file %s (libc6-dbg not installed)", dbg);
 		return;
 	}
 	for (size_t i = 0; i < sizeof(cands) / sizeof(cands[0]) && !have_internal; i++) {

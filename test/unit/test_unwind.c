@@ -28,20 +28,10 @@
 #include <sys/wait.h>
 #include "tap.h"
 #include "dwunw.h"
+#include "testutil.h"
 
-#define SKIP(...) do { printf("ok %d - # SKIP ", ++tap_count); printf(__VA_ARGS__); printf("\n"); fflush(stdout); } while (0)
 
-/* Functions of the chains: never inlined, cloned or turned into tail calls. */
-#if defined(__clang__)
-#define CHAIN __attribute__((noinline, used))
-#else
-#define CHAIN __attribute__((noinline, noipa, used))
-#endif
-#define BARRIER() __asm__ volatile("" ::: "memory")
-
-#define X_RBX 3
-#define X_RBP 6
-#define X_RSP 7
+#define X_RSP CAPTURE_RSP
 #define MAXF 128
 #define FAKE_PID 999999 /* above any pid_max: never a live process */
 
@@ -68,23 +58,12 @@ static void kill_kids(void)
 		}
 }
 
-static void on_timeout(int sig)
+/* At a timeout: no child left (kill only: async-signal-safe). */
+static void kill_kids_now(void)
 {
-	static const char msg[] = "Bail out! timed out\n";
-	(void)sig;
 	for (unsigned i = 0; i < 32; i++)
 		if (kids[i] > 0)
 			kill(kids[i], SIGKILL);
-	if (write(1, msg, sizeof(msg) - 1) < 0)
-		_exit(3);
-	_exit(2);
-}
-
-static void sleep_ms(unsigned ms)
-{
-	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000 };
-	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-		;
 }
 
 /* Kill and collect a child (also one already gone). */
@@ -151,37 +130,6 @@ static uint64_t mapping_end(pid_t pid, uint64_t addr)
 	}
 	fclose(f);
 	return end;
-}
-
-static char *read_text(const char *path, size_t *len)
-{
-	size_t cap = 1 << 16, n = 0;
-	char *buf = malloc(cap);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	ssize_t r;
-
-	if (fd < 0 || !buf) {
-		if (fd >= 0)
-			close(fd);
-		free(buf);
-		return NULL;
-	}
-	for (;;) {
-		if (n == cap) {
-			char *nb = realloc(buf, cap * 2);
-			if (!nb)
-				break;
-			buf = nb;
-			cap *= 2;
-		}
-		r = read(fd, buf + n, cap - n);
-		if (r <= 0)
-			break;
-		n += (size_t)r;
-	}
-	close(fd);
-	*len = n;
-	return buf;
 }
 
 /* ---- frames ------------------------------------------------------------------------------ */
@@ -346,27 +294,10 @@ __attribute__((no_sanitize_address)) CHAIN static int take_snapshot(struct snap 
 	static uint64_t r[8];
 	uint64_t end;
 
-	__asm__ volatile("lea 0(%%rip), %%rax\n\t"
-			 "mov %%rax, 0(%0)\n\t"
-			 "mov %%rsp, 8(%0)\n\t"
-			 "mov %%rbp, 16(%0)\n\t"
-			 "mov %%rbx, 24(%0)\n\t"
-			 "mov %%r12, 32(%0)\n\t"
-			 "mov %%r13, 40(%0)\n\t"
-			 "mov %%r14, 48(%0)\n\t"
-			 "mov %%r15, 56(%0)\n\t"
-			 : : "r"(r) : "rax", "memory");
-	memset(&s->regs, 0, sizeof(s->regs));
-	s->regs.arch = DWUNW_ARCH_X86_64;
+	CAPTURE_REGS(r);
+	capture_to_regs(&s->regs, r);
 	s->regs.pid = getpid();
 	s->regs.tid = s->regs.pid;
-	s->regs.pc = r[0];
-	s->regs.regs[X_RSP] = r[1];
-	s->regs.regs[X_RBP] = r[2];
-	s->regs.regs[X_RBX] = r[3];
-	for (unsigned i = 0; i < 4; i++)
-		s->regs.regs[12 + i] = r[4 + i];
-	s->regs.valid = (1ull << X_RBX) | (1ull << X_RBP) | (1ull << X_RSP) | (0xfull << 12);
 	end = mapping_end(getpid(), r[1]);
 	if (!end)
 		return -1;
@@ -402,106 +333,22 @@ __attribute__((no_sanitize_address)) CHAIN static int take_snapshot(struct snap 
 	return 0;
 }
 
-static volatile int sink;
-static int fired_q, fired_b, fired_p, snap_err = -1;
+static int snap_err = -1;
 
-/* Frame shapes: plain; a fixed local array; alloca (CFA on rbp); values live across the call in
- * every callee-saved register (rbp among them: the alloca frame above needs it restored). */
-#define PLAIN(name, next) \
-	CHAIN static int name(int x) { int r = next(x + 1); BARRIER(); return r + 1; }
-#define ARRAY(name, next) \
-	CHAIN static int name(int x) { volatile int a[24]; a[x % 24] = x; int r = next(x + 1); return r + a[x % 24]; }
-#define ALLOCA(name, next) \
-	CHAIN static int name(int x) { volatile char *p = __builtin_alloca((size_t)(x & 31) + 24); p[0] = (char)x; \
-		int r = next(x + 1); return r + p[0]; }
-#define SAVED(name, next) \
-	CHAIN static int name(int x) { int a = sink + x, b = sink * x, c = sink ^ x, d = sink - x, e = sink | x, f = sink & x; \
-		int r = next(x + 1); return r + a + b + c + d + e + f; }
-
-static int snap_entry(int x)
+CHAIN static int snap_entry(int x)
 {
 	(void)x;
 	snap_err = take_snapshot(&self);
 	return 0;
 }
 
-PLAIN(p2, snap_entry)
-SAVED(p1, p2)
-
-CHAIN static int phdr_cb(struct dl_phdr_info *info, size_t size, void *arg)
-{
-	(void)info;
-	(void)size;
-	(void)arg;
-	if (fired_p++)
-		return 1;
-	p1(3);
-	return 1;
-}
-
-CHAIN static int do_iterate(int x)
-{
-	int r = dl_iterate_phdr(phdr_cb, NULL);
-	BARRIER();
-	return r + x;
-}
-
-ALLOCA(n3, do_iterate)
-SAVED(n2, n3)
-ARRAY(n1, n2)
-
-CHAIN static int cmp_b(const void *a, const void *b)
-{
-	if (!fired_b++)
-		n1(2);
-	return *(const int *)a - *(const int *)b;
-}
-
-/* Through a pointer: <stdlib.h> may inline bsearch. */
-static void *(*volatile bsearch_fn)(const void *, const void *, size_t, size_t, int (*)(const void *, const void *)) = bsearch;
-
-CHAIN static int do_bsearch(int x)
-{
-	static const int arr[1] = { 7 };
-	int key = 7;
-	void *r = bsearch_fn(&key, arr, 1, sizeof(int), cmp_b);
-	BARRIER();
-	return (r != NULL) + x;
-}
-
-SAVED(m4, do_bsearch)
-PLAIN(m3, m4)
-ALLOCA(m2, m3)
-PLAIN(m1, m2)
-
-CHAIN static int cmp_q(const void *a, const void *b)
-{
-	if (!fired_q++)
-		m1(1);
-	return *(const int *)a - *(const int *)b;
-}
-
-CHAIN static int do_qsort(int x)
-{
-	int arr[2] = { 2, 1 };
-	qsort(arr, 2, sizeof(int), cmp_q);
-	BARRIER();
-	return arr[0] + x;
-}
-
-PLAIN(l6, do_qsort)
-SAVED(l5, l6)
-ALLOCA(l4, l5)
-ARRAY(l3, l4)
-SAVED(l2, l3)
-ALLOCA(l1, l2)
+CALLBACKS_CHAIN(snap_entry)
 
 CHAIN static int make_self_snapshot(void)
 {
 	int r;
-	fired_q = fired_b = fired_p = 0;
 	snap_err = -1;
-	r = l1(0);
+	r = callbacks_chain();
 	BARRIER();
 	return r + snap_err;
 }
@@ -558,11 +405,11 @@ static void test_self(void)
 	}
 	for (size_t i = 0; i < nf; i++) {
 		const char *n = name_of(&ctx, &f[i], i == 0, b1, sizeof(b1));
-		static const char *const want[] = { "p1", "phdr_cb", "n1", "cmp_b", "m1", "cmp_q", "l1", "main" };
+		static const char *const want[] = { "f1", "on_phdr", "e1", "cmp_b", "d1", "cmp_q", "c1", "main" };
 		for (unsigned k = 0; k < sizeof(want) / sizeof(want[0]); k++)
 			names += !strcmp(n, want[k]);
 	}
-	is_int(names, 8, "self: p1, phdr_cb, n1, cmp_b, m1, cmp_q, l1, main among the frames");
+	is_int(names, 8, "self: f1, on_phdr, e1, cmp_b, d1, cmp_q, c1, main among the frames");
 	{
 		int in_libc = 0;
 		for (size_t i = 0; i < nf; i++) {
@@ -812,7 +659,7 @@ static void test_pinned(void)
  * event; read from the live process afterwards, it may be a frame rewritten since (LIVE_END). */
 __attribute__((noinline)) static void entry_target(void)
 {
-	sink++;
+	chain_sink++;
 }
 
 static void test_live_end(void)
@@ -1528,12 +1375,7 @@ fail:
 
 int main(void)
 {
-	struct sigaction sa;
-
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = on_timeout;
-	sigaction(SIGALRM, &sa, NULL);
-	alarm(300);
+	arm_timeout(300, kill_kids_now);
 	signal(SIGPIPE, SIG_IGN);
 	atexit(kill_kids);
 	atexit(gdb_cleanup);

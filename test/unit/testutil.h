@@ -1,0 +1,231 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * What the C tests share (the unit tests of test/unit, bench/, fuzz/): one copy each of
+ *  - the chain attributes (CHAIN, BARRIER) and the frame shapes (PLAIN, ARRAY, ALLOCA, SAVED);
+ *  - CAPTURE_REGS: this function's x86_64 registers at one instruction, and capture_to_regs;
+ *  - CALLBACKS_CHAIN: the "callbacks" chain (~30 frames through glibc's qsort, bsearch and
+ *    dl_iterate_phdr callbacks), the bench's reference stack and the unit tests' self snapshot;
+ *  - sleep_ms, read_text, and the SIGALRM timeout (on_timeout, with a cleanup hook).
+ * Header-only (static inline): each includer compiles what it uses. bench/ and fuzz/ include it
+ * by its path from the repository root.
+ */
+#ifndef DWUNW_TESTUTIL_H
+#define DWUNW_TESTUTIL_H
+
+#include <errno.h>
+#include <fcntl.h>
+#include <link.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include "dwunw.h"
+
+/* ---- chains ----------------------------------------------------------------------------- */
+
+/* Functions of the chains: never inlined, cloned or turned into tail calls. */
+#if defined(__clang__)
+#define CHAIN __attribute__((noinline, used))
+#else
+#define CHAIN __attribute__((noinline, noipa, used))
+#endif
+#define BARRIER() __asm__ volatile("" ::: "memory")
+
+static volatile int chain_sink __attribute__((unused));
+
+/* Frame shapes: no locals; a fixed array; alloca (the CFA moves to rbp); values live across the
+ * call in every callee-saved register (rbp among them: an alloca frame above needs it restored). */
+#define PLAIN(name, next) \
+	CHAIN static int name(int x) { int r = next(x + 1); BARRIER(); return r + 1; }
+#define ARRAY(name, next) \
+	CHAIN static int name(int x) { volatile int a[20]; a[x % 20] = x; int r = next(x + 1); return r + a[x % 20]; }
+#define ALLOCA(name, next) \
+	CHAIN static int name(int x) { volatile char *p = __builtin_alloca((size_t)(x & 15) + 32); p[0] = (char)x; \
+		int r = next(x + 1); return r + p[0]; }
+#define SAVED(name, next) \
+	CHAIN static int name(int x) { int a = chain_sink + x, b = chain_sink * x, c = chain_sink ^ x, d = chain_sink - x, \
+		e = chain_sink | x, f = chain_sink & x; int r = next(x + 1); return r + a + b + c + d + e + f; }
+
+/* ---- registers ---------------------------------------------------------------------------- */
+
+#define CAPTURE_RBX 3
+#define CAPTURE_RBP 6
+#define CAPTURE_RSP 7
+
+/* r[0..7] = rip (here), rsp, rbp, rbx, r12..r15 of the function this expands in (x86_64 only). */
+#define CAPTURE_REGS(r)                                   \
+	__asm__ volatile("lea 0(%%rip), %%rax\n\t"        \
+			 "mov %%rax, 0(%0)\n\t"           \
+			 "mov %%rsp, 8(%0)\n\t"           \
+			 "mov %%rbp, 16(%0)\n\t"          \
+			 "mov %%rbx, 24(%0)\n\t"          \
+			 "mov %%r12, 32(%0)\n\t"          \
+			 "mov %%r13, 40(%0)\n\t"          \
+			 "mov %%r14, 48(%0)\n\t"          \
+			 "mov %%r15, 56(%0)\n\t"          \
+			 : : "r"(r) : "rax", "memory")
+
+/* An x86_64 register set from a CAPTURE_REGS array (pid, tid and the stack left to the caller). */
+static inline void capture_to_regs(struct dwunw_regs *regs, const uint64_t r[8])
+{
+	memset(regs, 0, sizeof(*regs));
+	regs->arch = DWUNW_ARCH_X86_64;
+	regs->pc = r[0];
+	regs->regs[CAPTURE_RSP] = r[1];
+	regs->regs[CAPTURE_RBP] = r[2];
+	regs->regs[CAPTURE_RBX] = r[3];
+	for (unsigned i = 0; i < 4; i++)
+		regs->regs[12 + i] = r[4 + i];
+	regs->valid = (1ull << CAPTURE_RBX) | (1ull << CAPTURE_RBP) | (1ull << CAPTURE_RSP) | (0xfull << 12);
+}
+
+/* ---- the callbacks chain -------------------------------------------------------------------- */
+
+/*
+ * CALLBACKS_CHAIN(bottom) defines callbacks_chain(): c1 .. c6 -> qsort -> cmp_q -> d1 .. d4 ->
+ * bsearch -> cmp_b -> e1 .. e3 -> dl_iterate_phdr -> on_phdr -> f1, f2 -> bottom(int), the
+ * includer's (CHAIN) function at the deepest frame. Each callback goes down once per call of
+ * callbacks_chain(). The oracles know these names (test_unwind.c, bench.test.ts).
+ */
+#define CALLBACKS_CHAIN(bottom)                                                                          \
+	static int chain_once_q, chain_once_b, chain_once_p;                                             \
+	PLAIN(f2, bottom)                                                                                \
+	SAVED(f1, f2)                                                                                    \
+	CHAIN static int on_phdr(struct dl_phdr_info *info, size_t size, void *arg)                      \
+	{                                                                                                \
+		(void)info;                                                                              \
+		(void)size;                                                                              \
+		(void)arg;                                                                               \
+		if (!chain_once_p++)                                                                     \
+			f1(5);                                                                           \
+		return 1;                                                                                \
+	}                                                                                                \
+	CHAIN static int walk_phdrs(int x)                                                               \
+	{                                                                                                \
+		int r = dl_iterate_phdr(on_phdr, NULL);                                                  \
+		BARRIER();                                                                               \
+		return r + x;                                                                            \
+	}                                                                                                \
+	ALLOCA(e3, walk_phdrs)                                                                           \
+	SAVED(e2, e3)                                                                                    \
+	ARRAY(e1, e2)                                                                                    \
+	CHAIN static int cmp_b(const void *a, const void *b)                                             \
+	{                                                                                                \
+		if (!chain_once_b++)                                                                     \
+			e1(4);                                                                           \
+		return *(const int *)a - *(const int *)b;                                                \
+	}                                                                                                \
+	/* Called through a pointer: <stdlib.h> may inline bsearch. */                                   \
+	static void *(*volatile bsearch_p)(const void *, const void *, size_t, size_t,                   \
+					  int (*)(const void *, const void *)) = bsearch;                \
+	CHAIN static int search_it(int x)                                                                \
+	{                                                                                                \
+		static const int arr[1] = { 3 };                                                         \
+		int key = 3;                                                                             \
+		void *r = bsearch_p(&key, arr, 1, sizeof(int), cmp_b);                                   \
+		BARRIER();                                                                               \
+		return (r != NULL) + x;                                                                  \
+	}                                                                                                \
+	SAVED(d4, search_it)                                                                             \
+	PLAIN(d3, d4)                                                                                    \
+	ALLOCA(d2, d3)                                                                                   \
+	PLAIN(d1, d2)                                                                                    \
+	CHAIN static int cmp_q(const void *a, const void *b)                                             \
+	{                                                                                                \
+		if (!chain_once_q++)                                                                     \
+			d1(3);                                                                           \
+		return *(const int *)a - *(const int *)b;                                                \
+	}                                                                                                \
+	CHAIN static int sort_it(int x)                                                                  \
+	{                                                                                                \
+		int arr[2] = { 2, 1 };                                                                   \
+		qsort(arr, 2, sizeof(int), cmp_q);                                                       \
+		BARRIER();                                                                               \
+		return arr[0] + x;                                                                       \
+	}                                                                                                \
+	PLAIN(c6, sort_it)                                                                               \
+	SAVED(c5, c6)                                                                                    \
+	ALLOCA(c4, c5)                                                                                   \
+	ARRAY(c3, c4)                                                                                    \
+	SAVED(c2, c3)                                                                                    \
+	ALLOCA(c1, c2)                                                                                   \
+	static inline int callbacks_chain(void)                                                          \
+	{                                                                                                \
+		chain_once_q = chain_once_b = chain_once_p = 0;                                          \
+		return c1(0);                                                                            \
+	}
+
+/* ---- time, files, timeouts ------------------------------------------------------------------ */
+
+static inline void sleep_ms(unsigned ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000 };
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
+/* A whole file (NUL-terminated; *len without the NUL), or NULL. */
+static inline char *read_text(const char *path, size_t *len)
+{
+	size_t cap = 1 << 16, n = 0;
+	char *buf = malloc(cap);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t r;
+
+	if (fd < 0 || !buf) {
+		if (fd >= 0)
+			close(fd);
+		free(buf);
+		return NULL;
+	}
+	for (;;) {
+		if (n + 1 >= cap) {
+			char *nb = realloc(buf, cap * 2);
+			if (!nb)
+				break;
+			buf = nb;
+			cap *= 2;
+		}
+		r = read(fd, buf + n, cap - n - 1);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		n += (size_t)r;
+	}
+	close(fd);
+	buf[n] = 0;
+	*len = n;
+	return buf;
+}
+
+/* Run at a timeout before the process ends (async-signal-safe: kill children, remove files). */
+static void (*timeout_cleanup)(void) __attribute__((unused));
+
+/* SIGALRM: "Bail out!" (TAP), the cleanup, exit 2. */
+static inline void on_timeout(int sig)
+{
+	static const char msg[] = "Bail out! timed out\n";
+	(void)sig;
+	if (timeout_cleanup)
+		timeout_cleanup();
+	if (write(1, msg, sizeof(msg) - 1) < 0)
+		_exit(3);
+	_exit(2);
+}
+
+/* on_timeout after `seconds`, with `cleanup` (or NULL) run first. */
+static inline void arm_timeout(unsigned seconds, void (*cleanup)(void))
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_timeout;
+	sigaction(SIGALRM, &sa, NULL);
+	timeout_cleanup = cleanup;
+	alarm(seconds);
+}
+
+#endif
