@@ -26,7 +26,6 @@ import {
 } from '../lib/native-consts.js';
 import { ChunkedWriter, CliError, ExitCode, colorsFor } from '../lib/output.js';
 import { Warnings } from '../lib/warnings.js';
-import { placePython } from '../lib/python.js';
 import { type Mark, legendLine } from '../lib/marks.js';
 import { type ProcessReport, type ThreadReport, processHeader, processJson, threadJson, threadText } from '../lib/stacks.js';
 
@@ -213,6 +212,7 @@ export async function unwindCore(core: string, o: UnwindCoreOptions): Promise<vo
   const sysroot = o.sysroot !== undefined ? resolve(o.sysroot) : null;
   // the library (koffi) only now: --help and usage errors do without it
   const { Dwunw, DwunwError } = await import('../lib/dwunw.js');
+  const { placePython } = await import('../lib/python.js');
   const d = new Dwunw({ flags: DWUNW_CFG_NO_REMOTE_READS, sysroot, warn });
   try {
     const c = load(d, DwunwError, core, o, maps);

@@ -24,11 +24,10 @@ import { DWUNW_ERR_IO, DWUNW_ERR_PERM } from '../lib/native-consts.js';
 import { ChunkedWriter, CliError, ExitCode, colorsFor, reportError } from '../lib/output.js';
 import { type Snapshot, type SnapshotThread, snapshotToJson } from '../lib/snapshot.js';
 import { type Mark, legendLine } from '../lib/marks.js';
-import { PerfMap, nameJitFrames } from '../lib/perf-map.js';
+import type { PerfMap } from '../lib/perf-map.js';
 import { debuginfodWanted, nameAfterFetch } from '../lib/debuginfod.js';
 import { type ProcessReport, type ThreadReport, processHeader, processJson, threadText } from '../lib/stacks.js';
 import { checkTraceable } from '../lib/traceable.js';
-import { placePython } from '../lib/python.js';
 
 // Option names as given (yargs also provides them camelCased to the handler).
 interface Args {
@@ -284,6 +283,8 @@ export async function unwindPid(o: UnwindPidOptions): Promise<void> {
 
   // the library (koffi) only now: --help and usage errors do without it
   const { Dwunw, detachAll } = await import('../lib/dwunw.js');
+  const { PerfMap, nameJitFrames } = await import('../lib/perf-map.js');
+  const { placePython } = await import('../lib/python.js');
   const d = new Dwunw({
     warn: (line) => process.stderr.write(`${line}\n`),
     audit: o.audit ? (line) => process.stderr.write(`${line}\n`) : undefined,

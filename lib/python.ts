@@ -51,7 +51,9 @@ export function findPython(ctx: N.Pointer, pid: number): { rt: PyRuntime | null;
   const r = N.decodeAt(mem.buf, 0, N.PyRuntimeT) as Record<string, unknown>;
   if (rc !== N.DWUNW_OK) {
     mem.free();
-    if (rc === N.DWUNW_ERR_NOT_FOUND) return { rt: null, why: null };
+    // no CPython, or the process could not be read at all (gone, no permission): nothing to say
+    // here, the native unwind names that cause itself
+    if (rc === N.DWUNW_ERR_NOT_FOUND || !r.path) return { rt: null, why: null };
     const v = versionText(r.version as number);
     return { rt: null, why: `${r.path || 'CPython'}${v ? ` (${v})` : ''}: ${r.why || lib.dwunw_strerror(rc)}: native frames only` };
   }
