@@ -1,6 +1,7 @@
 // dwunw bench [--json] [--quick] [--iterations N] [--batches N] [--snapshot FILE]... [--callgrind]:
 // libdwunw against libunwind (remote API, UNW_CACHE_GLOBAL) and libdwfl (warm Dwfl) on reference
-// snapshots, in one process, through one memory reader. The loops run in C: this command runs
+// snapshots, in one process, through one memory reader; framehop (crates.io, bench/framehop) on
+// the same snapshots dumped by that process (lib/framehop-bench.ts). The loops run in C: this command runs
 // build/bench/dwunw-bench (bench/dwunw-bench.c), which prints JSON, then adds what needs no
 // timing (gdb's frames as an oracle for snapshot files, the targets, callgrind's instruction
 // counts) and prints it as tables, or as JSON with --json. doc/bench.md explains the figures.
@@ -13,12 +14,13 @@
 // Exit status 1 when the unwinders (or gdb, for a file with a NAME.frames.json beside it) do not
 // all return the same frames; a missed target is reported, not an error.
 import { type SpawnOptions, spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { ChalkInstance } from 'chalk';
 import Table from 'cli-table3';
 import type { ArgumentsCamelCase, Argv } from 'yargs';
+import { FRAMEHOP_VERSION, framehopBench, framehopCallgrindArgs } from '../lib/framehop-bench.js';
 import { type KernelBench, kernelBench } from '../lib/kernel-bench.js';
 import { type PythonBench, pythonBench } from '../lib/python-bench.js';
 import { packageRoot } from '../lib/root.js';
@@ -35,7 +37,7 @@ interface Args {
 }
 
 export const command = 'bench';
-export const describe = 'Time libdwunw against libunwind and libdwfl on reference snapshots';
+export const describe = 'Time libdwunw against libunwind, libdwfl and framehop on reference snapshots';
 
 export function builder(y: Argv): Argv<Args> {
   return y
@@ -78,7 +80,7 @@ export async function handler(argv: ArgumentsCamelCase<Args>): Promise<void> {
 
 // ---- the harness's JSON ----------------------------------------------------------------------
 
-export const UNWINDERS = ['dwunw', 'libunwind', 'libdwfl'] as const;
+export const UNWINDERS = ['dwunw', 'libunwind', 'libdwfl', 'framehop'] as const;
 export type UnwinderName = (typeof UNWINDERS)[number];
 
 interface DiffEntry {
@@ -105,6 +107,8 @@ export interface UnwinderResult {
   unstable?: number;
   pcs?: string[];
   differs?: DiffEntry[];
+  /** framehop: its frames are the first ones of libdwunw's (it stopped early, it did not go astray) */
+  stops_early?: boolean;
   /** libdwunw only: how many times faster than each peer that applies (peer median / libdwunw's) */
   speedup?: Partial<Record<UnwinderName, number>>;
   /** --callgrind */
@@ -287,7 +291,7 @@ function targets(r: BenchReport): Target[] {
 }
 
 /** Instruction counts of warm unwinds under callgrind: one valgrind run per snapshot and unwinder. */
-async function addCallgrind(r: BenchReport, harness: string, fileArgs: string[], iterations: number): Promise<void> {
+async function addCallgrind(r: BenchReport, harness: string, fileArgs: string[], dumpDir: string, iterations: number): Promise<void> {
   for (const tool of ['valgrind', 'callgrind_annotate']) {
     const probe = await run('sh', ['-c', `command -v ${tool}`]).catch(() => null);
     if (!probe || probe.code !== 0) throw new CliError('--callgrind', `${tool} is not installed (Debian package valgrind)`);
@@ -303,14 +307,9 @@ async function addCallgrind(r: BenchReport, harness: string, fileArgs: string[],
           '--tool=callgrind',
           `--callgrind-out-file=${out}`,
           '--toggle-collect=profile_loop',
-          harness,
-          '--profile',
-          s.name,
-          '--unwinder',
-          u,
-          '--iterations',
-          String(iterations),
-          ...fileArgs,
+          ...(u === 'framehop'
+            ? framehopCallgrindArgs(dumpDir, s.name, iterations)
+            : [harness, '--profile', s.name, '--unwinder', u, '--iterations', String(iterations), ...fileArgs]),
         ];
         // A uprobe on a library the harness runs (another process's tracing) kills it under
         // valgrind: such probes come and go, so a run that died of SIGTRAP is tried again.
@@ -412,7 +411,17 @@ export async function bench(o: BenchOptions): Promise<void> {
   checkCount('--batches', o.batches, 100_000);
   o.snapshots.forEach(checkSnapshotArg);
   const harness = harnessPath();
+  const tmp = mkdtempSync(join(tmpdir(), 'dwunw-bench-'));
+  try {
+    await benchIn(o, harness, tmp);
+  } finally {
+    rmSync(tmp, { recursive: true, force: true });
+  }
+}
 
+async function benchIn(o: BenchOptions, harness: string, tmp: string): Promise<void> {
+  const dumpDir = join(tmp, 'snapshots');
+  mkdirSync(dumpDir);
   const files = [...builtSnapshots(), ...o.snapshots];
   const fileArgs = files.flatMap((f) => ['--snapshot', f]);
   const args = [
@@ -421,6 +430,8 @@ export async function bench(o: BenchOptions): Promise<void> {
     ...(o.batches !== undefined ? ['--batches', String(o.batches)] : []),
     ...fileArgs,
     ...fixtureTables().flatMap((f) => ['--table', f]),
+    '--dump',
+    dumpDir,
   ];
   progress(o, `running the harness (${o.quick ? "a few seconds" : "10-30 s"})`);
   const ran = await run(harness, args);
@@ -434,6 +445,17 @@ export async function bench(o: BenchOptions): Promise<void> {
   } catch (e) {
     throw new CliError('bench', `the harness printed no valid JSON: ${(e as Error).message}`);
   }
+  progress(o, 'framehop on the same snapshots');
+  const quick = o.quick ? 10 : undefined;
+  const fh = await framehopBench(
+    dumpDir,
+    report.snapshots.map((s) => s.name),
+    new Map(report.snapshots.map((s) => [s.name, s.unwinders.dwunw])),
+    o.iterations ?? quick ?? 100,
+    o.batches ?? quick ?? 200,
+  );
+  for (const s of report.snapshots) s.unwinders.framehop = fh.get(s.name)!;
+  report.versions.framehop = FRAMEHOP_VERSION;
   report.snapshots.forEach(addOracle);
   for (const s of report.snapshots) {
     const d = s.unwinders.dwunw;
@@ -447,7 +469,7 @@ export async function bench(o: BenchOptions): Promise<void> {
   report.reference = 'callbacks';
   if (o.callgrind) {
     progress(o, 'callgrind: counting instructions (one valgrind run per snapshot and unwinder, ~1 min)');
-    await addCallgrind(report, harness, fileArgs, o.iterations ?? (o.quick ? 20 : 200));
+    await addCallgrind(report, harness, fileArgs, dumpDir, o.iterations ?? (o.quick ? 20 : 200));
   }
   report.targets = targets(report);
   progress(o, 'the in-kernel walker and its peer on a python3 workload (BPF, a few seconds)');
@@ -482,7 +504,9 @@ function progress(o: { json: boolean }, what: string): void {
 export function disagreements(r: BenchReport): string[] {
   const bad: string[] = [];
   for (const s of r.snapshots) {
-    for (const u of UNWINDERS) if (s.unwinders[u].agrees === false && u !== 'dwunw') bad.push(`${s.name} (${u})`);
+    // framehop stopping early (its frames a prefix of the others') is its limit, shown, not an error
+    for (const u of UNWINDERS)
+      if (s.unwinders[u].agrees === false && u !== 'dwunw' && !s.unwinders[u].stops_early) bad.push(`${s.name} (${u})`);
     for (const [u, ok] of Object.entries(s.oracle?.agrees ?? {})) if (!ok) bad.push(`${s.name} (${u} vs gdb)`);
   }
   return bad;
@@ -536,7 +560,8 @@ function framesCell(s: SnapshotResult, u: UnwinderName, c: ChalkInstance): strin
   } else if (r.agrees === true) parts.push(c.green('same'));
   else if (r.agrees === false) {
     const first = r.differs?.[0]?.index;
-    parts.push(c.red(first === undefined ? 'differ' : `differ from #${first}`));
+    if (r.stops_early) parts.push(c.yellow(`stops early: ${r.frames} of ${s.unwinders.dwunw.frames}`));
+    else parts.push(c.red(first === undefined ? 'differ' : `differ from #${first}`));
   }
   const g = s.oracle?.agrees[u];
   if (g !== undefined) parts.push(g ? c.green('= gdb') : c.red('≠ gdb'));
@@ -547,7 +572,7 @@ export function text(r: BenchReport, c: ChalkInstance, tty: boolean): string {
   let o = '';
   o +=
     `${c.bold('dwunw bench')}: libdwunw ${r.versions.dwunw}, libunwind ${r.versions.libunwind} (remote API, UNW_CACHE_GLOBAL), ` +
-    `libdwfl ${r.versions.libdwfl} (warm Dwfl)\n` +
+    `libdwfl ${r.versions.libdwfl} (warm Dwfl), framehop ${r.versions.framehop ?? '-'} (its own process, same snapshots)\n` +
     `warm: median and p90 per unwind over ${r.config.batches} batches of ${r.config.iterations}; ` +
     `cold: the first unwind in a fresh context, tables built (median of ${r.config.cold_runs})` +
     `${r.config.quick ? c.yellow(' [--quick: figures are rough]') : ''}\n\n`;
@@ -582,12 +607,19 @@ export function text(r: BenchReport, c: ChalkInstance, tty: boolean): string {
     });
   }
   o += table(head, rows, align, c, tty);
+  if (cg) o += instructionsText(r, c, tty);
 
   // Where frames differ
   const diffs: string[] = [];
   for (const s of r.snapshots)
     for (const u of UNWINDERS) {
-      for (const d of s.unwinders[u].differs ?? [])
+      const x = s.unwinders[u];
+      if (x.stops_early) {
+        const last = x.pcs?.[x.pcs.length - 1];
+        diffs.push(`  ${s.name}, ${u}: stops after ${x.frames} of ${s.unwinders.dwunw.frames} frames (its last: ${last ?? '-'}), saying "${x.stop}"`);
+        continue;
+      }
+      for (const d of x.differs ?? [])
         diffs.push(
           `  ${s.name}, ${u} #${d.index}: dwunw ${d.dwunw ?? '(none)'}${d.dwunw_symbol ? ` ${d.dwunw_symbol}` : ''}, ` +
             `${u} ${d.peer ?? '(none)'}${d.peer_symbol ? ` ${d.peer_symbol}` : ''}`,
@@ -637,6 +669,19 @@ export function text(r: BenchReport, c: ChalkInstance, tty: boolean): string {
     }
   }
   return o;
+}
+
+/** Instructions per warm unwind and per frame, the unwinders side by side (callgrind, profile_loop only). */
+function instructionsText(r: BenchReport, c: ChalkInstance, tty: boolean): string {
+  const cell = (x: UnwinderResult) =>
+    x.status !== 'ok' || x.ir_per_unwind === undefined
+      ? '-'
+      : `${x.ir_per_unwind.toLocaleString('en-US')} (${x.frames ? Math.round(x.ir_per_unwind / x.frames) : '-'}/frame)`;
+  const rows = r.snapshots.map((s) => [s.name, String(s.frames), ...UNWINDERS.map((u) => cell(s.unwinders[u]))]);
+  return (
+    `\n${c.bold('Instructions per warm unwind')} (callgrind, ${r.callgrind?.iterations} unwinds counted in profile_loop; per frame)\n` +
+    table(['snapshot', 'frames', ...UNWINDERS], rows, ['left', 'right', ...UNWINDERS.map((): Align => 'right')], c, tty)
+  );
 }
 
 /** The cost of reading Python frames, or why there are no figures. */
