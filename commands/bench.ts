@@ -109,6 +109,8 @@ export interface UnwinderResult {
   differs?: DiffEntry[];
   /** framehop: its frames are the first ones of libdwunw's (it stopped early, it did not go astray) */
   stops_early?: boolean;
+  /** framehop: pcs evicting each other in its direct-mapped rule cache, per unwind */
+  cache_collisions_per_unwind?: number;
   /** libdwunw only: how many times faster than each peer that applies (peer median / libdwunw's) */
   speedup?: Partial<Record<UnwinderName, number>>;
   /** --callgrind */
@@ -563,6 +565,7 @@ function framesCell(s: SnapshotResult, u: UnwinderName, c: ChalkInstance): strin
     if (r.stops_early) parts.push(c.yellow(`stops early: ${r.frames} of ${s.unwinders.dwunw.frames}`));
     else parts.push(c.red(first === undefined ? 'differ' : `differ from #${first}`));
   }
+  if (r.cache_collisions_per_unwind) parts.push(c.yellow(`${r.cache_collisions_per_unwind.toFixed(0)} cache collisions/unwind`));
   const g = s.oracle?.agrees[u];
   if (g !== undefined) parts.push(g ? c.green('= gdb') : c.red('≠ gdb'));
   return parts.join(' ');

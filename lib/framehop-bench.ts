@@ -20,6 +20,7 @@ interface FramehopSnap {
   p90_ns?: number;
   min_ns?: number;
   cold_ns?: number;
+  cache_collisions_per_unwind?: number;
   pcs?: string[];
 }
 
@@ -39,6 +40,8 @@ export interface FramehopResult {
   ns_per_frame?: number;
   cold_ns?: number;
   ratio_to_dwunw?: number;
+  /** pcs sharing a slot of framehop's direct-mapped rule cache (509 slots, by address): re-looked-up every unwind */
+  cache_collisions_per_unwind?: number;
   pcs?: string[];
   differs?: { index: number; dwunw: string | null; peer: string | null }[];
   ir_per_unwind?: number;
@@ -126,6 +129,7 @@ export async function framehopBench(
       min_ns: f.min_ns,
       ns_per_frame: frames && f.median_ns !== undefined ? Math.round((f.median_ns / frames) * 100) / 100 : undefined,
       cold_ns: f.cold_ns,
+      cache_collisions_per_unwind: f.cache_collisions_per_unwind,
       ratio_to_dwunw: d?.median_ns && f.median_ns !== undefined ? Math.round((f.median_ns / d.median_ns) * 100) / 100 : undefined,
       pcs: f.pcs,
     });

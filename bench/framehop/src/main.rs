@@ -13,7 +13,7 @@
 
 use framehop::aarch64::{CacheAarch64, UnwindRegsAarch64, UnwinderAarch64};
 use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
-use framehop::{Error, ExplicitModuleSectionInfo, FrameAddress, Module, Unwinder};
+use framehop::{CacheStats, Error, ExplicitModuleSectionInfo, FrameAddress, Module, Unwinder};
 use std::process::exit;
 use std::time::Instant;
 
@@ -117,6 +117,8 @@ fn module_of(lo: u64, hi: u64, bias: u64, path: &str) -> Option<Module<Vec<u8>>>
 /// One unwind: the pcs into `out`, the count, and the error that stopped it (None: the end).
 pub trait Walk {
     fn unwind(&mut self, out: &mut [u64; MAXF]) -> (usize, Option<Error>);
+    /// The rule cache's counters since the start: misses on a taken slot are collisions.
+    fn cache_stats(&self) -> CacheStats;
 }
 
 struct Walker<U: Unwinder<Module = Module<Vec<u8>>>> {
@@ -126,6 +128,7 @@ struct Walker<U: Unwinder<Module = Module<Vec<u8>>>> {
     pc: u64,
     stack_lo: u64,
     stack: Vec<u8>,
+    stats: fn(&U::Cache) -> CacheStats,
 }
 
 impl<U: Unwinder<Module = Module<Vec<u8>>>> Walk for Walker<U>
@@ -152,6 +155,9 @@ where
         }
         (n, None)
     }
+    fn cache_stats(&self) -> CacheStats {
+        (self.stats)(&self.cache)
+    }
 }
 
 fn walker(s: Snap) -> Result<Box<dyn Walk>, String> {
@@ -162,14 +168,14 @@ fn walker(s: Snap) -> Result<Box<dyn Walk>, String> {
             mods.for_each(|m| u.add_module(m));
             // DWARF x86_64: 6 = rbp, 7 = rsp
             let regs = UnwindRegsX86_64::new(s.pc, reg(&s, 7), reg(&s, 6));
-            Ok(Box::new(Walker { unwinder: u, cache: CacheX86_64::new(), regs, pc: s.pc, stack_lo: s.stack_lo, stack: s.stack }))
+            Ok(Box::new(Walker { unwinder: u, cache: CacheX86_64::new(), regs, pc: s.pc, stack_lo: s.stack_lo, stack: s.stack, stats: CacheX86_64::stats }))
         }
         "arm64" => {
             let mut u = UnwinderAarch64::new();
             mods.for_each(|m| u.add_module(m));
             // DWARF arm64: 29 = fp, 30 = lr, 31 = sp
             let regs = UnwindRegsAarch64::new(reg(&s, 30), reg(&s, 31), reg(&s, 29));
-            Ok(Box::new(Walker { unwinder: u, cache: CacheAarch64::new(), regs, pc: s.pc, stack_lo: s.stack_lo, stack: s.stack }))
+            Ok(Box::new(Walker { unwinder: u, cache: CacheAarch64::new(), regs, pc: s.pc, stack_lo: s.stack_lo, stack: s.stack, stats: CacheAarch64::stats }))
         }
         a => Err(format!("framehop has no {a} unwinder")),
     }
@@ -233,11 +239,15 @@ fn main() {
         for _ in 0..11 {
             w.unwind(&mut out); // the first builds the cache; then warm, as dwunw-bench --profile
         }
+        let before = w.cache_stats();
         let frames = profile_loop(w.as_mut(), &mut out, iterations);
+        let after = w.cache_stats();
         println!(
-            "{{\"profile\":{},\"unwinder\":\"framehop\",\"iterations\":{iterations},\"frames\":{}}}",
+            "{{\"profile\":{},\"unwinder\":\"framehop\",\"iterations\":{iterations},\"frames\":{},\"cache_hits\":{},\"cache_collisions\":{}}}",
             json_str(&name),
-            frames / iterations as usize
+            frames / iterations as usize,
+            after.hit_count - before.hit_count,
+            after.miss_wrong_address_count - before.miss_wrong_address_count
         );
         return;
     }
@@ -268,16 +278,19 @@ fn main() {
             })
             .collect();
         per.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        let cs = w.cache_stats();
         let q = |x: f64| per[((per.len() - 1) as f64 * x).round() as usize];
         let stop = err.map(|e| e.to_string()).unwrap_or_else(|| "OK".into());
         println!(
-            "  {{\"name\":{},\"arch\":\"{arch}\",\"status\":\"ok\",\"stop\":{},\"complete\":{},\"frames\":{nf},\"median_ns\":{:.1},\"p90_ns\":{:.1},\"min_ns\":{:.1},\"cold_ns\":{cold_ns},\"pcs\":[{}]}}{sep}",
+            "  {{\"name\":{},\"arch\":\"{arch}\",\"status\":\"ok\",\"stop\":{},\"complete\":{},\"frames\":{nf},\"median_ns\":{:.1},\"p90_ns\":{:.1},\"min_ns\":{:.1},\"cold_ns\":{cold_ns},\"cache_collisions_per_unwind\":{:.2},\"pcs\":[{}]}}{sep}",
             json_str(&name),
             json_str(&stop),
             err.is_none(),
             q(0.5),
             q(0.9),
             per[0],
+            // direct-mapped rule cache: two pcs in one slot evict each other on every unwind
+            cs.miss_wrong_address_count as f64 / (1 + batches as u64 * iterations as u64) as f64,
             pcs.join(",")
         );
     }
