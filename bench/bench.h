@@ -101,6 +101,8 @@ int snap_set_self_maps(struct bsnap *snaps, size_t n, char *err, size_t errlen);
 /* A dwunw-snapshot-1 file (first thread, or thread `tid` when > 0). */
 int snap_load_file(struct bsnap *s, const char *path, int32_t tid, int32_t fake_pid, char *err, size_t errlen);
 void snap_free(struct bsnap *s);
+/* --dump: DIR/N.txt + DIR/N.stack per snapshot (dump.c): 0 or -1. */
+int snap_dump(const struct bsnap *snaps, size_t n, const char *dir, char *err, size_t errlen);
 
 /* ---- peers -------------------------------------------------------------------------------- */
 

@@ -12,7 +12,7 @@
  * time per unwind: batches of N unwinds, the unwinders taking turns batch by batch so that the
  * machine's noise hits them alike; median and p90 over the batches. Then the build time and
  * size of libdwunw's tables for the system libraries and the given files, and the module-cache
- * counters. --profile runs N warm unwinds of one snapshot inside profile_loop() and nothing
+ * counters. --dump DIR also writes the snapshots for bench/framehop (dump.c). --profile runs N warm unwinds of one snapshot inside profile_loop() and nothing
  * else timed, for `valgrind --tool=callgrind --toggle-collect=profile_loop`.
  */
 #include <errno.h>
@@ -39,12 +39,12 @@ static const struct peer_ops *const peer_of[NU] = { NULL, &peer_libunwind, &peer
 static struct {
 	unsigned iterations, batches, cold_runs, table_runs;
 	int quick, self;
-	const char *profile, *profile_unwinder;
+	const char *profile, *profile_unwinder, *dump;
 	const char *files[MAX_SNAPS];
 	unsigned nfiles;
 	const char *tables[MAX_TABLES];
 	unsigned ntables;
-} opt = { 100, 200, 5, 7, 0, 1, NULL, NULL, { 0 }, 0, { 0 }, 0 };
+} opt = { 100, 200, 5, 7, 0, 1, NULL, NULL, NULL, { 0 }, 0, { 0 }, 0 };
 
 static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 static void die(const char *fmt, ...)
@@ -634,7 +634,8 @@ static void usage(void)
 	fprintf(stderr,
 		"usage: dwunw-bench [--quick] [--iterations N] [--batches B] [--cold-runs K] [--table-runs K]\n"
 		"                   [--snapshot FILE[@TID]]... [--table FILE]... [--no-self]\n"
-		"       dwunw-bench --profile NAME --unwinder dwunw|libunwind|libdwfl [--iterations N] [...]\n");
+		"       dwunw-bench --profile NAME --unwinder dwunw|libunwind|libdwfl [--iterations N] [...]\n"
+		"       any of them with --dump DIR: the snapshots also as files for bench/framehop\n");
 	exit(2);
 }
 
@@ -651,6 +652,7 @@ int main(int argc, char **argv)
 		{ "no-self", no_argument, NULL, 'N' },
 		{ "profile", required_argument, NULL, 'p' },
 		{ "unwinder", required_argument, NULL, 'u' },
+		{ "dump", required_argument, NULL, 'D' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -679,6 +681,7 @@ int main(int argc, char **argv)
 		case 'N': opt.self = 0; break;
 		case 'p': opt.profile = optarg; break;
 		case 'u': opt.profile_unwinder = optarg; break;
+		case 'D': opt.dump = optarg; break;
 		default: usage();
 		}
 	}
@@ -721,6 +724,9 @@ int main(int argc, char **argv)
 		nsnaps++;
 	}
 
+	/* Before the run, in this process: the self snapshots' addresses are this process's. */
+	if (opt.dump && snap_dump(snaps, nsnaps, opt.dump, err, sizeof(err)))
+		die("%s", err);
 	if (opt.profile)
 		return profile(snaps, nsnaps);
 

@@ -14,7 +14,7 @@
 import type { ChalkInstance } from 'chalk';
 import Table from 'cli-table3';
 import type { ArgumentsCamelCase, Argv } from 'yargs';
-import { type BenchOptions, type BenchReport, type SnapshotResult, type Target, UNWINDERS, type UnwinderName, disagreements, runBench } from '../lib/bench.js';
+import { type BenchOptions, type BenchReport, type SnapshotResult, type Target, UNWINDERS, type UnwinderName, type UnwinderResult, disagreements, runBench } from '../lib/bench.js';
 import type { KernelBench } from '../lib/kernel-bench.js';
 import type { PythonBench } from '../lib/python-bench.js';
 import { ChunkedWriter, colorsFor, reportError } from '../lib/output.js';
@@ -30,7 +30,7 @@ interface Args {
 }
 
 export const command = 'bench';
-export const describe = 'Time libdwunw against libunwind and libdwfl on reference snapshots';
+export const describe = 'Time libdwunw against libunwind, libdwfl and framehop on reference snapshots';
 
 export function builder(y: Argv): Argv<Args> {
   return y
@@ -145,8 +145,10 @@ function framesCell(s: SnapshotResult, u: UnwinderName, c: ChalkInstance): strin
   } else if (r.agrees === true) parts.push(c.green('same'));
   else if (r.agrees === false) {
     const first = r.differs?.[0]?.index;
-    parts.push(c.red(first === undefined ? 'differ' : `differ from #${first}`));
+    if (r.stops_early) parts.push(c.yellow(`stops early: ${r.frames} of ${s.unwinders.dwunw.frames}`));
+    else parts.push(c.red(first === undefined ? 'differ' : `differ from #${first}`));
   }
+  if (r.cache_collisions_per_unwind) parts.push(c.yellow(`${r.cache_collisions_per_unwind.toFixed(0)} cache collisions/unwind`));
   const g = s.oracle?.agrees[u];
   if (g !== undefined) parts.push(g ? c.green('= gdb') : c.red('≠ gdb'));
   return parts.join(' ');
@@ -156,7 +158,7 @@ export function text(r: BenchReport, c: ChalkInstance, tty: boolean): string {
   let o = '';
   o +=
     `${c.bold('dwunw bench')}: libdwunw ${r.versions.dwunw}, libunwind ${r.versions.libunwind} (remote API, UNW_CACHE_GLOBAL), ` +
-    `libdwfl ${r.versions.libdwfl} (warm Dwfl)\n` +
+    `libdwfl ${r.versions.libdwfl} (warm Dwfl), framehop ${r.versions.framehop ?? '-'} (its own process, same snapshots)\n` +
     `warm: median and p90 per unwind over ${r.config.batches} batches of ${r.config.iterations}; ` +
     `cold: the first unwind in a fresh context, tables built (median of ${r.config.cold_runs})` +
     `${r.config.quick ? c.yellow(' [--quick: figures are rough]') : ''}\n\n`;
@@ -191,12 +193,19 @@ export function text(r: BenchReport, c: ChalkInstance, tty: boolean): string {
     });
   }
   o += table(head, rows, align, c, tty);
+  if (cg) o += instructionsText(r, c, tty);
 
   // Where frames differ
   const diffs: string[] = [];
   for (const s of r.snapshots)
     for (const u of UNWINDERS) {
-      for (const d of s.unwinders[u].differs ?? [])
+      const x = s.unwinders[u];
+      if (x.stops_early) {
+        const last = x.pcs?.[x.pcs.length - 1];
+        diffs.push(`  ${s.name}, ${u}: stops after ${x.frames} of ${s.unwinders.dwunw.frames} frames (its last: ${last ?? '-'}), saying "${x.stop}"`);
+        continue;
+      }
+      for (const d of x.differs ?? [])
         diffs.push(
           `  ${s.name}, ${u} #${d.index}: dwunw ${d.dwunw ?? '(none)'}${d.dwunw_symbol ? ` ${d.dwunw_symbol}` : ''}, ` +
             `${u} ${d.peer ?? '(none)'}${d.peer_symbol ? ` ${d.peer_symbol}` : ''}`,
@@ -246,6 +255,19 @@ export function text(r: BenchReport, c: ChalkInstance, tty: boolean): string {
     }
   }
   return o;
+}
+
+/** Instructions per warm unwind and per frame, the unwinders side by side (callgrind, profile_loop only). */
+function instructionsText(r: BenchReport, c: ChalkInstance, tty: boolean): string {
+  const cell = (x: UnwinderResult) =>
+    x.status !== 'ok' || x.ir_per_unwind === undefined
+      ? '-'
+      : `${x.ir_per_unwind.toLocaleString('en-US')} (${x.frames ? Math.round(x.ir_per_unwind / x.frames) : '-'}/frame)`;
+  const rows = r.snapshots.map((s) => [s.name, String(s.frames), ...UNWINDERS.map((u) => cell(s.unwinders[u]))]);
+  return (
+    `\n${c.bold('Instructions per warm unwind')} (callgrind, ${r.callgrind?.iterations} unwinds counted in profile_loop; per frame)\n` +
+    table(['snapshot', 'frames', ...UNWINDERS], rows, ['left', 'right', ...UNWINDERS.map((): Align => 'right')], c, tty)
+  );
 }
 
 /** The cost of reading Python frames, or why there are no figures. */

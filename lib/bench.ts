@@ -1,13 +1,15 @@
 // The work of `dwunw bench` (commands/bench.ts parses its options and prints): run the C harness
 // build/bench/dwunw-bench (bench/dwunw-bench.c; it times libdwunw, libunwind and libdwfl on the
-// reference snapshots and prints JSON), then add what needs no timing: gdb's frames as an oracle
+// reference snapshots and prints JSON), runs framehop (crates.io, bench/framehop) on the same
+// snapshots dumped by that process (lib/framehop-bench.ts), then adds what needs no timing: gdb's frames as an oracle
 // for snapshot files, the speedups, callgrind's instruction counts, the targets
 // (bench/targets.json) and the in-kernel walker against its peer (lib/kernel-bench.ts).
 // doc/bench.md explains the figures.
 import { type SpawnOptions, spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { FRAMEHOP_VERSION, framehopBench, framehopCallgrindArgs } from './framehop-bench.js';
 import { type KernelBench, kernelBench } from './kernel-bench.js';
 import { type PythonBench, pythonBench } from './python-bench.js';
 import { CliError, ExitCode } from './output.js';
@@ -15,7 +17,7 @@ import { packageRoot } from './root.js';
 
 // ---- the harness's JSON ----------------------------------------------------------------------
 
-export const UNWINDERS = ['dwunw', 'libunwind', 'libdwfl'] as const;
+export const UNWINDERS = ['dwunw', 'libunwind', 'libdwfl', 'framehop'] as const;
 export type UnwinderName = (typeof UNWINDERS)[number];
 
 interface DiffEntry {
@@ -42,6 +44,10 @@ export interface UnwinderResult {
   unstable?: number;
   pcs?: string[];
   differs?: DiffEntry[];
+  /** framehop: its frames are the first ones of libdwunw's (it stopped early, it did not go astray) */
+  stops_early?: boolean;
+  /** framehop: pcs evicting each other in its direct-mapped rule cache, per unwind */
+  cache_collisions_per_unwind?: number;
   /** libdwunw only: how many times faster than each peer that applies (peer median / libdwunw's) */
   speedup?: Partial<Record<UnwinderName, number>>;
   /** --callgrind */
@@ -224,7 +230,7 @@ function targets(r: BenchReport): Target[] {
 }
 
 /** Instruction counts of warm unwinds under callgrind: one valgrind run per snapshot and unwinder. */
-async function addCallgrind(r: BenchReport, harness: string, fileArgs: string[], iterations: number): Promise<void> {
+async function addCallgrind(r: BenchReport, harness: string, fileArgs: string[], dumpDir: string, iterations: number): Promise<void> {
   for (const tool of ['valgrind', 'callgrind_annotate']) {
     const probe = await run('sh', ['-c', `command -v ${tool}`]).catch(() => null);
     if (!probe || probe.code !== 0) throw new CliError('--callgrind', `${tool} is not installed (Debian package valgrind)`);
@@ -240,14 +246,9 @@ async function addCallgrind(r: BenchReport, harness: string, fileArgs: string[],
           '--tool=callgrind',
           `--callgrind-out-file=${out}`,
           '--toggle-collect=profile_loop',
-          harness,
-          '--profile',
-          s.name,
-          '--unwinder',
-          u,
-          '--iterations',
-          String(iterations),
-          ...fileArgs,
+          ...(u === 'framehop'
+            ? framehopCallgrindArgs(dumpDir, s.name, iterations)
+            : [harness, '--profile', s.name, '--unwinder', u, '--iterations', String(iterations), ...fileArgs]),
         ];
         // A uprobe on a library the harness runs (another process's tracing) kills it under
         // valgrind: such probes come and go, so a run that died of SIGTRAP is tried again.
@@ -354,7 +355,17 @@ export async function runBench(o: BenchOptions, progress: (what: string) => void
   checkCount('--batches', o.batches, 100_000);
   o.snapshots.forEach(checkSnapshotArg);
   const harness = harnessPath();
+  const tmp = mkdtempSync(join(tmpdir(), 'dwunw-bench-'));
+  try {
+    return await benchIn(o, harness, tmp, progress);
+  } finally {
+    rmSync(tmp, { recursive: true, force: true });
+  }
+}
 
+async function benchIn(o: BenchOptions, harness: string, tmp: string, progress: (what: string) => void): Promise<BenchReport> {
+  const dumpDir = join(tmp, 'snapshots');
+  mkdirSync(dumpDir);
   const files = [...builtSnapshots(), ...o.snapshots];
   const fileArgs = files.flatMap((f) => ['--snapshot', f]);
   const args = [
@@ -363,6 +374,8 @@ export async function runBench(o: BenchOptions, progress: (what: string) => void
     ...(o.batches !== undefined ? ['--batches', String(o.batches)] : []),
     ...fileArgs,
     ...fixtureTables().flatMap((f) => ['--table', f]),
+    '--dump',
+    dumpDir,
   ];
   progress(`running the harness (${o.quick ? "a few seconds" : "10-30 s"})`);
   const ran = await run(harness, args);
@@ -376,6 +389,17 @@ export async function runBench(o: BenchOptions, progress: (what: string) => void
   } catch (e) {
     throw new CliError('bench', `the harness printed no valid JSON: ${(e as Error).message}`);
   }
+  progress('framehop on the same snapshots');
+  const quick = o.quick ? 10 : undefined;
+  const fh = await framehopBench(
+    dumpDir,
+    report.snapshots.map((s) => s.name),
+    new Map(report.snapshots.map((s) => [s.name, s.unwinders.dwunw])),
+    o.iterations ?? quick ?? 100,
+    o.batches ?? quick ?? 200,
+  );
+  for (const s of report.snapshots) s.unwinders.framehop = fh.get(s.name)!;
+  report.versions.framehop = FRAMEHOP_VERSION;
   report.snapshots.forEach(addOracle);
   for (const s of report.snapshots) {
     const d = s.unwinders.dwunw;
@@ -389,7 +413,7 @@ export async function runBench(o: BenchOptions, progress: (what: string) => void
   report.reference = 'callbacks';
   if (o.callgrind) {
     progress('callgrind: counting instructions (one valgrind run per snapshot and unwinder, ~1 min)');
-    await addCallgrind(report, harness, fileArgs, o.iterations ?? (o.quick ? 20 : 200));
+    await addCallgrind(report, harness, fileArgs, dumpDir, o.iterations ?? (o.quick ? 20 : 200));
   }
   report.targets = targets(report);
   progress('the in-kernel walker and its peer on a python3 workload (BPF, a few seconds)');
@@ -403,7 +427,9 @@ export async function runBench(o: BenchOptions, progress: (what: string) => void
 export function disagreements(r: BenchReport): string[] {
   const bad: string[] = [];
   for (const s of r.snapshots) {
-    for (const u of UNWINDERS) if (s.unwinders[u].agrees === false && u !== 'dwunw') bad.push(`${s.name} (${u})`);
+    // framehop stopping early (its frames a prefix of the others') is its limit, shown, not an error
+    for (const u of UNWINDERS)
+      if (s.unwinders[u].agrees === false && u !== 'dwunw' && !s.unwinders[u].stops_early) bad.push(`${s.name} (${u})`);
     for (const [u, ok] of Object.entries(s.oracle?.agrees ?? {})) if (!ok) bad.push(`${s.name} (${u} vs gdb)`);
   }
   return bad;

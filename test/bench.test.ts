@@ -1,8 +1,10 @@
 // `dwunw bench --quick` as a user runs it, so the bench never rots: it runs, every reference
 // snapshot is there, and every unwinder that applies returns the same frames as libdwunw:
 // libunwind and libdwfl are the oracles for the x86_64 snapshots, gdb (its frames beside the
-// cross-arch snapshot files) for arm64 and mips32. No timing is asserted: the figures are for
-// people (doc/bench.md).
+// cross-arch snapshot files) for arm64 and mips32; framehop (crates.io, its own process on the
+// same snapshots) for x86_64 and arm64. No timing is asserted: the figures are for people
+// (doc/bench.md).
+import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
@@ -22,6 +24,7 @@ interface Unwinder {
   cold_ns?: number;
   pcs?: string[];
   differs?: unknown[];
+  stops_early?: boolean;
 }
 interface Snapshot {
   name: string;
@@ -100,11 +103,38 @@ t.test('bench --quick --json: every snapshot, every applicable unwinder agrees',
     if (s.arch === 'mips32') t.equal(s.unwinders.libdwfl!.status, 'n/a', `${name}: libdwfl cannot unwind mips`);
   }
 
-  // Whatever applies agrees, everywhere.
+  // framehop, frame for frame (bench/framehop, built wherever cargo is): the same pcs as
+  // libdwunw on every snapshot it can unwind, except the signal one, where it stops at glibc's
+  // __restore_rt (a CFA expression it does not evaluate; doc/bench.md §8.7): there its frames
+  // must be the first ones of libdwunw's, and the stop is named.
+  const cargo = onPath('cargo');
+  for (const s of rep.snapshots) {
+    const f = s.unwinders.framehop;
+    if (!t.ok(f, `${s.name}: a framehop entry`) || !f) continue;
+    if (s.arch === 'mips32') {
+      t.equal(f.status, 'n/a', `${s.name}: framehop has no mips32 unwinder`);
+      continue;
+    }
+    if (!cargo && f.status === 'n/a') {
+      t.comment(`${s.name}: framehop not built (no cargo): ${f.reason}`);
+      continue;
+    }
+    t.equal(f.status, 'ok', `${s.name}: framehop unwinds ${s.arch} (${f.reason ?? ''})`);
+    if (s.name === 'signal' && f.agrees === false) {
+      t.equal(f.stops_early, true, `signal: framehop's ${f.frames} frames are the first of libdwunw's ${s.frames}`);
+      t.ok((f.frames ?? 0) >= 5, `signal: framehop reaches the handler's caller chain (${f.frames} frames)`);
+    } else {
+      t.equal(f.agrees, true, `${s.name}: framehop returns libdwunw's ${s.frames} frames`);
+      t.equal(f.frames, s.frames, `${s.name}: framehop ${f.frames} frames`);
+      if (s.oracle) t.equal(s.oracle.agrees.framehop, true, `${s.name}: framehop's frames are gdb's`);
+    }
+  }
+
+  // Whatever applies agrees, everywhere (framehop's early stop above aside).
   for (const s of rep.snapshots)
     for (const [u, x] of Object.entries(s.unwinders)) {
       if (x.status !== 'ok') continue;
-      t.not(x.agrees, false, `${s.name}: ${u} does not disagree`);
+      if (!(u === 'framehop' && x.stops_early)) t.not(x.agrees, false, `${s.name}: ${u} does not disagree`);
       t.ok(typeof x.median_ns === 'number' && typeof x.p90_ns === 'number', `${s.name}: ${u} has median and p90`);
     }
 
@@ -139,7 +169,7 @@ t.test('bench --quick, piped: plain aligned text', async (t) => {
   t.equal(r.status, 0, `exit status 0 (stderr: ${r.stderr.trim()})`);
   // eslint-disable-next-line no-control-regex
   t.notMatch(r.stdout, /\x1b\[/, 'no color codes when piped');
-  for (const s of ['callbacks', 'deep', 'signal', 'libunwind', 'libdwfl', 'Unwind tables', 'Targets', 'Module cache'])
+  for (const s of ['callbacks', 'deep', 'signal', 'libunwind', 'libdwfl', 'framehop', 'Unwind tables', 'Targets', 'Module cache'])
     t.match(r.stdout, s, `mentions ${s}`);
 });
 
