@@ -41,6 +41,13 @@ void mapped_files_tap(const void *data, size_t size);
 const char *mapped_files_path(uint32_t pid, uint64_t start, uint64_t ts);
 
 /*
+ * The same, but only when that file is no longer the file at its path (unlinked, or the path names
+ * another file or nothing): libdwunw could not open it by its path. Two system calls (fstat, stat);
+ * NULL when not held or still in place.
+ */
+const char *mapped_files_if_gone(uint32_t pid, uint64_t start, uint64_t ts);
+
+/*
  * For a module path given by libdwunw: when it is a held file's, its original path with
  * " (deleted)" when that path no longer names the file (interned); else path itself.
  */
