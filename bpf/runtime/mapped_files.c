@@ -127,10 +127,16 @@ static size_t chg_next, chg_n;
 static uint64_t chg_floor;    /* ts of the newest entry overwritten */
 static uint64_t chg_latest;   /* ts of the newest entry */
 static uint64_t chg_seq;      /* entries ever noted (read without the lock) */
+static uint64_t chg_hold_seq; /* ... of them across a held file's mapping made before (read without the lock) */
 
 uint64_t mapped_files_changes(void)
 {
 	return __atomic_load_n(&chg_seq, __ATOMIC_ACQUIRE);
+}
+
+uint64_t mapped_files_hold_changes(void)
+{
+	return __atomic_load_n(&chg_hold_seq, __ATOMIC_ACQUIRE);
 }
 
 static void chg_note(const struct mmap_ev_rec *r)
@@ -157,6 +163,15 @@ static void chg_note(const struct mmap_ev_rec *r)
 	if (c.ts > chg_latest)
 		chg_latest = c.ts;
 	__atomic_add_fetch(&chg_seq, 1, __ATOMIC_RELEASE);
+	init_locked();
+	for (size_t i = 0; i < MAPPED_FILES_MAX; i++) {
+		const struct hold *h = &holds[i];
+
+		if (h->fd >= 0 && h->pid == c.pid && h->ts < c.ts && h->start < c.end && c.start < h->end) {
+			__atomic_add_fetch(&chg_hold_seq, 1, __ATOMIC_RELEASE);
+			break;
+		}
+	}
 	pthread_mutex_unlock(&mu);
 }
 

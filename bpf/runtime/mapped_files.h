@@ -71,6 +71,11 @@ void mapped_files_release(uint32_t pid, uint64_t start, uint64_t end, uint64_t t
 bool mapped_files_superseded(uint32_t pid, uint64_t start, uint64_t end, uint64_t since);
 /* Changes noted so far: an answer of mapped_files_superseded stays valid while this is unchanged. */
 uint64_t mapped_files_changes(void);
+/*
+ * Those of them across the mapping of a held file (a library unloaded, its file free to go): the
+ * moments a held file may stop being the file at its path while records of it are still to come.
+ */
+uint64_t mapped_files_hold_changes(void);
 
 /* The path of a mapping record's file into buf (NUL-terminated); false when not known. */
 bool mmap_ev_rec_path(const struct mmap_ev_rec *r, char *buf, size_t size);

@@ -33,7 +33,7 @@ struct mv_map {
 struct mv_proc {
 	uint32_t pid;
 	bool dirty;            /* changed since last given to libdwunw */
-	uint64_t gone_chk;     /* mapped_files_changes() + 1 when pin_gone last looked */
+	uint64_t gone_chk;     /* mapped_files_hold_changes() + 1 when pin_gone last looked */
 	struct mv_map *v;      /* sorted by start, not overlapping */
 	size_t n, cap;
 };
@@ -428,12 +428,15 @@ void mappings_event(struct mappings *ms, const void *data, size_t size)
 /*
  * Mappings made by an event whose file is no longer the file at its path (deleted or replaced
  * since): named by their held file (mapped_files.h) before any walk, as libdwunw could not open
- * them by path. Looked at when the view changed or the drain thread saw a change (a library
- * unloaded, then deleted), not per record: no system call per record.
+ * them by path. While such a mapping is still in the process, libdwunw opens it through
+ * /proc/PID/map_files; it needs the held file once its range was unmapped or reused (a library
+ * unloaded, then deleted). Looked at when the view changed (a mapping applied late may be gone
+ * already) and when the drain thread saw a held file's range change, not per record: no system
+ * call per record (a data munmap does not count).
  */
 static void pin_gone(struct mappings *ms, struct mv_proc *p)
 {
-	uint64_t changes = mapped_files_changes() + 1;
+	uint64_t changes = mapped_files_hold_changes() + 1;
 
 	if (!p->dirty && p->gone_chk == changes)
 		return;
