@@ -43,6 +43,12 @@ export const DWUNW_REGS_NOWAIT = 1 << 1;
 export const DWUNW_CFG_NO_FP_FALLBACK = 1 << 0;
 export const DWUNW_CFG_NO_REMOTE_READS = 1 << 1;
 export const DWUNW_CFG_NO_DEBUG_FILES = 1 << 2;
+export const DWUNW_CFG_DEBUGINFOD = 1 << 3;
+
+export const DWUNW_DEBUGINFOD_PENDING = 0;
+export const DWUNW_DEBUGINFOD_LOCAL = 1;
+export const DWUNW_DEBUGINFOD_FETCHED = 2;
+export const DWUNW_DEBUGINFOD_FAILED = 3;
 
 export const DWUNW_HOW_INITIAL = 0;
 export const DWUNW_HOW_CFI = 1;

@@ -46,6 +46,15 @@ export const ConfigT = koffi.struct('dwunw_config', {
   pad2: 'uint32_t',
 });
 
+export const DebuginfodResultT = koffi.struct('dwunw_debuginfod_result', {
+  state: 'int32_t',
+  err: 'int32_t',
+  build_id: koffi.array('char', 136, 'String'),
+  why: koffi.array('char', 128, 'String'),
+  module: koffi.array('char', 512, 'String'),
+  file: koffi.array('char', 512, 'String'),
+});
+
 export const CtxT = koffi.struct('dwunw_ctx', {
   magic: 'uint32_t',
   version: 'uint32_t',
@@ -335,6 +344,10 @@ export interface Lib {
   dwunw_version(): string;
   dwunw_strerror(err: number): string;
   dwunw_errname(err: number): string;
+  /** An fd (>= 0) or a DWUNW_ERR_*; why receives the line naming a refused file. */
+  dwunw_pid_file_open(pid: number, path: string, why: Buffer, whylen: number): number;
+  dwunw_debuginfod_wait(ctx: Pointer, timeoutMs: number): number;
+  dwunw_debuginfod_result(ctx: Pointer, i: number, out: Record<string, unknown>): number;
   dwunw_init(ctx: Pointer, cfg: Record<string, unknown>): number;
   dwunw_shutdown(ctx: Pointer): void;
   dwunw_module_open(ctx: Pointer, path: string, out: Pointer[]): number;
@@ -412,7 +425,10 @@ export function lib(): Lib {
     dwunw_version: f('const char *', 'dwunw_version', []),
     dwunw_strerror: f('const char *', 'dwunw_strerror', ['int']),
     dwunw_errname: f('const char *', 'dwunw_errname', ['int']),
+    dwunw_pid_file_open: f('int', 'dwunw_pid_file_open', ['int32_t', 'const char *', 'char *', 'size_t']),
     dwunw_init: f('int', 'dwunw_init', [ctxP, koffi.pointer(ConfigT)]),
+    dwunw_debuginfod_wait: f('int', 'dwunw_debuginfod_wait', [ctxP, 'uint32_t']),
+    dwunw_debuginfod_result: f('int', 'dwunw_debuginfod_result', [ctxP, 'uint32_t', koffi.out(koffi.pointer(DebuginfodResultT))]),
     dwunw_shutdown: f('void', 'dwunw_shutdown', [ctxP]),
     dwunw_module_open: f('int', 'dwunw_module_open', [ctxP, 'const char *', koffi.out(koffi.pointer(modP))]),
     dwunw_memory_add: f('int', 'dwunw_memory_add', [ctxP, 'int32_t', 'uint64_t', 'const void *', 'uint64_t']),
@@ -546,6 +562,11 @@ export function writePointer(buf: Buffer, offset: number, address: bigint): void
 /** Decode a struct from a Buffer at an offset (pointer members come back as koffi externals). */
 export function decodeAt(buf: Buffer, offset: number, type: koffi.TypeSpec): Record<string, unknown> {
   return koffi.decode(buf, offset, type) as Record<string, unknown>;
+}
+
+/** Encode a struct into a Buffer at an offset (the inverse of decodeAt). */
+export function encodeAt(buf: Buffer, offset: number, type: koffi.TypeSpec, value: Record<string, unknown>): void {
+  koffi.encode(buf, offset, type, value);
 }
 
 /** Register a JS function as a C log sink (void (*)(void *arg, const char *line)). */

@@ -15,6 +15,10 @@ export interface PrFrame {
   symbol: string | null;
   offset: number;
   module: string | null;
+  /** where the frame came from (README "Frame origins"): kernel, window, live, fp, ... */
+  origin?: string;
+  /** in anonymous executable memory (JIT code) */
+  anon?: boolean;
 }
 
 export interface PrStack {
@@ -33,6 +37,8 @@ export interface PrStack {
 
 export interface PrEntry {
   pid: number;
+  /** with --interval only */
+  tid?: number;
   comm: string;
   count: number;
   user: PrStack | null;
@@ -147,4 +153,22 @@ export function rootFirst(e: PrEntry): { names: string[]; kernelFrom: number } {
     for (let i = e.kernel.frames.length - 1; i >= 0; i--) names.push(frameName(e.kernel.frames[i]!));
   }
   return { names, kernelFrom };
+}
+
+/**
+ * An entry's frames leaf first, as pprof and OTLP stacks want them: kernel frames, the kernel
+ * pseudo-frame (why it is missing or stopped), user frames, the user pseudo-frame. `at` maps each
+ * (a frame, or null and the pseudo-frame's label) with the user frame's module address (0: none).
+ */
+export function leafFirst<T>(e: PrEntry, at: (f: PrFrame | null, label: string | null, maddr: number, kernel: boolean) => T): T[] {
+  const out: T[] = [];
+  if (e.kernel) {
+    for (const f of e.kernel.frames) out.push(at(f, null, 0, true));
+    if (e.kernel.reason) out.push(at(null, e.kernel.reason, 0, true));
+  }
+  if (e.user) {
+    e.user.frames.forEach((f, i) => out.push(at(f, null, e.user!.maddr?.[i] ?? 0, false)));
+    if (e.user.reason) out.push(at(null, e.user.reason, 0, false));
+  }
+  return out;
 }

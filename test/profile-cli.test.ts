@@ -36,6 +36,8 @@ t.test('our options are taken out, profile\'s passed on', async (tt) => {
     folded: true,
     json: false,
     rest: ['-U', '-f', '--', 'x', '--pprof', 'y'],
+    export: [],
+    headers: [],
   });
   const h = await dwunw(['--help']);
   tt.equal(h.status, 0, '--help: exit status 0');

@@ -75,7 +75,9 @@ struct kwalk_check {
 	struct kw_loader *kl;
 	struct dwunw_ctx ctx;
 	int pid;
-	uint64_t events, identical, differences, fallback, snapshot_short, complete, no_lib, uprobe_tramp;
+	/* each event is one of: identical (whole stacks), kernel_short, snapshot_short, a difference,
+	 * no_lib (no snapshot to compare) */
+	uint64_t events, identical, differences, fallback, snapshot_short, kernel_short, complete, no_lib, uprobe_tramp;
 	uint64_t by_status[KW_ST_MAX];
 	uint64_t frames_walker, frames_lib;
 	uint64_t signal_frames, vdso_events, deep_events, max_frames;
@@ -345,26 +347,30 @@ static int on_record(void *ctx, const void *data, size_t size)
 			at = i;
 			break;
 		}
+	/* Whole stacks: identical only when both end at the same frame (or the walker at its depth
+	 * limit). Equal as far as the shorter goes is counted by its short side, never as identical. */
 	if (eq) {
 		if (KW_ST_COMPLETE(ev->status)) {
 			kc->complete++;
 			if (n == ln || (ev->status == KW_ST_DEPTH && ln >= n)) {
 				kc->identical++;
 			} else if (ln < n && lerr != DWUNW_OK) {
-				kc->identical++;
-				kc->snapshot_short++; /* libdwunw ran out of the window; the walker read on */
+				kc->snapshot_short++; /* libdwunw stopped with an error; the walker read on */
 			} else {
 				eq = 0;
 				at = k;
 			}
-		} else if (n <= ln) {
+		} else if (n == ln) {
 			kc->identical++;
 			kc->fallback++;
 			note_site(kc, ev);
-		} else if (lerr != DWUNW_OK) {
-			kc->identical++;
+		} else if (n < ln) {
+			kc->kernel_short++; /* the walker stopped first: the fallback by design */
 			kc->fallback++;
+			note_site(kc, ev);
+		} else if (lerr != DWUNW_OK) {
 			kc->snapshot_short++;
+			kc->fallback++;
 			note_site(kc, ev);
 		} else {
 			eq = 0;
@@ -680,14 +686,16 @@ int main(int argc, char **argv)
 
 		if (kc->opt.json) {
 			printf("{\"command\":\"%s\",\"exit\":%d,\"events\":%llu,\"identical\":%llu,\"identical_pct\":%.3f,"
-			       "\"differences\":%llu,\"fallback\":%llu,\"complete\":%llu,\"snapshot_short\":%llu,\"lost\":%llu,"
+			       "\"differences\":%llu,\"fallback\":%llu,\"complete\":%llu,\"snapshot_short\":%llu,"
+			       "\"kernel_short\":%llu,\"lost\":%llu,"
 			       "\"no_snapshot\":%llu,\"signal_frames\":%llu,\"vdso_events\":%llu,\"deep_events\":%llu,"
 			       "\"max_frames\":%llu,\"threads\":%d,\"hybrid_kernel\":%llu,\"hybrid_snapshot\":%llu,"
 			       "\"hybrid_mismatch\":%llu,\"uprobe_tramp\":%llu,\"by_status\":{",
 			       kc->opt.cmd[0], exited == 2 ? -1 : WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status),
 			       (unsigned long long)kc->events, (unsigned long long)kc->identical, ident_pct,
 			       (unsigned long long)kc->differences, (unsigned long long)kc->fallback,
-			       (unsigned long long)kc->complete, (unsigned long long)kc->snapshot_short, lost,
+			       (unsigned long long)kc->complete, (unsigned long long)kc->snapshot_short,
+			       (unsigned long long)kc->kernel_short, lost,
 			       (unsigned long long)kc->no_lib, (unsigned long long)kc->signal_frames,
 			       (unsigned long long)kc->vdso_events, (unsigned long long)kc->deep_events,
 			       (unsigned long long)kc->max_frames, kc->ntids, (unsigned long long)kc->hybrid_kernel,
@@ -741,8 +749,10 @@ int main(int argc, char **argv)
 			printf(",\"bpf_stats\":%s}\n", stats_fd >= 0 ? "true" : "false");
 		} else {
 			printf("%s: %llu events, %llu identical (%.3f%%), %llu differences, %llu fell back (%.3f%%), "
-			       "%llu lost\n", kc->opt.cmd[0], (unsigned long long)kc->events, (unsigned long long)kc->identical,
-			       ident_pct, (unsigned long long)kc->differences, (unsigned long long)kc->fallback, fb_pct, lost);
+			       "%llu short on the walker's side, %llu on libdwunw's, %llu lost\n", kc->opt.cmd[0],
+			       (unsigned long long)kc->events, (unsigned long long)kc->identical, ident_pct,
+			       (unsigned long long)kc->differences, (unsigned long long)kc->fallback, fb_pct,
+			       (unsigned long long)kc->kernel_short, (unsigned long long)kc->snapshot_short, lost);
 			printf("walker: %.0f ns/sample, %.1f ns/frame (first %.0f, then %.1f each), %.1f frames/sample, "
 			       "%.2f B/row, %llu map bytes, %u insns verified\n",
 			       ratio((double)bench_f.run_ns, (double)bench_f.run_cnt),

@@ -27,6 +27,7 @@
 #include "dwunw.h"
 #endif
 #include "runtime/cap_pump.h"
+#include "runtime/py_merge.h"
 #include "runtime/capture_user.h"
 #include "runtime/frames.h"
 #include "runtime/mappings.h"
@@ -213,12 +214,16 @@ int main(int argc, char **argv)
 	}
 #endif
 #ifdef HAVE_DWUNW
-	err = frames_init(&ml->fr, 64, 0);
+	err = frames_init(&ml->fr, 64, 0, NULL);
 	if (err)
 		die("libdwunw: %s", dwunw_strerror(err));
 	if (ml->env.unwind == ML_UNWIND_DWARF)
 		warm_module(ml, obj_path);
 #endif
+	py_merge_init(&ml->py, &ml->fr, bpf_map__fd(ml->skel->maps.py_procs),
+		      bpf_map__fd(ml->skel->maps.py_cost), ml->env.verbose);
+	if (ml->target_pid > 0 && !ml->following && !ml->cmd.pid)
+		py_merge_add(&ml->py, (uint32_t)ml->target_pid);
 	/* uprobes are per file: following a tree, every process is probed and the BPF side filters */
 	ml_attach_all(ml, obj_path, ml->following ? -1 : ml->target_pid);
 	if (ml->following)
@@ -318,6 +323,7 @@ int main(int argc, char **argv)
 		kw_loader_free(ml->kwt.l);
 	}
 #endif
+	py_merge_shutdown(&ml->py); /* reads its maps: before they go */
 	memleak_bpf__destroy(ml->skel);
 	command_stop(&ml->cmd);
 	frames_shutdown(&ml->fr);

@@ -9,6 +9,7 @@
 #include "runtime/capture_user.h"
 #include "runtime/intern.h"
 #include "runtime/mappings.h"
+#include "runtime/py_merge.h"
 #include "memleak_allocs.h"
 #include "memleak_opts.h"
 #include "memleak_records.h"
@@ -74,6 +75,9 @@ static void on_snapshot(struct memleak_ctx *ml, const void *data, size_t size)
 			memcpy(&ra, rec->stack, sizeof(ra));
 		idx = fp_stack(ml, pid, rec->aux, ra, true);
 	}
+	/* the allocating thread's Python chain at the allocation (frame 0, the allocator, left out) */
+	idx = py_merge_stack(&ml->py, idx, rec->pid, rec->tid, pid, false);
+	py_merge_add(&ml->py, rec->pid);
 	ml_ev_put(rec->cookie, (uint32_t)idx);
 }
 #endif
@@ -92,6 +96,8 @@ static void on_kwalk(struct memleak_ctx *ml, const void *data, size_t size)
 		return; /* a notice: the snapshot record that follows has the stack */
 	if (idx == FRAMES_FALLBACK)
 		idx = fp_stack(ml, pid, ki.aux, 0, false);
+	idx = py_merge_stack(&ml->py, idx, ki.pid, ki.tid, pid, false);
+	py_merge_add(&ml->py, ki.pid);
 	ml_ev_put(ki.cookie, (uint32_t)idx);
 }
 #endif
@@ -104,7 +110,9 @@ int ml_on_record(void *ctx, const void *data, size_t size)
 	if (size < sizeof(*h))
 		return 0;
 	ml->record_bytes += size;
-	if (h->kind == CAP_KIND_SNAPSHOT) {
+	if (py_merge_record(&ml->py, data, size)) {
+		/* the thread's Python chain at the allocation: its stack record follows */
+	} else if (h->kind == CAP_KIND_SNAPSHOT) {
 #ifdef HAVE_DWUNW
 		on_snapshot(ml, data, size);
 #endif

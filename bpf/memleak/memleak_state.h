@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include "runtime/py_merge.h"
 #include "memleak_opts.h"
 #include "runtime/command.h"
 #include "runtime/frames.h"
@@ -52,6 +53,7 @@ struct memleak_ctx {
 	struct stack_store st;
 	struct frames fr;               /* its maps: mapping events on (dwarf mode) */
 	struct fp_cache fpc;            /* stack id -> stack (not following a tree) */
+	struct py_merge py;             /* Python chains read at the allocation, spliced in */
 	struct unwind_stats stats;
 	uint64_t record_bytes;          /* bytes of all records received */
 	uint64_t trace_records;         /* -t records received */

@@ -41,6 +41,7 @@
 #include "profile_state.h"
 #include "profile_target.h"
 #include "runtime/stack_store.h"
+#include "runtime/py_merge.h"
 #include "runtime/tool_util.h"
 #ifdef HAVE_KWALK
 #include "kwalk/kwalk_preload.h"
@@ -133,7 +134,8 @@ static const char *comm_of(struct profile_ctx *pr, uint32_t tid)
 static void count_sample(struct profile_ctx *pr, uint32_t pid, uint32_t tid, int64_t kidx,
 			 int64_t uidx)
 {
-	struct pr_key k = { .pid = pid, .comm = comm_of(pr, tid), .kstack = kidx, .ustack = uidx };
+	struct pr_key k = { .pid = pid, .tid = pr->opts.interval ? tid : 0, .comm = comm_of(pr, tid),
+			    .kstack = kidx, .ustack = uidx };
 
 	pr_note_pid(pr, pid);
 	pr_agg_add(&pr->agg, &pr->st, &k, 1);
@@ -231,6 +233,8 @@ static void on_kwalk(struct profile_ctx *pr, const void *data, size_t size)
 		return;
 	if (uidx == FRAMES_FALLBACK)
 		uidx = user_fp_stack(pr, ki.pid, (int32_t)ki.aux);
+	uidx = py_merge_stack(&pr->py, uidx, ki.pid, ki.tid, space_of(pr, ki.pid), true);
+	py_merge_add(&pr->py, ki.pid);
 	count_sample(pr, ki.pid, ki.tid, kernel_stack(pr, PR_COOKIE_KSTACK(ki.cookie)), uidx);
 }
 #endif
@@ -249,7 +253,9 @@ static int on_record(void *ctx, const void *data, size_t size)
 	pr->prs.buffer_bytes += size;
 	if (size < sizeof(*h))
 		return 0;
-	if (h->kind == CAP_KIND_MAPEV) {
+	if (py_merge_record(&pr->py, data, size)) {
+		/* the thread's Python chain at the event: its stack record follows */
+	} else if (h->kind == CAP_KIND_MAPEV) {
 		if (pr->fr.maps)
 			mappings_event(pr->fr.maps, data, size);
 	} else if (h->kind == CAP_KIND_SNAPSHOT) {
@@ -264,6 +270,8 @@ static int on_record(void *ctx, const void *data, size_t size)
 			return 0;
 		if (uidx == FRAMES_FALLBACK)
 			uidx = user_fp_stack(pr, rec->pid, (int32_t)rec->aux);
+		uidx = py_merge_stack(&pr->py, uidx, rec->pid, rec->tid, space_of(pr, rec->pid), true);
+		py_merge_add(&pr->py, rec->pid); /* -a: any python process, from its next sample on */
 		count_sample(pr, rec->pid, rec->tid, kernel_stack(pr, PR_COOKIE_KSTACK(rec->cookie)), uidx);
 	} else if (h->kind == PR_REC_SAMPLE && size >= sizeof(struct pr_sample_rec)) {
 		struct pr_sample_rec r;
@@ -286,6 +294,11 @@ static int on_record(void *ctx, const void *data, size_t size)
 
 		memcpy(&r, data, sizeof(r));
 		on_exec(pr, r.pid);
+		py_merge_forget(&pr->py, r.pid);
+		/* a selected process: described now, its samples carry chains from here on */
+		for (size_t i = 0; i < pr->opts.npids; i++)
+			if (pr->opts.pids[i] == r.pid)
+				py_merge_add(&pr->py, r.pid);
 #ifdef HAVE_KWALK
 		if (pr->kwt.l && kw_selected(pr, r.pid)) {
 			kw_track_forget(&pr->kwt, r.pid);
@@ -496,9 +509,14 @@ int main(int argc, char **argv)
 	set_filters(pr);
 	pr->kcache.n = pr->opts.stack_storage;
 	pr->kcache.map = xcalloc(pr->kcache.n, sizeof(*pr->kcache.map));
-	err = frames_init(&pr->fr, cache_slots_for_machine(), 0);
+	err = frames_init(&pr->fr, cache_slots_for_machine(), pr->opts.debuginfod ? DWUNW_CFG_DEBUGINFOD : 0,
+			  pr->opts.debug_dir);
 	if (err)
 		die("libdwunw: %s", dwunw_strerror(err));
+	py_merge_init(&pr->py, &pr->fr, bpf_map__fd(pr->skel->maps.py_procs),
+		      bpf_map__fd(pr->skel->maps.py_cost), pr->opts.verbose);
+	for (size_t i = 0; i < pr->opts.npids && !pr->opts.command; i++)
+		py_merge_add(&pr->py, pr->opts.pids[i]);
 
 	reader = dwunw_cap_reader_new(pr->skel->obj, pr->opts.perfbuf, 8u << 20, on_record, pr);
 	if (!reader)
@@ -541,7 +559,7 @@ int main(int argc, char **argv)
 	ptarget_release();
 
 	uint64_t t0 = mono_ns(), end = pr->opts.duration ? t0 + pr->opts.duration * 1000000000ull : 0;
-	uint64_t last_check = t0;
+	uint64_t last_check = t0, ival_start = t0, ival_seq = 0;
 
 	pr->prs.start_ns = t0;
 	while (!exiting) {
@@ -556,6 +574,11 @@ int main(int argc, char **argv)
 		uint64_t now = mono_ns();
 		if (end && now >= end)
 			break;
+		if (pr->opts.interval && now - ival_start >= pr->opts.interval * 1000000000ull) {
+			pr_counters(pr, pr->skel->maps.pr_counters);
+			pr_print_interval(pr, ival_seq++, ival_start, now);
+			ival_start = now;
+		}
 		if (now - last_check >= 50000000ull) {
 			last_check = now;
 			if (pr->opts.command && ptarget_exited(&status))
@@ -581,6 +604,8 @@ int main(int argc, char **argv)
 		pr->prs.read_failed = capc[CAP_CNT_READ_FAILED];
 	}
 	pr_counters(pr, pr->skel->maps.pr_counters);
+	if (pr->opts.interval) /* the last, partial interval */
+		pr_print_interval(pr, ival_seq, ival_start, pr->prs.end_ns);
 #ifdef HAVE_KWALK
 	if (pr->kwt.l) {
 		struct kw_stats ks;
@@ -599,6 +624,8 @@ int main(int argc, char **argv)
 		pr->prs.kw_mmaps_lost = tc[KW_TC_LOST];
 	}
 #endif
+	if (pr->opts.debuginfod)
+		frames_name_fetched(&pr->fr, 60000);
 	pr_report(pr);
 	dwunw_cap_reader_free(reader);
 #ifdef HAVE_KWALK
@@ -607,6 +634,7 @@ int main(int argc, char **argv)
 		kw_loader_free(pr->kwt.l);
 	}
 #endif
+	py_merge_shutdown(&pr->py); /* reads its maps: before they go */
 	profile_bpf__destroy(pr->skel);
 	ptarget_stop();
 	frames_shutdown(&pr->fr);

@@ -9,14 +9,14 @@
 
 static uint64_t key_hash(const struct pr_key *k)
 {
-	uint64_t h = hash64(k->pid, (uint64_t)(uintptr_t)k->comm);
+	uint64_t h = hash64(k->pid | (uint64_t)k->tid << 32, (uint64_t)(uintptr_t)k->comm);
 
 	return hash64(hash64(h, (uint64_t)k->kstack), (uint64_t)k->ustack);
 }
 
 static bool key_eq(const struct pr_key *a, const struct pr_key *b)
 {
-	return a->pid == b->pid && a->comm == b->comm && a->kstack == b->kstack &&
+	return a->pid == b->pid && a->tid == b->tid && a->comm == b->comm && a->kstack == b->kstack &&
 	       a->ustack == b->ustack;
 }
 
@@ -68,7 +68,7 @@ void pr_agg_add(struct pr_agg *agg, struct stack_store *st, const struct pr_key 
 	agg->samples += count;
 	if (!e && agg->n >= agg->max) {
 		/* one overflow key per pid and comm (they may exceed max: they are few) */
-		struct pr_key o = { .pid = k->pid, .comm = k->comm, .kstack = -1,
+		struct pr_key o = { .pid = k->pid, .tid = k->tid, .comm = k->comm, .kstack = -1,
 				    .ustack = pseudo_stack(st, "[aggregation table full]") };
 
 		agg->overflow += count;

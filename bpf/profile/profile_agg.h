@@ -12,6 +12,7 @@
 
 struct pr_key {
 	uint32_t pid;
+	uint32_t tid;          /* --interval only (0 otherwise) */
 	const char *comm;      /* interned */
 	int64_t kstack;        /* stack store index, -1: none */
 	int64_t ustack;        /* stack store index, -1: none */
@@ -21,6 +22,7 @@ struct pr_entry {
 	struct pr_key k;
 	uint64_t hash;
 	uint64_t count;
+	uint64_t sent;         /* --interval: count at the last interval line */
 };
 
 struct pr_agg {

@@ -31,6 +31,10 @@ enum {
 	OPT_MAX_STACKS,
 	OPT_MAX_KEYS,
 	OPT_TABLE_BUDGET,
+	OPT_DEBUGINFOD,
+	OPT_NO_DEBUGINFOD,
+	OPT_DEBUG_DIR,
+	OPT_INTERVAL,
 };
 
 static const struct option long_opts[] = {
@@ -55,6 +59,10 @@ static const struct option long_opts[] = {
 	{ "max-stacks", required_argument, NULL, OPT_MAX_STACKS },
 	{ "max-keys", required_argument, NULL, OPT_MAX_KEYS },
 	{ "table-budget", required_argument, NULL, OPT_TABLE_BUDGET },
+	{ "debuginfod", no_argument, NULL, OPT_DEBUGINFOD },
+	{ "no-debuginfod", no_argument, NULL, OPT_NO_DEBUGINFOD },
+	{ "debug-dir", required_argument, NULL, OPT_DEBUG_DIR },
+	{ "interval", required_argument, NULL, OPT_INTERVAL },
 	{},
 };
 
@@ -84,9 +92,14 @@ static void usage(FILE *f)
 "      --stack-size=BYTES     stack window copied per sample (16384, max 65536; kernel:\n"
 "                             per fallback)\n"
 "      --table-budget=MIB     --unwind=kernel: memory for the tables' maps (64)\n"
+"      --debuginfod           name stripped code with debug files from DEBUGINFOD_URLS, fetched\n"
+"                             while sampling (default when it is set); --no-debuginfod: never\n"
+"      --debug-dir=DIR[:DIR]  roots of separate debug files (/usr/lib/debug)\n"
 "      --json                 NDJSON: one line per stack, then a summary line; with -f,\n"
 "                             the folded lines too ({\"folded\":\"comm;...;leaf\",\"count\":N}),\n"
 "                             before the summary\n"
+"      --interval=SEC         with --json: every SEC seconds the stacks counted since the\n"
+"                             last interval (with thread ids), then an interval line\n"
 "      --perf-buffer          perf buffer instead of the ring buffer\n"
 "      --max-stacks=N         distinct stacks kept (262144; more: [stack table full])\n"
 "      --max-keys=N           distinct (pid, comm, stacks) counted (1048576; more: per-pid\n"
@@ -160,7 +173,7 @@ static bool cpu_online(int cpu)
 void pr_parse_args(struct pr_opts *opts, int argc, char **argv)
 {
 	bool user_only = false, kernel_only = false;
-	int c, pos = 0, n = argc;
+	int c, pos = 0, n = argc, debuginfod = -1;
 
 	*opts = opts_defaults;
 	/* -- COMMAND ARGS...: everything after the first "--" */
@@ -232,6 +245,17 @@ void pr_parse_args(struct pr_opts *opts, int argc, char **argv)
 			opts->stack_size = (uint32_t)(v & ~7ull);
 			break;
 		}
+		case OPT_DEBUGINFOD:
+			if (!getenv("DEBUGINFOD_URLS") || !*getenv("DEBUGINFOD_URLS"))
+				die("--debuginfod: DEBUGINFOD_URLS is not set: no server to ask");
+			debuginfod = 1;
+			break;
+		case OPT_NO_DEBUGINFOD:
+			debuginfod = 0;
+			break;
+		case OPT_DEBUG_DIR:
+			opts->debug_dir = optarg;
+			break;
 		case OPT_TABLE_BUDGET: {
 			uint64_t v = parse_u64(optarg, "table budget");
 
@@ -240,6 +264,11 @@ void pr_parse_args(struct pr_opts *opts, int argc, char **argv)
 			opts->table_budget = v << 20;
 			break;
 		}
+		case OPT_INTERVAL:
+			opts->interval = parse_u64(optarg, "interval");
+			if (!opts->interval || opts->interval > 86400)
+				die("--interval %s: out of range (1 .. 86400 seconds)", optarg);
+			break;
 		case OPT_JSON: opts->json = true; break;
 		case OPT_PERFBUF: opts->perfbuf = true; break;
 		case OPT_MAX_STACKS:
@@ -270,10 +299,16 @@ void pr_parse_args(struct pr_opts *opts, int argc, char **argv)
 		opts->kernel = false;
 	if (kernel_only)
 		opts->user = false;
+	if (opts->interval && !opts->json)
+		die("--interval is for --json output");
 	if (opts->all && (opts->npids || opts->command))
 		die("-a excludes -p and -- COMMAND");
 	if (opts->npids && opts->command)
 		die("-p and -- COMMAND exclude each other");
+	{
+		const char *urls = getenv("DEBUGINFOD_URLS");
+		opts->debuginfod = debuginfod < 0 ? urls && *urls : debuginfod;
+	}
 	if (opts->unwind == PR_UNWIND_KERNEL) {
 #ifndef HAVE_KWALK
 		die("--unwind=kernel: not in this build (the in-kernel walker is x86_64 and arm64 only)");

@@ -32,7 +32,10 @@ struct pr_opts {
 	uint32_t stack_size;   /* --stack-size */
 	size_t max_stacks;     /* --max-stacks */
 	size_t max_keys;       /* --max-keys */
+	uint64_t interval;     /* --interval (seconds, 0: one report at the end) */
 	uint64_t table_budget; /* --table-budget (bytes; 0: the walker's default) */
+	bool debuginfod;       /* --debuginfod / --no-debuginfod (default: DEBUGINFOD_URLS set) */
+	const char *debug_dir; /* --debug-dir: roots of separate debug files (NULL: /usr/lib/debug) */
 	char **command;        /* -- COMMAND ARGS... (NULL-terminated), or NULL */
 };
 

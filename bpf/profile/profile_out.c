@@ -126,7 +126,9 @@ static bool reaches_bottom(const struct ustack *s)
 static void text_frame(struct profile_ctx *pr, const struct uframe *f)
 {
 	fputs("    ", stdout);
-	if (f->name)
+	if (uf_origin(f) == UO_PYTHON)
+		fprint_frame_folded(stdout, f);
+	else if (f->name)
 		fputs(f->name, stdout);
 	else
 		fprint_unknown(stdout, f, "(%s)", false);
@@ -137,7 +139,9 @@ static void text_frame(struct profile_ctx *pr, const struct uframe *f)
 
 static void folded_frame(FILE *o, const struct uframe *f)
 {
-	if (f->name)
+	if (uf_origin(f) == UO_PYTHON)
+		fprint_frame_folded(o, f);
+	else if (f->name)
 		fputs(f->name, o);
 	else
 		fprint_unknown(o, f, "(%s)", true);
@@ -254,15 +258,69 @@ static void json_stack(const struct ustack *s, bool user)
 	putchar('}');
 }
 
-static void print_json(const struct profile_ctx *pr, const struct pr_entry *e)
+static void print_json(const struct profile_ctx *pr, const struct pr_entry *e, uint64_t count)
 {
-	printf("{\"pid\":%u,\"comm\":", e->k.pid);
+	printf("{\"pid\":%u,", e->k.pid);
+	if (pr->opts.interval)
+		printf("\"tid\":%u,", e->k.tid);
+	printf("\"comm\":");
 	json_str(e->k.comm);
-	printf(",\"count\":%" PRIu64 ",\"user\":", e->count);
+	printf(",\"count\":%" PRIu64 ",\"user\":", count);
 	json_stack(e->k.ustack >= 0 ? &pr->st.v[e->k.ustack] : NULL, true);
 	printf(",\"kernel\":");
 	json_stack(e->k.kstack >= 0 ? &pr->st.v[e->k.kstack] : NULL, false);
 	printf("}\n");
+}
+
+/* The modules' JSON array's items: {"path":..,"build_id":..|null}, comma-separated. */
+static void print_modules_json(const struct module_seen *mods, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		printf("%s{\"path\":", i ? "," : "");
+		json_str(mods[i].path);
+		printf(",\"build_id\":");
+		if (mods[i].build_id)
+			json_str(mods[i].build_id);
+		else
+			printf("null");
+		putchar('}');
+	}
+}
+
+/*
+ * --interval: the stacks counted since the last interval line (entries keep their totals; `sent`
+ * is what was printed before), then the interval line with the modules seen since (build ids).
+ * The end's report still prints every entry with its total: the sum of the intervals.
+ */
+void pr_print_interval(struct profile_ctx *pr, uint64_t seq, uint64_t start_ns, uint64_t end_ns)
+{
+	const struct module_seen *mods;
+	size_t nmods = frames_modules(&pr->fr, &mods);
+	uint64_t samples = 0, keys = 0;
+	struct timespec rt;
+
+	for (size_t i = 0; i < pr->agg.n; i++) {
+		struct pr_entry *e = &pr->agg.v[i];
+
+		if (e->count == e->sent)
+			continue;
+		print_json(pr, e, e->count - e->sent);
+		samples += e->count - e->sent;
+		keys++;
+		e->sent = e->count;
+	}
+	clock_gettime(CLOCK_REALTIME, &rt);
+	printf("{\"interval\":{\"seq\":%" PRIu64 ",\"start_unix_ns\":%" PRIu64 ",\"duration_ns\":%" PRIu64
+	       ",\"samples\":%" PRIu64 ",\"keys\":%" PRIu64 ",\"frequency\":%" PRIu64 ",\"period\":%" PRIu64
+	       ",\"records_lost\":%" PRIu64 ",\"keys_overflow\":%" PRIu64 ",\"stack_table_full\":%" PRIu64
+	       ",\"modules\":[", seq,
+	       (uint64_t)rt.tv_sec * UINT64_C(1000000000) + (uint64_t)rt.tv_nsec - (end_ns - start_ns),
+	       end_ns - start_ns, samples, keys, pr->opts.period ? 0 : pr->opts.freq, pr->opts.period,
+	       pr->prs.bpf[PR_CNT_REC_LOST], pr->agg.overflow, pr->st.full);
+	print_modules_json(mods + pr->mods_printed, nmods - pr->mods_printed);
+	pr->mods_printed = nmods;
+	printf("]}}\n");
+	fflush(stdout);
 }
 
 /* qsort_r: entries by count, smallest first */
@@ -308,7 +366,7 @@ void pr_report(struct profile_ctx *pr)
 		const struct pr_entry *e = &pr->agg.v[order[i]];
 
 		if (pr->opts.json)
-			print_json(pr, e);
+			print_json(pr, e, e->count);
 		else if (!pr->opts.folded)
 			print_text(pr, e);
 		if (e->k.ustack < 0)
@@ -384,16 +442,7 @@ void pr_report(struct profile_ctx *pr)
 		       pr->prs.klost, pr->prs.bpf[PR_CNT_REC_LOST], pr->prs.read_failed, pr->agg.n, pr->agg.overflow, pr->st.n,
 		       pr->st.full, pr->prs.unw.timed ? pr->prs.unw.unwind_ns / pr->prs.unw.timed : 0, pr->prs.npids, pr->prs.buffer_bytes, ucpu,
 		       scpu, ru.ru_maxrss);
-		for (size_t i = 0; i < nmods; i++) {
-			printf("%s{\"path\":", i ? "," : "");
-			json_str(mods[i].path);
-			printf(",\"build_id\":");
-			if (mods[i].build_id)
-				json_str(mods[i].build_id);
-			else
-				printf("null");
-			putchar('}');
-		}
+		print_modules_json(mods, nmods);
 		printf("]");
 		if (pr->opts.unwind == PR_UNWIND_KERNEL) {
 			printf(",\"kernel_walk\":{\"events\":%" PRIu64 ",\"from_kernel\":%" PRIu64

@@ -38,5 +38,7 @@ void pr_print_header(const struct profile_ctx *pr);
 /* Sum the BPF side's per-CPU counters into pr->prs.bpf. */
 void pr_counters(struct profile_ctx *pr, struct bpf_map *m);
 void pr_report(struct profile_ctx *pr);
+/* --interval: the stacks counted since the last call, then an interval line (NDJSON). */
+void pr_print_interval(struct profile_ctx *pr, uint64_t seq, uint64_t start_ns, uint64_t end_ns);
 
 #endif /* DWUNW_PROFILE_OUT_H */

@@ -13,6 +13,7 @@
 #include "profile_opts.h"
 #include "profile_out.h"
 #include "runtime/frames.h"
+#include "runtime/py_merge.h"
 #include "runtime/stack_store.h"
 #ifdef HAVE_KWALK
 #include "kwalk/kwalk_track_user.h"
@@ -28,6 +29,7 @@ struct profile_ctx {
 	struct stack_store st;          /* user and kernel stacks (the kernel's in PR_KSPACE) */
 	struct frames fr;               /* its maps: mapping events on (dwarf mode, given targets) */
 	struct fp_cache kcache;         /* kernel stack id -> stack */
+	struct py_merge py;             /* Python chains read at the event, spliced in */
 	struct pr_agg agg;              /* the counts */
 	struct pr_stats prs;            /* the summary's figures */
 	uint64_t now_ns;                /* mono_ns(), refreshed every 256 records */
@@ -57,6 +59,7 @@ struct profile_ctx {
 		size_t cap;
 	} pids;                         /* processes seen */
 	uint32_t marks_seen;            /* markers shown in the text (legend after) */
+	size_t mods_printed;            /* --interval: modules already in an interval line */
 };
 
 #endif /* DWUNW_PROFILE_STATE_H */

@@ -279,12 +279,13 @@ static void dw_warn(void *arg, const char *line)
 		fprintf(stderr, "%s: libdwunw: %s\n", tool_name(), line);
 }
 
-int frames_init(struct frames *fr, uint32_t cache_slots, uint32_t flags)
+int frames_init(struct frames *fr, uint32_t cache_slots, uint32_t flags, const char *debug_dirs)
 {
 	struct dwunw_config cfg = {
 		.size = sizeof(cfg),
 		.flags = flags,
 		.cache_slots = cache_slots,
+		.debug_dirs = debug_dirs,
 		.warn = dw_warn,
 	};
 	int err = dwunw_init(&fr->dctx, &cfg);
@@ -296,6 +297,69 @@ int frames_init(struct frames *fr, uint32_t cache_slots, uint32_t flags)
 		fr->lag_ns = strtoull(lag, NULL, 10) * 1000000ull;
 	fr->dctx_ok = err == DWUNW_OK;
 	return err;
+}
+
+/* Whether the module of a stored frame is one whose debug file was fetched (interned paths). */
+static bool in_list(const char *const *v, size_t n, const char *s)
+{
+	for (size_t i = 0; i < n; i++)
+		if (v[i] == s)
+			return true;
+	return false;
+}
+
+void frames_name_fetched(struct frames *fr, uint32_t wait_ms)
+{
+	struct dwunw_debuginfod_result r;
+	const char *fetched[256], *missing[4];
+	size_t nfetched = 0, nmissing = 0, shown = 0;
+	char why[4][160];
+
+	if (!fr->dctx_ok)
+		return;
+	int pending = dwunw_debuginfod_wait(&fr->dctx, wait_ms);
+	if (pending < 0) {
+		fprintf(stderr, "%s: debuginfod: %s (libdebuginfod.so.1): no debug files fetched\n", tool_name(),
+			dwunw_strerror(pending));
+		return;
+	}
+	for (uint32_t i = 0; dwunw_debuginfod_result(&fr->dctx, i, &r) == DWUNW_OK; i++) {
+		if (r.state == DWUNW_DEBUGINFOD_FETCHED && nfetched < 256)
+			fetched[nfetched++] = intern(r.module);
+		if (r.state == DWUNW_DEBUGINFOD_FAILED || r.state == DWUNW_DEBUGINFOD_PENDING) {
+			if (shown < 4) {
+				const char *base = strrchr(r.module, '/');
+				missing[shown] = intern(base ? base + 1 : r.module);
+				snprintf(why[shown], sizeof(why[0]), "%s",
+					 r.state == DWUNW_DEBUGINFOD_PENDING ? "no answer in time" : r.why);
+				shown++;
+			}
+			nmissing++;
+		}
+	}
+	/* Frames of those modules named again, from the index rebuilt with the file. */
+	for (size_t s = 0; s < fr->st->n && nfetched; s++) {
+		struct ustack *u = &fr->st->v[s];
+		for (uint32_t j = 0; j < u->nframes; j++) {
+			struct uframe *f = &u->frames[j];
+			struct dwunw_module *m;
+			struct dwunw_symbol sym;
+			if (!f->module || !f->maddr || (f->flags & UF_PERFMAP) || !in_list(fetched, nfetched, f->module) ||
+			    dwunw_module_open(&fr->dctx, f->module, &m) != DWUNW_OK)
+				continue;
+			bool exact = f->flags & UF_EXACT;
+			if (dwunw_symbolize(&fr->dctx, m, exact ? f->maddr : f->maddr - 1, &sym) == DWUNW_OK && sym.name[0])
+				fill_from_symbol(f, sym.name, sym.offset + !exact, f->module);
+			dwunw_module_put(&fr->dctx, m);
+		}
+	}
+	if (!nmissing)
+		return;
+	fprintf(stderr, "%s: debuginfod: no debug file for %zu module%s%s: ", tool_name(), nmissing,
+		nmissing > 1 ? "s" : "", pending > 0 ? " (some still fetching)" : "");
+	for (size_t i = 0; i < shown; i++)
+		fprintf(stderr, "%s%s (%s)", i ? ", " : "", missing[i], why[i]);
+	fprintf(stderr, "%s; their frames keep [unknown]\n", nmissing > shown ? ", ..." : "");
 }
 
 struct dwarf_fill {
@@ -317,6 +381,9 @@ static void fill_dwarf(void *arg, struct uframe *out, uint32_t n)
 
 		out[i].how = f->how;
 		uf_set_origin(&out[i], origin_of_how(f->how));
+		/* as dwunw_symbolize_frame: not a return address (names looked up again later) */
+		if ((f->flags & (DWUNW_FRAME_EXACT_PC | DWUNW_FRAME_SIGTRAMP)) || !f->module_addr)
+			out[i].flags |= UF_EXACT;
 		if (f->how == DWUNW_HOW_FP)
 			out[i].flags |= UF_FP;
 		if (f->flags & DWUNW_FRAME_JIT)

@@ -64,7 +64,13 @@ struct frames {
 void frames_setup(struct frames *fr, struct stack_store *st);
 #ifdef HAVE_DWUNW
 /* dwunw_init with `cache_slots` module-cache slots and warnings on stderr under -v. */
-int frames_init(struct frames *fr, uint32_t cache_slots, uint32_t flags);
+int frames_init(struct frames *fr, uint32_t cache_slots, uint32_t flags, const char *debug_dirs);
+/*
+ * With DWUNW_CFG_DEBUGINFOD: wait at most wait_ms for the debug files asked (the fetches ran on
+ * libdwunw's thread while sampling), name the stored frames of the modules whose file came, and
+ * print one line for the modules whose file did not (which, and why). Before the report.
+ */
+void frames_name_fetched(struct frames *fr, uint32_t wait_ms);
 #endif
 /* The unwinder (or symbolizer) shut down, the scratch freed. */
 void frames_shutdown(struct frames *fr);

@@ -28,7 +28,7 @@ const char *frame_origin(const struct uframe *f)
 	static const char *const names[] = {
 		[UO_WINDOW] = "window", [UO_FP] = "fp", [UO_PROLOGUE] = "prologue",
 		[UO_LR] = "lr", [UO_SIGNAL] = "signal", [UO_KERNEL] = "kernel",
-		[UO_KWALK] = "kernel-walk",
+		[UO_KWALK] = "kernel-walk", [UO_PYTHON] = "python",
 	};
 	uint32_t o = uf_origin(f);
 
@@ -51,6 +51,10 @@ void fprint_frame_marks(FILE *out, const struct uframe *f, bool fp_marks, uint32
 		m = MARK_LR;
 	if (m)
 		fprintf(out, " [%s]", m == MARK_LIVE ? "live" : m == MARK_FP ? "fp" : m == MARK_PROLOGUE ? "prologue" : "lr");
+	if (o == UO_PYTHON) {
+		fputs(" [py]", out);
+		m |= MARK_PY;
+	}
 	if (f->flags & UF_PERFMAP) {
 		fputs(" [jit]", out);
 		m |= MARK_JIT;
@@ -70,6 +74,7 @@ void fprint_marks_legend(FILE *out, const char *indent, uint32_t seen)
 		{ MARK_PROLOGUE, "[prologue] found by decoding the function's prologue (no CFI there)" },
 		{ MARK_LR, "[lr] return address taken where the call left it (no CFI there)" },
 		{ MARK_JIT, "[jit] named from the JIT's /tmp/perf-PID.map" },
+		{ MARK_PY, "[py] a Python function, read from the interpreter at the event (file:line)" },
 	};
 	bool first = true;
 
@@ -99,7 +104,9 @@ void fprint_unknown(FILE *out, const struct uframe *f, const char *module_fmt, b
 void print_frame_text(size_t i, const struct uframe *f, bool fp_marks, uint32_t *seen)
 {
 	printf("\t%zu [<%016" PRIx64 ">] ", i, f->pc);
-	if (f->name && f->module)
+	if (uf_origin(f) == UO_PYTHON)
+		fprint_frame_folded(stdout, f);
+	else if (f->name && f->module)
 		printf("%s+0x%" PRIx64 " [%s]", f->name, f->offset, f->module);
 	else if (f->name)
 		printf("%s+0x%" PRIx64, f->name, f->offset);
@@ -111,7 +118,13 @@ void print_frame_text(size_t i, const struct uframe *f, bool fp_marks, uint32_t 
 
 void fprint_frame_folded(FILE *out, const struct uframe *f)
 {
-	if (f->name)
+	/* a Python function: "func (file:line)", as py-spy and the OTel profiler write it */
+	if (uf_origin(f) == UO_PYTHON && f->name && f->module) {
+		if (f->offset)
+			fprintf(out, "%s (%s:%" PRIu64 ")", f->name, f->module, f->offset);
+		else
+			fprintf(out, "%s (%s)", f->name, f->module);
+	} else if (f->name)
 		fputs(f->name, out);
 	else if (f->module)
 		fprintf(out, "[%s]", base_name(f->module));
@@ -127,6 +140,18 @@ void print_frame_folded(const struct uframe *f)
 void print_frame_json(const struct uframe *f)
 {
 	printf("{\"pc\":\"0x%" PRIx64 "\",\"symbol\":", f->pc);
+	if (uf_origin(f) == UO_PYTHON) {
+		/* pc: the frame's last instruction; file and line instead of module and offset */
+		f->name ? json_str(f->name) : (void)printf("null");
+		printf(",\"offset\":0,\"module\":null,\"file\":");
+		f->module ? json_str(f->module) : (void)printf("null");
+		if (f->offset)
+			printf(",\"line\":%" PRIu64, f->offset);
+		else
+			printf(",\"line\":null");
+		printf(",\"origin\":\"python\"}");
+		return;
+	}
 	if (f->name)
 		json_str(f->name);
 	else

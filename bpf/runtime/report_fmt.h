@@ -31,6 +31,7 @@ const char *frame_origin(const struct uframe *f);
 #define MARK_PROLOGUE (1u << 2)
 #define MARK_LR       (1u << 3)
 #define MARK_JIT      (1u << 4)
+#define MARK_PY       (1u << 5)
 void fprint_frame_marks(FILE *out, const struct uframe *f, bool fp_marks, uint32_t *seen);
 
 /* One line that explains the markers in `seen` ("" when none): "frames marked [live]: ...". */

@@ -27,6 +27,7 @@ struct uframe {
 #define UF_FP      (1u << 0) /* recovered by frame pointers inside a DWARF walk (no CFI there) */
 #define UF_JIT     (1u << 1) /* anonymous executable memory */
 #define UF_PERFMAP (1u << 2) /* named from /tmp/perf-PID.map */
+#define UF_EXACT   (1u << 4) /* pc is not a return address (frame 0, after a signal frame) */
 #define UF_LIVE    (1u << 3) /* rests on memory read from the process after the event (for at least
 			      * one record of the stack): it, or a frame below it, needed it */
 
@@ -43,6 +44,8 @@ enum uf_origin {
 	UO_SIGNAL,             /* a signal frame's saved context */
 	UO_KERNEL,             /* a kernel frame (the kernel's own unwinder, at the event) */
 	UO_KWALK,              /* a user frame walked in the BPF program at the event (--unwind=kernel) */
+	UO_PYTHON,             /* a Python function read from the interpreter at the event (py_merge.h):
+				* name = co_qualname, module = co_filename, offset = line (0: unknown) */
 };
 #define UF_ORIGIN_SHIFT 8
 #define UF_ORIGIN_MASK  (0xfu << UF_ORIGIN_SHIFT)
