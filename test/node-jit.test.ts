@@ -51,6 +51,7 @@ interface JReport {
   stacks: JStack[];
   lost: number;
   untracked: Record<string, number>;
+  maps?: Record<string, number>;
 }
 
 interface Proc {
@@ -130,6 +131,9 @@ t.test('memleak -p: JS functions named from the perf map, stacks complete to nod
   const pseudo = last.stacks.filter((s) => s.kind !== 'dwarf');
   tt.comment(`${unwound.length} stacks unwound (${unwound.reduce((a, s) => a + s.allocations, 0)} blocks), ${pseudo.length} pseudo-stacks (${pseudo.map((s) => s.reason).join(', ')}), records lost: ${last.lost}`);
   tt.ok(unwound.length > 0, 'stacks were unwound');
+  // V8's code made after attach comes as mapping events (mmap/mprotect executable): known before the walk
+  const m = last.maps ?? {};
+  tt.equal(m.rewalks, 0, `each record walked once (rewalks ${m.rewalks}, /proc re-reads ${m.hole_reads}, anonymous exec mmaps ${m.anon_mmaps}, mprotects ${m.mprotects})`);
   // a stack that needed memory above the window may be flagged (the stack changed since the
   // event): then never complete, and its reason says so
   const complete = unwound.filter((s) => s.complete);

@@ -435,6 +435,28 @@ static int walk(struct frames *fr, const struct dwunw_regs *regs,
 	return dwunw_capture_sampled(&fr->dctx, regs, samples, nsamples, fr->frames, nf);
 }
 
+/*
+ * After a walk: a frame without a module in a hole of the view (the holes filled from /proc) or in
+ * a file mapping whose held file can stand for it (the view names it so): true when the view
+ * changed, so another walk may find more.
+ */
+static bool rewalk_needed(struct frames *fr, uint32_t pid, size_t nf)
+{
+	const struct dwunw_frame *frames = fr->frames;
+	bool holes = false, again = false;
+
+	for (size_t i = 0; i < nf; i++) {
+		if (frames[i].module)
+			continue;
+		if (!holes && mappings_hole(fr->maps, pid, frames[i].pc)) {
+			holes = true;
+			again |= mappings_fill_holes(fr->maps, pid);
+		}
+		again |= mappings_use_hold(fr->maps, pid, frames[i].pc - (i > 0));
+	}
+	return again;
+}
+
 int64_t frames_from_snapshot(struct frames *fr, const void *data, size_t size, uint32_t skip,
 			     uint64_t space, struct unwind_stats *stats, const struct cap_record **recp)
 {
@@ -479,31 +501,18 @@ int64_t frames_from_snapshot(struct frames *fr, const void *data, size_t size, u
 	struct dwunw_stack_sample samples[CAP_NSAMPLES];
 	size_t nsamples = dwunw_cap_samples(rec, samples);
 
+	/* what the walk needs is decided before it (mappings_sync pinned the held files of mappings
+	 * whose file is gone): the pc itself in no mapping of the view, read /proc once more now */
+	if (maps && mappings_hole(maps, rec->pid, regs.pc) && mappings_fill_holes(maps, rec->pid))
+		mappings_sync(maps, rec->pid, &fr->dctx);
 	rc = walk(fr, &regs, samples, nsamples, &nf);
-	/* a frame in no mapping of the view: anonymous code mapped since (JIT), read once more */
-	if (maps)
-		for (size_t i = 0; i < nf; i++)
-			if (!frames[i].module && mappings_hole(maps, rec->pid, frames[i].pc)) {
-				if (mappings_fill_holes(maps, rec->pid)) {
-					dwunw_module_cache_release(&fr->dctx, frames, nf);
-					mappings_sync(maps, rec->pid, &fr->dctx);
-					rc = walk(fr, &regs, samples, nsamples, &nf);
-				}
-				break;
-			}
-	/* a frame in a file mapping without a module: its file deleted or replaced since, but held
-	 * open since its mapping was seen (mapped_files.h): unwound again through the held file */
-	if (maps) {
-		bool again = false;
-
-		for (size_t i = 0; i < nf; i++)
-			if (!frames[i].module && mappings_use_hold(maps, rec->pid, frames[i].pc - (i > 0)))
-				again = true;
-		if (again) {
-			dwunw_module_cache_release(&fr->dctx, frames, nf);
-			mappings_sync(maps, rec->pid, &fr->dctx);
-			rc = walk(fr, &regs, samples, nsamples, &nf);
-		}
+	/* left for a second, counted walk (mappings_rewalked): a caller in code mapped before events
+	 * were on, or a file gone since its mapping was last looked at */
+	if (maps && rewalk_needed(fr, rec->pid, nf)) {
+		mappings_rewalked(maps);
+		dwunw_module_cache_release(&fr->dctx, frames, nf);
+		mappings_sync(maps, rec->pid, &fr->dctx);
+		rc = walk(fr, &regs, samples, nsamples, &nf);
 	}
 	if (timed) {
 		stats->unwind_ns += mono_ns() - t0;

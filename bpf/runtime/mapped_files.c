@@ -127,10 +127,16 @@ static size_t chg_next, chg_n;
 static uint64_t chg_floor;    /* ts of the newest entry overwritten */
 static uint64_t chg_latest;   /* ts of the newest entry */
 static uint64_t chg_seq;      /* entries ever noted (read without the lock) */
+static uint64_t chg_hold_seq; /* ... of them across a held file's mapping made before (read without the lock) */
 
 uint64_t mapped_files_changes(void)
 {
 	return __atomic_load_n(&chg_seq, __ATOMIC_ACQUIRE);
+}
+
+uint64_t mapped_files_hold_changes(void)
+{
+	return __atomic_load_n(&chg_hold_seq, __ATOMIC_ACQUIRE);
 }
 
 static void chg_note(const struct mmap_ev_rec *r)
@@ -143,7 +149,8 @@ static void chg_note(const struct mmap_ev_rec *r)
 	} else if (r->op == MMAP_EV_MREMAP) {
 		c.start = r->old_start;
 		c.end = r->old_end;
-	} else if (r->op != MMAP_EV_MUNMAP && r->op != MMAP_EV_MMAP && r->op != MMAP_EV_MMAP_UNKNOWN) {
+	} else if (r->op != MMAP_EV_MUNMAP && r->op != MMAP_EV_MMAP && r->op != MMAP_EV_MMAP_UNKNOWN &&
+		   r->op != MMAP_EV_MMAP_ANON) {
 		return;
 	}
 	pthread_mutex_lock(&mu);
@@ -156,6 +163,15 @@ static void chg_note(const struct mmap_ev_rec *r)
 	if (c.ts > chg_latest)
 		chg_latest = c.ts;
 	__atomic_add_fetch(&chg_seq, 1, __ATOMIC_RELEASE);
+	init_locked();
+	for (size_t i = 0; i < MAPPED_FILES_MAX; i++) {
+		const struct hold *h = &holds[i];
+
+		if (h->fd >= 0 && h->pid == c.pid && h->ts < c.ts && h->start < c.end && c.start < h->end) {
+			__atomic_add_fetch(&chg_hold_seq, 1, __ATOMIC_RELEASE);
+			break;
+		}
+	}
 	pthread_mutex_unlock(&mu);
 }
 
@@ -264,31 +280,61 @@ static int fresh_fd(int fd)
 	return nfd;
 }
 
-const char *mapped_files_path(uint32_t pid, uint64_t start, uint64_t ts)
+/* The hold of the mapping made by the event of time ts (cut at its start since, it keeps its
+ * file), or NULL. Locked. */
+static struct hold *hold_of_locked(uint32_t pid, uint64_t start, uint64_t ts)
 {
-	char fn[32];
-	int fd = -1;
-
-	pthread_mutex_lock(&mu);
 	init_locked();
 	for (size_t i = 0; i < MAPPED_FILES_MAX; i++) {
 		struct hold *h = &holds[i];
 
-		/* the hold of that very mapping event (cut at its start since, it keeps its file) */
-		if (h->fd < 0 || h->pid != pid || h->ts != ts || start < h->start || start >= h->end)
-			continue;
-		if (h->used_fd < 0)
-			h->used_fd = fresh_fd(h->fd);
-		fd = h->used_fd;
-		break;
+		if (h->fd >= 0 && h->pid == pid && h->ts == ts && start >= h->start && start < h->end)
+			return h;
 	}
-	if (fd >= 0)
-		stats.used++;
-	pthread_mutex_unlock(&mu);
-	if (fd < 0)
+	return NULL;
+}
+
+/* "/proc/self/fd/N" of h's file, given to libdwunw (a number never given before). Locked. */
+static const char *hold_use_locked(struct hold *h, char *fn, size_t size)
+{
+	if (h->used_fd < 0)
+		h->used_fd = fresh_fd(h->fd);
+	if (h->used_fd < 0)
 		return NULL;
-	snprintf(fn, sizeof(fn), "/proc/self/fd/%d", fd);
-	return intern(fn);
+	stats.used++;
+	snprintf(fn, size, "/proc/self/fd/%d", h->used_fd);
+	return fn;
+}
+
+const char *mapped_files_path(uint32_t pid, uint64_t start, uint64_t ts)
+{
+	char fn[32];
+	const char *path = NULL;
+	struct hold *h;
+
+	pthread_mutex_lock(&mu);
+	h = hold_of_locked(pid, start, ts);
+	if (h)
+		path = hold_use_locked(h, fn, sizeof(fn));
+	pthread_mutex_unlock(&mu);
+	return path ? intern(path) : NULL;
+}
+
+const char *mapped_files_if_gone(uint32_t pid, uint64_t start, uint64_t ts)
+{
+	char fn[32];
+	const char *path = NULL;
+	struct stat held, now;
+	struct hold *h;
+
+	pthread_mutex_lock(&mu);
+	h = hold_of_locked(pid, start, ts);
+	/* the held file unlinked, or its path now names another file (or nothing) */
+	if (h && !fstat(h->fd, &held) &&
+	    (held.st_nlink == 0 || stat(h->path, &now) || now.st_ino != held.st_ino || now.st_dev != held.st_dev))
+		path = hold_use_locked(h, fn, sizeof(fn));
+	pthread_mutex_unlock(&mu);
+	return path ? intern(path) : NULL;
 }
 
 const char *mapped_files_why(const char *path, uint64_t ino, uint32_t maj, uint32_t min)

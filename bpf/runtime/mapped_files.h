@@ -41,6 +41,13 @@ void mapped_files_tap(const void *data, size_t size);
 const char *mapped_files_path(uint32_t pid, uint64_t start, uint64_t ts);
 
 /*
+ * The same, but only when that file is no longer the file at its path (unlinked, or the path names
+ * another file or nothing): libdwunw could not open it by its path. Two system calls (fstat, stat);
+ * NULL when not held or still in place.
+ */
+const char *mapped_files_if_gone(uint32_t pid, uint64_t start, uint64_t ts);
+
+/*
  * For a module path given by libdwunw: when it is a held file's, its original path with
  * " (deleted)" when that path no longer names the file (interned); else path itself.
  */
@@ -64,6 +71,11 @@ void mapped_files_release(uint32_t pid, uint64_t start, uint64_t end, uint64_t t
 bool mapped_files_superseded(uint32_t pid, uint64_t start, uint64_t end, uint64_t since);
 /* Changes noted so far: an answer of mapped_files_superseded stays valid while this is unchanged. */
 uint64_t mapped_files_changes(void);
+/*
+ * Those of them across the mapping of a held file (a library unloaded, its file free to go): the
+ * moments a held file may stop being the file at its path while records of it are still to come.
+ */
+uint64_t mapped_files_hold_changes(void);
 
 /* The path of a mapping record's file into buf (NUL-terminated); false when not known. */
 bool mmap_ev_rec_path(const struct mmap_ev_rec *r, char *buf, size_t size);

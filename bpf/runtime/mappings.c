@@ -33,6 +33,7 @@ struct mv_map {
 struct mv_proc {
 	uint32_t pid;
 	bool dirty;            /* changed since last given to libdwunw */
+	uint64_t gone_chk;     /* mapped_files_hold_changes() + 1 when pin_gone last looked */
 	struct mv_map *v;      /* sorted by start, not overlapping */
 	size_t n, cap;
 };
@@ -400,6 +401,13 @@ void mappings_event(struct mappings *ms, const void *data, size_t size)
 			view_move(p, r.old_start, r.old_end, r.start, r.end, r.ts);
 		return;
 	}
+	if (r.op == MMAP_EV_MMAP_ANON) { /* code of a JIT, mapped executable at once */
+		struct mv_map a = { .start = r.start, .end = r.end, .prot = (uint8_t)r.prot, .since = r.ts };
+
+		ms->stats.anon_mmaps++;
+		view_add(p, &a);
+		return;
+	}
 	if (r.op != MMAP_EV_MMAP && r.op != MMAP_EV_MMAP_UNKNOWN)
 		return;
 	mapped_files_tap(data, size); /* when no drain thread saw it first (profile) */
@@ -417,10 +425,41 @@ void mappings_event(struct mappings *ms, const void *data, size_t size)
 	view_add(p, &m);
 }
 
+/*
+ * Mappings made by an event whose file is no longer the file at its path (deleted or replaced
+ * since): named by their held file (mapped_files.h) before any walk, as libdwunw could not open
+ * them by path. While such a mapping is still in the process, libdwunw opens it through
+ * /proc/PID/map_files; it needs the held file once its range was unmapped or reused (a library
+ * unloaded, then deleted). Looked at when the view changed (a mapping applied late may be gone
+ * already) and when the drain thread saw a held file's range change, not per record: no system
+ * call per record (a data munmap does not count).
+ */
+static void pin_gone(struct mappings *ms, struct mv_proc *p)
+{
+	uint64_t changes = mapped_files_hold_changes() + 1;
+
+	if (!p->dirty && p->gone_chk == changes)
+		return;
+	p->gone_chk = changes;
+	for (size_t i = 0; i < p->n; i++) {
+		struct mv_map *m = &p->v[i];
+
+		/* holds are taken for executable file mappings made by an event */
+		if (!m->file || !m->since || m->held || m->unknown || !(m->prot & 4))
+			continue;
+		m->held = mapped_files_if_gone(p->pid, m->start, m->since);
+		if (m->held) {
+			ms->stats.held_pinned++;
+			p->dirty = true;
+		}
+	}
+}
+
 void mappings_sync(struct mappings *ms, uint32_t pid, struct dwunw_ctx *dctx)
 {
 	struct mv_proc *p = proc_get(ms, pid);
 
+	pin_gone(ms, p);
 	if (!p->dirty)
 		return;
 	p->dirty = false;
@@ -481,6 +520,7 @@ bool mappings_use_hold(struct mappings *ms, uint32_t pid, uint64_t pc)
 	m->held = mapped_files_path(pid, m->start, m->since);
 	if (!m->held)
 		return false;
+	ms->stats.held_late++;
 	proc_find(ms, pid)->dirty = true;
 	return true;
 }
@@ -565,7 +605,15 @@ bool mappings_fill_holes(struct mappings *ms, uint32_t pid)
 {
 	struct mv_proc *p = proc_find(ms, pid);
 
-	return p && view_read(ms, p, true) > 0;
+	if (!p)
+		return false;
+	ms->stats.hole_reads++;
+	return view_read(ms, p, true) > 0;
+}
+
+void mappings_rewalked(struct mappings *ms)
+{
+	ms->stats.rewalks++;
 }
 
 void mappings_forget(struct mappings *ms, uint32_t pid)
@@ -606,9 +654,10 @@ void mappings_json(struct mappings *ms)
 	printf(",\"maps\":{\"events\":%" PRIu64 ",\"mmaps\":%" PRIu64 ",\"unknown_files\":%" PRIu64
 	       ",\"mprotects\":%" PRIu64 ",\"mremaps\":%" PRIu64 ",\"munmaps\":%" PRIu64 ",\"execs\":%" PRIu64 ",\"seeds\":%" PRIu64
 	       ",\"records_flagged\":%" PRIu64 ",\"files_held\":%" PRIu64 ",\"files_missed\":%" PRIu64
-	       ",\"held_used\":%" PRIu64 "}",
+	       ",\"held_used\":%" PRIu64 ",\"anon_mmaps\":%" PRIu64 ",\"held_pinned\":%" PRIu64 ",\"held_late\":%" PRIu64
+	       ",\"hole_reads\":%" PRIu64 ",\"rewalks\":%" PRIu64 "}",
 	       s->events, s->mmaps, s->unknown, s->mprotects, s->mremaps, s->munmaps, s->execs, s->seeds, s->flagged, h.held, h.missed,
-	       h.used);
+	       h.used, s->anon_mmaps, s->held_pinned, s->held_late, s->hole_reads, s->rewalks);
 }
 
 void mappings_text(struct mappings *ms)

@@ -30,6 +30,11 @@ struct mappings_stats {
 	uint64_t seeds;       /* views read from /proc/PID/maps */
 	uint64_t pins;        /* views given to libdwunw */
 	uint64_t flagged;     /* records with a frame in a mapping of unknown file */
+	uint64_t anon_mmaps;  /* anonymous memory mapped executable (JIT code) */
+	uint64_t held_pinned; /* mappings named by their held file before a walk (file gone since) */
+	uint64_t held_late;   /* ... only after a walk found no module there (a record walked again) */
+	uint64_t hole_reads;  /* /proc/PID/maps read again for a pc in no mapping of the view */
+	uint64_t rewalks;     /* records walked more than once (a hole or a held file found late) */
 };
 
 /* A tool with mapping events (it attached mmap_ev.bpf.h's programs): its views, empty. */
@@ -85,13 +90,17 @@ void mappings_json(struct mappings *m);
 void mappings_text(struct mappings *m);
 
 /*
- * pc lies in no mapping of pid's view. Mapping events carry file mappings only: anonymous code
- * (JIT) mapped since the view was seeded is not in it. mappings_fill_holes re-reads
+ * pc lies in no mapping of pid's view. Mapping events carry anonymous memory only when it is
+ * mapped executable or made so (mprotect, mremap); memory that was executable before events were
+ * on (a process seeded from /proc) may be missing. mappings_fill_holes re-reads
  * /proc/PID/maps and adds its anonymous and special mappings where the view has nothing (never
  * a file mapping: those come from events only); true when it added some.
  */
 bool mappings_hole(struct mappings *m, uint32_t pid, uint64_t pc);
 bool mappings_fill_holes(struct mappings *m, uint32_t pid);
+
+/* A record was walked again (frames.c): counted, so that "each record walked once" is measured. */
+void mappings_rewalked(struct mappings *m);
 
 /* Seed pid's view now, from /proc/PID/maps, if it has none yet (a command held before its exec:
  * its records from before the exec are processed later, maybe after the exec). */

@@ -197,7 +197,9 @@ static __always_inline bool mmap_ev_enter(void *ctx, const struct mmap_call *c)
 		return (c->prot & MC_PROT_EXEC) || mmap_ev_vma_exec(c->addr);
 	if (c->nr == MC_NR_MREMAP)
 		return mmap_ev_vma_exec(c->addr);
-	return !(c->flags & MC_MAP_ANON);
+	/* anonymous memory only when mapped executable at once (JIT code): the view then knows it
+	 * without reading /proc when a frame lands there (runtime/mappings.c) */
+	return !(c->flags & MC_MAP_ANON) || (c->prot & MC_PROT_EXEC);
 }
 
 /* At the exit of a call mmap_ev_enter wanted (ret: the new address, 0, or -errno). */
@@ -222,6 +224,11 @@ static __always_inline void mmap_ev_exit(void *ctx, const struct mmap_call *c, _
 		r->old_end = c->addr + MC_PAGES(c->len);
 		r->start = ret;
 		r->end = ret + MC_PAGES(c->new_len);
+	} else if (c->flags & MC_MAP_ANON) {
+		r->op = MMAP_EV_MMAP_ANON;
+		r->start = ret;
+		r->end = ret + MC_PAGES(c->len);
+		r->prot = c->prot & 7;
 	} else {
 		r->start = ret;
 		r->end = ret + MC_PAGES(c->len);

@@ -21,6 +21,7 @@ enum mmap_ev_op {
 	MMAP_EV_EXEC,         /* a new image: every mapping went */
 	MMAP_EV_MPROTECT,     /* [start, end) now has protection prot (made or left executable) */
 	MMAP_EV_MREMAP,       /* [old_start, old_end) moved to [start, end) (executable mappings) */
+	MMAP_EV_MMAP_ANON,    /* anonymous memory mapped executable at [start, end) (JIT code), prot */
 };
 
 /* struct mmap_ev_rec.flags */
