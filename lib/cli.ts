@@ -13,7 +13,7 @@ import { packageVersion } from './root.js';
  */
 const COMMANDS: readonly CommandEntry[] = [
   { file: 'dump-table', command: 'dump-table <file>', describe: 'Print the unwind table compiled from an ELF file\'s CFI (readelf-like)', load: () => import('../commands/dump-table.js') },
-  { file: 'bench', command: 'bench', describe: 'Time libdwunw against libunwind and libdwfl on reference snapshots', load: () => import('../commands/bench.js') },
+  { file: 'bench', command: 'bench', describe: 'Time libdwunw against libunwind, libdwfl and framehop on reference snapshots', load: () => import('../commands/bench.js') },
   { file: 'unwind-pid', command: 'unwind-pid <pid>', describe: 'Unwind the stacks of a live process\'s threads (gdb/eu-stack-like)', load: () => import('../commands/unwind-pid.js') },
   { file: 'unwind-snapshot', command: 'unwind-snapshot <file>', describe: 'Unwind a snapshot saved by unwind-pid --save, offline', load: () => import('../commands/unwind-snapshot.js') },
   { file: 'verify', command: 'verify', describe: 'Unwind known stacks of the fixture programs and compare them with gdb (x86_64, arm64, mips32)', load: () => import('../commands/verify.js') },
