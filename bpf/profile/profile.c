@@ -40,6 +40,7 @@
 #include "profile_out.h"
 #include "profile_target.h"
 #include "runtime/stack_store.h"
+#include "runtime/tool_opts.h"
 #include "runtime/tool_util.h"
 #ifdef HAVE_KWALK
 #include "kwalk/kwalk_preload.h"
@@ -442,9 +443,9 @@ int main(int argc, char **argv)
 	tool_verbose = opts.verbose;
 	st.max = opts.max_stacks;
 	agg.max = opts.max_keys;
-	if (!have_privileges(opts.unwind != PR_UNWIND_FP))
-		die("need root (CAP_BPF, CAP_PERFMON%s)",
-		    opts.unwind != PR_UNWIND_FP ? ", CAP_SYS_PTRACE" : "");
+	const char *why = tool_missing_privileges(opts.unwind != PR_UNWIND_FP);
+	if (why)
+		tool_fail(TOOL_EXIT_PRIVILEGE, "%s", why);
 	pr_check_targets();
 	libbpf_set_print(tool_libbpf_print);
 	if (opts.kernel && ksyms_load())
