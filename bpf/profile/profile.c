@@ -32,6 +32,7 @@
 #include "runtime/intern.h"
 #include "runtime/module_warn.h"
 #include "runtime/ksyms.h"
+#include "runtime/kstack.h"
 #include "runtime/mappings.h"
 #include "profile.h"
 #include "profile.skel.h"
@@ -61,55 +62,12 @@ static void on_signal(int sig)
 
 /* ---- Stacks of a sample ------------------------------------------------------------------ */
 
-#define KSPACE UINT64_MAX /* the kernel's address space in the stack store */
-
 static struct fp_cache kcache;
-
-static void fill_kernel(void *arg, struct uframe *f, uint32_t n)
-{
-	(void)arg;
-	for (uint32_t i = 0; i < n; i++) {
-		uint64_t off;
-		const char *name = ksyms_lookup(f[i].pc, &off);
-
-		f[i].module = intern("[kernel.kallsyms]");
-		uf_set_origin(&f[i], UO_KERNEL);
-		if (name) {
-			f[i].name = name;
-			f[i].offset = off;
-		}
-	}
-}
 
 /* Kernel stack id -> stack index (-1: none in this sample). */
 static int64_t kernel_stack(int32_t id)
 {
-	uint64_t raw[PR_MAX_STACK_DEPTH], pcs[PR_MAX_STACK_DEPTH];
-	uint32_t n = 0;
-
-	if (id == PR_STACK_NONE || id == -EFAULT) /* -EFAULT: the sample was in user mode */
-		return -1;
-	if (id < 0) {
-		char l[96];
-
-		prs.klost++;
-		snprintf(l, sizeof(l), "[stack lost: kernel stack (%s)]",
-			 id == -EEXIST ? "stack map full, EEXIST" : strerror(-id));
-		return pseudo_stack(l);
-	}
-	if ((uint32_t)id < kcache.n && kcache.map[id])
-		return kcache.map[id] - 1;
-	memset(raw, 0, sizeof(raw));
-	if (bpf_map_lookup_elem(bpf_map__fd(skel->maps.stack_traces), &id, raw)) {
-		prs.klost++;
-		return pseudo_stack("[stack lost: kernel stack id not found]");
-	}
-	for (uint32_t i = 0; i < PR_MAX_STACK_DEPTH && raw[i]; i++)
-		pcs[n++] = raw[i];
-	int64_t idx = stack_get_in(KSPACE, SK_FP, 0, NULL, NULL, pcs, n, fill_kernel, NULL);
-	if ((uint32_t)id < kcache.n && st.v[idx].space == KSPACE)
-		kcache.map[id] = (int32_t)idx + 1;
-	return idx;
+	return kstack_of(&kcache, bpf_map__fd(skel->maps.stack_traces), id, NULL, &prs.klost);
 }
 
 /*

@@ -97,27 +97,6 @@ static void usage(FILE *f)
 "from its first instruction until it exits.\n", PR_MAX_FREQ);
 }
 
-/* "1,2,3" into out (at most PR_MAX_FILTER), each 1 .. INT_MAX */
-static size_t parse_list(const char *s, uint32_t *out, size_t n, const char *what, const char *opt)
-{
-	char *copy = strdup(s), *save = NULL, *tok;
-
-	if (!copy)
-		die("out of memory");
-	for (tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-		uint64_t v = tool_opt_u64(tok, opt, 0, UINT64_MAX);
-
-		if (!v || v > 0x7fffffff)
-			tool_fail(TOOL_EXIT_NO_PROCESS, "%s %s: no such %s", what, tok,
-				  !strcmp(what, "pid") ? "process" : "thread");
-		if (n >= PR_MAX_FILTER)
-			tool_usage_error("too many %ss (at most %d)", what, PR_MAX_FILTER);
-		out[n++] = (uint32_t)v;
-	}
-	free(copy);
-	return n;
-}
-
 static int online_cpus(char *buf, size_t len)
 {
 	FILE *f = fopen("/sys/devices/system/cpu/online", "re");
@@ -175,8 +154,8 @@ void pr_parse_args(int argc, char **argv)
 	opterr = 0; /* tool_bad_option says it in one line */
 	while ((c = getopt_long(n, argv, ":p:L:UKF:c:C:Ifdavh", long_opts, NULL)) != -1) {
 		switch (c) {
-		case 'p': opts.npids = parse_list(optarg, opts.pids, opts.npids, "pid", "-p"); break;
-		case 'L': opts.ntids = parse_list(optarg, opts.tids, opts.ntids, "tid", "-L"); break;
+		case 'p': opts.npids = tool_opt_id_list(optarg, opts.pids, opts.npids, PR_MAX_FILTER, "pid", "-p"); break;
+		case 'L': opts.ntids = tool_opt_id_list(optarg, opts.tids, opts.ntids, PR_MAX_FILTER, "tid", "-L"); break;
 		case 'U': user_only = true; break;
 		case 'K': kernel_only = true; break;
 		case 'F':

@@ -557,6 +557,25 @@ bool mappings_fill_holes(uint32_t pid)
 	return p && view_read(p, true) > 0;
 }
 
+void mappings_fork(uint32_t parent, uint32_t child)
+{
+	struct mv_proc *c;
+
+	if (!proc_find(parent) || proc_find(child))
+		return;
+	if (nprocs == procs_cap) {
+		procs_cap = procs_cap ? procs_cap * 2 : 16;
+		procs = xrealloc(procs, procs_cap * sizeof(*procs));
+	}
+	struct mv_proc *p = proc_find(parent); /* after the realloc */
+	c = &procs[nprocs++];
+	*c = (struct mv_proc){ .pid = child, .dirty = true, .n = p->n, .cap = p->n ? p->n : 1 };
+	c->v = xcalloc(c->cap, sizeof(*c->v));
+	memcpy(c->v, p->v, p->n * sizeof(*p->v));
+	for (size_t i = 0; i < c->n; i++)
+		c->v[i].held = NULL; /* the parent's holds are released with its own ranges */
+}
+
 void mappings_forget(uint32_t pid)
 {
 	struct mv_proc *p = proc_find(pid);

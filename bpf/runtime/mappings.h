@@ -90,6 +90,14 @@ bool mappings_fill_holes(uint32_t pid);
  * its records from before the exec are processed later, maybe after the exec). */
 void mappings_seed(uint32_t pid);
 
+/*
+ * child was forked by parent (a record in order with the others): its view is a copy of the
+ * parent's as of now, so a child that exits before its first record is processed is still
+ * unwound against what it had mapped (a fork maps nothing new). Nothing when the parent has no
+ * view (it is then seeded from /proc at the child's first record).
+ */
+void mappings_fork(uint32_t parent, uint32_t child);
+
 /* The process is gone: its view goes. */
 void mappings_forget(uint32_t pid);
 

@@ -54,6 +54,9 @@ void fprint_frame_folded(FILE *out, const struct uframe *f);
 /* {"pc":"0x..","symbol":..,"offset":N,"module":..,"origin":".."} */
 void print_frame_json(const struct uframe *f);
 
+/* ,"modules":[{"path":..,"build_id":..|null},...] of the modules seen (frames_modules). */
+void print_modules_json(void);
+
 /* A folded line being merged: its text (malloc'd), weight, and rank in the report. */
 struct folded_line {
 	char *text;
