@@ -8,8 +8,8 @@ UNIT_BINS := $(patsubst test/unit/%.c,$(BUILD)/test/%,$(wildcard test/unit/*.c))
 TOOL_BINS := $(patsubst test/tools/%.c,$(BUILD)/test/tools/%,$(wildcard test/tools/*.c))
 TS_SRCS   := $(shell find commands lib -name '*.ts' 2>/dev/null)
 
-.PHONY: all native ts unit tools fixtures bench bpf clean
-all: native ts unit tools fixtures bench bpf
+.PHONY: all native ts unit tools fixtures bench bpf examples clean
+all: native ts unit tools fixtures bench bpf examples
 
 native:
 	@$(MAKE) -s -C native BUILD=$(BUILD)
@@ -30,10 +30,12 @@ dist/.stamp: $(TS_SRCS) lib/text-width.cjs tsconfig.json package.json
 	  "--banner:js=import { createRequire as __dwunwRequire } from 'node:module'; const require = __dwunwRequire(import.meta.url);"
 	@touch $@
 
+include test/unit/wrap.mk
 unit: $(UNIT_BINS)
+$(BUILD)/test/test_nowait: TEST_LDFLAGS = $(NOWAIT_WRAP)
 $(BUILD)/test/%: test/unit/%.c test/unit/tap.h $(BUILD)/libdwunw.a
 	@mkdir -p $(dir $@)
-	@$(CC) $(TESTCFLAGS) -o $@ $< $(BUILD)/libdwunw.a $(LDLIBS)
+	@$(CC) $(TESTCFLAGS) -o $@ $< $(BUILD)/libdwunw.a $(LDLIBS) $(TEST_LDFLAGS)
 
 tools: $(TOOL_BINS)
 $(BUILD)/test/tools/%: test/tools/%.c $(BUILD)/libdwunw.a
@@ -53,6 +55,11 @@ bench: native fixtures
 bpf: native
 	@$(MAKE) -s -C bpf BUILD=$(BUILD)
 
+# examples/: the example memleak before and after its patch (memleak-dwarf.patch), and the API
+# programs of doc/api_usage.md §6, into build/examples/ (test/examples.test.ts runs them).
+examples: native bpf
+	@$(MAKE) -s -C examples BUILD=$(BUILD)
+
 # Cross builds (test/verify-cross.test.ts checks them): libdwunw.a for arm64 and mips32, and
 # memleak for arm64 and mips32 (build/aarch64-linux-gnu/bpf/, build/mipsel-linux-gnu/bpf/).
 .PHONY: cross
@@ -68,7 +75,7 @@ clean:
 
 # Fuzzing (clang, libFuzzer): build/fuzz/<target> for each fuzz/fuzz_*.c, and their seed corpora
 # (fuzz/fuzz.mk). Run them with `npm run fuzz -- --seconds N`; test/fuzz.test.ts runs them briefly.
-.PHONY: fuzz asan
+.PHONY: fuzz asan tsan
 fuzz:
 	@$(MAKE) -s -f fuzz/fuzz.mk BUILD=$(BUILD)
 
@@ -76,3 +83,8 @@ fuzz:
 # test/sanitizers.test.ts runs them.
 asan:
 	@$(MAKE) -s -f fuzz/asan.mk BUILD=$(BUILD)
+
+# The library and test_nowait under ThreadSanitizer (clang): build/tsan/ (fuzz/tsan.mk).
+# test/tsan.test.ts runs it.
+tsan:
+	@$(MAKE) -s -f fuzz/tsan.mk BUILD=$(BUILD)

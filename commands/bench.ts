@@ -20,6 +20,7 @@ import type { ChalkInstance } from 'chalk';
 import Table from 'cli-table3';
 import type { ArgumentsCamelCase, Argv } from 'yargs';
 import { type KernelBench, kernelBench } from '../lib/kernel-bench.js';
+import { type PythonBench, pythonBench } from '../lib/python-bench.js';
 import { packageRoot } from '../lib/root.js';
 import { ChunkedWriter, CliError, ExitCode, colorsFor, reportError } from '../lib/output.js';
 
@@ -161,6 +162,8 @@ export interface BenchReport {
   callgrind?: { iterations: number };
   /** the in-kernel walker against the binary-search peer (lib/kernel-bench.ts) */
   kernel?: KernelBench;
+  /** reading CPython frames (lib/python-bench.ts) */
+  python?: PythonBench;
 }
 
 // ---- running programs ---------------------------------------------------------------------------
@@ -449,6 +452,8 @@ export async function bench(o: BenchOptions): Promise<void> {
   report.targets = targets(report);
   progress(o, 'the in-kernel walker and its peer on a python3 workload (BPF, a few seconds)');
   report.kernel = await kernelBench(o.quick);
+  progress(o, 'reading Python frames (fixtures/python/chains.py, a few seconds)');
+  report.python = await pythonBench(o.quick);
   if (progressOn(o)) process.stderr.write('\r\x1b[K');
 
   const out = new ChunkedWriter();
@@ -615,6 +620,7 @@ export function text(r: BenchReport, c: ChalkInstance, tty: boolean): string {
   }
 
   if (r.kernel) o += kernelText(r.kernel, c, tty);
+  if (r.python) o += pythonText(r.python, c);
 
   if (cg) {
     const ref = r.snapshots.find((s) => s.name === r.reference) ?? r.snapshots[0];
@@ -631,6 +637,16 @@ export function text(r: BenchReport, c: ChalkInstance, tty: boolean): string {
     }
   }
   return o;
+}
+
+/** The cost of reading Python frames, or why there are no figures. */
+function pythonText(p: PythonBench, c: ChalkInstance): string {
+  const o = `\n${c.bold('Python frames')} (issue 24)`;
+  if (p.unavailable) return `${o}: ${c.dim(`not measured: ${p.unavailable}`)}\n`;
+  return (
+    `${o}: ${p.interpreter}, ${p.mode}: ${p.ns_per_frame} ns per frame, ${p.ns_per_stack} ns per stack of ${p.frames_per_stack} frames ` +
+    `(${p.ns_shallow_stack} ns for 3 frames); OTel's eBPF profiler: ~${p.otel_ns_per_sample} ns per sample; BPF: ${p.bpf}\n`
+  );
 }
 
 /** The in-kernel walker beside its binary-search peer, or why there are no figures. */

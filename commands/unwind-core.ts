@@ -26,6 +26,7 @@ import {
 } from '../lib/native-consts.js';
 import { ChunkedWriter, CliError, ExitCode, colorsFor } from '../lib/output.js';
 import { Warnings } from '../lib/warnings.js';
+import { placePython } from '../lib/python.js';
 import { type Mark, legendLine } from '../lib/marks.js';
 import { type ProcessReport, type ThreadReport, processHeader, processJson, threadJson, threadText } from '../lib/stacks.js';
 
@@ -236,10 +237,20 @@ export async function unwindCore(core: string, o: UnwindCoreOptions): Promise<vo
     const signals = c.threads.map((t, i) => (i === 0 ? signalName(c.arch, t.signo) : null));
     if (!o.json) await out.write(`${processHeader(report, colors)}\n`);
     const seen = new Set<Mark>();
+    // CPython: its frames from the core's memory, merged as unwind-pid merges them
+    const py = c.pid > 0 ? d.findPython(c.pid) : { rt: null, why: null };
+    if (py.why) warn(`dwunw: ${core}: ${py.why}`);
     for (const [i, t] of c.threads.entries()) {
       const u = d.unwind({ pid: c.pid, tid: t.tid, regs: t.regs, stack: null }, o.maxFrames);
+      const ps = py.rt ? d.pythonStack(py.rt, t.tid) : null;
       // Only the main thread's name is in the core (NT_PRPSINFO).
-      const tr: ThreadReport = { tid: t.tid, comm: t.tid === c.corePid ? c.comm : null, ...u, addrSize };
+      const tr: ThreadReport = {
+        tid: t.tid,
+        comm: t.tid === c.corePid ? c.comm : null,
+        ...u,
+        addrSize,
+        ...(py.rt && ps ? { python: { stack: ps, placement: placePython(u.frames, ps, py.rt) } } : {}),
+      };
       report.threads.push(tr);
       if (!o.json) {
         const lines = threadText(tr, colors, { lines: o.lines, seen }).split('\n');

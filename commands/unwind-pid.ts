@@ -27,6 +27,7 @@ import { type Mark, legendLine } from '../lib/marks.js';
 import { PerfMap, nameJitFrames } from '../lib/perf-map.js';
 import { type ProcessReport, type ThreadReport, processHeader, processJson, threadText } from '../lib/stacks.js';
 import { checkTraceable } from '../lib/traceable.js';
+import { placePython } from '../lib/python.js';
 
 // Option names as given (yargs also provides them camelCased to the handler).
 interface Args {
@@ -39,6 +40,7 @@ interface Args {
   audit: boolean;
   'attach-timeout': number;
   save?: string;
+  python: boolean;
 }
 
 export const command = 'unwind-pid <pid>';
@@ -71,6 +73,11 @@ export function builder(y: Argv): Argv<Args> {
       requiresArg: true,
       describe: 'Milliseconds to wait for a thread to stop; one that does not (state D: vfork, uninterruptible I/O) is not unwound',
     })
+    .option('python', {
+      type: 'boolean',
+      default: true,
+      describe: 'In a CPython process, read each thread\'s Python frames while it is stopped and show them before the interpreter call that ran them ([py]); --no-python: native frames only',
+    })
     .option('save', {
       type: 'string',
       requiresArg: true,
@@ -92,6 +99,7 @@ export async function handler(argv: ArgumentsCamelCase<Args>): Promise<void> {
     audit: argv.audit,
     attachTimeout: argv.attachTimeout,
     save: argv.save,
+    python: argv.python,
   });
 }
 
@@ -106,6 +114,8 @@ export interface UnwindPidOptions {
   /** ms; the library's default when absent. */
   attachTimeout?: number;
   save?: string;
+  /** Read Python frames (default true). */
+  python?: boolean;
 }
 
 // ---- /proc ---------------------------------------------------------------------------------------
@@ -261,6 +271,9 @@ export async function unwindPid(o: UnwindPidOptions): Promise<void> {
   });
   const unguard = guardHeldThreads(detachAll);
   try {
+    // CPython: found once, its frames read per thread while the thread is stopped
+    const py = o.python === false ? { rt: null, why: null } : d.findPython(pid);
+    if (py.why) process.stderr.write(`dwunw: pid ${pid}: ${py.why}\n`);
     if (!o.json) await out.write(`${processHeader(report, c)}\n`);
     let first = true;
     const seen = new Set<Mark>();
@@ -273,6 +286,7 @@ export async function unwindPid(o: UnwindPidOptions): Promise<void> {
         readMaps: o.save !== undefined && maps === null,
         readVdso: o.save !== undefined && maps === null,
         holdMs,
+        python: py.rt ?? undefined,
       });
       // frames in no module (JIT code): named from /tmp/perf-PID.map, read at the first such frame
       if (cap.frames.some((f) => f.module === null && f.symbol === null)) nameJitFrames(cap.frames, (perfMap ??= new PerfMap(pid)));
@@ -285,6 +299,7 @@ export async function unwindPid(o: UnwindPidOptions): Promise<void> {
         stopName: cap.stopName,
         stopText: cap.stopText,
         addrSize: ops?.addr_size ?? 8,
+        ...(py.rt && cap.python ? { python: { stack: cap.python, placement: placePython(cap.frames, cap.python, py.rt) } } : {}),
       };
       // Not read at all (attach refused, registers unreadable) is an error; an exit is not.
       if (attachTimedOut(cap)) {

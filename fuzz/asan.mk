@@ -20,6 +20,9 @@ LIB_OBJS := $(patsubst native/src/%.c,$(OUT)/obj/%.o,$(LIB_SRCS))
 UNITS    := $(patsubst test/unit/%.c,$(OUT)/test/%,$(wildcard test/unit/*.c))
 TOOLS    := $(patsubst test/tools/%.c,$(OUT)/test/tools/%,$(wildcard test/tools/*.c))
 
+include test/unit/wrap.mk
+$(OUT)/test/test_nowait: TEST_LDFLAGS = $(NOWAIT_WRAP)
+
 .PHONY: all
 all: $(OUT)/libdwunw.a $(OUT)/libdwunw.so $(UNITS) $(TOOLS)
 
@@ -36,7 +39,7 @@ $(OUT)/libdwunw.so: $(LIB_OBJS)
 
 $(OUT)/test/%: test/unit/%.c test/unit/tap.h $(OUT)/libdwunw.a
 	@mkdir -p $(dir $@)
-	@$(ASAN_CC) $(CFLAGS_A) -Itest/unit -o $@ $< $(OUT)/libdwunw.a $(LDLIBS)
+	@$(ASAN_CC) $(CFLAGS_A) -Itest/unit -o $@ $< $(OUT)/libdwunw.a $(LDLIBS) $(TEST_LDFLAGS)
 
 $(OUT)/test/tools/%: test/tools/%.c $(OUT)/libdwunw.a
 	@mkdir -p $(dir $@)

@@ -7,6 +7,7 @@ import { endianness } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { DEFAULT_MAX_FRAMES, DEFAULT_STACK_SIZE, MAX_VDSO_SIZE } from './defaults.js';
 import * as N from './native.js';
+import { type PyRuntime, type PyStack, findPython, pythonStack } from './python.js';
 
 export class DwunwError extends Error {
   /** DWUNW_ERR_* (negative). */
@@ -356,6 +357,8 @@ export interface ThreadCapture extends Unwind {
   maps: string | null;
   /** The bytes of the [vdso] mapping, read while the thread was frozen (CaptureOptions.readVdso), else null. */
   vdso: Buffer | null;
+  /** The thread's Python frames, read while it was frozen (CaptureOptions.python), else null. */
+  python: PyStack | null;
 }
 
 export interface CaptureOptions {
@@ -371,6 +374,8 @@ export interface CaptureOptions {
    * The wait is asynchronous, so signal handlers run meanwhile (and may detach: detachAll()).
    */
   holdMs?: number;
+  /** Also read the thread's Python frames while it is frozen (the process's CPython: Dwunw.findPython). */
+  python?: PyRuntime;
 }
 
 // ---- Core files (dwunw_core_load) ----------------------------------------------------------------
@@ -632,6 +637,7 @@ export class Dwunw {
   private readonly readers = new Set<StackReader>();
   /** Images given to dwunw_module_open_image: the library uses them in place until shutdown. */
   private readonly images: N.CMem[] = [];
+  private readonly pyRuntimes: PyRuntime[] = [];
 
   constructor(opts: DwunwOptions = {}) {
     const lib = N.lib();
@@ -766,6 +772,22 @@ export class Dwunw {
     const r = new StackReader(pid, this.cfg);
     this.readers.add(r);
     return r;
+  }
+
+  /**
+   * CPython in pid (live, or a core's offline pid): the runtime to read Python frames with, or why
+   * not (an interpreter this build has no layout for: one line); both null when there is none.
+   * The runtime is freed with the context.
+   */
+  findPython(pid: number): { rt: PyRuntime | null; why: string | null } {
+    const found = findPython(this.ctx, pid);
+    if (found.rt) this.pyRuntimes.push(found.rt);
+    return found;
+  }
+
+  /** The Python frames of a thread (a core's, or a live one the caller holds stopped). */
+  pythonStack(rt: PyRuntime, tid: number): PyStack {
+    return pythonStack(this.ctx, rt, tid);
   }
 
   /** Read pid's maps now (the thread is frozen): a capture after detach keeps them if it exits. */
@@ -941,6 +963,7 @@ export class Dwunw {
       stack: null,
       maps: null,
       vdso: null,
+      python: null,
       ...extra,
     });
 
@@ -949,6 +972,7 @@ export class Dwunw {
     let stack: MemWindow | null = null;
     let maps: string | null = null;
     let vdso: Buffer | null = null;
+    let python: PyStack | null = null;
     let exited = false;
     try {
       const rc = r.attach(tid);
@@ -982,6 +1006,8 @@ export class Dwunw {
         const b = r.read(vr[0], Number(vr[1] - vr[0]));
         if (typeof b === 'object') vdso = b;
       }
+      // the interpreter's frames, while the thread cannot change them
+      if (opts.python && !exited) python = pythonStack(this.ctx, opts.python, tid);
       if (opts.holdMs && opts.holdMs > 0) await sleep(opts.holdMs);
       // A signal handler may have resumed it meanwhile (detachAll): then there is nothing to do.
       if (r.attached && r.detach() === N.DWUNW_ERR_NO_PROCESS) exited = true;
@@ -993,7 +1019,7 @@ export class Dwunw {
     const u = this.unwind({ pid, tid, regs, stack }, maxFrames);
     // Killed while held: what was copied is unwound, but a walk cut short is reported as the exit.
     const stop = exited && u.stop !== N.DWUNW_OK ? N.DWUNW_ERR_NO_PROCESS : u.stop;
-    return { ...result(stop, { regs, stack, maps, vdso, exited }), frames: u.frames };
+    return { ...result(stop, { regs, stack, maps, vdso, exited, python }), frames: u.frames };
   }
 
   /** Free everything (idempotent): resumes threads still held. Modules must be closed first. */
@@ -1005,6 +1031,7 @@ export class Dwunw {
     N.freeCtx(this.ctxMem);
     this.ctxMem = null;
     for (const m of this.images.splice(0)) m.free();
+    for (const p of this.pyRuntimes.splice(0)) p.mem.free();
     this.unregister();
   }
 }

@@ -4,7 +4,7 @@
 // `frames marked ...` names only the markers that were shown.
 import type { Origin } from './origin.js';
 
-export type Mark = 'live' | 'fp' | 'prologue' | 'lr' | 'jit' | 'uprobe';
+export type Mark = 'live' | 'fp' | 'prologue' | 'lr' | 'jit' | 'uprobe' | 'py';
 
 /** The legend's text per marker, in the tools' order and words (uprobe: the CLI's own). */
 const LEGEND: readonly [Mark, string][] = [
@@ -14,6 +14,7 @@ const LEGEND: readonly [Mark, string][] = [
   ['lr', 'return address taken where the call left it (no CFI there)'],
   ['jit', 'named from the JIT\'s /tmp/perf-PID.map'],
   ['uprobe', 'pc is the kernel\'s uretprobe trampoline (the walk ends there: the return address it stands for is kept by the kernel)'],
+  ['py', 'a Python function (CPython\'s frame: qualified name, file:line), read while the thread was stopped, placed before the interpreter call that ran it'],
 ];
 
 /** The origin's marker: none for window, signal, kernel and kernel-walk (event-time state by CFI or the ABI). */

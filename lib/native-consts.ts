@@ -22,6 +22,7 @@ export const DWUNW_ERR_UNSUPPORTED = -17;
 export const DWUNW_ERR_PROLOGUE = -18;
 export const DWUNW_ERR_LIVE_END = -19;
 export const DWUNW_ERR_STALE = -20;
+export const DWUNW_ERR_WOULDBLOCK = -21;
 
 export const DWUNW_ARCH_UNKNOWN = 0;
 export const DWUNW_ARCH_X86_64 = 1;
@@ -30,6 +31,7 @@ export const DWUNW_ARCH_MIPS32 = 3;
 
 export const DWUNW_MAX_REGS = 64;
 export const DWUNW_REGS_PC_IS_RETADDR = 1 << 0;
+export const DWUNW_REGS_NOWAIT = 1 << 1;
 
 export const DWUNW_CFG_NO_FP_FALLBACK = 1 << 0;
 export const DWUNW_CFG_NO_REMOTE_READS = 1 << 1;
@@ -74,3 +76,8 @@ export const DWUNW_CORE_TRUNCATED = 1 << 1;
 export const DWUNW_CORE_VDSO = 1 << 2;
 export const DWUNW_CORE_EXE = 1 << 3;
 
+// dwunw_py_frame.flags
+export const DWUNW_PY_ENTRY = 1 << 0;
+export const DWUNW_PY_NO_LINE = 1 << 1;
+export const DWUNW_PY_TRUNCATED = 1 << 2;
+export const DWUNW_PY_GENERATOR = 1 << 3;

@@ -201,6 +201,30 @@ export const CoreInfoT = koffi.struct('dwunw_core_info', {
   exe: koffi.array('char', 4096, 'String'),
 });
 
+// CPython frames (dwunw_py_find, dwunw_py_stack).
+export const PyRuntimeT = koffi.struct('dwunw_py_runtime', {
+  size: 'uint32_t',
+  version: 'uint32_t',
+  pid: 'int32_t',
+  layout: 'uint32_t',
+  runtime_addr: 'uint64_t',
+  eval_lo: 'uint64_t',
+  eval_hi: 'uint64_t',
+  code_type: 'uint64_t',
+  str_type: 'uint64_t',
+  path: koffi.array('char', 256, 'String'),
+  why: koffi.array('char', 160, 'String'),
+});
+
+export const PyFrameT = koffi.struct('dwunw_py_frame', {
+  frame: 'uint64_t',
+  code: 'uint64_t',
+  line: 'int32_t',
+  flags: 'uint32_t',
+  name: koffi.array('char', 128, 'String'),
+  file: koffi.array('char', 256, 'String'),
+});
+
 /** Every struct of the binding, keyed by its C name (the layout test walks this). */
 export const STRUCTS = {
   dwunw_module_source: ModuleSourceT,
@@ -218,6 +242,8 @@ export const STRUCTS = {
   dwunw_core_options: CoreOptionsT,
   dwunw_core_thread: CoreThreadT,
   dwunw_core_info: CoreInfoT,
+  dwunw_py_runtime: PyRuntimeT,
+  dwunw_py_frame: PyFrameT,
 } as const;
 
 /** Nested anonymous structs: C name of the container member, and its koffi type. */
@@ -333,6 +359,9 @@ export interface Lib {
   dwunw_stack_reader_read(r: Buffer, addr: bigint, buf: Buffer, len: number): number;
   dwunw_stack_reader_regs(r: Buffer, out: Buffer): number;
   dwunw_stack_reader_detach(r: Buffer): number;
+  /** rt: a Buffer over CMem (struct dwunw_py_runtime), size set. */
+  dwunw_py_find(ctx: Pointer, pid: number, rt: Buffer): number;
+  dwunw_py_stack(ctx: Pointer, rt: Buffer, tid: number, frames: Buffer, n: [number | bigint]): number;
 }
 
 // ---- Loading -----------------------------------------------------------------------------------
@@ -430,6 +459,8 @@ export function lib(): Lib {
     ]),
     dwunw_stack_reader_regs: f('int', 'dwunw_stack_reader_regs', [koffi.pointer(StackReaderT), koffi.pointer(RegsT)]),
     dwunw_stack_reader_detach: f('int', 'dwunw_stack_reader_detach', [koffi.pointer(StackReaderT)]),
+    dwunw_py_find: f('int', 'dwunw_py_find', [ctxP, 'int32_t', 'void *']),
+    dwunw_py_stack: f('int', 'dwunw_py_stack', [ctxP, 'void *', 'int32_t', 'void *', koffi.inout(koffi.pointer('size_t'))]),
   };
   loaded = b as unknown as Lib;
   return loaded;

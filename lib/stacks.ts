@@ -7,6 +7,57 @@ import { type Mark, originMark } from './marks.js';
 import { DWUNW_FRAME_JIT, DWUNW_FRAME_UPROBE_TRAMP, DWUNW_OK } from './native-consts.js';
 import { frameOrigins, type Origin } from './origin.js';
 import { hex } from './output.js';
+import type { PyFrame, PyPlacement, PyStack } from './python.js';
+import { DWUNW_PY_ENTRY, DWUNW_PY_GENERATOR, DWUNW_PY_TRUNCATED } from './native-consts.js';
+
+/** A stack as printed, innermost first: native frames, and Python frames where they were placed. */
+type Entry = { native: Frame; origin: Origin } | { py: PyFrame };
+
+function entries(t: ThreadReport): Entry[] {
+  const origins = frameOrigins(t.frames);
+  const before = t.python?.placement.before;
+  const out: Entry[] = [];
+  t.frames.forEach((f, i) => {
+    for (const py of before?.get(i) ?? []) out.push({ py });
+    out.push({ native: f, origin: origins[i]! });
+  });
+  return out;
+}
+
+const pyFlagNames = (flags: number): string[] =>
+  [
+    flags & DWUNW_PY_ENTRY ? 'entry' : null,
+    flags & DWUNW_PY_GENERATOR ? 'generator' : null,
+    flags & DWUNW_PY_TRUNCATED ? 'truncated' : null,
+  ].filter((x): x is string => x !== null);
+
+/** A Python frame in the JSON frame shape: origin python, no pc, the code object's names. */
+export function pyFrameJson(f: PyFrame) {
+  return {
+    pc: null,
+    sp: null,
+    module: null,
+    module_offset: null,
+    symbol: f.name,
+    offset: null,
+    symbol_source: 'python',
+    file: f.file,
+    line: f.line,
+    how: 'python',
+    flags: pyFlagNames(f.flags),
+    origin: 'python' as const,
+  };
+}
+
+/** `park (/srv/app.py:21)`: the convention of the folded and text forms. */
+export const pyFrameName = (f: PyFrame): string => `${f.name} (${f.file}:${f.line ?? '?'})`;
+
+/** The Python frames that could not be placed, and why; null when all were (or there are none). */
+function pythonNote(t: ThreadReport): { why: string; frames: PyFrame[] } | null {
+  const p = t.python;
+  if (!p || p.placement.unplaced === null || p.stack.frames.length === 0) return null;
+  return { why: p.placement.unplaced, frames: p.stack.frames };
+}
 
 export interface ThreadReport {
   tid: number;
@@ -22,6 +73,8 @@ export interface ThreadReport {
   addrSize: number;
   /** Why the thread could not be unwound at all (attach refused), for JSON. */
   error?: string;
+  /** The thread's Python frames and where they go among the native ones (a CPython process). */
+  python?: { stack: PyStack; placement: PyPlacement };
 }
 
 export interface ProcessReport {
@@ -67,9 +120,19 @@ export function threadJson(t: ThreadReport) {
   return {
     tid: t.tid,
     comm: t.comm,
-    frames: ((o) => t.frames.map((f, i) => frameJson(f, o[i]!)))(frameOrigins(t.frames)),
+    frames: entries(t).map((e) => ('py' in e ? pyFrameJson(e.py) : frameJson(e.native, e.origin))),
     stop: t.stopName,
     stop_text: stopLine(t),
+    ...(t.python
+      ? {
+          python: {
+            stop: t.python.stack.stopName,
+            frames: t.python.stack.frames.length,
+            merged: t.python.placement.unplaced === null,
+            ...(pythonNote(t) ? { unplaced: pythonNote(t)!.why, unplaced_frames: pythonNote(t)!.frames.map(pyFrameJson) } : {}),
+          },
+        }
+      : {}),
     ...(t.error !== undefined ? { error: t.error } : {}),
   };
 }
@@ -116,16 +179,32 @@ export function frameLine(f: Frame, origin: Origin, index: number, indexWidth: n
   return line;
 }
 
+/** `#5  python             park (/srv/app.py:21) [py]` */
+function pyFrameLine(f: PyFrame, index: number, indexWidth: number, addrSize: number, c: ChalkInstance, opts: PrintOptions): string {
+  opts.seen?.add('py');
+  return `${`#${index}`.padEnd(indexWidth)} ${c.blue('python'.padEnd(2 + addrSize * 2))} ${c.yellow(f.name)} (${c.green(f.file)}:${f.line ?? '?'}) ${c.magenta('[py]')}`;
+}
+
 export const processHeader = (p: Pick<ProcessReport, 'pid' | 'comm'>, c: ChalkInstance): string =>
   c.bold(`PID ${p.pid}${p.comm !== null ? ` (${p.comm})` : ''}`);
 
 /** One thread's block: header, frames, stop line (each ending with a newline). */
 export function threadText(t: ThreadReport, c: ChalkInstance, opts: PrintOptions): string {
   const out: string[] = [c.bold(`Thread ${t.tid}${t.comm !== null ? ` (${t.comm})` : ''}:`)];
-  const width = Math.max(3, `#${Math.max(0, t.frames.length - 1)}`.length);
-  const origins = frameOrigins(t.frames);
-  t.frames.forEach((f, i) => out.push(frameLine(f, origins[i]!, i, width, t.addrSize, c, opts)));
+  const all = entries(t);
+  const width = Math.max(3, `#${Math.max(0, all.length - 1)}`.length);
+  all.forEach((e, i) =>
+    out.push('py' in e ? pyFrameLine(e.py, i, width, t.addrSize, c, opts) : frameLine(e.native, e.origin, i, width, t.addrSize, c, opts)),
+  );
   const stop = t.stop === DWUNW_OK ? stopLine(t) : `${t.stopText} (${t.stopName})`;
   out.push(`stop: ${t.stop === DWUNW_OK ? stop : c.red(stop)}`);
+  const py = t.python;
+  if (py && py.stack.stop !== DWUNW_OK && py.stack.stopName !== 'NOT_FOUND')
+    out.push(c.red(`python: the chain is cut after ${py.stack.frames.length} frames (${py.stack.stopName})`));
+  const note = pythonNote(t);
+  if (note) {
+    out.push(c.red(`python: not merged: ${note.why}; its frames, innermost first:`));
+    note.frames.forEach((f, i) => out.push(pyFrameLine(f, i, width, t.addrSize, c, opts)));
+  }
   return out.join('\n') + '\n';
 }

@@ -43,9 +43,8 @@ import {
   checkThread,
   compareProcess,
   dwunwBin,
-  gdbPrefix,
+  gdbCore,
   killAll,
-  oracleDir,
   pool,
   root,
   run,
@@ -174,15 +173,6 @@ async function unwindCoreJson(args: string[]): Promise<{ json: CoreJson; r: RunR
   } catch {
     throw new Error(`dwunw unwind-core ${args.join(' ')}: exit ${r.code ?? r.signal}, no JSON: ${r.stderr.trim() || r.stdout.slice(0, 300)}`);
   }
-}
-
-/** gdb (or gdb-multiarch) on PROG CORE with gdb_frames.py: every thread's frames. */
-async function gdbCore(prog: string, core: string, multiarch = false): Promise<GdbFrames> {
-  const args = gdbPrefix(60).map((a) => (a === 'gdb' && multiarch ? 'gdb-multiarch' : a));
-  const r = await run('timeout', [...args, prog, core, '-x', join(oracleDir, 'gdb_frames.py')], { timeoutMs: 70_000 });
-  const line = r.stdout.split('\n').find((l) => l.startsWith('DWUNW_FRAMES '));
-  if (!line) throw new Error(`gdb ${prog} ${core}: exit ${r.code ?? r.signal}, no DWUNW_FRAMES line:\n${r.stderr.slice(-2000)}`);
-  return JSON.parse(line.slice('DWUNW_FRAMES '.length)) as GdbFrames;
 }
 
 /** A skipped check, with the reason (tap prints "# SKIP reason"). */

@@ -9,6 +9,24 @@
  * Versioning: the ABI is that of DWUNW_VERSION_MAJOR. Structures the caller allocates and the
  * library reads (struct dwunw_config) start with a size field, so they can grow at the end.
  * Every call returns DWUNW_OK (0) or a negative DWUNW_ERR_* code; dwunw_strerror() names it.
+ *
+ * What may block ("I/O": file reads or /proc; "lock": waits for the context's lock, which a
+ * module load holds while it opens and reads the file):
+ *  - never: dwunw_version, dwunw_strerror, dwunw_errname, dwunw_arch_*, dwunw_module_path,
+ *    _build_id, _arch, dwunw_module_memory, dwunw_module_cache_release, dwunw_module_put,
+ *    dwunw_cache_stats, dwunw_stack_reader_init;
+ *    dwunw_capture(_sampled) with DWUNW_REGS_NOWAIT (no file I/O, no context lock: what is not
+ *    loaded yet gives DWUNW_ERR_WOULDBLOCK; it still reads the target's memory beyond the
+ *    snapshot with process_vm_readv, a system call, unless DWUNW_CFG_NO_REMOTE_READS, and may
+ *    wait while another thread compiles the same block of a big module's table, in memory);
+ *  - I/O and lock: dwunw_init (preloaded modules), dwunw_capture(_sampled) without NOWAIT (the
+ *    maps of a new pid, each module's first load, its table, symbols for the prologue
+ *    analyser, /proc/PID/mem when process_vm_readv is refused), dwunw_load_for,
+ *    dwunw_module_open*, dwunw_maps_refresh, dwunw_core_load;
+ *  - I/O and the module's own lock (not the context's): dwunw_table_* and dwunw_symbolize* (the
+ *    table, the symbol index and debug files, built on a module's first use);
+ *  - lock, no I/O: dwunw_maps_set, _pin, _forget, dwunw_memory_add, dwunw_shutdown;
+ *  - ptrace waits: dwunw_stack_reader_attach (up to attach_timeout_ms), _detach.
  */
 #ifndef DWUNW_H
 #define DWUNW_H
@@ -58,7 +76,10 @@ const char *dwunw_version(void);
                                         * live process, changed since the event: it differs from what was
                                         * sampled then (dwunw_capture_sampled), or a return address read
                                         * there points into no mapping (that frame is not returned) */
-#define DWUNW_ERR_MIN              -20
+#define DWUNW_ERR_WOULDBLOCK       -21 /* DWUNW_REGS_NOWAIT: the walk needs something not loaded yet
+                                        * (maps, module, table, symbols) or a busy lock; the caller
+                                        * loads it with dwunw_load_for and tries again */
+#define DWUNW_ERR_MIN              -21
 
 /* One line naming the error ("no call-frame information", ...). Never NULL. */
 const char *dwunw_strerror(int err);
@@ -95,6 +116,9 @@ struct dwunw_regs {
 
 /* pc is a return address (a uretprobe's resume point): look up pc-1 for frame 0 too. */
 #define DWUNW_REGS_PC_IS_RETADDR  (1u << 0)
+/* Capture without file I/O and without waiting for the context's lock: what the walk needs must
+ * be loaded already (dwunw_load_for); else it stops there with DWUNW_ERR_WOULDBLOCK. */
+#define DWUNW_REGS_NOWAIT         (1u << 1)
 
 struct dwunw_frame;
 struct dwunw_ctx;
@@ -282,6 +306,16 @@ struct dwunw_stack_sample {
 int dwunw_capture_sampled(struct dwunw_ctx *ctx, const struct dwunw_regs *regs,
 			  const struct dwunw_stack_sample *samples, size_t nsamples,
 			  struct dwunw_frame *frames, size_t *frame_cnt);
+
+/*
+ * Load what an unwind of `regs` needs, so that a DWUNW_REGS_NOWAIT capture of it does not return
+ * DWUNW_ERR_WOULDBLOCK: the pid's maps, each module the walk reaches, its table and (arm64, mips)
+ * its symbols. A blocking walk whose frames are dropped; call it off the hot path (a loader
+ * thread). DWUNW_OK, or what keeps it from loading: DWUNW_ERR_NO_PROCESS (maps unreadable),
+ * _CACHE_FULL, _NOMEM, _INVALID_ARG, _UNSUPPORTED_ARCH. A module evicted between this call and
+ * the capture is loaded again by the next call.
+ */
+int dwunw_load_for(struct dwunw_ctx *ctx, const struct dwunw_regs *regs);
 
 /* ---- Module cache ------------------------------------------------------------------------- */
 
@@ -497,6 +531,64 @@ struct dwunw_symbol {
 int dwunw_symbolize(struct dwunw_ctx *ctx, struct dwunw_module *mod, uint64_t addr,
 		    struct dwunw_symbol *out);
 int dwunw_symbolize_frame(struct dwunw_ctx *ctx, const struct dwunw_frame *frame, struct dwunw_symbol *out);
+
+/* ---- Python (CPython) frames -------------------------------------------------------------- */
+
+/*
+ * The Python functions a thread is running, read from the interpreter's own structures in the
+ * process's memory (live: process_vm_readv, consistent only while the thread is stopped; offline: a
+ * core's memory from dwunw_core_load). Only what .dynsym exports is needed (_PyRuntime, Py_Version,
+ * PyCode_Type, PyUnicode_Type, _PyEval_EvalFrameDefault): a stripped python works. The layouts come
+ * from one table per CPython minor version, checked against the interpreter's own objects when it is
+ * found (PyCode_Type's size and member offsets, PyUnicode_Type's size); a version not in the table,
+ * or one that fails the checks, is not read (DWUNW_ERR_UNSUPPORTED, `why` says which).
+ */
+struct dwunw_py_runtime {
+	uint32_t size;              /* sizeof(struct dwunw_py_runtime), set by the caller */
+	uint32_t version;           /* Py_Version (0x030b02f0: 3.11.2 final); 0 when not read */
+	int32_t pid;
+	uint32_t layout;            /* private: the table row + 1; 0 = none */
+	uint64_t runtime_addr;      /* _PyRuntime */
+	uint64_t eval_lo;           /* _PyEval_EvalFrameDefault: [eval_lo, eval_hi), runtime addresses */
+	uint64_t eval_hi;
+	uint64_t code_type;         /* PyCode_Type: every frame's code object must be one */
+	uint64_t str_type;          /* PyUnicode_Type */
+	char path[256];             /* the file that holds the interpreter (python3.x or libpython3.x.so) */
+	char why[160];              /* why not: one line, "" on success */
+};
+
+/*
+ * Find CPython in pid (the main executable, or a mapped file whose name holds "python"), read its
+ * version and check its layout. DWUNW_OK; DWUNW_ERR_NOT_FOUND: no CPython in the process;
+ * DWUNW_ERR_UNSUPPORTED: a CPython whose version is not in the table or whose objects disagree
+ * with it (why, version and path say which); DWUNW_ERR_IO etc: its memory could not be read.
+ */
+int dwunw_py_find(struct dwunw_ctx *ctx, int32_t pid, struct dwunw_py_runtime *rt);
+
+struct dwunw_py_frame {
+	uint64_t frame;             /* the _PyInterpreterFrame's address */
+	uint64_t code;              /* its code object */
+	int32_t line;               /* source line; 0 when unknown */
+	uint32_t flags;             /* DWUNW_PY_* */
+	char name[128];             /* co_qualname ("Class.method", "<module>") */
+	char file[256];             /* co_filename */
+};
+#define DWUNW_PY_ENTRY      (1u << 0) /* the first frame its native _PyEval_EvalFrameDefault call ran:
+				       * the next frame out belongs to the next native eval call */
+#define DWUNW_PY_NO_LINE    (1u << 1) /* the line could not be read (line 0) */
+#define DWUNW_PY_TRUNCATED  (1u << 2) /* name or file cut to the buffer */
+#define DWUNW_PY_GENERATOR  (1u << 3) /* a generator's or coroutine's frame */
+
+/*
+ * The Python frames of thread tid, innermost first. On entry *n is the capacity; on return the
+ * frames written. DWUNW_OK: the chain ended (the thread's outermost Python frame is the last);
+ * DWUNW_ERR_DEPTH: the buffer filled first; DWUNW_ERR_NOT_FOUND: the thread has no Python thread
+ * state (not a Python thread, or not yet / no longer one), *n = 0; DWUNW_ERR_IO, _CORRUPT: a frame
+ * could not be read or made no sense (a chain changing under the reader, a bad pointer): the
+ * frames before it are returned, the chain is cut there.
+ */
+int dwunw_py_stack(struct dwunw_ctx *ctx, const struct dwunw_py_runtime *rt, int32_t tid,
+		   struct dwunw_py_frame *frames, size_t *n);
 
 /* ---- Stack reader ------------------------------------------------------------------------- */
 

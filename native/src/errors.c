@@ -36,6 +36,7 @@ static const struct {
 	[-DWUNW_ERR_PROLOGUE] = { "PROLOGUE", "no CFI, and a prologue the analyser does not understand" },
 	[-DWUNW_ERR_LIVE_END] = { "LIVE_END", "zero return address read after the event (memory may have changed)" },
 	[-DWUNW_ERR_STALE] = { "STALE", "the stack above the window changed since the event" },
+	[-DWUNW_ERR_WOULDBLOCK] = { "WOULDBLOCK", "not loaded yet: the capture would block (load it with dwunw_load_for)" },
 };
 
 DWUNW_API const char *dwunw_strerror(int err)

@@ -16,9 +16,16 @@ static int read_module_data(struct walk *w, uint64_t addr, void *buf, size_t len
 	/* Only data the process cannot have changed: read-only file mappings. */
 	if (!m || m->kind != DW_MAP_FILE || (m->prot & DW_PROT_W) || addr + len > m->end)
 		return DWUNW_ERR_IO;
-	err = dw_map_module(w->c, w->proc, m, NULL, NULL, &mod);
+	err = w->nowait ? dw_map_module_cached(m, &mod) : dw_map_module(w->c, w->proc, m, NULL, NULL, &mod);
 	if (err)
 		return err;
+	if (w->nowait && mod->elf.sparse) {
+		/* read from the file on demand: I/O. The step may take the failed read for an answer
+		 * ("not a trampoline"): the whole capture then says WOULDBLOCK. */
+		dw_module_put(mod);
+		w->blocked = 1;
+		return DWUNW_ERR_WOULDBLOCK;
+	}
 	err = dw_elf_read_vaddr(&mod->elf, addr - atomic_load_explicit(&m->bias, memory_order_relaxed), buf, len);
 	dw_module_put(mod);
 	return err ? DWUNW_ERR_IO : DWUNW_OK;
@@ -127,6 +134,17 @@ static int code_at(const struct walk *w, uint64_t addr)
 	return m != dw_proc_find(w->proc, w->snap_lo);
 }
 
+/* The capture's reader of the live process, set up on first use. DWUNW_REGS_NOWAIT: no file is
+ * opened, so no /proc/PID/mem when process_vm_readv is refused (its error stops the walk). */
+static void remote_start(struct walk *w)
+{
+	if (w->remote_on)
+		return;
+	dw_remote_begin(&w->remote, w->in->pid, w->c->cfg.audit, w->c->cfg.audit_arg);
+	w->remote.mem_unusable = w->nowait;
+	w->remote_on = 1;
+}
+
 int dw_walk_read(void *arg, uint64_t addr, void *buf, size_t len)
 {
 	struct walk *w = arg;
@@ -140,10 +158,7 @@ int dw_walk_read(void *arg, uint64_t addr, void *buf, size_t len)
 		return DWUNW_OK;
 	if (w->in->pid > 0 && !(w->c->cfg.flags & DWUNW_CFG_NO_REMOTE_READS) &&
 	    !(w->proc && w->proc->offline)) {
-		if (!w->remote_on) {
-			dw_remote_begin(&w->remote, w->in->pid, w->c->cfg.audit, w->c->cfg.audit_arg);
-			w->remote_on = 1;
-		}
+		remote_start(w);
 		if (code_at(w, addr) && dw_remote_read(&w->remote, addr, buf, len) == DWUNW_OK)
 			return DWUNW_OK;
 		err = live_read(w, addr, buf, len);
@@ -163,9 +178,6 @@ int dw_walk_image_read(void *arg, uint64_t addr, void *buf, size_t len)
 
 	if (w->in->pid <= 0)
 		return DWUNW_ERR_IO;
-	if (!w->remote_on) {
-		dw_remote_begin(&w->remote, w->in->pid, w->c->cfg.audit, w->c->cfg.audit_arg);
-		w->remote_on = 1;
-	}
+	remote_start(w);
 	return dw_remote_read(&w->remote, addr, buf, len);
 }

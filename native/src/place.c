@@ -19,7 +19,13 @@ static void place_fill(struct walk *w, struct place *pl, uint64_t lookup, uint32
 		return;
 	}
 	m = (struct dw_map *)dw_proc_find(w->proc, lookup);
-	if (!m && !w->refreshed && !w->proc->offline && !w->proc->pinned) {
+	if (!m && w->nowait && !w->refreshed && !w->proc->offline && !w->proc->pinned &&
+	    !w->proc->from_miss) {
+		/* maybe a library loaded after the maps were read: dwunw_load_for reads them again */
+		pl->err = DWUNW_ERR_WOULDBLOCK;
+		return;
+	}
+	if (!m && !w->nowait && !w->refreshed && !w->proc->offline && !w->proc->pinned) {
 		/* a library loaded after the maps were read */
 		struct dw_proc *old = w->proc;
 		w->refreshed = 1;
@@ -63,7 +69,7 @@ static void place_fill(struct walk *w, struct place *pl, uint64_t lookup, uint32
 		pl->err = DWUNW_ERR_CACHE_FULL;
 		return;
 	}
-	err = dw_map_module(w->c, w->proc, m, dw_walk_image_read, w, &mod);
+	err = w->nowait ? dw_map_module_cached(m, &mod) : dw_map_module(w->c, w->proc, m, dw_walk_image_read, w, &mod);
 	if (err) {
 		pl->err = err;
 		return;
@@ -84,7 +90,11 @@ found:
 	/* a built table (the common case) without the call */
 	if (atomic_load_explicit(&mod->table_state, memory_order_acquire) == 1)
 		pl->table = &mod->table;
-	else if (dw_module_table(mod, &pl->table) != DWUNW_OK) {
+	else if (w->nowait && atomic_load_explicit(&mod->table_state, memory_order_acquire) == 0) {
+		pl->table = NULL;
+		pl->err = DWUNW_ERR_WOULDBLOCK; /* built by dwunw_load_for */
+		return;
+	} else if (dw_module_table(mod, &pl->table) != DWUNW_OK) {
 		pl->table = NULL;
 		return;
 	}

@@ -377,6 +377,32 @@ int dw_proc_enter(struct dwunw_ctx_impl *c, int32_t pid, struct dw_proc **out, i
 	return dw_proc_get(c, pid, out);
 }
 
+int dw_proc_enter_nowait(struct dwunw_ctx_impl *c, int32_t pid, struct dw_proc **out, int *ref)
+{
+	struct dw_proc *p;
+
+	atomic_fetch_add(&c->readers, 1);
+	*ref = 0;
+	p = atomic_load(&c->last_proc);
+	if (p && p->pid == pid) {
+		*out = p;
+		return DWUNW_OK;
+	}
+	if (pthread_mutex_trylock(&c->lock))
+		return DWUNW_ERR_WOULDBLOCK;
+	for (p = c->procs; p; p = p->next)
+		if (p->pid == pid)
+			break;
+	/* Published, p is freed only once no reader is left: the capture needs no reference. */
+	if (p)
+		publish(c, p);
+	pthread_mutex_unlock(&c->lock);
+	if (!p)
+		return DWUNW_ERR_WOULDBLOCK;
+	*out = p;
+	return DWUNW_OK;
+}
+
 void dw_proc_leave(struct dwunw_ctx_impl *c, struct dw_proc *p, int ref)
 {
 	atomic_fetch_sub(&c->readers, 1);
@@ -394,6 +420,7 @@ int dw_proc_refresh(struct dwunw_ctx_impl *c, struct dw_proc **pp)
 	err = load_proc(old->pid, NULL, 0, &p);
 	if (err)
 		return err;
+	p->from_miss = 1;
 	pthread_mutex_lock(&c->lock);
 	install(c, p);
 	atomic_fetch_add(&p->refcnt, 1);
@@ -504,13 +531,9 @@ static int path_is_mapping(const struct dw_map *m, const char *path)
 	       minor(st.st_dev) == m->dev_minor;
 }
 
-int dw_map_module(struct dwunw_ctx_impl *c, struct dw_proc *p, struct dw_map *m,
-		  int (*read)(void *arg, uint64_t addr, void *buf, size_t len), void *arg,
-		  struct dwunw_module **out)
+int dw_map_module_cached(struct dw_map *m, struct dwunw_module **out)
 {
 	struct dwunw_module *mod = atomic_load_explicit(&m->mod, memory_order_acquire);
-	char path[4096], alt[96];
-	const char *open_path = NULL;
 	int err;
 
 	if (mod && dw_module_get(mod, atomic_load_explicit(&m->mod_gen, memory_order_acquire)) == 0) {
@@ -522,6 +545,20 @@ int dw_map_module(struct dwunw_ctx_impl *c, struct dw_proc *p, struct dw_map *m,
 		return err;
 	if (m->kind != DW_MAP_FILE && m->kind != DW_MAP_VDSO)
 		return DWUNW_ERR_NO_MODULE;
+	return DWUNW_ERR_WOULDBLOCK;
+}
+
+int dw_map_module(struct dwunw_ctx_impl *c, struct dw_proc *p, struct dw_map *m,
+		  int (*read)(void *arg, uint64_t addr, void *buf, size_t len), void *arg,
+		  struct dwunw_module **out)
+{
+	struct dwunw_module *mod = NULL;
+	char path[4096], alt[96];
+	const char *open_path = NULL;
+	int err = dw_map_module_cached(m, out);
+
+	if (err != DWUNW_ERR_WOULDBLOCK)
+		return err;
 
 	pthread_mutex_lock(&c->lock);
 	if (m->kind == DW_MAP_VDSO) {

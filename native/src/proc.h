@@ -43,6 +43,7 @@ struct dw_proc {
 	uint8_t dead;         /* replaced by a newer snapshot */
 	uint8_t published;    /* has been the context's last_proc: freed only when no capture runs */
 	uint8_t pinned;       /* live process, maps kept by the caller (dwunw_maps_pin): not re-read */
+	uint8_t from_miss;    /* read again for a pc outside the previous maps (dw_proc_refresh) */
 	_Atomic uint32_t refcnt;
 	struct dw_map *maps;  /* sorted by start */
 	uint32_t nmaps;
@@ -73,6 +74,8 @@ int dw_proc_get(struct dwunw_ctx_impl *c, int32_t pid, struct dw_proc **out);
  * once no reader is left. Else as dw_proc_get (*ref = 1).
  */
 int dw_proc_enter(struct dwunw_ctx_impl *c, int32_t pid, struct dw_proc **out, int *ref);
+/* The same without I/O or waiting: the pid's cached maps, else DWUNW_ERR_WOULDBLOCK. */
+int dw_proc_enter_nowait(struct dwunw_ctx_impl *c, int32_t pid, struct dw_proc **out, int *ref);
 void dw_proc_leave(struct dwunw_ctx_impl *c, struct dw_proc *p, int ref);
 /* Re-read /proc/PID/maps (an unknown pc was seen): *p is replaced by the new snapshot, with a
  * reference; the caller still owns (and drops) any reference it had on the old one. */
@@ -88,6 +91,9 @@ const struct dw_map *dw_proc_find(const struct dw_proc *p, uint64_t addr);
 int dw_map_module(struct dwunw_ctx_impl *c, struct dw_proc *p, struct dw_map *m,
 		  int (*read)(void *arg, uint64_t addr, void *buf, size_t len), void *arg,
 		  struct dwunw_module **out);
+/* The same without I/O or lock: the module this mapping already found (a reference taken), the
+ * error its load already gave, or DWUNW_ERR_WOULDBLOCK when it was not loaded yet. */
+int dw_map_module_cached(struct dw_map *m, struct dwunw_module **out);
 
 /* Parse maps text into p (exposed for tests). */
 int dw_proc_parse(struct dw_proc *p, const char *text, size_t len);

@@ -296,6 +296,8 @@ static int step_fallback(struct walk *w, const struct state *s, struct state *n,
 	if (mod && arch->prologue_step) {
 		/* no CFI for this pc: the prologue analyser, anchored on the function's symbol */
 		uint64_t start = 0;
+		if (w->nowait && atomic_load_explicit(&mod->syms_state, memory_order_acquire) == 0)
+			return DWUNW_ERR_WOULDBLOCK; /* the symbol index: built by dwunw_load_for */
 		if (dw_module_func_start(pl->mod, (exact ? s->pc : s->pc - 1) - pl->bias, &start) == DWUNW_OK)
 			start += pl->bias;
 		r = arch->prologue_step(&in, &out, start, exact, dw_walk_read, w);
@@ -688,6 +690,7 @@ DWUNW_API int dwunw_capture_sampled(struct dwunw_ctx *ctx, const struct dwunw_re
 	w.nheld = 0;
 	w.c = c;
 	w.in = regs;
+	w.nowait = !!(regs->flags & DWUNW_REGS_NOWAIT);
 	w.samples = samples;
 	w.nsamples = samples ? nsamples : 0;
 	w.arch = arch;
@@ -699,7 +702,8 @@ DWUNW_API int dwunw_capture_sampled(struct dwunw_ctx *ctx, const struct dwunw_re
 	}
 	if (regs->pid > 0) {
 		entered = 1;
-		proc_err = dw_proc_enter(c, regs->pid, &w.proc, &w.proc_ref);
+		proc_err = w.nowait ? dw_proc_enter_nowait(c, regs->pid, &w.proc, &w.proc_ref)
+				    : dw_proc_enter(c, regs->pid, &w.proc, &w.proc_ref);
 		if (proc_err && proc_err != DWUNW_ERR_NO_PROCESS) {
 			dw_proc_leave(c, NULL, 0);
 			return proc_err;
@@ -782,7 +786,7 @@ DWUNW_API int dwunw_capture_sampled(struct dwunw_ctx *ctx, const struct dwunw_re
 		if (DW_UNLIKELY(pl->err)) {
 			fl |= uprobe_flag(&w, opc, exact);
 			if (pl->err == DWUNW_ERR_CACHE_FULL || pl->err == DWUNW_ERR_NOMEM ||
-			    (fl & DWUNW_FRAME_UPROBE_TRAMP)) {
+			    pl->err == DWUNW_ERR_WOULDBLOCK || (fl & DWUNW_FRAME_UPROBE_TRAMP)) {
 				r = pl->err;
 				goto stop;
 			}
@@ -844,6 +848,8 @@ stop:
 		ret = r == 1 ? DWUNW_OK : r;
 		break;
 	}
+	if (DW_UNLIKELY(w.blocked))
+		ret = DWUNW_ERR_WOULDBLOCK; /* some step went without a file read it needed */
 	if (memo)
 		dw_memo_give(&w);
 	dw_hand_refs(&w, frames, nf);
@@ -860,4 +866,36 @@ stop:
 		dw_proc_leave(c, w.proc, w.proc_ref);
 	*frame_cnt = nf;
 	return ret;
+}
+
+/* A blocking walk whose frames are dropped: it loads what the NOWAIT walk found missing. */
+#define DW_LOAD_FRAMES 1024
+
+DWUNW_API int dwunw_load_for(struct dwunw_ctx *ctx, const struct dwunw_regs *regs)
+{
+	struct dwunw_regs r;
+	struct dwunw_frame *frames;
+	size_t n = DW_LOAD_FRAMES;
+	int err;
+
+	if (!dw_ctx(ctx) || !regs)
+		return DWUNW_ERR_INVALID_ARG;
+	frames = malloc(n * sizeof(*frames));
+	if (!frames)
+		return DWUNW_ERR_NOMEM;
+	r = *regs;
+	r.flags &= ~DWUNW_REGS_NOWAIT;
+	err = dwunw_capture(ctx, &r, frames, &n);
+	dwunw_module_cache_release(ctx, frames, n);
+	free(frames);
+	switch (err) {
+	case DWUNW_ERR_NO_PROCESS:
+	case DWUNW_ERR_CACHE_FULL:
+	case DWUNW_ERR_NOMEM:
+	case DWUNW_ERR_INVALID_ARG:
+	case DWUNW_ERR_UNSUPPORTED_ARCH:
+		return err;
+	default:
+		return DWUNW_OK; /* the walk's other stops are not about loading */
+	}
 }

@@ -70,6 +70,8 @@ struct walk {
 	uint8_t beyond;            /* the current step read beyond the snapshot */
 	uint8_t checked;           /* the samples were compared with the live process */
 	uint8_t stale;             /* ... and one differed: live memory is not trusted */
+	uint8_t nowait;            /* DWUNW_REGS_NOWAIT: no file I/O, no context lock */
+	uint8_t blocked;           /* ... and a read of a module file was refused */
 	unsigned asz;
 	uint64_t live_lo, live_len; /* live_buf holds the process's bytes [live_lo, +live_len) */
 	uint8_t *live_buf;         /* DW_LIVE_SPAN + DW_SAMPLE_MAX bytes, allocated on first need */

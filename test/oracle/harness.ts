@@ -225,6 +225,15 @@ export async function gdbFrames(pid: number): Promise<{ result: GdbFrames; run: 
   return { result: JSON.parse(line.slice('DWUNW_FRAMES '.length)) as GdbFrames, run: r };
 }
 
+/** gdb (or gdb-multiarch) on PROG CORE with gdb_frames.py: every thread's frames. */
+export async function gdbCore(prog: string, core: string, multiarch = false): Promise<GdbFrames> {
+  const args = gdbPrefix(60).map((a) => (a === 'gdb' && multiarch ? 'gdb-multiarch' : a));
+  const r = await run('timeout', [...args, prog, core, '-x', join(oracleDir, 'gdb_frames.py')], { timeoutMs: 70_000 });
+  const line = r.stdout.split('\n').find((l) => l.startsWith('DWUNW_FRAMES '));
+  if (!line) throw new Error(`gdb ${prog} ${core}: exit ${r.code ?? r.signal}, no DWUNW_FRAMES line:\n${r.stderr.slice(-2000)}`);
+  return JSON.parse(line.slice('DWUNW_FRAMES '.length)) as GdbFrames;
+}
+
 // ---- comparison --------------------------------------------------------------------------------
 
 const norm = (pc: string): string => `0x${BigInt(pc).toString(16)}`;

@@ -286,6 +286,7 @@ static void vm_give_up(struct dw_remote *r, int e)
 
 	r->vm_unusable = 1;
 	r->last_errno = e;
+	r->last_err = read_errno_to_err(e); /* what the read returns when /proc/PID/mem is not an option either */
 	emit(r->audit, r->audit_arg, "dwunw: pid %d: process_vm_readv: %s; reading /proc/%d/mem",
 	     (int)r->pid, errtext(e, eb, sizeof(eb)), (int)r->pid);
 }
