@@ -76,10 +76,14 @@ function check(tt: Test, r: Run, mode: string): void {
   tt.equal(pids.length, 2, `${mode}: two processes followed (the command and its fork): ${pids.join(' ')}`);
   const [mainPid, childPid] = pids;
   const sums = new Map<string, { us: number; incomplete: PrEntry[] }>();
+  const others: string[] = []; // the child's stacks in no chain (shown when a check fails)
   for (const e of out.entries) {
     const fns = (e.user?.frames ?? []).map((f) => f.symbol ?? '');
     const fn = fns.find((s) => CHAINS.includes(s));
-    if (!fn) continue;
+    if (!fn) {
+      if (e.pid === childPid) others.push(`${e.count} us: ${fns.join(';')} ${e.user?.reason ?? ''}`);
+      continue;
+    }
     // preempted outside the program's two clock reads (in the chain function's own code, or in
     // the clock reads): off CPU, but not in what the program measured (a loaded machine)
     const outside = fns[0] === fn || (e.user?.frames ?? []).some((f) => /clock_gettime|clock_ns|now_ns|^note$/.test(f.symbol ?? '') || /vdso/.test(f.module ?? ''));
@@ -107,7 +111,7 @@ function check(tt: Test, r: Run, mode: string): void {
     // cold pread on a VM's host-cached disk waits ~30 us, where that is the whole difference)
     const ratio = got.us / want.off;
     const slack = Math.max(0.1 * want.off, 5 * want.count);
-    tt.ok(Math.abs(got.us - want.off) <= slack, `${mode}: ${key}: ${got.us} us off CPU, the program measured ${want.off} us (${want.count} waits): ratio ${ratio.toFixed(3)}`);
+    tt.ok(Math.abs(got.us - want.off) <= slack, `${mode}: ${key}: ${got.us} us off CPU, the program measured ${want.off} us (${want.count} waits): ratio ${ratio.toFixed(3)}`, { others });
   }
   tt.same((sums.get('outside')?.incomplete ?? []).map((e) => (e.user?.frames ?? []).map((f) => f.symbol).join(';')), [], `${mode}: preempted in the chains outside the waits: complete too`);
   tt.ok(mainPid && childPid && mainPid < childPid, `${mode}: the child has its own pid`);

@@ -561,7 +561,10 @@ void mappings_fork(uint32_t parent, uint32_t child)
 {
 	struct mv_proc *c;
 
-	if (!proc_find(parent) || proc_find(child))
+	if (proc_find(child))
+		return;
+	/* a parent not seen yet (it forks before its first record is processed): its view now */
+	if (!proc_find(parent) && (!proc_get(parent)->n))
 		return;
 	if (nprocs == procs_cap) {
 		procs_cap = procs_cap ? procs_cap * 2 : 16;

@@ -93,8 +93,8 @@ void mappings_seed(uint32_t pid);
 /*
  * child was forked by parent (a record in order with the others): its view is a copy of the
  * parent's as of now, so a child that exits before its first record is processed is still
- * unwound against what it had mapped (a fork maps nothing new). Nothing when the parent has no
- * view (it is then seeded from /proc at the child's first record).
+ * unwound against what it had mapped (a fork maps nothing new). A parent without a view yet is
+ * seeded from /proc first; when that fails too, the child is seeded at its first record.
  */
 void mappings_fork(uint32_t parent, uint32_t child);
 
