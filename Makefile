@@ -9,7 +9,7 @@ TOOL_BINS := $(patsubst test/tools/%.c,$(BUILD)/test/tools/%,$(wildcard test/too
 TS_SRCS   := $(shell find commands lib -name '*.ts' 2>/dev/null)
 
 .PHONY: all native ts unit tools fixtures bench bpf examples clean
-all: native ts unit tools fixtures bench bpf examples
+all: native ts unit tools fixtures bench bpf examples otlp
 
 native:
 	@$(MAKE) -s -C native BUILD=$(BUILD)
@@ -59,6 +59,16 @@ bpf: native
 # programs of doc/api_usage.md §6, into build/examples/ (test/examples.test.ts runs them).
 examples: native bpf
 	@$(MAKE) -s -C examples BUILD=$(BUILD)
+
+# The engines of the export tests (a Collector) and the OTLP profiles schema (test/engines/engines.mk,
+# scripts/otlp-descriptors): not in `all` (Go builds take minutes cold); npm test builds them.
+.PHONY: engines otlp
+include test/engines/engines.mk
+engines: $(BUILD)/engines/otelcol otlp
+otlp: $(BUILD)/otlp/profiles.desc
+$(BUILD)/otlp/profiles.desc: scripts/otlp-descriptors
+	@mkdir -p $(@D)
+	@python3 scripts/otlp-descriptors $@
 
 # Cross builds (test/verify-cross.test.ts checks them): libdwunw.a for arm64 and mips32, and
 # memleak for arm64 and mips32 (build/aarch64-linux-gnu/bpf/, build/mipsel-linux-gnu/bpf/).

@@ -645,7 +645,13 @@ function pythonText(p: PythonBench, c: ChalkInstance): string {
   if (p.unavailable) return `${o}: ${c.dim(`not measured: ${p.unavailable}`)}\n`;
   return (
     `${o}: ${p.interpreter}, ${p.mode}: ${p.ns_per_frame} ns per frame, ${p.ns_per_stack} ns per stack of ${p.frames_per_stack} frames ` +
-    `(${p.ns_shallow_stack} ns for 3 frames); OTel's eBPF profiler: ~${p.otel_ns_per_sample} ns per sample; BPF: ${p.bpf}\n`
+    `(${p.ns_shallow_stack} ns for 3 frames); OTel's eBPF profiler: ~${p.otel_ns_per_sample} ns per sample; BPF at the event: ${
+      typeof p.bpf === 'string'
+        ? p.bpf
+        : Object.entries(p.bpf)
+            .map(([m, b]) => `${m}: ${b.ns_per_sample} ns per sample of ${b.frames_per_sample} frames (${b.ns_per_frame} ns per frame), ${b.user_ns_per_sample} ns in user space`)
+            .join('; ')
+    }\n`
   );
 }
 

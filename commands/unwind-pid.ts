@@ -25,6 +25,7 @@ import { ChunkedWriter, CliError, ExitCode, colorsFor, reportError } from '../li
 import { type Snapshot, type SnapshotThread, snapshotToJson } from '../lib/snapshot.js';
 import { type Mark, legendLine } from '../lib/marks.js';
 import { PerfMap, nameJitFrames } from '../lib/perf-map.js';
+import { debuginfodWanted, nameAfterFetch } from '../lib/debuginfod.js';
 import { type ProcessReport, type ThreadReport, processHeader, processJson, threadText } from '../lib/stacks.js';
 import { checkTraceable } from '../lib/traceable.js';
 import { placePython } from '../lib/python.js';
@@ -40,6 +41,8 @@ interface Args {
   audit: boolean;
   'attach-timeout': number;
   save?: string;
+  debuginfod?: boolean;
+  'debug-dir'?: string;
   python: boolean;
 }
 
@@ -83,6 +86,15 @@ export function builder(y: Argv): Argv<Args> {
       requiresArg: true,
       describe: 'Also write the threads\' registers, stack windows, maps and vDSO to FILE, for dwunw unwind-snapshot',
     })
+    .option('debuginfod', {
+      type: 'boolean',
+      describe: 'Fetch the debug files of stripped modules from DEBUGINFOD_URLS (default: on when it is set); --no-debuginfod: never',
+    })
+    .option('debug-dir', {
+      type: 'string',
+      requiresArg: true,
+      describe: "':'-separated directories of separate debug files (default /usr/lib/debug)",
+    })
     .example('$0 unwind-pid 1234', 'every thread of process 1234')
     .example('$0 unwind-pid 1234 --tid 1240 --json', 'one thread, as JSON')
     .example('$0 unwind-pid 1234 --save snap.json', 'also keep a snapshot to unwind offline');
@@ -99,6 +111,8 @@ export async function handler(argv: ArgumentsCamelCase<Args>): Promise<void> {
     audit: argv.audit,
     attachTimeout: argv.attachTimeout,
     save: argv.save,
+    debuginfod: argv.debuginfod,
+    debugDir: argv.debugDir,
     python: argv.python,
   });
 }
@@ -114,6 +128,9 @@ export interface UnwindPidOptions {
   /** ms; the library's default when absent. */
   attachTimeout?: number;
   save?: string;
+  /** undefined: on when DEBUGINFOD_URLS is set. */
+  debuginfod?: boolean;
+  debugDir?: string;
   /** Read Python frames (default true). */
   python?: boolean;
 }
@@ -261,6 +278,9 @@ export async function unwindPid(o: UnwindPidOptions): Promise<void> {
   let arch: string | null = null;
   let perfMap: PerfMap | null = null;
   const attachTimeoutMs = o.attachTimeout ?? DEFAULT_ATTACH_TIMEOUT_MS;
+  const fetch = debuginfodWanted(o.debuginfod);
+  // with debuginfod, text waits for the fetches (names come after the captures, never during)
+  const texts: ThreadReport[] = [];
 
   // the library (koffi) only now: --help and usage errors do without it
   const { Dwunw, detachAll } = await import('../lib/dwunw.js');
@@ -268,6 +288,8 @@ export async function unwindPid(o: UnwindPidOptions): Promise<void> {
     warn: (line) => process.stderr.write(`${line}\n`),
     audit: o.audit ? (line) => process.stderr.write(`${line}\n`) : undefined,
     attachTimeoutMs,
+    debuginfod: fetch,
+    debugDirs: o.debugDir ?? null,
   });
   const unguard = guardHeldThreads(detachAll);
   try {
@@ -320,13 +342,20 @@ export async function unwindPid(o: UnwindPidOptions): Promise<void> {
         arch ??= ops?.name ?? null;
         saved.push({ tid, comm, regs: cap.regs, stack: cap.stack });
       }
-      if (!o.json) {
+      if (!o.json && fetch) texts.push(t);
+      else if (!o.json) {
         await out.write(`${first ? '' : '\n'}${threadText(t, c, { lines: o.lines, seen })}`);
         await out.flush();
       }
       first = false;
       await letSignalsIn();
     }
+    if (fetch) {
+      for (const line of nameAfterFetch(d, report.threads.map((t) => t.frames))) process.stderr.write(`${line}\n`);
+      for (const [i, t] of texts.entries()) await out.write(`${i === 0 ? '' : '\n'}${threadText(t, c, { lines: o.lines, seen })}`);
+    }
+    // a planted map (another owner, a symlink) names nothing: said once
+    if (perfMap?.rejected) process.stderr.write(`dwunw: ${perfMap.rejected}\n`);
     const legend = legendLine(seen);
     if (!o.json && legend) await out.write(`\n${legend}\n`);
     if (o.json) await out.write(`${JSON.stringify(processJson(report), null, 1)}\n`);

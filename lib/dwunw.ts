@@ -136,6 +136,11 @@ export class Module {
     return this.handle;
   }
 
+  /** @internal the struct dwunw_module pointer, for a frame the library is handed */
+  get ptr(): N.Pointer {
+    return this.h;
+  }
+
   /** Bytes in an address of this module (4 or 8). */
   get addrSize(): number {
     return this.arch.addr_size;
@@ -262,6 +267,23 @@ export interface DwunwOptions {
    * attach fails with IO and errno ETIMEDOUT.
    */
   attachTimeoutMs?: number;
+  /** ':'-separated roots of separate debug files; null = the library's /usr/lib/debug. */
+  debugDirs?: string | null;
+  /**
+   * Fetch missing debug files from DEBUGINFOD_URLS on the library's worker thread
+   * (DWUNW_CFG_DEBUGINFOD); debuginfodWait() before naming frames for a report.
+   */
+  debuginfod?: boolean;
+}
+
+/** One module whose debug file was looked for (dwunw_debuginfod_result). */
+export interface DebuginfodResult {
+  state: 'pending' | 'local' | 'fetched' | 'failed';
+  err: number;
+  buildId: string;
+  why: string;
+  module: string;
+  file: string;
 }
 
 // ---- Unwinding: registers, frames, symbols ---------------------------------------------------
@@ -273,6 +295,21 @@ export { FRAME_FLAGS, HOW_NAMES, frameFlagNames, howName } from './frame-names.j
  * "clock_nanosleep", "memcpy@GLIBC_2.2.5" -> "memcpy"): the library returns .symtab/.dynsym
  * names as they are.
  */
+/** A struct dwunw_symbol the library filled, or null when it has no name. */
+function elfSymbol(buf: Buffer): FrameSymbol | null {
+  const s = N.decodeAt(buf, 0, N.SymbolT) as unknown as N.RawSymbol;
+  if (s.name === '') return null;
+  return {
+    name: stripSymbolVersion(s.name),
+    rawName: s.name,
+    offset: BigInt(s.offset),
+    file: s.file === '' ? null : s.file,
+    line: s.line === 0 ? null : s.line,
+    flags: s.flags,
+    source: 'elf',
+  };
+}
+
 export function stripSymbolVersion(name: string): string {
   return name.replace(/@@?[A-Za-z_][A-Za-z0-9_.]*$/, '');
 }
@@ -444,19 +481,64 @@ const CORE_THREAD = {
   regs: N.offsetOf(N.CoreThreadT, 'regs'),
 };
 const SYMBOL_SIZE = N.sizeOf(N.SymbolT);
+const MAP_SIZE = N.sizeOf(N.MapT);
 const READER = {
   size: N.sizeOf(N.StackReaderT),
   flags: N.offsetOf(N.StackReaderT, 'flags'),
   lastErrno: N.offsetOf(N.StackReaderT, 'last_errno'),
 };
 
+/** One mapping of a process (struct dwunw_map). */
+export interface MapEntry {
+  start: bigint;
+  end: bigint;
+  offset: bigint;
+  inode: bigint;
+  devMajor: number;
+  devMinor: number;
+  /** DWUNW_MAP_* bits. */
+  flags: number;
+  /** A file, "[vdso]", "[stack]", ...; "" for anonymous memory; " (deleted)" cut (DWUNW_MAP_DELETED). */
+  path: string;
+}
+
+/** The mappings of a /proc/PID/maps text, by the library's parser (dwunw_maps_parse). */
+export function parseMaps(text: string): MapEntry[] {
+  const lib = N.lib();
+  const bytes = Buffer.from(text, 'utf8');
+  const t = new N.CMem(bytes.length + 1); // zeroed: text[len] is the last path's end
+  let out: N.CMem | null = null;
+  try {
+    bytes.copy(t.buf);
+    const n: [number | bigint] = [0];
+    if (lib.dwunw_maps_parse(t.buf, bytes.length, null, n) !== N.DWUNW_OK) return [];
+    out = new N.CMem(Number(n[0]) * MAP_SIZE);
+    check(lib.dwunw_maps_parse(t.buf, bytes.length, out.buf, n));
+    const maps: MapEntry[] = [];
+    for (let i = 0; i < Number(n[0]); i++) {
+      const m = N.decodeAt(out.buf, i * MAP_SIZE, N.MapT);
+      maps.push({
+        start: BigInt(m.start as number | bigint),
+        end: BigInt(m.end as number | bigint),
+        offset: BigInt(m.offset as number | bigint),
+        inode: BigInt(m.inode as number | bigint),
+        devMajor: m.dev_major as number,
+        devMinor: m.dev_minor as number,
+        flags: m.flags as number,
+        path: (m.path as string | null) ?? '',
+      });
+    }
+    return maps;
+  } finally {
+    out?.free();
+    t.free();
+  }
+}
+
 /** [start, end) of the [vdso] mapping in a /proc/PID/maps text, or null. */
 export function vdsoRange(maps: string): [bigint, bigint] | null {
-  const m = /^([0-9a-f]+)-([0-9a-f]+) \S+ \S+ \S+ \S+ +\[vdso\]$/im.exec(maps);
-  if (!m) return null;
-  const start = BigInt(`0x${m[1]}`);
-  const end = BigInt(`0x${m[2]}`);
-  return end > start ? [start, end] : null;
+  const m = parseMaps(maps).find((e) => e.path === '[vdso]');
+  return m ? [m.start, m.end] : null;
 }
 
 const u32 = (b: Buffer, o: number): number => (LE ? b.readUInt32LE(o) : b.readUInt32BE(o));
@@ -649,11 +731,11 @@ export class Dwunw {
     };
     this.cfg = {
       size: N.sizeOf(N.ConfigT),
-      flags: opts.flags ?? 0,
+      flags: (opts.flags ?? 0) | (opts.debuginfod ? N.DWUNW_CFG_DEBUGINFOD : 0),
       cache_slots: opts.cacheSlots ?? 0,
       max_frames: 0,
       sysroot: opts.sysroot ?? null,
-      debug_dirs: null,
+      debug_dirs: opts.debugDirs ?? null,
       audit: sink(opts.audit),
       audit_arg: null,
       warn: sink(opts.warn),
@@ -865,6 +947,66 @@ export class Dwunw {
   }
 
   /**
+   * Wait at most timeoutMs for the debug files asked from debuginfod; how many are still pending
+   * (0 when the context fetches nothing). Throws when libdebuginfod cannot be loaded.
+   */
+  debuginfodWait(timeoutMs: number): number {
+    const rc = N.lib().dwunw_debuginfod_wait(this.ctx, timeoutMs);
+    if (rc < 0) throw new DwunwError(rc);
+    return rc;
+  }
+
+  /** Every module whose debug file was looked for, in the order asked. */
+  debuginfodResults(): DebuginfodResult[] {
+    const states = ['pending', 'local', 'fetched', 'failed'] as const;
+    const out: DebuginfodResult[] = [];
+    for (let i = 0; ; i++) {
+      const r: Record<string, unknown> = {};
+      if (N.lib().dwunw_debuginfod_result(this.ctx, i, r) !== N.DWUNW_OK) break;
+      out.push({
+        state: states[r.state as number] ?? 'pending',
+        err: r.err as number,
+        buildId: r.build_id as string,
+        why: r.why as string,
+        module: r.module as string,
+        file: r.file as string,
+      });
+    }
+    return out;
+  }
+
+  /**
+   * Name module frames again (after debuginfodWait: a debug file may have come since they were
+   * named): each frame's module is opened by path (the cached one when it is the same file).
+   */
+  renameFrames(frames: Frame[]): void {
+    const lib = N.lib();
+    const fb = Buffer.alloc(FRAME_SIZE);
+    const sym = new N.CMem(SYMBOL_SIZE);
+    const mods = new Map<string, Module | null>();
+    try {
+      for (const f of frames) {
+        if (f.module === null || f.moduleAddr === null || f.symbol?.source === 'perf-map') continue;
+        let m = mods.get(f.module);
+        if (m === undefined) {
+          try {
+            m = this.open(f.module);
+          } catch {
+            m = null;
+          }
+          mods.set(f.module, m);
+        }
+        if (m === null) continue;
+        N.encodeAt(fb, 0, N.FrameT, { pc: f.pc, sp: f.sp, cfa: f.cfa, module_addr: f.moduleAddr, module: m.ptr, how: f.how, flags: f.flags });
+        if (lib.dwunw_symbolize_frame(this.ctx, fb, sym.buf) === N.DWUNW_OK) f.symbol = elfSymbol(sym.buf) ?? f.symbol;
+      }
+    } finally {
+      for (const m of mods.values()) m?.close();
+      sym.free();
+    }
+  }
+
+  /**
    * Unwind from registers and a stack window (dwunw_capture), symbolize every frame
    * (dwunw_symbolize_frame) and give the module references back (dwunw_module_cache_release).
    * A walk that stops early is not an exception: see Unwind.stop.
@@ -906,19 +1048,7 @@ export class Dwunw {
         const f = N.decodeAt(frames.buf, i * FRAME_SIZE, N.FrameT);
         const mod = f.module ?? null;
         let symbol: FrameSymbol | null = null;
-        if (mod !== null && lib.dwunw_symbolize_frame(this.ctx, fb, sym.buf) === N.DWUNW_OK) {
-          const s = N.decodeAt(sym.buf, 0, N.SymbolT) as unknown as N.RawSymbol;
-          if (s.name !== '')
-            symbol = {
-              name: stripSymbolVersion(s.name),
-              rawName: s.name,
-              offset: BigInt(s.offset),
-              file: s.file === '' ? null : s.file,
-              line: s.line === 0 ? null : s.line,
-              flags: s.flags,
-              source: 'elf',
-            };
-        }
+        if (mod !== null && lib.dwunw_symbolize_frame(this.ctx, fb, sym.buf) === N.DWUNW_OK) symbol = elfSymbol(sym.buf);
         out.push({
           pc: BigInt(f.pc as number | bigint),
           sp: BigInt(f.sp as number | bigint),

@@ -24,6 +24,13 @@ export const DWUNW_ERR_LIVE_END = -19;
 export const DWUNW_ERR_STALE = -20;
 export const DWUNW_ERR_WOULDBLOCK = -21;
 
+// struct dwunw_map flags
+export const DWUNW_MAP_R = 1 << 0;
+export const DWUNW_MAP_W = 1 << 1;
+export const DWUNW_MAP_X = 1 << 2;
+export const DWUNW_MAP_SHARED = 1 << 3;
+export const DWUNW_MAP_DELETED = 1 << 4;
+
 export const DWUNW_ARCH_UNKNOWN = 0;
 export const DWUNW_ARCH_X86_64 = 1;
 export const DWUNW_ARCH_ARM64 = 2;
@@ -36,6 +43,12 @@ export const DWUNW_REGS_NOWAIT = 1 << 1;
 export const DWUNW_CFG_NO_FP_FALLBACK = 1 << 0;
 export const DWUNW_CFG_NO_REMOTE_READS = 1 << 1;
 export const DWUNW_CFG_NO_DEBUG_FILES = 1 << 2;
+export const DWUNW_CFG_DEBUGINFOD = 1 << 3;
+
+export const DWUNW_DEBUGINFOD_PENDING = 0;
+export const DWUNW_DEBUGINFOD_LOCAL = 1;
+export const DWUNW_DEBUGINFOD_FETCHED = 2;
+export const DWUNW_DEBUGINFOD_FAILED = 3;
 
 export const DWUNW_HOW_INITIAL = 0;
 export const DWUNW_HOW_CFI = 1;

@@ -46,6 +46,15 @@ export const ConfigT = koffi.struct('dwunw_config', {
   pad2: 'uint32_t',
 });
 
+export const DebuginfodResultT = koffi.struct('dwunw_debuginfod_result', {
+  state: 'int32_t',
+  err: 'int32_t',
+  build_id: koffi.array('char', 136, 'String'),
+  why: koffi.array('char', 128, 'String'),
+  module: koffi.array('char', 512, 'String'),
+  file: koffi.array('char', 512, 'String'),
+});
+
 export const CtxT = koffi.struct('dwunw_ctx', {
   magic: 'uint32_t',
   version: 'uint32_t',
@@ -170,6 +179,19 @@ export const StackReaderT = koffi.struct('dwunw_stack_reader', {
   pad: 'uint32_t',
 });
 
+// One mapping of a process (dwunw_maps_parse writes them into CMem; decoded with decodeAt).
+export const MapT = koffi.struct('dwunw_map', {
+  start: 'uint64_t',
+  end: 'uint64_t',
+  offset: 'uint64_t',
+  inode: 'uint64_t',
+  dev_major: 'uint32_t',
+  dev_minor: 'uint32_t',
+  flags: 'uint32_t',
+  pad: 'uint32_t',
+  path: 'const char *',
+});
+
 // Core files (dwunw_core_load). The thread and info structs are written by the library into
 // CMem buffers and decoded with decodeAt.
 export const CoreOptionsT = koffi.struct('dwunw_core_options', {
@@ -239,6 +261,7 @@ export const STRUCTS = {
   dwunw_frame: FrameT,
   dwunw_symbol: SymbolT,
   dwunw_stack_reader: StackReaderT,
+  dwunw_map: MapT,
   dwunw_core_options: CoreOptionsT,
   dwunw_core_thread: CoreThreadT,
   dwunw_core_info: CoreInfoT,
@@ -321,6 +344,10 @@ export interface Lib {
   dwunw_version(): string;
   dwunw_strerror(err: number): string;
   dwunw_errname(err: number): string;
+  /** An fd (>= 0) or a DWUNW_ERR_*; why receives the line naming a refused file. */
+  dwunw_pid_file_open(pid: number, path: string, why: Buffer, whylen: number): number;
+  dwunw_debuginfod_wait(ctx: Pointer, timeoutMs: number): number;
+  dwunw_debuginfod_result(ctx: Pointer, i: number, out: Record<string, unknown>): number;
   dwunw_init(ctx: Pointer, cfg: Record<string, unknown>): number;
   dwunw_shutdown(ctx: Pointer): void;
   dwunw_module_open(ctx: Pointer, path: string, out: Pointer[]): number;
@@ -343,6 +370,8 @@ export interface Lib {
   dwunw_module_cache_release(ctx: Pointer, frames: Buffer, frameCnt: number): number;
   dwunw_symbolize_frame(ctx: Pointer, frame: Buffer, out: Buffer): number;
   dwunw_maps_set(ctx: Pointer, pid: number, text: Buffer, len: number): number;
+  /** text and out: Buffers over CMem (the parser writes paths' ends into text). */
+  dwunw_maps_parse(text: Buffer, len: number, out: Buffer | null, n: [number | bigint]): number;
   dwunw_maps_refresh(ctx: Pointer, pid: number): number;
   dwunw_maps_forget(ctx: Pointer, pid: number): void;
   /** threads and info: Buffers over CMem (dwunw_core_thread[n], dwunw_core_info). */
@@ -396,7 +425,10 @@ export function lib(): Lib {
     dwunw_version: f('const char *', 'dwunw_version', []),
     dwunw_strerror: f('const char *', 'dwunw_strerror', ['int']),
     dwunw_errname: f('const char *', 'dwunw_errname', ['int']),
+    dwunw_pid_file_open: f('int', 'dwunw_pid_file_open', ['int32_t', 'const char *', 'char *', 'size_t']),
     dwunw_init: f('int', 'dwunw_init', [ctxP, koffi.pointer(ConfigT)]),
+    dwunw_debuginfod_wait: f('int', 'dwunw_debuginfod_wait', [ctxP, 'uint32_t']),
+    dwunw_debuginfod_result: f('int', 'dwunw_debuginfod_result', [ctxP, 'uint32_t', koffi.out(koffi.pointer(DebuginfodResultT))]),
     dwunw_shutdown: f('void', 'dwunw_shutdown', [ctxP]),
     dwunw_module_open: f('int', 'dwunw_module_open', [ctxP, 'const char *', koffi.out(koffi.pointer(modP))]),
     dwunw_memory_add: f('int', 'dwunw_memory_add', [ctxP, 'int32_t', 'uint64_t', 'const void *', 'uint64_t']),
@@ -435,6 +467,12 @@ export function lib(): Lib {
     dwunw_module_cache_release: f('int', 'dwunw_module_cache_release', [ctxP, koffi.pointer(FrameT), 'size_t']),
     dwunw_symbolize_frame: f('int', 'dwunw_symbolize_frame', [ctxP, koffi.pointer(FrameT), koffi.pointer(SymbolT)]),
     dwunw_maps_set: f('int', 'dwunw_maps_set', [ctxP, 'int32_t', 'const char *', 'size_t']),
+    dwunw_maps_parse: f('int', 'dwunw_maps_parse', [
+      'char *',
+      'size_t',
+      koffi.pointer(MapT),
+      koffi.inout(koffi.pointer('size_t')),
+    ]),
     dwunw_maps_refresh: f('int', 'dwunw_maps_refresh', [ctxP, 'int32_t']),
     dwunw_maps_forget: f('void', 'dwunw_maps_forget', [ctxP, 'int32_t']),
     dwunw_core_load: f('int', 'dwunw_core_load', [
@@ -524,6 +562,11 @@ export function writePointer(buf: Buffer, offset: number, address: bigint): void
 /** Decode a struct from a Buffer at an offset (pointer members come back as koffi externals). */
 export function decodeAt(buf: Buffer, offset: number, type: koffi.TypeSpec): Record<string, unknown> {
   return koffi.decode(buf, offset, type) as Record<string, unknown>;
+}
+
+/** Encode a struct into a Buffer at an offset (the inverse of decodeAt). */
+export function encodeAt(buf: Buffer, offset: number, type: koffi.TypeSpec, value: Record<string, unknown>): void {
+  koffi.encode(buf, offset, type, value);
 }
 
 /** Register a JS function as a C log sink (void (*)(void *arg, const char *line)). */

@@ -3,11 +3,14 @@
 // once per process, then, when a pc is not found, on from where the last read ended (the runtime
 // names code as it compiles it; a new or shorter file is read from the start).
 //
-// Why a second reader beside the tools' bpf/runtime/perf_map.c: that one is part of the tools' runtime
-// (interned names, the tools' clock and allocator), not of libdwunw's API (native/include/dwunw.h
-// has no perf-map call), so koffi cannot reach it; the CLI keeps its own, with the same rules:
-// sorted ranges, binary search, the latest line covering a pc wins, re-read on a miss.
-import { closeSync, openSync, readSync, statSync } from 'node:fs';
+// Which file may be read is libdwunw's rule (dwunw_pid_file_open, also used by the tools): a
+// regular file, not a symlink, owned by root or the process's user; anyone else could plant one.
+// Why a second parser beside the tools' bpf/runtime/perf_map.c: that one is part of the tools'
+// runtime (interned names, the tools' clock and allocator; memleak-fp is built without libdwunw),
+// so the CLI keeps its own, with the same rules: sorted ranges, binary search, the latest line
+// covering a pc wins, re-read on a miss.
+import { closeSync, fstatSync, readSync } from 'node:fs';
+import { lib } from './native.js';
 import type { Frame } from './dwunw.js';
 import { DWUNW_FRAME_EXACT_PC, DWUNW_FRAME_JIT } from './native-consts.js';
 
@@ -33,6 +36,8 @@ export class PerfMap {
   path: string | null = null;
   /** Times the file was read or read on (for tests). */
   reads = 0;
+  /** The line naming a file found but refused (planted: another owner, a symlink), once. */
+  rejected: string | null = null;
 
   constructor(readonly pid: number) {
     this.load();
@@ -69,33 +74,36 @@ export class PerfMap {
     return best ? { name: best.name, start: best.start } : null;
   }
 
+  /** Open the map through libdwunw's rule, or null (none, or refused: `rejected` says why). */
+  private open(path: string): number | null {
+    const why = Buffer.alloc(512);
+    const fd = lib().dwunw_pid_file_open(this.pid, path, why, why.length);
+    if (fd >= 0) return fd;
+    const line = why.toString('utf8', 0, Math.max(0, why.indexOf(0)));
+    if (line && this.rejected === null) this.rejected = line;
+    return null;
+  }
+
   /** Read what was appended since the last read; true when entries were added. */
   private load(): boolean {
     // through the process's root first: a container writes its map in its own /tmp
     let path = `/proc/${this.pid}/root/tmp/perf-${this.pid}.map`;
-    let st;
-    try {
-      st = statSync(path);
-    } catch {
+    let fd = this.open(path);
+    if (fd === null) {
       path = `/tmp/perf-${this.pid}.map`;
-      try {
-        st = statSync(path);
-      } catch {
-        return false;
-      }
+      fd = this.open(path);
+      if (fd === null) return false;
     }
     this.path = path;
+    const st = fstatSync(fd);
     if (st.dev !== this.dev || st.ino !== this.ino || st.size < this.size) {
       this.v = [];
       this.size = 0;
       this.dev = st.dev;
       this.ino = st.ino;
     }
-    if (st.size <= this.size) return false;
-    let fd: number;
-    try {
-      fd = openSync(path, 'r');
-    } catch {
+    if (st.size <= this.size) {
+      closeSync(fd);
       return false;
     }
     let text: string;

@@ -7,7 +7,7 @@
 import { gzipSync } from 'node:zlib';
 import { Function as PFunction, Label, Line, Location, Mapping, Profile, Sample, StringTable, ValueType } from 'pprof-format';
 import type { PrEntry, PrFrame, PrSummary } from './profile.js';
-import { frameName } from './profile.js';
+import { frameName, leafFirst } from './profile.js';
 
 const KERNEL = '[kernel.kallsyms]';
 
@@ -71,15 +71,7 @@ export function buildPprof(entries: PrEntry[], summary: PrSummary): Profile {
   const kComm = s('comm');
   const kPid = s('pid');
   for (const e of entries) {
-    const ids: number[] = [];
-    if (e.kernel) {
-      e.kernel.frames.forEach((f) => ids.push(locationFor(f, null, 0, true)));
-      if (e.kernel.reason) ids.push(locationFor(null, e.kernel.reason, 0, true));
-    }
-    if (e.user) {
-      e.user.frames.forEach((f, i) => ids.push(locationFor(f, null, e.user!.maddr?.[i] ?? 0, false)));
-      if (e.user.reason) ids.push(locationFor(null, e.user.reason, 0, false));
-    }
+    const ids = leafFirst(e, locationFor);
     samples.push(
       new Sample({
         locationId: ids,

@@ -1,6 +1,6 @@
 // profile (bpf/profile/profile.c, built into build/bpf/profile) from TypeScript: where the binaries are,
-// its --json output (one line per stack, then a summary line), and the views built from it here:
-// folded lines, pprof (lib/profile-pprof.ts) and the HTML flame graph (lib/profile-html.ts).
+// its --json output (one line per stack, with -f its folded lines, then a summary line), and the
+// views built from it here: pprof (lib/profile-pprof.ts) and the HTML flame graph (lib/profile-html.ts).
 // Used by `dwunw profile` (commands/profile.ts), the tests and scripts/profile-cost.
 import { join } from 'node:path';
 import { packageRoot } from './root.js';
@@ -15,6 +15,10 @@ export interface PrFrame {
   symbol: string | null;
   offset: number;
   module: string | null;
+  /** where the frame came from (README "Frame origins"): kernel, window, live, fp, ... */
+  origin?: string;
+  /** in anonymous executable memory (JIT code) */
+  anon?: boolean;
 }
 
 export interface PrStack {
@@ -33,6 +37,8 @@ export interface PrStack {
 
 export interface PrEntry {
   pid: number;
+  /** with --interval only */
+  tid?: number;
   comm: string;
   /** profile: samples; offcputime: microseconds off CPU */
   count: number;
@@ -99,14 +105,22 @@ export interface KernelWalk {
   evictions: number;
 }
 
+/** A folded line as profile made it (-f --json): the stacks that fold alike, merged, in bcc's order. */
+export interface PrFolded {
+  folded: string;
+  count: number;
+}
+
 export interface PrOutput {
   entries: PrEntry[];
+  /** with -f: profile's folded lines (the folding is profile's, never redone here) */
+  folded: PrFolded[];
   summary: PrSummary | null;
 }
 
 /** profile --json output: entries and the summary (a line cut short is ignored). */
 export function parseProfileJson(text: string): PrOutput {
-  const out: PrOutput = { entries: [], summary: null };
+  const out: PrOutput = { entries: [], folded: [], summary: null };
   for (const line of text.split('\n')) {
     if (!line.startsWith('{')) continue;
     let v: unknown;
@@ -115,8 +129,9 @@ export function parseProfileJson(text: string): PrOutput {
     } catch {
       continue;
     }
-    const o = v as { summary?: PrSummary; count?: number; comm?: string };
+    const o = v as { summary?: PrSummary; count?: number; comm?: string; folded?: string };
     if (o.summary) out.summary = o.summary;
+    else if (typeof o.folded === 'string' && typeof o.count === 'number') out.folded.push(v as PrFolded);
     else if (typeof o.count === 'number' && typeof o.comm === 'string') out.entries.push(v as PrEntry);
     // anything else: the profiled command's own output on the same stdout
   }
@@ -145,14 +160,20 @@ export function rootFirst(e: PrEntry): { names: string[]; kernelFrom: number } {
   return { names, kernelFrom };
 }
 
-/** bcc's folded lines (comm;user_root;...;user_leaf;-;kernel_root;...;kernel_leaf COUNT), merged. */
-export function foldedLines(entries: PrEntry[]): string[] {
-  const m = new Map<string, number>();
-  for (const e of entries) {
-    const { names, kernelFrom } = rootFirst(e);
-    if (e.user && e.kernel) names.splice(kernelFrom, 0, '-');
-    const k = names.join(';');
-    m.set(k, (m.get(k) ?? 0) + e.count);
+/**
+ * An entry's frames leaf first, as pprof and OTLP stacks want them: kernel frames, the kernel
+ * pseudo-frame (why it is missing or stopped), user frames, the user pseudo-frame. `at` maps each
+ * (a frame, or null and the pseudo-frame's label) with the user frame's module address (0: none).
+ */
+export function leafFirst<T>(e: PrEntry, at: (f: PrFrame | null, label: string | null, maddr: number, kernel: boolean) => T): T[] {
+  const out: T[] = [];
+  if (e.kernel) {
+    for (const f of e.kernel.frames) out.push(at(f, null, 0, true));
+    if (e.kernel.reason) out.push(at(null, e.kernel.reason, 0, true));
   }
-  return [...m].sort((a, b) => a[1] - b[1] || (a[0] < b[0] ? -1 : 1)).map(([k, n]) => `${k} ${n}`);
+  if (e.user) {
+    e.user.frames.forEach((f, i) => out.push(at(f, null, e.user!.maddr?.[i] ?? 0, false)));
+    if (e.user.reason) out.push(at(null, e.user.reason, 0, false));
+  }
+  return out;
 }

@@ -2,7 +2,9 @@
 // Debian's python3.11 parks its threads; each thread's chain is read again and again from user
 // space (dwunw_py_stack: process_vm_readv, as unwind-pid reads it while a thread is stopped). The
 // deep thread (recursion, 31 frames) and the shallow one (main, 3 frames) give the cost per frame
-// (the slope) and per stack. The BPF reader (at the event) is not built yet: `bpf` says so.
+// (the slope) and per stack. The BPF reader (runtime/python.bpf.h, at the event) is timed in the BPF
+// program itself (bpf_ktime_get_ns around each chain's read and send, summed in its py_cost map) while
+// profile samples fixtures/python/cpu_chains.py, in both unwind modes: `bpf`.
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
@@ -23,13 +25,59 @@ export interface PythonBench {
   ns_shallow_stack?: number;
   /** the OTel eBPF profiler's published cost per sample, for comparison */
   otel_ns_per_sample: number;
-  bpf: string;
+  /** the BPF reader at the event, per unwind mode of profile; a string: why not measured */
+  bpf: Record<string, BpfPythonCost> | string;
+}
+
+export interface BpfPythonCost {
+  samples: number;
+  frames_per_sample: number;
+  /** read and sent in the BPF program: thread-state look-up, the frames, the record */
+  ns_per_sample: number;
+  /** ns_per_sample / frames_per_sample (the fixed cost included) */
+  ns_per_frame: number;
+  /** user space: naming the chain's code objects and merging it (py_merge.c) */
+  user_ns_per_sample: number;
+}
+
+/** profile -v's Python lines for `mode` on cpu_chains.py, or why not. */
+async function bpfCost(mode: string, seconds: number): Promise<BpfPythonCost | string> {
+  const bin = join(packageRoot(), 'build', 'bpf', 'profile');
+  const fixture = join(packageRoot(), 'fixtures', 'python', 'cpu_chains.py');
+  if (!existsSync(bin)) return `${bin} is not built`;
+  if (process.getuid?.() !== 0) return 'not root';
+  const err = await new Promise<string>((resolve) => {
+    const c = spawn(bin, ['-U', '-F', '499', '-f', `--unwind=${mode}`, '-v', '--', PY, fixture, String(seconds)], {
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
+    let e = '';
+    c.stderr.on('data', (d: Buffer) => (e += d.toString()));
+    c.on('close', () => resolve(e));
+  });
+  const b = /python: BPF read (\d+) chains of (\d+) frames in (\d+) ns/.exec(err);
+  const u = /python: \d+ processes, (\d+) chains: .* naming (\d+) ns per chain/.exec(err);
+  if (!b || !u) return `profile --unwind=${mode} gave no Python figures: ${err.trim().split('\n').pop() ?? ''}`;
+  const [chains, frames, ns] = [Number(b[1]), Number(b[2]), Number(b[3])];
+  return {
+    samples: chains,
+    frames_per_sample: Math.round((10 * frames) / chains) / 10,
+    ns_per_sample: Math.round(ns / chains),
+    ns_per_frame: Math.round(ns / Math.max(1, frames)),
+    user_ns_per_sample: Number(u[2]),
+  };
 }
 
 const PY = '/usr/bin/python3.11';
 
 export async function pythonBench(quick: boolean): Promise<PythonBench> {
-  const base: PythonBench = { otel_ns_per_sample: 3000, bpf: 'not measured: the BPF reader of Python frames is not built yet' };
+  const bpf: Record<string, BpfPythonCost> = {};
+  let bpfWhy: string | null = null;
+  for (const mode of ['dwarf', 'kernel']) {
+    const r = await bpfCost(mode, quick ? 1 : 3);
+    if (typeof r === 'string') bpfWhy = r;
+    else bpf[mode] = r;
+  }
+  const base: PythonBench = { otel_ns_per_sample: 3000, bpf: bpfWhy ?? bpf };
   const fixture = join(packageRoot(), 'fixtures', 'python', 'chains.py');
   if (!existsSync(PY)) return { ...base, unavailable: `no ${PY}` };
   const child = spawn(PY, [fixture], { stdio: ['ignore', 'pipe', 'ignore'] });

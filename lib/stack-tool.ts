@@ -1,14 +1,15 @@
 // The stack tools whose output is counted stacks (profile, offcputime: bpf/<tool>/, built into
 // build/bpf/<tool>) run from the CLI: their arguments pass through as given, except --pprof FILE
 // and --html FILE, the views made here from the tool's --json output (lib/profile-pprof.ts,
-// lib/profile-html.ts); with them, stdout carries the folded lines with -f, the NDJSON with
-// --json, else nothing (the summary stays on stderr). The tool's exit status is ours.
+// lib/profile-html.ts); with them, stdout carries the tool's folded lines with -f (made by the
+// tool, -f --json), the NDJSON with --json, else nothing (the summary stays on stderr). The
+// tool's exit status is ours. (profile has its own runner, commands/profile.ts, for --export.)
 import { spawn } from 'node:child_process';
 import { existsSync, writeFileSync } from 'node:fs';
 import { constants as osConstants } from 'node:os';
 import { join } from 'node:path';
 import { CliError, ExitCode } from './errors.js';
-import { foldedLines, parseProfileJson } from './profile.js';
+import { parseProfileJson } from './profile.js';
 import { flameHtml } from './profile-html.js';
 import { encodePprof } from './profile-pprof.js';
 import { packageRoot } from './root.js';
@@ -64,15 +65,11 @@ export async function runStackTool(tool: StackTool, args: string[]): Promise<voi
   if (!existsSync(bin)) throw new CliError(tool.name, `${bin} is not built (run make bpf)`);
   const sp = splitToolArgs(tool, args);
   const views = sp.pprof !== undefined || sp.html !== undefined;
-  const foldedGroup = new RegExp(`^-[${tool.flags}]*f[${tool.flags}]*$`);
   let run = sp.rest;
   if (views) {
-    // the tool itself writes NDJSON; the folded lines are made here from it
+    // the tool writes NDJSON for the views (with -f, its folded lines in it)
     const dd = run.indexOf('--');
-    const head = (dd < 0 ? run : run.slice(0, dd))
-      .filter((a) => a !== '--folded' && a !== '--json')
-      .map((a) => (foldedGroup.test(a) ? a.replace('f', '') : a))
-      .filter((a) => a !== '-');
+    const head = (dd < 0 ? run : run.slice(0, dd)).filter((a) => a !== '--json');
     run = [...head, '--json', ...(dd < 0 ? [] : run.slice(dd))];
   }
   // DWUNW_PARENT_PID: a tool on the shared signal layer (offcputime) dies with this process
@@ -111,5 +108,5 @@ export async function runStackTool(tool: StackTool, args: string[]): Promise<voi
     process.stderr.write(`${tool.name}: wrote ${sp.html} (flame graph)\n`);
   }
   if (sp.json) process.stdout.write(text);
-  else if (sp.folded) process.stdout.write(foldedLines(out.entries).map((l) => `${l}\n`).join(''));
+  else if (sp.folded) process.stdout.write(out.folded.map((l) => `${l.folded} ${l.count}\n`).join(''));
 }

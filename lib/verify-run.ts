@@ -11,6 +11,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
+import { parseMaps } from './dwunw.js';
 
 export interface Breakpoint {
   name: string;
@@ -179,10 +180,8 @@ export async function runSession(s: SessionSpec): Promise<SessionRun> {
 export function libsOutside(mapsText: string, sysroot: string): string[] {
   const root = `${sysroot.replace(/\/+$/, '')}/`;
   const out = new Set<string>();
-  for (const line of mapsText.split('\n')) {
-    const path = line.trim().split(/\s+/)[5];
-    if (path && /\.so(\.[\d.]+)?$/.test(path) && !path.startsWith(root)) out.add(path);
-  }
+  for (const { path } of parseMaps(mapsText))
+    if (/\.so(\.[\d.]+)?$/.test(path) && !path.startsWith(root)) out.add(path);
   return [...out];
 }
 

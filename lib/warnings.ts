@@ -1,10 +1,12 @@
 // The library's warnings on stderr, with the missing-module ones gathered: a sysroot that lacks
 // every file would otherwise print one line per module and thread. Each missing module is named
-// once; past a few, one summary line names the count and the first ones.
-const MISSING = /^dwunw: (.*): cannot load the module \((.*)\): its frames cannot be unwound$/;
+// once, in the library's own words (proc.c writes the line; it is only recognised here); past a few,
+// one summary line names the count and the first ones.
+const MISSING = /^dwunw: (.*): cannot load the module \(.*\): its frames cannot be unwound$/;
 const SHOWN = 4;
 
 export class Warnings {
+  /** path -> the library's line about it */
   private readonly missing = new Map<string, string>();
 
   constructor(private readonly out: NodeJS.WritableStream = process.stderr) {}
@@ -13,7 +15,7 @@ export class Warnings {
   readonly warn = (line: string): void => {
     const m = MISSING.exec(line);
     if (m) {
-      if (!this.missing.has(m[1])) this.missing.set(m[1], m[2]);
+      if (!this.missing.has(m[1])) this.missing.set(m[1], line);
       return;
     }
     this.out.write(`${line}\n`);
@@ -34,7 +36,7 @@ export class Warnings {
         `dwunw: ${paths.length} module files could not be loaded${under} (${first}, ...): frames in them cannot be unwound\n`,
       );
     } else {
-      for (const p of paths) this.out.write(`dwunw: ${p}: cannot load the module (${this.missing.get(p)}): its frames cannot be unwound\n`);
+      for (const line of this.missing.values()) this.out.write(`${line}\n`);
     }
     this.missing.clear();
   }

@@ -6,7 +6,7 @@
 //
 // Needs root (or CAP_SYS_PTRACE) and x86_64: it ptraces, and reads /proc/PID/syscall numbers.
 import { type ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { chownSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -826,6 +826,65 @@ t.test('JIT frames named from /tmp/perf-PID.map, as the tools name them', async 
   const legend = lines.filter((l) => l.startsWith('frames marked '));
   t.equal(legend.length, 1, 'one legend line');
   t.match(legend[0], /\[jit\] named from the JIT's \/tmp\/perf-PID\.map$/, 'the legend explains [jit], as the tools word it');
+});
+
+t.test('a planted /tmp/perf-PID.map (another owner, a symlink) names nothing and is said once', async (t) => {
+  // node without --perf-basic-prof: JIT frames, and no map of its own; the test writes one that
+  // covers every address, as someone else could
+  const js = 'function leaf(){let s=0;for(;;){s+=Math.sqrt(s)%7}} console.log("spinning"); leaf()';
+  const c = start(t, process.execPath, ['--interpreted-frames-native-stack', '-e', js]);
+  const mapPath = `/tmp/perf-${c.pid}.map`;
+  const elsewhere = join(work, `planted-${c.pid}.map`);
+  t.teardown(() => rmSync(mapPath, { force: true }));
+  await firstLine(c);
+  const planted = '0 ffffffffffff planted\n';
+  /** JIT frames of one capture that has some, and stderr. */
+  const capture = (): { anon: JFrame[]; stderr: string } => {
+    let last = { anon: [] as JFrame[], stderr: '' };
+    for (let i = 0; i < 5; i++) {
+      const r = dwunw(['unwind-pid', String(c.pid), '--tid', String(c.pid), '--json']);
+      const j = parseJson<JProcess>(t, r.stdout, 'unwind-pid');
+      last = { anon: j?.threads[0]?.frames.filter((f) => f.module === null) ?? [], stderr: r.stderr };
+      if (last.anon.length) break;
+    }
+    return last;
+  };
+  const cases: [string, () => void, RegExp | null][] = [
+    // the control: the same file owned by root (the process's user) is used
+    ['owned by root', () => writeFileSync(mapPath, planted), null],
+    [
+      'owned by another user',
+      () => {
+        writeFileSync(mapPath, planted);
+        chownSync(mapPath, 65534, 65534);
+      },
+      /perf-\d+\.map not used: owned by uid 65534, not by root or the process's user \(uid 0\)$/,
+    ],
+    [
+      'a symbolic link',
+      () => {
+        writeFileSync(elsewhere, planted);
+        symlinkSync(elsewhere, mapPath);
+      },
+      /perf-\d+\.map not used: a symbolic link$/,
+    ],
+  ];
+  for (const [what, plant, refused] of cases) {
+    rmSync(mapPath, { force: true });
+    plant();
+    const { anon, stderr } = capture();
+    t.ok(anon.length > 0, `${what}: the capture has JIT frames (${anon.length})`);
+    const named = anon.filter((f) => f.symbol === 'planted');
+    const lines = stderr.split('\n').filter((l) => /perf-\d+\.map/.test(l));
+    if (refused === null) {
+      t.equal(named.length, anon.length, `${what}: every JIT frame named from it`);
+      t.equal(lines.length, 0, `${what}: nothing said`);
+    } else {
+      t.equal(named.length, 0, `${what}: no frame named from it`);
+      t.equal(lines.length, 1, `${what}: said once`);
+      t.match(lines[0] ?? '', refused, `${what}: the line names the file and why`);
+    }
+  }
 });
 
 t.test('lib/perf-map.ts: ranges, latest line wins, read on after a miss, a new file from the start', async (t) => {

@@ -49,6 +49,9 @@ interface Report {
   differences: number;
   fallback: number;
   complete: number;
+  snapshot_short: number;
+  kernel_short: number;
+  no_snapshot: number;
   uprobe_tramp?: number;
   lost: number;
   signal_frames: number;
@@ -82,22 +85,49 @@ function run(args: string[], timeoutMs = 60_000): { rep: Report | null; stderr: 
   return { rep, stderr: r.stderr ?? '', status: r.status };
 }
 
-/** Fallback reasons that are expected (the hybrid's design), with what makes each legitimate. */
-function unexplained(rep: Report): string[] {
+/**
+ * Fallbacks that are not the hybrid's design. Designed, each with what makes it legitimate:
+ * before the (re)load (no-proc, no-mapping: -s stops the process at such a sample until its
+ * tables are in, so a few per site); a rule the walker leaves to libdwunw, named (unsupported-rule
+ * with its why); ld.so's code without CFI (no-dwarf: the snapshot path's heuristics take over, the
+ * walker never guesses); and what the test names in `also` (no-table when the budget evicts).
+ * Rare (read-fault: a stack page not present, a sample while the kernel tears the mm down;
+ * register-unknown, no-progress, busy): at most RARE of the events in all. Measured on this
+ * machine (load 15, 2 cores): no-proc 1 per program, no-mapping 1 per dlopen, unsupported-rule 8
+ * (unwind_zoo's offset-range probe), no-dwarf 1-2 in ld.so, no rare one.
+ */
+const RARE = 0.005;
+function unexplained(rep: Report, also: string[] = []): string[] {
   const bad: string[] = [];
+  let rare = 0;
   for (const s of rep.fallback_sites) {
-    if (s.status === 'no-proc' || s.status === 'no-mapping') continue; // before the (re)load: tables come next
-    if (s.status === 'unsupported-rule' && s.why !== '') continue; // a rule the walker leaves to libdwunw, named
-    if (s.status === 'no-table' || s.status === 'busy') continue;
-    // code without CFI (ld.so's entry, hand-written stubs): the snapshot path's frame-pointer and
-    // [sp] heuristics take over; the walker never guesses
-    if (s.status === 'no-dwarf') continue;
-    // a stack page not present (bpf_probe_read_user cannot fault it in: a sample while the kernel
-    // tears the mm down, a page never touched), a register the CFA needs that no rule restored
-    if (s.status === 'read-fault' || s.status === 'register-unknown' || s.status === 'no-progress') continue;
-    bad.push(`${s.where} ${s.status} ${s.rule} x${s.count}`);
+    // in the uretprobe trampoline's page ([uprobes], mapped by the kernel at the top of the user
+    // address space on x86_64): another tool's uretprobe on libc beside this test. Frame 0 there
+    // is counted in uprobe_tramp; a return address hijacked by it stops a later frame there too.
+    if (s.status === 'no-mapping' && /^0x7fffffffe[0-9a-f]{3}$/.test(s.where)) continue;
+    if ((s.status === 'no-proc' || s.status === 'no-mapping') && s.count <= 5) continue;
+    if (s.status === 'unsupported-rule' && s.why !== '') continue;
+    if (s.status === 'no-dwarf' && /^ld-linux[^+]*\+0x/.test(s.where)) continue;
+    if (also.includes(s.status)) continue;
+    if (['read-fault', 'register-unknown', 'no-progress', 'busy'].includes(s.status)) rare += s.count;
+    else bad.push(`${s.where} ${s.status} ${s.rule} x${s.count}`);
   }
+  if (rare > RARE * rep.events) bad.push(`${rare} rare fallbacks (read-fault, register-unknown, no-progress, busy) > ${100 * RARE} % of ${rep.events}`);
   return bad;
+}
+
+/**
+ * Whole stacks compared: every event is identical (the same pcs to the same end), a fallback where
+ * the walker stopped first (kernel_short, explained above), or a walk libdwunw ended with an error
+ * before the walker's end (snapshot_short: not identical; at most SHORT of the events; measured
+ * 2 of 948 in unwind_zoo, 1 of 1183 in python3), or a difference (none).
+ */
+const SHORT = 0.01;
+function wholeStacks(tt: Test, name: string, rep: Report): void {
+  tt.equal(rep.identical + rep.kernel_short + rep.snapshot_short + rep.differences + rep.no_snapshot, rep.events,
+    `${name}: every event classified: ${rep.identical} identical + ${rep.kernel_short} walker short (fallback) + ${rep.snapshot_short} libdwunw short + ${rep.differences} differing + ${rep.no_snapshot} without a snapshot`);
+  tt.equal(rep.no_snapshot, 0, `${name}: every event carried its snapshot`);
+  tt.ok(rep.snapshot_short <= SHORT * rep.events, `${name}: ${rep.snapshot_short} walks libdwunw ended short with an error (<= ${100 * SHORT} %)`);
 }
 
 function common(tt: Test, name: string, r: ReturnType<typeof run>, minEvents: number, minComplete: number): Report | null {
@@ -107,7 +137,10 @@ function common(tt: Test, name: string, r: ReturnType<typeof run>, minEvents: nu
     diffs: r.stderr.split('\n').filter((l) => l.startsWith('difference') || l.startsWith('  ')).slice(0, 40),
   });
   tt.ok(rep!.events >= minEvents, `${name}: ${rep!.events} events (>= ${minEvents})`);
-  tt.ok(rep!.identical_pct >= 99.9, `${name}: ${rep!.identical_pct.toFixed(3)} % identical (>= 99.9 %)`);
+  // identical: the whole stacks equal; the designed fallbacks (walker short) are bounded by
+  // unexplained() and by the complete share below (measured: >= 98.8 % identical)
+  tt.ok(rep!.identical_pct >= 98, `${name}: ${rep!.identical_pct.toFixed(3)} % identical, whole stacks (>= 98 %)`);
+  wholeStacks(tt, name, rep!);
   tt.equal(rep!.lost, 0, `${name}: no event lost`);
   tt.equal(rep!.hybrid_mismatch, 0, `${name}: kw_event_stack gives the walker's pcs (${rep!.hybrid_kernel}) or libdwunw's (${rep!.hybrid_snapshot}), as each event says`);
   tt.same(unexplained(rep!), [], `${name}: every fallback explained`);
@@ -173,9 +206,12 @@ if (why) {
     const rep = r.rep;
     if (!tt.ok(rep, 'kwalk-check printed its JSON report', { stderr: r.stderr.slice(-2000) })) return;
     tt.equal(rep!.differences, 0, 'no frame differs');
-    tt.ok(rep!.identical_pct >= 99.9, `${rep!.identical_pct.toFixed(3)} % identical`);
+    tt.ok(rep!.identical_pct >= 98, `${rep!.identical_pct.toFixed(3)} % identical, whole stacks (>= 98 %)`);
+    wholeStacks(tt, 'budget', rep!);
     tt.equal(rep!.lost, 0, 'no event lost');
-    tt.same(unexplained(rep!), [], 'every fallback has a counted, explained reason');
+    // evicted modules: their next samples fall back (no-table) until the loader has them again
+    tt.same(unexplained(rep!, ['no-table']), [], 'every fallback has a counted, explained reason');
+    tt.comment(`budget: fallback sites ${JSON.stringify(rep!.fallback_sites)}`);
     const byStatus = Object.values(rep!.by_status).reduce((a, b) => a + b, 0);
     tt.equal(byStatus, rep!.events, `every event counted under one walker status (${JSON.stringify(rep!.by_status)})`);
     const k = rep!.kernel as Figures & { evictions: number; rows: number; map_bytes: number };

@@ -94,32 +94,32 @@ if (why) {
   skipOrFail(t, why, 'memleak map tests skipped');
 } else {
   const variants = [
-    { name: 'another layout (B), unloaded at once', other: 'B', opts: '', extra: [] as string[] },
-    { name: 'the same layout, other names (C), unloaded at once', other: 'C', opts: '' },
-    { name: 'another layout (B), unloaded after 20 ms', other: 'B', opts: '--delay 20' },
-    { name: 'the same layout (C), unloaded after 20 ms', other: 'C', opts: '--delay 20' },
+    { name: 'another layout (B), unloaded at once', other: 'B', opts: '', extra: [] as string[], minRight: 0.9 },
+    { name: 'the same layout, other names (C), unloaded at once', other: 'C', opts: '', minRight: 0.9 },
+    { name: 'another layout (B), unloaded after 20 ms', other: 'B', opts: '--delay 20', minRight: 0.9 },
+    { name: 'the same layout (C), unloaded after 20 ms', other: 'C', opts: '--delay 20', minRight: 0.9 },
     { name: 'control: nothing unloaded (A and C)', other: 'C', opts: '--keep' },
     // the perf buffer orders records per CPU only: a record older than a mapping already applied
     // is flagged, never attributed to the newer library
-    { name: 'perf buffer: the same layout (C), unloaded at once', other: 'C', opts: '', extra: ['--perf-buffer'] },
+    { name: 'perf buffer: the same layout (C), unloaded at once', other: 'C', opts: '', extra: ['--perf-buffer'], minRight: 0.9 },
     // each load a fresh copy, deleted once unloaded: read late, its file is gone (flagged, and
     // never merged with the next copy, which may get the same inode number). The old 2-of-49
     // flake (wrong and merged, under load): copy k gone, libdwunw opened /proc/PID/map_files of
     // its range, by then copy k+1 with k's inode number; now such a module is not trusted
-    { name: 'fresh copies deleted after dlclose (A and C)', other: 'C', opts: '--copy', extra: [] },
+    { name: 'fresh copies deleted after dlclose (A and C)', other: 'C', opts: '--copy', extra: [], minRight: 0 },
     // the same, unloaded and deleted 20 ms after the leaks: the files are held open by identity
     // when their mapping is seen, so most copies are unwound and named though deleted
-    { name: 'fresh copies deleted 20 ms after the leaks (A and C)', other: 'C', opts: '--copy', delay: '--delay 20', extra: [] },
+    { name: 'fresh copies deleted 20 ms after the leaks (A and C)', other: 'C', opts: '--copy', delay: '--delay 20', extra: [], minRight: 0.9 },
     // copies alive 300 ms after their leaks, so memleak unwinds them while their files exist:
     // each copy right under its own path (stacks are keyed by device, inode and path; a copy
     // never loaded frees its inode number, which ext4 gives the next copy at once)
     { name: 'fresh copies alive 300 ms, inode numbers reused (A and C)', other: 'C', opts: '--copy',
-      delay: '--delay 300', extra: [], rounds: 4 },
+      delay: '--delay 300', extra: [], rounds: 4, minRight: 0.9 },
     // ... and memleak processing each record 300 ms after its event (a consumer fallen behind):
     // every copy is deleted by then, so a block is right only through its file held open
     // ("PATH (deleted)"), else flagged naming its copy
     { name: 'fresh copies deleted 20 ms after the leaks, records processed 300 ms late', other: 'C', opts: '--copy',
-      delay: '--delay 20', extra: [], lag: '300' },
+      delay: '--delay 20', extra: [], lag: '300', minRight: 0.9 },
   ];
   for (const v of variants) {
     t.test(v.name, { timeout: 150_000 }, async (t) => {
@@ -143,6 +143,12 @@ if (why) {
       t.equal(s.merged, 0, 'no stack holds blocks of both libraries');
       t.ok(s.right + s.flagged + untracked >= 2 * rounds * BLOCKS,
         `every block accounted for: ${s.right} right + ${s.flagged} flagged + ${untracked} untracked of ${2 * rounds * BLOCKS}`);
+      // flagging is the exception, not a way out: the control (nothing unloaded) is right on every
+      // block; the others on at least minRight (measured at load 9 on 2 cores: 400 of 400 right in
+      // every variant but the copies deleted at once, 10 right + 390 flagged naming their copy)
+      const minRight = (v as { minRight?: number }).minRight ?? 0;
+      if (v.opts === '--keep') t.equal(s.right, 2 * rounds * BLOCKS - untracked, `control: every block right (${s.right} + ${untracked} untracked)`);
+      else t.ok(s.right >= minRight * 2 * rounds * BLOCKS, `${s.right} of ${2 * rounds * BLOCKS} blocks right (>= ${100 * minRight} %)`);
       t.ok(r.last.maps && r.last.maps.mmaps > 0, 'mapping changes were applied in record order (summary "maps")');
       if (dir) {
         // every block flagged because its copy was gone is flagged under a frame naming that copy
@@ -150,12 +156,12 @@ if (why) {
         const flaggedUnknown = r.last.stacks.filter((st) => st.stop === 'MODULE_UNKNOWN')
           .reduce((a, st) => a + (st.allocs ?? []).filter((x) => x.size === 1111 || x.size === 2222).length, 0);
         t.equal(s.named, flaggedUnknown, `every MODULE_UNKNOWN block names its deleted copy (${s.named} of ${flaggedUnknown})`);
+        t.equal(s.right + s.named, 2 * rounds * BLOCKS - untracked, `each block right, or flagged naming its deleted copy (${s.right} + ${s.named} + ${untracked} untracked)`);
         if (lag) {
           const rightDeleted = r.last.stacks.filter((st) => st.complete === true &&
             st.frames.some((f) => / \(deleted\)$/.test(f.module ?? '') && /-libswap[AC]\.so/.test(f.module ?? '')))
             .reduce((a, st) => a + (st.allocs ?? []).filter((x) => x.size === 1111 || x.size === 2222).length, 0);
           t.equal(rightDeleted, s.right, `every right block was unwound through its deleted copy held open (${rightDeleted} of ${s.right})`);
-          t.equal(s.right + s.named, 2 * rounds * BLOCKS - untracked, `each block right through its held copy or flagged naming it (${s.right} + ${s.named})`);
         }
         const m2 = r.last.maps!;
         t.ok(m2.files_held! + m2.files_missed! >= Number(m[1]),
@@ -177,7 +183,7 @@ if (why) {
       t.equal(r.code, 0, `memleak exits 0${r.code ? `: ${r.stderr.trim().split('\n').pop()}` : ''}`);
       const places = [...r.stderr.matchAll(/jitleak: (0x[0-9a-f]+)/g)].map((m) => BigInt(m[1]!));
       t.equal(places.length, ROUNDS_JIT, 'jitleak ran its code each round');
-      if (!r.last) return;
+      if (!r.last) return void t.fail('memleak printed no report', { stderr: r.stderr.slice(-2000) });
       let blocks = 0;
       let inJit = 0;
       for (const st of r.last.stacks)

@@ -64,6 +64,14 @@ const hasChain = (s: JStack, chain: string[]): boolean => {
 const count = (r: JReport, f: (s: JStack) => boolean): number => r.stacks.filter(f).reduce((a, s) => a + s.allocations, 0);
 const untracked = (r: JReport): number => Object.values(r.untracked).reduce((a, b) => a + b, 0);
 
+/**
+ * Bounds from measured runs. Threads: the ring buffer fills at this rate when the machine is
+ * loaded (2 cores: 123953 of 200000 under their stack at load 15, 84668 at load 34; the others
+ * under a lost stack, 0 untracked). Fork: 0 of 200 child blocks read after the child's exit.
+ */
+const SCALE_FOUND = 0.2;
+const FORK_GONE = 0.25;
+
 const why = unavailable();
 if (why) {
   skipOrFail(t, why, 'memleak scale tests skipped');
@@ -88,6 +96,9 @@ if (why) {
       `every leaked block accounted for once: ${found} under rate_3 <- ... <- rate_thread <- start_thread + ${shownLost} lost + ${untracked(r.last)} untracked = ${accounted}, leaked ${leaked} (+ leaky's own <= 50)`);
     t.ok(r.last.stacks.filter((s) => hasChain(s, chain)).every((s) => s.complete === true && names(s).includes('clone3')),
       'their stacks are complete (down to clone3)');
+    // lost and untracked records are counted, and bounded: most blocks are shown under their stack
+    t.ok(found >= SCALE_FOUND * leaked, `${found} of ${leaked} leaked blocks under their stack (>= ${100 * SCALE_FOUND} %; ${r.last.lost} lost, ${untracked(r.last)} untracked)`);
+    t.ok(untracked(r.last) <= 0.01 * leaked, `${untracked(r.last)} untracked blocks (<= 1 % of ${leaked}: the maps are sized for this run)`);
     t.comment(`threads: ${JSON.stringify({ made, leaked, rate, found, lost: r.last.lost, untracked: r.last.untracked })}`);
   });
 
@@ -110,6 +121,10 @@ if (why) {
     t.ok(kids.every((s) => s.bytes === s.allocations * 2222 &&
       ((s.complete === true && hasChain(s, ['fk_child_2', 'fk_child_1', 'main'])) || s.stop === 'NO_PROCESS')),
     `each child's stack is fk_child_2 <- fk_child_1 <- main, or stopped at its exit (${kids.map((s) => s.stop).join(', ')})`);
+    // each child lives 1 s after its leaks: its records are unwound while it runs, save a few
+    // read late under load (a bounded share, measured)
+    const gone = count(r.last, (s) => kids.includes(s) && s.stop === 'NO_PROCESS');
+    t.ok(gone <= FORK_GONE * CHILDREN * 50, `${gone} of the children's ${CHILDREN * 50} blocks under a stack stopped at the child's exit (<= ${100 * FORK_GONE} %)`);
   });
 
   t.test('dlopen / dlclose of our library while traced', { timeout: 120_000 }, async (t) => {

@@ -334,6 +334,15 @@ async function main(t: Test): Promise<void> {
     if (!rep) return;
     tt.equal(rep.unwind_mode, 'fp', 'ran in fp mode');
     tt.ok(rep.stacks.every((s) => s.kind === 'fp' || s.kind === 'none'), 'frame-pointer stacks');
+    // recording does not depend on the unwinding: fp mode holds the very blocks dwarf mode does,
+    // each under a stack with at least its caller's pc (an empty report is a failure)
+    const want = sites.reduce((a, s) => a + expCount(s, 3), 0);
+    const wantBytes = sites.reduce((a, s) => a + expCount(s, 3) * s.size, 0);
+    const got = rep.stacks.reduce((a, s) => a + s.allocations, 0);
+    const gotBytes = rep.stacks.reduce((a, s) => a + s.bytes, 0);
+    tt.same([got, gotBytes], [want, wantBytes], `fp: every block of leaky's sites recorded (${got} blocks, ${gotBytes} bytes)`);
+    tt.equal(rep.lost, 0, 'fp: no lost records');
+    tt.ok(rep.stacks.every((s) => s.frames.length >= 1), 'fp: every stack has at least its caller\'s frame');
     tt.comment(fpCompleteness(rep));
   });
 
@@ -354,13 +363,24 @@ async function main(t: Test): Promise<void> {
     tt.same(key(rep), key(dw), `${what}: the same frames (symbol+offset), bytes and counts as dwarf mode`);
   };
 
+  /**
+   * --unwind=kernel: the least share of walker events walked in the kernel. -p (attached before
+   * leaky runs: its tables are in first): 98 of 98 measured. -c: leaky's start-up allocations
+   * come before its tables are loaded (no-proc, no-mapping): 147 of 256 (57 %) at load 15 on 2
+   * cores, 96 of 256 (37 %) at load 34.
+   */
+  const KERNEL_SHARE = { c: 0.15, p: 0.9 };
   /** The walker's events all accounted for: from the walker or fallen back, none malformed. */
-  const checkKernelWalk = (tt: Test, rep: JReport, what: string): void => {
+  const checkKernelWalk = (tt: Test, rep: JReport, what: string, minShare: number): void => {
     const k = rep.kernel_walk;
     if (!k) return void tt.fail(`${what}: no kernel_walk object in the report`);
     tt.equal(k.events, k.from_kernel + k.fallback, `${what}: every walker event from the walker or the snapshot (${k.from_kernel} + ${k.fallback})`);
     tt.equal(k.bad, 0, `${what}: no malformed event`);
-    tt.ok(k.from_kernel > 0, `${what}: stacks walked in the kernel (${k.from_kernel} of ${k.events}, fallback ${k.fallback_pct} %)`);
+    // a bounded fallback share, from measured runs (KERNEL_SHARE); and the fallbacks are the
+    // tables not loaded yet (no-proc, no-mapping), any other reason at most 1 % of the events
+    const other = Object.entries(k.by_status).filter(([st]) => !['ok', 'depth', 'no-code', 'no-proc', 'no-mapping'].includes(st));
+    tt.ok(other.reduce((a, [, n]) => a + n, 0) <= 0.01 * k.events, `${what}: fallbacks other than before the tables load <= 1 % (${JSON.stringify(Object.fromEntries(other))})`);
+    tt.ok(k.from_kernel >= minShare * k.events, `${what}: stacks walked in the kernel (${k.from_kernel} of ${k.events} >= ${100 * minShare} %, fallback ${k.fallback_pct} %, by status ${JSON.stringify(k.by_status)})`);
     tt.equal(Object.values(k.by_status).reduce((a, b) => a + b, 0), k.events, `${what}: stops by reason add up`);
     tt.ok(k.table_bytes > 0 && k.table_bytes <= k.map_bytes, `${what}: tables ${k.table_bytes} B within ${k.map_bytes} B of maps`);
   };
@@ -372,7 +392,7 @@ async function main(t: Test): Promise<void> {
     tt.equal(rep.unwind_mode, 'kernel');
     checkDwarf(tt, rep, 3);
     sameAsDwarf(tt, rep, dwarfRep, '-c');
-    checkKernelWalk(tt, rep, '-c');
+    checkKernelWalk(tt, rep, '-c', KERNEL_SHARE.c);
   });
 
   t.test('-p PID (attached before the target runs), -C against the plain report', async (tt) => {
@@ -401,7 +421,7 @@ async function main(t: Test): Promise<void> {
     if (kw) {
       checkDwarf(tt, kw, 2);
       sameAsDwarf(tt, kw, dw, '-p');
-      checkKernelWalk(tt, kw, '-p');
+      checkKernelWalk(tt, kw, '-p', KERNEL_SHARE.p);
     }
   });
 

@@ -10,7 +10,7 @@
 // asserts invariants only, never timings. Needs root, BTF, BPF and node: skipped with the
 // reason, unless DWUNW_REQUIRE_BPF=1 (CI).
 import { type ChildProcess, spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { chownSync, existsSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -136,7 +136,10 @@ t.test('memleak -p: JS functions named from the perf map, stacks complete to nod
   // event): then never complete, and its reason says so
   const complete = unwound.filter((s) => s.complete);
   tt.comment(`complete: ${complete.length} stacks (${complete.reduce((a, s) => a + s.allocations, 0)} blocks); flagged: ${unwound.filter((s) => !s.complete).map((s) => s.stop).join(', ') || 'none'}`);
-  tt.ok(complete.length > 0, 'complete stacks');
+  // flagged stacks are the exception (memory above the window rewritten before the unwind): a
+  // bounded share of the blocks (measured at load 30 on 2 cores: 140 of 160 complete, twice)
+  const completeBlocks = complete.reduce((a, s) => a + s.allocations, 0);
+  tt.ok(completeBlocks >= 0.6 * count, `blocks under complete stacks: ${completeBlocks} of ${count} (>= 60 %)`);
   for (const s of unwound) {
     const n = names(s);
     const inner = n.findIndex((x) => /jitLeakInner/.test(x));
@@ -183,4 +186,50 @@ t.test('profile -p: JS names marked [jit], stacks to node::Start, no <null sym>'
     if (tt.passing() === false) break;
   }
   tt.match(pr.stdout, /^ {4}frames marked .*\[jit\] named from the JIT's \/tmp\/perf-PID\.map/m, 'the legend explains the markers once');
+});
+
+t.test('profile -p: a planted perf map (another owner, a symlink) names nothing and is said once', { skip: skip ?? false }, async (tt) => {
+  // node without --perf-basic-prof writes no map of its own: the test plants one covering every address
+  const node = start(nodeBin, ['--interpreted-frames-native-stack', fixture, 'spin', '150000'], 170_000);
+  tt.teardown(() => void node.child.kill('SIGKILL'));
+  await waitFor(node, () => /^ready \d+$/m.test(node.stdout), 60_000, 'node ready');
+  const pid = Number(/^ready (\d+)$/m.exec(node.stdout)![1]);
+  const mapPath = `/tmp/perf-${pid}.map`;
+  const elsewhere = join(work, `planted-${pid}.map`);
+  tt.teardown(() => rmSync(mapPath, { force: true }));
+  const cases: [string, () => void, RegExp | null][] = [
+    ['owned by root (the control: used)', () => writeFileSync(mapPath, '0 ffffffffffff planted\n'), null],
+    [
+      'owned by another user',
+      () => {
+        writeFileSync(mapPath, '0 ffffffffffff planted\n');
+        chownSync(mapPath, 65534, 65534);
+      },
+      /perf-\d+\.map not used: owned by uid 65534, not by root or the process's user \(uid 0\)$/,
+    ],
+    [
+      'a symbolic link',
+      () => {
+        writeFileSync(elsewhere, '0 ffffffffffff planted\n');
+        symlinkSync(elsewhere, mapPath);
+      },
+      /perf-\d+\.map not used: a symbolic link$/,
+    ],
+  ];
+  for (const [what, plant, refused] of cases) {
+    rmSync(mapPath, { force: true });
+    plant();
+    const pr = start(profileBin, ['-U', '-f', '-F', '199', '-p', String(pid), '2'], 160_000);
+    tt.teardown(() => void pr.child.kill('SIGKILL'));
+    tt.equal(await pr.done, 0, `${what}: profile exits 0`, { stderr: pr.stderr });
+    const lines = pr.stderr.split('\n').filter((l) => /perf-\d+\.map/.test(l));
+    if (refused === null) {
+      tt.match(pr.stdout, /;planted/, `${what}: JIT frames named from it`);
+      tt.equal(lines.length, 0, `${what}: nothing said`);
+    } else {
+      tt.notMatch(pr.stdout, /planted/, `${what}: no frame named from it`);
+      tt.equal(lines.length, 1, `${what}: said once`);
+      tt.match(lines[0] ?? '', refused, `${what}: the line names the file and why`);
+    }
+  }
 });

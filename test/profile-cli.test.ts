@@ -37,6 +37,8 @@ t.test('our options are taken out, profile\'s passed on', async (tt) => {
     folded: true,
     json: false,
     rest: ['-U', '-f', '--', 'x', '--pprof', 'y'],
+    export: [],
+    headers: [],
   });
   const h = await dwunw(['--help']);
   tt.equal(h.status, 0, '--help: exit status 0');
@@ -60,7 +62,7 @@ t.test('bad input: one line, the README\'s exit status', async (tt) => {
   oneLine(tt, await dwunw(['--frobnicate']), /^profile: unknown option --frobnicate /, '--frobnicate');
   oneLine(tt, await dwunw(['-F', 'abc']), /^profile: -F: not a number: abc /, '-F abc');
   oneLine(tt, await dwunw(['-p']), /^profile: option -p needs a value /, '-p without a value');
-  oneLine(tt, await dwunw(['--pprof']), /^dwunw: profile: --pprof: a file name is expected /, '--pprof without a file');
+  oneLine(tt, await dwunw(['--pprof']), /^dwunw: profile: --pprof: a value is expected /, '--pprof without a file');
   oneLine(tt, await dwunw(['-F', '0', '1']), /^profile: -F 0: out of range \(1 \.\. 10000 Hz\) /, '-F 0');
   oneLine(tt, await dwunw(['-F', '100000', '1']), /^profile: -F 100000: out of range \(1 \.\. 10000 Hz\) /, '-F 100000');
   oneLine(tt, await dwunw(['-C', '99', '1']), /^profile: -C 99: no such online CPU \(online: [-0-9,]+\) /, '-C 99');

@@ -252,6 +252,7 @@ t.test('the target exits or is killed at a random moment: no hang, nothing left 
   const N = 50;
   const PARALLEL = 2;
   const outcomes = new Map<string, number>();
+  const endings = new Map<string, number>();
   let next = 0;
   const one = async (i: number): Promise<void> => {
     // exits: by itself, at any moment (before dwunw looks at the pid, while it attaches and
@@ -269,12 +270,16 @@ t.test('the target exits or is killed at a random moment: no hang, nothing left 
     const exited = exitOf(c);
     const run = startDwunw(['unwind-pid', String(pid), '--json'], hold ? { DWUNW_TEST_HOLD_MS: String(hold) } : {});
     let stopWatch = false;
+    // killed mode: when our SIGKILL went out, relative to dwunw's end (told apart below)
+    let killedWhileRunning = false;
     if (mode === 'killed') {
       void (async () => {
         const t0 = Date.now();
         while (!stopWatch && Date.now() - t0 < 20_000 && !threads(pid).some(([, , tracer]) => tracer === run.child.pid)) await sleep(2);
         if (stopWatch) return;
         await sleep(when);
+        if (stopWatch) return;
+        killedWhileRunning = true;
         kill(c);
       })();
     }
@@ -288,36 +293,61 @@ t.test('the target exits or is killed at a random moment: no hang, nothing left 
     // While the target still runs (exits mode, late), none of its threads may be held.
     const held = await leftHeld(pid);
     t.same(held, [], `${what}: no thread left stopped or traced`);
+    // How the target ended, told apart: exits mode, on its own (status 7) or of our SIGKILL after
+    // dwunw's end; killed mode, of the SIGKILL sent while dwunw ran, or (dwunw done before the kill
+    // was due) of the one after it. It never ends otherwise (the killed-mode target never exits).
     kill(c);
     const ex = await within(exited, 10_000);
-    if (mode === 'exits')
-      t.ok(ex !== 'timeout' && ((ex.code === 7 && when < 30_000) || ex.signal === 'SIGKILL'), `${what}: its parent sees exit status 7 (or our SIGKILL)`, { exit: ex });
-    else t.ok(ex !== 'timeout' && ex.signal === 'SIGKILL', `${what}: its parent sees SIGKILL`, { exit: ex });
+    let ending: string;
+    if (mode === 'exits') {
+      t.ok(ex !== 'timeout' && (ex.code === 7 || ex.signal === 'SIGKILL'), `${what}: its parent sees exit status 7 (or our SIGKILL after the run)`, { exit: ex });
+      ending = ex !== 'timeout' && ex.code === 7 ? 'exited on its own' : 'still running at the end';
+    } else {
+      t.ok(ex !== 'timeout' && ex.signal === 'SIGKILL', `${what}: its parent sees SIGKILL`, { exit: ex });
+      ending = killedWhileRunning ? 'killed during the run' : 'dwunw done before the kill';
+    }
+    endings.set(`${mode}: ${ending}`, (endings.get(`${mode}: ${ending}`) ?? 0) + 1);
 
-    // 3: the process was gone before dwunw could look at it (see the README's exit codes).
+    // The documented outcomes (README "Exit status", commands/unwind-pid.ts, lib/traceable.ts):
+    //  0: every thread listed (at least the one dwunw found in /proc/PID/task), each unwound or
+    //     NO_PROCESS (it exited while read), nothing on stderr;
+    //  3: one line: the process gone before dwunw looked ("no such process"), or a zombie;
+    //  1: a thread that did not stop within the attach timeout (state D): the library's warning,
+    //     the thread's error "cannot attach: did not stop within N ms (ETIMEDOUT)". An exiting
+    //     thread is NO_PROCESS, never "cannot attach" (native stack_reader.c task_gone).
     t.ok(r.signal === null && (r.status === 0 || r.status === 1 || r.status === 3), `${what}: dwunw exits 0, 1 or 3 (${r.status})`, { stderr: r.stderr });
     oneLineMessages(t, r, what);
+    const lines = r.stderr.split('\n').filter(Boolean);
+    const json = (): { pid: number; threads: { stop: string; frames: unknown[]; error?: string }[] } | null => {
+      try {
+        return JSON.parse(r.stdout);
+      } catch (e) {
+        t.fail(`${what}: valid JSON (${(e as Error).message})`, { stdout: r.stdout.slice(0, 2000) });
+        return null;
+      }
+    };
     let outcome: string;
     if (r.status === 0) {
       t.equal(r.stderr, '', `${what}: exit 0: nothing on stderr`);
-      let j: { pid: number; threads: { stop: string; frames: unknown[] }[] } | null = null;
-      try {
-        j = JSON.parse(r.stdout);
-      } catch (e) {
-        t.fail(`${what}: valid JSON (${(e as Error).message})`, { stdout: r.stdout.slice(0, 2000) });
-      }
+      const j = json();
+      t.ok(j && j.pid === pid && j.threads.length >= 1, `${what}: exit 0 lists the process's threads (${j?.threads.length ?? 'no JSON'})`);
       const stops = new Set(j?.threads.map((x) => x.stop) ?? []);
       t.ok([...stops].every((s) => ['OK', 'NO_PROCESS', 'NO_PROGRESS', 'NO_DWARF', 'NO_MODULE', 'DEPTH', 'IO', 'STALE'].includes(s)), `${what}: documented stops (${[...stops].join(' ')})`);
-      outcome = stops.has('NO_PROCESS') ? 'exit 0, some threads NO_PROCESS' : j && j.threads.length > 0 ? 'exit 0, unwound' : 'exit 0, no thread';
+      t.ok((j?.threads ?? []).every((x) => x.error === undefined), `${what}: exit 0: no thread with an error`);
+      outcome = stops.has('NO_PROCESS') ? 'exit 0, some threads NO_PROCESS' : 'exit 0, unwound';
+    } else if (r.status === 3) {
+      t.equal(lines.length, 1, `${what}: exit 3: one line`, { stderr: r.stderr });
+      t.match(lines[0] ?? '', new RegExp(`^dwunw: pid ${pid}: no such process$|^dwunw: pid ${pid} is a zombie: it has exited, no stack is left$`),
+        `${what}: exit 3: the process was gone, or a zombie`);
+      outcome = / is a zombie: /.test(lines[0] ?? '') ? 'exit 3, zombie' : 'exit 3, no such process';
     } else {
-      const lines = r.stderr.split('\n').filter(Boolean);
-      t.ok(lines.length >= 1, `${what}: exit 1 says why`);
-      t.ok(
-        lines.every((l) => / no such process$| is a zombie: it has exited| cannot attach: | cannot read registers: | no thread /.test(l)),
-        `${what}: the process or a thread was gone, or could not be held`,
-        { stderr: r.stderr },
-      );
-      outcome = /no such process$/.test(lines[0] ?? '') ? 'exit 1, no such process' : / is a zombie: /.test(lines[0] ?? '') ? 'exit 3, zombie' : 'exit 1, other';
+      const j = json();
+      const failed = (j?.threads ?? []).filter((x) => x.error !== undefined);
+      t.ok(failed.length >= 1 && failed.every((x) => x.stop === 'IO' && /^cannot attach: did not stop within \d+ ms \(ETIMEDOUT\)$/.test(x.error!)),
+        `${what}: exit 1 only for a thread that did not stop in time`, { threads: failed });
+      t.ok(lines.length === failed.length && lines.every((l) => new RegExp(`^dwunw: pid ${pid} tid \\d+ did not stop within \\d+ ms \\(state .\\): not unwound$`).test(l)),
+        `${what}: exit 1: one warning per such thread`, { stderr: r.stderr });
+      outcome = 'exit 1, did not stop';
     }
     outcomes.set(outcome, (outcomes.get(outcome) ?? 0) + 1);
   };
@@ -327,6 +357,10 @@ t.test('the target exits or is killed at a random moment: no hang, nothing left 
     }),
   );
   t.comment(`outcomes: ${[...outcomes].map(([k, v]) => `${k}: ${v}`).join('; ')}`);
+  t.comment(`targets: ${[...endings].map(([k, v]) => `${k}: ${v}`).join('; ')}`);
+  // the killed-mode runs test a kill while dwunw holds threads only when the kill came in time
+  const killedDuring = endings.get('killed: killed during the run') ?? 0;
+  t.ok(killedDuring >= N / 4, `at least a half of the killed-mode runs killed the target while dwunw ran (${killedDuring} of ${N / 2})`);
 });
 
 t.test('dwunw killed at a random moment: the target keeps running', { skip }, async (t) => {
@@ -341,7 +375,11 @@ t.test('dwunw killed at a random moment: the target keeps running', { skip }, as
     const pid = c.pid!;
     await within(firstLine(c), 10_000);
     const run = startDwunw(['unwind-pid', String(pid)], { DWUNW_TEST_HOLD_MS: '150' });
-    const killer = setTimeout(() => kill(run.child, sig), when);
+    let sent = false;
+    const killer = setTimeout(() => {
+      sent = run.child.exitCode === null && run.child.signalCode === null;
+      kill(run.child, sig);
+    }, when);
     const r = await within(run.done, 30_000);
     clearTimeout(killer);
     if (r === 'timeout') {
@@ -351,7 +389,11 @@ t.test('dwunw killed at a random moment: the target keeps running', { skip }, as
       continue;
     }
     if (r.signal !== null) interrupted++;
-    t.ok(r.signal === sig || r.status === 0, `${what}: dwunw died of it (or had finished: ${r.status})`);
+    // told apart: killed (it dies of the signal: README "Signals"), or done before the signal was
+    // due (or while it was on its way): then exit 0 with all 4 threads unwound
+    const unwound = (r.stdout.match(/^Thread \d+ /gm) ?? []).length;
+    if (r.signal !== null) t.equal(r.signal, sig, `${what}: dwunw died of it`);
+    else t.ok(r.status === 0 && unwound === 4, `${what}: not killed${sent ? ' (the signal came as it ended)' : ''}: it had finished, exit 0, 4 threads unwound (${r.status}, ${unwound})`);
     if (sig !== 'SIGKILL' && r.signal === sig)
       t.match(r.stderr, /^(dwunw: interrupted by SIG(INT|TERM)( \(resumed \d+ held threads?\))?\n)?$/, `${what}: at most one line, naming the signal`, {
         stderr: r.stderr,
@@ -362,6 +404,7 @@ t.test('dwunw killed at a random moment: the target keeps running', { skip }, as
     t.equal((await exitOf(c)).signal, 'SIGKILL', `${what}: and dies only of our SIGKILL`);
   }
   t.comment(`${interrupted} of ${N} runs were interrupted, the others had finished`);
+  t.ok(interrupted >= N / 3, `dwunw was killed while it ran in ${interrupted} of ${N} runs (>= ${N / 3})`);
 });
 
 t.test('EPERM: dwunw as an unprivileged user against a root process', { skip: skip || (!existsSync('/usr/bin/setpriv') && !existsSync('/bin/setpriv') && 'no setpriv') }, async (t) => {

@@ -41,7 +41,8 @@
 #define KC_MAX_UPROBES 16
 #define KC_LIB_FRAMES  256
 
-static struct {
+/* the command line */
+struct kc_opts {
 	int json;
 	int verbose;
 	unsigned freq;
@@ -59,7 +60,38 @@ static struct {
 	int micro;
 	unsigned micro_op, micro_size, micro_n;
 	char **cmd;
-} opt = { .freq = 997, .duration = 10, .frames = KW_MAX_FRAMES, .peer = 1, .max_diffs = 20 };
+};
+
+struct site {
+	char where[160];
+	unsigned status, why;
+	uint32_t rule;
+	uint64_t count;
+};
+
+/* kwalk-check's state: one context, passed down from main */
+struct kwalk_check {
+	struct kc_opts opt;
+	struct kw_loader *kl;
+	struct dwunw_ctx ctx;
+	int pid;
+	/* each event is one of: identical (whole stacks), kernel_short, snapshot_short, a difference,
+	 * no_lib (no snapshot to compare) */
+	uint64_t events, identical, differences, fallback, snapshot_short, kernel_short, complete, no_lib, uprobe_tramp;
+	uint64_t by_status[KW_ST_MAX];
+	uint64_t frames_walker, frames_lib;
+	uint64_t signal_frames, vdso_events, deep_events, max_frames;
+	uint64_t hybrid_kernel, hybrid_snapshot, hybrid_mismatch;
+	struct kw_event_scratch hs;
+	int tids[64];
+	int ntids;
+	uint64_t last_reload_ns;
+	int printed;
+	struct site sites[64];
+	int nsites;
+	void *buf;
+	size_t buf_size;
+};
 
 static const struct argp_option options[] = {
 	{ "json", 'j', NULL, 0, "Print the results as JSON", 0 },
@@ -85,37 +117,39 @@ static const struct argp_option options[] = {
 
 static error_t parse_arg(int key, char *arg, struct argp_state *state)
 {
+	struct kwalk_check *kc = state->input;
+
 	switch (key) {
-	case 'j': opt.json = 1; break;
-	case 'v': opt.verbose = 1; break;
-	case 'F': opt.freq = (unsigned)strtoul(arg, NULL, 0); break;
-	case 'd': opt.duration = strtod(arg, NULL); break;
-	case 'f': opt.frames = (unsigned)strtoul(arg, NULL, 0); break;
-	case 'b': opt.budget = strtoull(arg, NULL, 0) << 20; break;
-	case 'r': opt.rows = (uint32_t)strtoul(arg, NULL, 0); break;
-	case 'P': opt.peer = 0; break;
-	case 'n': opt.no_perf = 1; break;
-	case 's': opt.stop_unknown = 1; break;
-	case 'p': opt.preload = 1; break;
-	case 'm': opt.max_diffs = atoi(arg); break;
+	case 'j': kc->opt.json = 1; break;
+	case 'v': kc->opt.verbose = 1; break;
+	case 'F': kc->opt.freq = (unsigned)strtoul(arg, NULL, 0); break;
+	case 'd': kc->opt.duration = strtod(arg, NULL); break;
+	case 'f': kc->opt.frames = (unsigned)strtoul(arg, NULL, 0); break;
+	case 'b': kc->opt.budget = strtoull(arg, NULL, 0) << 20; break;
+	case 'r': kc->opt.rows = (uint32_t)strtoul(arg, NULL, 0); break;
+	case 'P': kc->opt.peer = 0; break;
+	case 'n': kc->opt.no_perf = 1; break;
+	case 's': kc->opt.stop_unknown = 1; break;
+	case 'p': kc->opt.preload = 1; break;
+	case 'm': kc->opt.max_diffs = atoi(arg); break;
 	case 'M':
-		if (sscanf(arg, "%u:%u:%u", &opt.micro_op, &opt.micro_size, &opt.micro_n) != 3 ||
-		    opt.micro_op > 4 || opt.micro_size > 1u << 24 || opt.micro_n > 4096)
+		if (sscanf(arg, "%u:%u:%u", &kc->opt.micro_op, &kc->opt.micro_size, &kc->opt.micro_n) != 3 ||
+		    kc->opt.micro_op > 4 || kc->opt.micro_size > 1u << 24 || kc->opt.micro_n > 4096)
 			argp_error(state, "--micro OP:SIZE:N (OP 0..4, N <= 4096)");
-		opt.micro = 1;
+		kc->opt.micro = 1;
 		break;
 	case 'u':
-		if (opt.nuprobes >= KC_MAX_UPROBES || !strchr(arg, ':'))
+		if (kc->opt.nuprobes >= KC_MAX_UPROBES || !strchr(arg, ':'))
 			argp_error(state, "--uprobe PATH:SYMBOL, at most %d", KC_MAX_UPROBES);
-		opt.uprobes[opt.nuprobes++] = arg;
+		kc->opt.uprobes[kc->opt.nuprobes++] = arg;
 		break;
 	case ARGP_KEY_ARGS:
-		opt.cmd = state->argv + state->next;
+		kc->opt.cmd = state->argv + state->next;
 		break;
 	case ARGP_KEY_END:
-		if (!opt.cmd || !opt.cmd[0])
+		if (!kc->opt.cmd || !kc->opt.cmd[0])
 			argp_error(state, "no command");
-		if (opt.frames == 0 || opt.frames > KW_MAX_FRAMES)
+		if (kc->opt.frames == 0 || kc->opt.frames > KW_MAX_FRAMES)
 			argp_error(state, "--frames: 1..%d", KW_MAX_FRAMES);
 		break;
 	default:
@@ -126,33 +160,6 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 
 /* ---- Comparison ---------------------------------------------------------------------------- */
 
-struct site {
-	char where[160];
-	unsigned status, why;
-	uint32_t rule;
-	uint64_t count;
-};
-
-static struct {
-	struct kw_loader *kl;
-	struct dwunw_ctx ctx;
-	int pid;
-	uint64_t events, identical, differences, fallback, snapshot_short, complete, no_lib, uprobe_tramp;
-	uint64_t by_status[KW_ST_MAX];
-	uint64_t frames_walker, frames_lib;
-	uint64_t signal_frames, vdso_events, deep_events, max_frames;
-	uint64_t hybrid_kernel, hybrid_snapshot, hybrid_mismatch;
-	struct kw_event_scratch hs;
-	int tids[64];
-	int ntids;
-	uint64_t last_reload_ns;
-	int printed;
-	struct site sites[64];
-	int nsites;
-	void *buf;
-	size_t buf_size;
-} S;
-
 static uint64_t now_ns(void)
 {
 	struct timespec ts;
@@ -161,10 +168,10 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static void where_of(int pid, uint64_t pc, char *buf, size_t len)
+static void where_of(const struct kwalk_check *kc, int pid, uint64_t pc, char *buf, size_t len)
 {
 	uint64_t a = 0;
-	const char *m = kw_pc_module(S.kl, pid, pc, &a);
+	const char *m = kw_pc_module(kc->kl, pid, pc, &a);
 
 	if (m)
 		snprintf(buf, len, "%s+0x%llx", strrchr(m, '/') ? strrchr(m, '/') + 1 : m, (unsigned long long)a);
@@ -173,7 +180,7 @@ static void where_of(int pid, uint64_t pc, char *buf, size_t len)
 }
 
 /* libdwunw's row for a frame (the rule its step used), in readelf's notation. */
-static void lib_rule(const struct dwunw_frame *f, int exact, char *buf, size_t len)
+static void lib_rule(struct kwalk_check *kc, const struct dwunw_frame *f, int exact, char *buf, size_t len)
 {
 	struct dwunw_row_text rt;
 	int64_t row;
@@ -182,27 +189,27 @@ static void lib_rule(const struct dwunw_frame *f, int exact, char *buf, size_t l
 	snprintf(buf, len, "-");
 	if (!f->module)
 		return;
-	row = dwunw_table_lookup(&S.ctx, f->module, exact ? f->module_addr : f->module_addr - 1);
-	if (row < 0 || dwunw_table_row(&S.ctx, f->module, (uint64_t)row, &rt))
+	row = dwunw_table_lookup(&kc->ctx, f->module, exact ? f->module_addr : f->module_addr - 1);
+	if (row < 0 || dwunw_table_row(&kc->ctx, f->module, (uint64_t)row, &rt))
 		return;
 	n = snprintf(buf, len, "cfa=%s", rt.cfa);
 	for (uint32_t i = 0; i < rt.nregs && n < len; i++)
 		n += snprintf(buf + n, len - n, " %s=%s", rt.regs[i].name, rt.regs[i].rule);
 }
 
-static void note_site(const struct kw_event *ev)
+static void note_site(struct kwalk_check *kc, const struct kw_event *ev)
 {
 	char where[160];
 
-	where_of((int)ev->pid, ev->stop_pc, where, sizeof(where));
-	for (int i = 0; i < S.nsites; i++)
-		if (S.sites[i].status == ev->status && S.sites[i].rule == ev->stop_rule &&
-		    !strcmp(S.sites[i].where, where)) {
-			S.sites[i].count++;
+	where_of(kc, (int)ev->pid, ev->stop_pc, where, sizeof(where));
+	for (int i = 0; i < kc->nsites; i++)
+		if (kc->sites[i].status == ev->status && kc->sites[i].rule == ev->stop_rule &&
+		    !strcmp(kc->sites[i].where, where)) {
+			kc->sites[i].count++;
 			return;
 		}
-	if (S.nsites < (int)(sizeof(S.sites) / sizeof(S.sites[0]))) {
-		struct site *s = &S.sites[S.nsites++];
+	if (kc->nsites < (int)(sizeof(kc->sites) / sizeof(kc->sites[0]))) {
+		struct site *s = &kc->sites[kc->nsites++];
 
 		snprintf(s->where, sizeof(s->where), "%s", where);
 		s->status = ev->status;
@@ -212,29 +219,29 @@ static void note_site(const struct kw_event *ev)
 	}
 }
 
-static void print_diff(const struct kw_event *ev, const struct dwunw_frame *lf, size_t ln, int lerr,
+static void print_diff(struct kwalk_check *kc, const struct kw_event *ev, const struct dwunw_frame *lf, size_t ln, int lerr,
 		       unsigned at)
 {
 	char w1[160], w2[160], rule[256], krule[160];
 
-	if (S.printed++ >= opt.max_diffs)
+	if (kc->printed++ >= kc->opt.max_diffs)
 		return;
 	fprintf(stderr, "difference: event %llu pid %u tid %u: frame %u of %u (walker: %s) vs %zu (libdwunw: %s)\n",
-		(unsigned long long)S.events, ev->pid, ev->tid, at, ev->nframes, kw_status_name(ev->status), ln,
+		(unsigned long long)kc->events, ev->pid, ev->tid, at, ev->nframes, kw_status_name(ev->status), ln,
 		dwunw_errname(lerr));
 	for (unsigned i = at > 2 ? at - 2 : 0; i < at + 2 && (i < ev->nframes || i < ln); i++) {
 		w1[0] = w2[0] = 0;
 		if (i < ev->nframes)
-			where_of((int)ev->pid, ev->pcs[i], w1, sizeof(w1));
+			where_of(kc, (int)ev->pid, ev->pcs[i], w1, sizeof(w1));
 		if (i < ln)
-			where_of((int)ev->pid, lf[i].pc, w2, sizeof(w2));
+			where_of(kc, (int)ev->pid, lf[i].pc, w2, sizeof(w2));
 		rule[0] = 0;
 		if (i < ln)
-			lib_rule(&lf[i], i == 0 || (lf[i].flags & DWUNW_FRAME_EXACT_PC), rule, sizeof(rule));
+			lib_rule(kc, &lf[i], i == 0 || (lf[i].flags & DWUNW_FRAME_EXACT_PC), rule, sizeof(rule));
 		fprintf(stderr, "  #%-3u %s walker %-40s libdwunw %-40s rule %s\n", i, i == at ? "*" : " ",
 			i < ev->nframes ? w1 : "-", i < ln ? w2 : "-", rule);
 	}
-	kw_rule_text(S.kl, ev->stop_rule, krule, sizeof(krule));
+	kw_rule_text(kc->kl, ev->stop_rule, krule, sizeof(krule));
 	fprintf(stderr, "  walker stop: %s at pc 0x%llx addr 0x%llx rule %s\n", kw_status_name(ev->status),
 		(unsigned long long)ev->stop_pc, (unsigned long long)ev->stop_addr, krule);
 }
@@ -246,24 +253,21 @@ static void print_diff(const struct kw_event *ev, const struct dwunw_frame *lf, 
  */
 static int in_uprobes_page(int pid, uint64_t pc)
 {
-	char path[64], line[512];
-	unsigned long long lo, hi;
+	struct dwunw_map *m;
+	size_t n;
 	int yes = 0;
-	FILE *f;
 
-	snprintf(path, sizeof(path), "/proc/%d/maps", pid);
-	f = fopen(path, "re");
-	if (!f)
+	if (pid <= 0 || dwunw_maps_load(pid, &m, &n))
 		return 0;
-	while (!yes && fgets(line, sizeof(line), f))
-		if (sscanf(line, "%llx-%llx", &lo, &hi) == 2 && pc >= lo && pc < hi)
-			yes = strstr(line, "[uprobes]") != NULL;
-	fclose(f);
+	for (size_t i = 0; i < n && !yes; i++)
+		yes = pc >= m[i].start && pc < m[i].end && !strcmp(m[i].path, "[uprobes]");
+	free(m);
 	return yes;
 }
 
 static int on_record(void *ctx, const void *data, size_t size)
 {
+	struct kwalk_check *kc = ctx;
 	const struct kw_event *ev = data;
 	const struct cap_record *rec;
 	struct dwunw_frame lf[KC_LIB_FRAMES];
@@ -273,69 +277,68 @@ static int on_record(void *ctx, const void *data, size_t size)
 	unsigned n, k, eq = 1, at = 0;
 	uint64_t t;
 
-	(void)ctx;
 	if (size < offsetof(struct kw_event, snap) || ev->h.kind != KW_KIND_EVENT)
 		return 0;
-	S.events++;
+	kc->events++;
 	n = ev->nframes;
 	if (ev->status < KW_ST_MAX)
-		S.by_status[ev->status]++;
-	S.frames_walker += n;
-	if (n > S.max_frames)
-		S.max_frames = n;
+		kc->by_status[ev->status]++;
+	kc->frames_walker += n;
+	if (n > kc->max_frames)
+		kc->max_frames = n;
 	for (unsigned i = 0; i < n && i < KW_MAX_FRAMES; i++)
 		if (ev->how[i] == KW_HOW_SIGNAL)
-			S.signal_frames++;
+			kc->signal_frames++;
 	if (n > 1 && KW_ST_COMPLETE(ev->status)) {
-		const char *m0 = kw_pc_module(S.kl, (int)ev->pid, ev->pcs[0], NULL);
+		const char *m0 = kw_pc_module(kc->kl, (int)ev->pid, ev->pcs[0], NULL);
 		if (m0 && !strcmp(m0, "[vdso]"))
-			S.vdso_events++;
+			kc->vdso_events++;
 	}
 	if (n >= 100)
-		S.deep_events++;
+		kc->deep_events++;
 	if (ev->status == KW_ST_NO_MAPPING && ev->stop_frame == 0 && in_uprobes_page((int)ev->pid, ev->stop_pc))
-		S.uprobe_tramp++;
+		kc->uprobe_tramp++;
 	{
 		int seen = 0;
-		for (int i = 0; i < S.ntids; i++)
-			seen |= S.tids[i] == (int)ev->tid;
-		if (!seen && S.ntids < 64)
-			S.tids[S.ntids++] = (int)ev->tid;
+		for (int i = 0; i < kc->ntids; i++)
+			seen |= kc->tids[i] == (int)ev->tid;
+		if (!seen && kc->ntids < 64)
+			kc->tids[kc->ntids++] = (int)ev->tid;
 	}
 	t = now_ns();
 	if (kw_wants_reload(ev->status) &&
-	    (t - S.last_reload_ns > 20000000ull || (opt.stop_unknown && ev->status != KW_ST_NO_TABLE))) {
-		S.last_reload_ns = t;
-		int e = kw_load_pid(S.kl, (int)ev->pid);
+	    (t - kc->last_reload_ns > 20000000ull || (kc->opt.stop_unknown && ev->status != KW_ST_NO_TABLE))) {
+		kc->last_reload_ns = t;
+		int e = kw_load_pid(kc->kl, (int)ev->pid);
 		if (e == 0)
-			dwunw_maps_refresh(&S.ctx, (int)ev->pid);
+			dwunw_maps_refresh(&kc->ctx, (int)ev->pid);
 		if (getenv("KC_DEBUG"))
 			fprintf(stderr, "reload %u: %d (status %s)\n", ev->pid, e, kw_status_name(ev->status));
-		if (opt.stop_unknown)
+		if (kc->opt.stop_unknown)
 			kill((pid_t)ev->pid, SIGCONT);
 	}
-	if (opt.verbose && (!KW_ST_COMPLETE(ev->status) || ev->status == KW_ST_NO_CODE)) {
+	if (kc->opt.verbose && (!KW_ST_COMPLETE(ev->status) || ev->status == KW_ST_NO_CODE)) {
 		char w[160];
-		fprintf(stderr, "fallback: event %llu pid %u: %s after %u frames:", (unsigned long long)S.events,
+		fprintf(stderr, "fallback: event %llu pid %u: %s after %u frames:", (unsigned long long)kc->events,
 			ev->pid, kw_status_name(ev->status), n);
 		for (unsigned i = 0; i < n && i < KW_MAX_FRAMES; i++) {
-			where_of((int)ev->pid, ev->pcs[i], w, sizeof(w));
+			where_of(kc, (int)ev->pid, ev->pcs[i], w, sizeof(w));
 			fprintf(stderr, " %s", w);
 		}
 		fprintf(stderr, "\n");
 	}
 	if (!(ev->flags & KW_EV_SNAPSHOT)) {
-		S.no_lib++;
+		kc->no_lib++;
 		return 0;
 	}
-	rec = dwunw_cap_prepare(&ev->snap, size - offsetof(struct kw_event, snap), &S.buf, &S.buf_size, &patched);
+	rec = dwunw_cap_prepare(&ev->snap, size - offsetof(struct kw_event, snap), &kc->buf, &kc->buf_size, &patched);
 	if (!rec) {
-		S.no_lib++;
+		kc->no_lib++;
 		return 0;
 	}
 	dwunw_cap_to_regs(rec, &regs);
-	lerr = dwunw_capture(&S.ctx, &regs, lf, &ln);
-	S.frames_lib += ln;
+	lerr = dwunw_capture(&kc->ctx, &regs, lf, &ln);
+	kc->frames_lib += ln;
 
 	k = n < ln ? n : (unsigned)ln;
 	for (unsigned i = 0; i < k; i++)
@@ -344,59 +347,63 @@ static int on_record(void *ctx, const void *data, size_t size)
 			at = i;
 			break;
 		}
+	/* Whole stacks: identical only when both end at the same frame (or the walker at its depth
+	 * limit). Equal as far as the shorter goes is counted by its short side, never as identical. */
 	if (eq) {
 		if (KW_ST_COMPLETE(ev->status)) {
-			S.complete++;
+			kc->complete++;
 			if (n == ln || (ev->status == KW_ST_DEPTH && ln >= n)) {
-				S.identical++;
+				kc->identical++;
 			} else if (ln < n && lerr != DWUNW_OK) {
-				S.identical++;
-				S.snapshot_short++; /* libdwunw ran out of the window; the walker read on */
+				kc->snapshot_short++; /* libdwunw stopped with an error; the walker read on */
 			} else {
 				eq = 0;
 				at = k;
 			}
-		} else if (n <= ln) {
-			S.identical++;
-			S.fallback++;
-			note_site(ev);
+		} else if (n == ln) {
+			kc->identical++;
+			kc->fallback++;
+			note_site(kc, ev);
+		} else if (n < ln) {
+			kc->kernel_short++; /* the walker stopped first: the fallback by design */
+			kc->fallback++;
+			note_site(kc, ev);
 		} else if (lerr != DWUNW_OK) {
-			S.identical++;
-			S.fallback++;
-			S.snapshot_short++;
-			note_site(ev);
+			kc->snapshot_short++;
+			kc->fallback++;
+			note_site(kc, ev);
 		} else {
 			eq = 0;
 			at = k;
 		}
 	}
 	if (!eq) {
-		S.differences++;
-		print_diff(ev, lf, ln, lerr, at);
+		kc->differences++;
+		print_diff(kc, ev, lf, ln, lerr, at);
 	}
 	/* What a tool's consumer (kw_event_stack) makes of this event: the walker's pcs when the walk
 	 * completed, else libdwunw's unwinding of the snapshot carried along. */
 	{
 		uint64_t hp[KC_LIB_FRAMES];
 		size_t hn = KC_LIB_FRAMES;
-		int from = kw_event_stack(NULL, &S.ctx, data, size, hp, &hn, &S.hs);
+		int from = kw_event_stack(NULL, &kc->ctx, data, size, hp, &hn, &kc->hs);
 		int ok = from > 0;
 
 		if (from == KW_FROM_KERNEL) {
-			S.hybrid_kernel++;
+			kc->hybrid_kernel++;
 			ok = hn == n;
 			for (size_t i = 0; ok && i < hn; i++)
 				ok = hp[i] == ev->pcs[i];
 		} else if (from == KW_FROM_SNAPSHOT) {
-			S.hybrid_snapshot++;
+			kc->hybrid_snapshot++;
 			ok = hn == ln;
 			for (size_t i = 0; ok && i < hn; i++)
 				ok = hp[i] == lf[i].pc;
 		}
 		if (!ok)
-			S.hybrid_mismatch++;
+			kc->hybrid_mismatch++;
 	}
-	dwunw_module_cache_release(&S.ctx, lf, ln);
+	dwunw_module_cache_release(&kc->ctx, lf, ln);
 	return 0;
 }
 
@@ -424,19 +431,19 @@ struct links {
 	int nfds;
 };
 
-static int attach_all(struct kwalk_check_bpf *skel, int pid, struct links *L)
+static int attach_all(struct kwalk_check *kc, struct kwalk_check_bpf *skel, int pid, struct links *L)
 {
 	/* the peer's programs last: --no-peer attaches the first three */
 	struct bpf_program *perf_progs[5] = { skel->progs.kc_perf, skel->progs.kc_bench_perf, skel->progs.kc_bench1_perf,
 					      skel->progs.kc_peer_perf, skel->progs.kc_peer1_perf };
 	struct bpf_program *up_progs[5] = { skel->progs.kc_uprobe, skel->progs.kc_bench_uprobe, skel->progs.kc_bench1_uprobe,
 					    skel->progs.kc_peer_uprobe, skel->progs.kc_peer1_uprobe };
-	int nprogs = opt.peer ? 5 : 3, ncpu = libbpf_num_possible_cpus();
+	int nprogs = kc->opt.peer ? 5 : 3, ncpu = libbpf_num_possible_cpus();
 
-	if (!opt.no_perf) {
+	if (!kc->opt.no_perf) {
 		for (int cpu = 0; cpu < ncpu && cpu < 256; cpu++) {
 			for (int p = 0; p < nprogs; p++) {
-				int fd = perf_open(pid, cpu, opt.freq);
+				int fd = perf_open(pid, cpu, kc->opt.freq);
 				struct bpf_link *lk;
 
 				if (fd < 0) {
@@ -455,8 +462,8 @@ static int attach_all(struct kwalk_check_bpf *skel, int pid, struct links *L)
 			}
 		}
 	}
-	for (int cpu = 0; opt.micro && !opt.no_perf && cpu < ncpu && cpu < 256; cpu++) {
-		int fd = perf_open(pid, cpu, opt.freq);
+	for (int cpu = 0; kc->opt.micro && !kc->opt.no_perf && cpu < ncpu && cpu < 256; cpu++) {
+		int fd = perf_open(pid, cpu, kc->opt.freq);
 		struct bpf_link *lk;
 
 		if (fd < 0)
@@ -469,10 +476,10 @@ static int attach_all(struct kwalk_check_bpf *skel, int pid, struct links *L)
 		}
 		L->l[L->n++] = lk;
 	}
-	for (int i = 0; i < opt.nuprobes; i++) {
+	for (int i = 0; i < kc->opt.nuprobes; i++) {
 		char path[512], *sym;
 
-		snprintf(path, sizeof(path), "%s", opt.uprobes[i]);
+		snprintf(path, sizeof(path), "%s", kc->opt.uprobes[i]);
 		sym = strrchr(path, ':');
 		*sym++ = 0;
 		for (int p = 0; p < nprogs; p++) {
@@ -545,8 +552,13 @@ int main(int argc, char **argv)
 	uint64_t c[KW_C_MAX], t0;
 	int go[2], stats_fd, status = 0, exited = 0, rc = 1;
 	pid_t pid;
+	/* the state (large: its sites and scratch), not on the stack */
+	static struct kwalk_check ctx = {
+		.opt = { .freq = 997, .duration = 10, .frames = KW_MAX_FRAMES, .peer = 1, .max_diffs = 20 },
+	};
+	struct kwalk_check *kc = &ctx;
 
-	if (argp_parse(&argp, argc, argv, ARGP_IN_ORDER, NULL, NULL))
+	if (argp_parse(&argp, argc, argv, ARGP_IN_ORDER, NULL, kc))
 		return 2;
 	signal(SIGPIPE, SIG_IGN);
 	if (pipe(go))
@@ -561,14 +573,14 @@ int main(int argc, char **argv)
 		if (read(go[0], &b, 1) != 1)
 			_exit(127);
 		close(go[0]);
-		if (opt.json)
+		if (kc->opt.json)
 			dup2(open("/dev/null", O_WRONLY), STDOUT_FILENO);
-		execvp(opt.cmd[0], opt.cmd);
-		fprintf(stderr, "kwalk-check: %s: %s\n", opt.cmd[0], strerror(errno));
+		execvp(kc->opt.cmd[0], kc->opt.cmd);
+		fprintf(stderr, "kwalk-check: %s: %s\n", kc->opt.cmd[0], strerror(errno));
 		_exit(127);
 	}
 	close(go[0]);
-	S.pid = pid;
+	kc->pid = pid;
 
 	skel = kwalk_check_bpf__open();
 	if (!skel) {
@@ -577,24 +589,24 @@ int main(int argc, char **argv)
 	}
 	skel->rodata->target_tgid = (uint32_t)pid;
 	skel->rodata->always_snapshot = 1;
-	skel->rodata->stop_unknown = (uint32_t)opt.stop_unknown;
-	skel->rodata->kw_max_frames = opt.frames;
+	skel->rodata->stop_unknown = (uint32_t)kc->opt.stop_unknown;
+	skel->rodata->kw_max_frames = kc->opt.frames;
 	skel->rodata->cap_stack_bytes = KC_WINDOW;
-	ko.budget = opt.budget;
-	ko.rows = opt.rows;
-	ko.peer = opt.peer;
+	ko.budget = kc->opt.budget;
+	ko.rows = kc->opt.rows;
+	ko.peer = kc->opt.peer;
 	if (dwunw_cap_size_maps(skel->obj, 0, 32u << 20) || kw_size_maps(skel->obj, &ko)) {
 		fprintf(stderr, "kwalk-check: sizing maps failed\n");
 		goto out;
 	}
 	if (getenv("KC_CHUNK")) /* the walker's stack chunk (bytes), for measuring */
 		skel->rodata->kw_chunk = (uint32_t)strtoul(getenv("KC_CHUNK"), NULL, 0);
-	skel->rodata->micro_op = opt.micro_op;
-	skel->rodata->micro_size = opt.micro_size;
-	skel->rodata->micro_n = opt.micro_n;
-	if (!opt.micro)
+	skel->rodata->micro_op = kc->opt.micro_op;
+	skel->rodata->micro_size = kc->opt.micro_size;
+	skel->rodata->micro_n = kc->opt.micro_n;
+	if (!kc->opt.micro)
 		bpf_program__set_autoload(skel->progs.kc_micro_perf, false);
-	if (!opt.peer) {
+	if (!kc->opt.peer) {
 		bpf_program__set_autoload(skel->progs.kc_peer_perf, false);
 		bpf_program__set_autoload(skel->progs.kc_peer_uprobe, false);
 		bpf_program__set_autoload(skel->progs.kc_peer1_perf, false);
@@ -605,15 +617,15 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	stats_fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
-	S.kl = kw_loader_new(skel->obj, &ko);
-	if (!S.kl || dwunw_init(&S.ctx, &cfg) != DWUNW_OK) {
+	kc->kl = kw_loader_new(skel->obj, &ko);
+	if (!kc->kl || dwunw_init(&kc->ctx, &cfg) != DWUNW_OK) {
 		fprintf(stderr, "kwalk-check: loader/libdwunw init failed\n");
 		goto out;
 	}
-	if (opt.preload)
-		kw_preload_command(S.kl, opt.cmd[0]);
-	rd = dwunw_cap_reader_new(skel->obj, 0, 0, on_record, NULL);
-	if (!rd || attach_all(skel, pid, &L))
+	if (kc->opt.preload)
+		kw_preload_command(kc->kl, kc->opt.cmd[0]);
+	rd = dwunw_cap_reader_new(skel->obj, 0, 0, on_record, kc);
+	if (!rd || attach_all(kc, skel, pid, &L))
 		goto out;
 	if (write(go[1], "g", 1) != 1)
 		goto out;
@@ -624,13 +636,13 @@ int main(int argc, char **argv)
 		/* Every stop's event was handled in the poll (tables loaded, then SIGCONT); continue
 		 * again anyway: a stop delivered after its SIGCONT (the signal is sent from the BPF
 		 * program asynchronously) must not hang the run. */
-		if (opt.stop_unknown)
+		if (kc->opt.stop_unknown)
 			kill(pid, SIGCONT);
 		if (!exited && waitpid(pid, &status, WNOHANG) == pid)
 			exited = 1;
 		if (exited)
 			break;
-		if (now_ns() - t0 > (uint64_t)(opt.duration * 1e9)) {
+		if (now_ns() - t0 > (uint64_t)(kc->opt.duration * 1e9)) {
 			kill(pid, SIGKILL);
 			waitpid(pid, &status, 0);
 			exited = 2;
@@ -648,19 +660,19 @@ int main(int argc, char **argv)
 	prog_fig(skel->progs.kc_bench_uprobe, &bench_f);
 	prog_fig(skel->progs.kc_bench1_perf, &bench1_f);
 	prog_fig(skel->progs.kc_bench1_uprobe, &bench1_f);
-	if (opt.peer) {
+	if (kc->opt.peer) {
 		prog_fig(skel->progs.kc_peer_perf, &peer_f);
 		prog_fig(skel->progs.kc_peer_uprobe, &peer_f);
 		prog_fig(skel->progs.kc_peer1_perf, &peer1_f);
 		prog_fig(skel->progs.kc_peer1_uprobe, &peer1_f);
 	}
-	if (opt.micro)
+	if (kc->opt.micro)
 		prog_fig(skel->progs.kc_micro_perf, &micro_f);
 	counters(skel->obj, c);
-	kw_get_stats(S.kl, &ks);
+	kw_get_stats(kc->kl, &ks);
 	{
-		double ident_pct = 100.0 * ratio((double)S.identical, (double)S.events);
-		double fb_pct = 100.0 * ratio((double)S.fallback, (double)S.events);
+		double ident_pct = 100.0 * ratio((double)kc->identical, (double)kc->events);
+		double fb_pct = 100.0 * ratio((double)kc->fallback, (double)kc->events);
 		double bpr = ratio((double)ks.table_bytes, (double)ks.src_rows);
 		double krow = ratio((double)(ks.rows * 4 + ks.blocks * 4), (double)ks.src_rows);
 		double b_fps = ratio((double)c[KW_C_BENCH_FRAMES], (double)c[KW_C_BENCH_SAMPLES]);
@@ -672,34 +684,36 @@ int main(int argc, char **argv)
 		double p_extra = p_fps > 1 ? (ratio((double)peer_f.run_ns, (double)peer_f.run_cnt) - p_first) / (p_fps - 1) : 0;
 		unsigned long long lost = c[KW_C_LOST];
 
-		if (opt.json) {
+		if (kc->opt.json) {
 			printf("{\"command\":\"%s\",\"exit\":%d,\"events\":%llu,\"identical\":%llu,\"identical_pct\":%.3f,"
-			       "\"differences\":%llu,\"fallback\":%llu,\"complete\":%llu,\"snapshot_short\":%llu,\"lost\":%llu,"
+			       "\"differences\":%llu,\"fallback\":%llu,\"complete\":%llu,\"snapshot_short\":%llu,"
+			       "\"kernel_short\":%llu,\"lost\":%llu,"
 			       "\"no_snapshot\":%llu,\"signal_frames\":%llu,\"vdso_events\":%llu,\"deep_events\":%llu,"
 			       "\"max_frames\":%llu,\"threads\":%d,\"hybrid_kernel\":%llu,\"hybrid_snapshot\":%llu,"
 			       "\"hybrid_mismatch\":%llu,\"uprobe_tramp\":%llu,\"by_status\":{",
-			       opt.cmd[0], exited == 2 ? -1 : WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status),
-			       (unsigned long long)S.events, (unsigned long long)S.identical, ident_pct,
-			       (unsigned long long)S.differences, (unsigned long long)S.fallback,
-			       (unsigned long long)S.complete, (unsigned long long)S.snapshot_short, lost,
-			       (unsigned long long)S.no_lib, (unsigned long long)S.signal_frames,
-			       (unsigned long long)S.vdso_events, (unsigned long long)S.deep_events,
-			       (unsigned long long)S.max_frames, S.ntids, (unsigned long long)S.hybrid_kernel,
-			       (unsigned long long)S.hybrid_snapshot, (unsigned long long)S.hybrid_mismatch,
-			       (unsigned long long)S.uprobe_tramp);
+			       kc->opt.cmd[0], exited == 2 ? -1 : WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status),
+			       (unsigned long long)kc->events, (unsigned long long)kc->identical, ident_pct,
+			       (unsigned long long)kc->differences, (unsigned long long)kc->fallback,
+			       (unsigned long long)kc->complete, (unsigned long long)kc->snapshot_short,
+			       (unsigned long long)kc->kernel_short, lost,
+			       (unsigned long long)kc->no_lib, (unsigned long long)kc->signal_frames,
+			       (unsigned long long)kc->vdso_events, (unsigned long long)kc->deep_events,
+			       (unsigned long long)kc->max_frames, kc->ntids, (unsigned long long)kc->hybrid_kernel,
+			       (unsigned long long)kc->hybrid_snapshot, (unsigned long long)kc->hybrid_mismatch,
+			       (unsigned long long)kc->uprobe_tramp);
 			for (int i = 0, first = 1; i < KW_ST_MAX; i++)
-				if (S.by_status[i]) {
+				if (kc->by_status[i]) {
 					printf("%s\"%s\":%llu", first ? "" : ",", kw_status_name(i),
-					       (unsigned long long)S.by_status[i]);
+					       (unsigned long long)kc->by_status[i]);
 					first = 0;
 				}
 			printf("},\"fallback_sites\":[");
-			for (int i = 0; i < S.nsites; i++) {
+			for (int i = 0; i < kc->nsites; i++) {
 				char r[160];
-				kw_rule_text(S.kl, S.sites[i].rule, r, sizeof(r));
+				kw_rule_text(kc->kl, kc->sites[i].rule, r, sizeof(r));
 				printf("%s{\"where\":\"%s\",\"status\":\"%s\",\"why\":\"%s\",\"rule\":\"%s\",\"count\":%llu}",
-				       i ? "," : "", S.sites[i].where, kw_status_name(S.sites[i].status),
-				       kw_why_name(S.sites[i].why), r, (unsigned long long)S.sites[i].count);
+				       i ? "," : "", kc->sites[i].where, kw_status_name(kc->sites[i].status),
+				       kw_why_name(kc->sites[i].why), r, (unsigned long long)kc->sites[i].count);
 			}
 			printf("],\"kernel\":{\"ns_per_sample\":%.1f,\"ns_per_frame\":%.1f,\"frames_per_sample\":%.2f,"
 			       "\"bytes_per_row\":%.3f,\"row_index_bytes_per_row\":%.3f,\"map_bytes\":%llu,\"verifier_insns\":%u,"
@@ -718,7 +732,7 @@ int main(int argc, char **argv)
 			       ratio((double)main_f.run_ns, (double)main_f.run_cnt), main_f.insns, b_first, b_extra,
 			       100.0 * ratio((double)c[KW_C_CACHE_HITS], (double)c[KW_C_BENCH_FRAMES]),
 			       ratio((double)c[KW_C_CHUNK_READS], (double)c[KW_C_BENCH_SAMPLES]));
-			if (opt.peer)
+			if (kc->opt.peer)
 				printf(",\"peer\":{\"ns_per_sample\":%.1f,\"ns_per_frame\":%.1f,\"frames_per_sample\":%.2f,"
 				       "\"bytes_per_row\":%.3f,\"verifier_insns\":%u,\"fallback_pct\":%.3f,\"samples\":%llu,"
 				       "\"ns_first_frame\":%.1f,\"ns_per_extra_frame\":%.1f}",
@@ -727,16 +741,18 @@ int main(int argc, char **argv)
 				       ratio((double)(ks.rows * 8) + (double)ks.rules * sizeof(struct kw_rule), (double)ks.src_rows),
 				       peer_f.insns, 100.0 * ratio((double)c[KW_C_PEER_FALLBACK], (double)c[KW_C_PEER_SAMPLES]),
 				       (unsigned long long)c[KW_C_PEER_SAMPLES], p_first, p_extra);
-			if (opt.micro)
+			if (kc->opt.micro)
 				printf(",\"micro\":{\"op\":%u,\"size\":%u,\"n\":%u,\"ns_per_sample\":%.1f,\"samples\":%llu,"
-				       "\"faults\":%llu}", opt.micro_op, opt.micro_size, opt.micro_n,
+				       "\"faults\":%llu}", kc->opt.micro_op, kc->opt.micro_size, kc->opt.micro_n,
 				       ratio((double)micro_f.run_ns, (double)micro_f.run_cnt), (unsigned long long)micro_f.run_cnt,
 				       (unsigned long long)skel->bss->kc_micro_faults);
 			printf(",\"bpf_stats\":%s}\n", stats_fd >= 0 ? "true" : "false");
 		} else {
 			printf("%s: %llu events, %llu identical (%.3f%%), %llu differences, %llu fell back (%.3f%%), "
-			       "%llu lost\n", opt.cmd[0], (unsigned long long)S.events, (unsigned long long)S.identical,
-			       ident_pct, (unsigned long long)S.differences, (unsigned long long)S.fallback, fb_pct, lost);
+			       "%llu short on the walker's side, %llu on libdwunw's, %llu lost\n", kc->opt.cmd[0],
+			       (unsigned long long)kc->events, (unsigned long long)kc->identical, ident_pct,
+			       (unsigned long long)kc->differences, (unsigned long long)kc->fallback, fb_pct,
+			       (unsigned long long)kc->kernel_short, (unsigned long long)kc->snapshot_short, lost);
 			printf("walker: %.0f ns/sample, %.1f ns/frame (first %.0f, then %.1f each), %.1f frames/sample, "
 			       "%.2f B/row, %llu map bytes, %u insns verified\n",
 			       ratio((double)bench_f.run_ns, (double)bench_f.run_cnt),
@@ -745,25 +761,25 @@ int main(int argc, char **argv)
 			printf("walker: rule cache hits %.1f %% of frames, %.2f stack chunks read per sample\n",
 			       100.0 * ratio((double)c[KW_C_CACHE_HITS], (double)c[KW_C_BENCH_FRAMES]),
 			       ratio((double)c[KW_C_CHUNK_READS], (double)c[KW_C_BENCH_SAMPLES]));
-			if (opt.peer)
+			if (kc->opt.peer)
 				printf("peer (binary search): %.0f ns/sample, %.1f ns/frame (first %.0f, then %.1f each), "
 				       "%.1f frames/sample, %u insns\n", ratio((double)peer_f.run_ns, (double)peer_f.run_cnt),
 				       ratio((double)peer_f.run_ns, (double)c[KW_C_PEER_FRAMES]), p_first, p_extra, p_fps,
 				       peer_f.insns);
-			if (opt.micro)
+			if (kc->opt.micro)
 				printf("micro op %u size %u x%u: %.0f ns/sample over %llu samples, %llu faults\n",
-				       opt.micro_op, opt.micro_size, opt.micro_n,
+				       kc->opt.micro_op, kc->opt.micro_size, kc->opt.micro_n,
 				       ratio((double)micro_f.run_ns, (double)micro_f.run_cnt),
 				       (unsigned long long)micro_f.run_cnt, (unsigned long long)skel->bss->kc_micro_faults);
-			for (int i = 0; i < S.nsites; i++) {
+			for (int i = 0; i < kc->nsites; i++) {
 				char r[160];
-				kw_rule_text(S.kl, S.sites[i].rule, r, sizeof(r));
-				printf("fallback: %-48s %-17s %s x%llu\n", S.sites[i].where,
-				       kw_status_name(S.sites[i].status), r, (unsigned long long)S.sites[i].count);
+				kw_rule_text(kc->kl, kc->sites[i].rule, r, sizeof(r));
+				printf("fallback: %-48s %-17s %s x%llu\n", kc->sites[i].where,
+				       kw_status_name(kc->sites[i].status), r, (unsigned long long)kc->sites[i].count);
 			}
 		}
 	}
-	rc = S.differences ? 3 : 0;
+	rc = kc->differences ? 3 : 0;
 out:
 	if (!exited && pid > 0) {
 		kill(pid, SIGKILL);
@@ -774,11 +790,11 @@ out:
 	for (int i = 0; i < L.nfds; i++)
 		close(L.fds[i]);
 	dwunw_cap_reader_free(rd);
-	kw_loader_free(S.kl);
-	if (S.kl)
-		dwunw_shutdown(&S.ctx);
+	kw_loader_free(kc->kl);
+	if (kc->kl)
+		dwunw_shutdown(&kc->ctx);
 	kwalk_check_bpf__destroy(skel);
-	free(S.buf);
-	free(S.hs.buf);
+	free(kc->buf);
+	free(kc->hs.buf);
 	return rc;
 }

@@ -9,6 +9,7 @@
 
 #ifdef HAVE_DWUNW
 struct kw_fill {
+	struct frames *fr;
 	const struct kw_event *ev;
 	uint32_t skip;
 };
@@ -30,12 +31,13 @@ static void fill_kwalk(void *arg, struct uframe *out, uint32_t n)
 		out[i].how = HOW_KERNEL;
 		/* walked by CFI in the kernel at the event: the stack as it was then */
 		uf_set_origin(&out[i], ev->how[j] == KW_HOW_SIGNAL ? UO_SIGNAL : UO_KWALK);
-		fill_pc((pid_t)ev->pid, out, i, exact);
+		fill_pc(k->fr, (pid_t)ev->pid, out, i, exact);
 	}
 }
 
-int64_t frames_from_kwalk(const void *data, size_t size, uint32_t skip, uint64_t space,
-			  struct unwind_stats *stats, struct kwalk_seen *seen, struct kwalk_info *info)
+int64_t frames_from_kwalk(struct frames *fr, const void *data, size_t size, uint32_t skip,
+			  uint64_t space, struct unwind_stats *stats, struct kwalk_seen *seen,
+			  struct kwalk_info *info)
 {
 	const struct kw_event *ev = data;
 	const size_t head = offsetof(struct kw_event, snap);
@@ -67,19 +69,19 @@ int64_t frames_from_kwalk(const void *data, size_t size, uint32_t skip, uint64_t
 			return FRAMES_BAD;
 		}
 		seen->snapshot++;
-		return frames_from_snapshot(&ev->snap, size - head, skip, space, stats, &rec);
+		return frames_from_snapshot(fr, &ev->snap, size - head, skip, space, stats, &rec);
 	}
 	/* the same stop as libdwunw's on the same stack, so both modes intern one stack */
 	seen->kernel++;
 	rc = ev->status == KW_ST_OK ? DWUNW_OK
 	     : ev->status == KW_ST_DEPTH ? DWUNW_ERR_DEPTH : DWUNW_ERR_NO_MODULE;
 	n = ev->nframes;
-	if (n > frames_max + 1) {
-		n = frames_max + 1;
+	if (n > fr->max + 1) {
+		n = fr->max + 1;
 		rc = DWUNW_ERR_DEPTH;
 	}
 	if (n == 0)
-		return pseudo_stack("[unwind failed: no frame]");
+		return pseudo_stack(fr->st, "[unwind failed: no frame]");
 	n = n > skip ? n - skip : 0;
 	memcpy(pcs, ev->pcs + skip, n * sizeof(pcs[0]));
 	const char *label = NULL, *stop_name = NULL;
@@ -90,7 +92,7 @@ int64_t frames_from_kwalk(const void *data, size_t size, uint32_t skip, uint64_t
 		label = intern(buf);
 		stop_name = intern(dwunw_errname(rc));
 	}
-	struct kw_fill fa = { .ev = ev, .skip = skip };
-	return stack_get_in(space, SK_DWARF, rc, label, stop_name, pcs, n, fill_kwalk, &fa);
+	struct kw_fill fa = { .fr = fr, .ev = ev, .skip = skip };
+	return stack_get_in(fr->st, space, SK_DWARF, rc, label, stop_name, pcs, n, fill_kwalk, &fa);
 }
 #endif

@@ -39,8 +39,9 @@ struct kwalk_info {
  * The interned stack of event `data` (frames after the first `skip`), or FRAMES_BAD /
  * FRAMES_FALLBACK as frames_from_snapshot, or FRAMES_NOTICE. `space` as there.
  */
-int64_t frames_from_kwalk(const void *data, size_t size, uint32_t skip, uint64_t space,
-			  struct unwind_stats *stats, struct kwalk_seen *seen, struct kwalk_info *info);
+int64_t frames_from_kwalk(struct frames *fr, const void *data, size_t size, uint32_t skip,
+			  uint64_t space, struct unwind_stats *stats, struct kwalk_seen *seen,
+			  struct kwalk_info *info);
 #endif
 
 #endif /* DWUNW_KWALK_FRAMES_H */

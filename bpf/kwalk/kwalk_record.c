@@ -19,7 +19,7 @@ int64_t kw_record_stack(struct kw_track *t, const void *data, size_t size, uint3
 			uint64_t space, struct unwind_stats *stats, struct kwalk_seen *seen,
 			struct kwalk_info *info)
 {
-	int64_t idx = frames_from_kwalk(data, size, skip, space, stats, seen, info);
+	int64_t idx = frames_from_kwalk(t->fr, data, size, skip, space, stats, seen, info);
 
 	if (idx == FRAMES_BAD)
 		return idx;

@@ -20,7 +20,7 @@ uint32_t kw_record_pid(const void *data, size_t size);
 /*
  * The interned stack of the sample in walker event `data`, FRAMES_FALLBACK (the caller takes
  * the frame-pointer stack of info->aux), or FRAMES_BAD / FRAMES_NOTICE: nothing to count.
- * `skip`, `space`, `stats`, `seen` as frames_from_kwalk's.
+ * `skip`, `space`, `stats`, `seen` as frames_from_kwalk's, walked with the tool's frames (t->fr).
  */
 int64_t kw_record_stack(struct kw_track *t, const void *data, size_t size, uint32_t skip,
 			uint64_t space, struct unwind_stats *stats, struct kwalk_seen *seen,

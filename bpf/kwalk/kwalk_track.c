@@ -73,8 +73,8 @@ void kw_track_reload(struct kw_track *t, uint32_t pid, bool force)
 	t->tried[i].loaded = kw_load_pid(t->l, (int)pid) == 0;
 	t->tokens -= (int64_t)(mono_ns() - now);
 	/* the snapshot path's maps too: the fallback of the next sample may be in the new module */
-	if (t->tried[i].loaded && dctx_ok)
-		dwunw_maps_refresh(&dctx, (int32_t)pid);
+	if (t->tried[i].loaded && t->fr)
+		frames_refresh_pid(t->fr, pid);
 }
 
 void kw_track_forget(struct kw_track *t, uint32_t pid)
@@ -98,7 +98,7 @@ int kw_track_record(struct kw_track *t, const void *data, size_t size)
 	memcpy(&r, data, sizeof(r));
 	if (r.h.kind != KW_KIND_MMAP && r.h.kind != KW_KIND_EXIT)
 		return 0;
-	if (!t->l || (t->selected && !t->selected(r.pid)))
+	if (!t->l || (t->selected && !t->selected(t->selected_arg, r.pid)))
 		return 1;
 	if (r.h.kind == KW_KIND_MMAP) {
 		t->mmaps++;

@@ -25,9 +25,14 @@ struct kw_loader;
 
 #define KW_TRACK_SLOTS 1024
 
+struct frames;
+
 struct kw_track {
 	struct kw_loader *l;
-	bool (*selected)(uint32_t pid);    /* whose mmap/exit records count; NULL: all */
+	struct frames *fr;                 /* the tool's: its walks of the fallbacks, its maps
+	                                    * refreshed with the tables */
+	bool (*selected)(void *arg, uint32_t pid); /* whose mmap/exit records count; NULL: all */
+	void *selected_arg;
 	uint32_t threshold;                /* fallbacks of a process before it is loaded (0, 1: at once) */
 	uint64_t load_ns_per_s;            /* time for loads per second at most (0: no limit); past
 	                                    * it, loads wait: the samples keep their snapshot path */

@@ -784,25 +784,20 @@ static struct kw_uproc **proc_slot(struct kw_loader *l, int pid, int create)
 
 int kw_load_pid(struct kw_loader *l, int pid)
 {
-	char fn[64], line[4096], *text = NULL;
-	size_t tlen = 0;
-	FILE *f;
+	char fn[64], *text = NULL;
+	size_t tlen = 0, nm = 0;
+	struct dwunw_map *maps;
 	struct kw_uproc **slot, *p;
 	struct kw_proc *kp;
 	uint64_t h, stamp = ++l->clock;
 	int err = 0;
 
-	snprintf(fn, sizeof(fn), "/proc/%d/maps", pid);
-	f = fopen(fn, "re");
-	if (!f)
-		return -errno;
-	FILE *mem = open_memstream(&text, &tlen);
-	while (mem && fgets(line, sizeof(line), f))
-		fputs(line, mem);
-	fclose(f);
-	if (!mem)
-		return -ENOMEM;
-	fclose(mem);
+	switch (dwunw_maps_read(pid, &text, &tlen)) {
+	case DWUNW_OK: break;
+	case DWUNW_ERR_NOMEM: return -ENOMEM;
+	case DWUNW_ERR_PERM: return -EACCES;
+	default: return -ESRCH;
+	}
 	h = fnv64(text, tlen);
 	slot = proc_slot(l, pid, 1);
 	if (!slot) {
@@ -814,9 +809,14 @@ int kw_load_pid(struct kw_loader *l, int pid)
 		free(text);
 		return 0;
 	}
+	dwunw_maps_parse(text, tlen, NULL, &nm);
+	maps = calloc(nm ? nm : 1, sizeof(*maps));
+	if (!maps || dwunw_maps_parse(text, tlen, maps, &nm))
+		nm = 0;
 	if (!p) {
 		p = *slot = calloc(1, sizeof(*p));
 		if (!p) {
+			free(maps);
 			free(text);
 			return -ENOMEM;
 		}
@@ -825,26 +825,16 @@ int kw_load_pid(struct kw_loader *l, int pid)
 	p->pid = pid;
 	p->maps_hash = h;
 	p->nmaps = 0;
-	for (char *s = text, *nl; s && *s; s = nl) {
-		unsigned long long start, end, off;
-		unsigned dmaj, dmin;
-		unsigned long ino;
-		char perms[8], path[512] = "", key[128];
+	for (size_t i = 0; i < nm; i++) {
+		const struct dwunw_map *m = &maps[i];
+		uint64_t start = m->start, end = m->end, off = m->offset;
+		const char *path = m->path;
+		char key[128];
 		struct kw_umod *um;
 		int64_t bias;
 
-		nl = strchr(s, '\n');
-		if (nl)
-			*nl++ = 0;
-		if (sscanf(s, "%llx-%llx %7s %llx %x:%x %lu %511[^\n]", &start, &end, perms, &off, &dmaj, &dmin,
-			   &ino, path) < 7 || perms[2] != 'x')
+		if (!(m->flags & DWUNW_MAP_X))
 			continue;
-		{
-			char *t = path;
-			while (*t == ' ')
-				t++;
-			memmove(path, t, strlen(t) + 1);
-		}
 		if (p->nmaps >= KW_MAX_MAPS)
 			break;
 		if (!strcmp(path, "[vdso]")) {
@@ -873,7 +863,7 @@ int kw_load_pid(struct kw_loader *l, int pid)
 		} else if (path[0] == '/') {
 			struct stat st;
 
-			if (stat(path, &st) || st.st_ino != ino)
+			if ((m->flags & DWUNW_MAP_DELETED) || stat(path, &st) || st.st_ino != m->inode)
 				continue; /* deleted or replaced: its frames fall back */
 			snprintf(key, sizeof(key), "%llx:%llx:%lld:%lld.%09ld", (unsigned long long)st.st_dev,
 				 (unsigned long long)st.st_ino, (long long)st.st_size, (long long)st.st_mtim.tv_sec,
@@ -903,6 +893,7 @@ int kw_load_pid(struct kw_loader *l, int pid)
 		km->gen = um->state == 1 ? um->gen : 0;
 		p->umod[p->nmaps++] = um->slot;
 	}
+	free(maps);
 	free(text);
 	p->evict_seen = l->evictions;
 	kp = calloc(1, sizeof(*kp));

@@ -21,6 +21,7 @@
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 #include "runtime/capture.bpf.h"
+#include "runtime/python.bpf.h"
 #include "runtime/follow.bpf.h"
 #include "memleak.h"
 #if defined(__TARGET_ARCH_x86) || defined(__TARGET_ARCH_arm64)
@@ -199,6 +200,7 @@ static __always_inline int alloc_enter(struct pt_regs *ctx, __u64 size, __u64 ar
 		cookie = __sync_fetch_and_add(&next_event_id, 1);
 		if (dwarf_fp_ids)
 			fpid = bpf_get_stackid(ctx, &stack_traces, BPF_F_USER_STACK);
+		py_emit(ctx, pid_tgid >> 32, (__u32)pid_tgid);
 		if (cap_snapshot(ctx, ctx, cookie, fpid, 0, t))
 			flags |= ML_P_LOST;
 	}
@@ -209,6 +211,7 @@ static __always_inline int alloc_enter(struct pt_regs *ctx, __u64 size, __u64 ar
 		cookie = __sync_fetch_and_add(&next_event_id, 1);
 		if (dwarf_fp_ids)
 			fpid = bpf_get_stackid(ctx, &stack_traces, BPF_F_USER_STACK);
+		py_emit(ctx, pid_tgid >> 32, (__u32)pid_tgid);
 		if (kw_hybrid(ctx, ctx, cookie, fpid, t))
 			flags |= ML_P_LOST;
 	}

@@ -27,6 +27,7 @@
 #include "dwunw.h"
 #endif
 #include "runtime/cap_pump.h"
+#include "runtime/py_merge.h"
 #include "runtime/capture_user.h"
 #include "runtime/frames.h"
 #include "runtime/mappings.h"
@@ -77,168 +78,185 @@ static size_t ml_ring_bytes(uint64_t rate)
  * (glibc's debug file included) before the probes fire. Done on the first record instead, that
  * takes 0.1-2 s on a loaded machine, while records pile up faster than the buffers hold them.
  */
-static void warm_module(const char *path)
+static void warm_module(struct memleak_ctx *ml, const char *path)
 {
 	struct dwunw_table_info ti;
 	struct dwunw_symbol sym;
 	struct dwunw_module *m;
 	uint64_t t0 = mono_ns();
 
-	if (dwunw_module_open(&dctx, path, &m))
+	if (dwunw_module_open(&ml->fr.dctx, path, &m))
 		return;
-	dwunw_table_info(&dctx, m, &ti);
-	dwunw_symbolize(&dctx, m, 0, &sym);
-	dwunw_module_put(&dctx, m); /* stays in the module cache */
-	if (env.verbose)
+	dwunw_table_info(&ml->fr.dctx, m, &ti);
+	dwunw_symbolize(&ml->fr.dctx, m, 0, &sym);
+	dwunw_module_put(&ml->fr.dctx, m); /* stays in the module cache */
+	if (ml->env.verbose)
 		fprintf(stderr, "memleak: %s unwind table and symbols ready in %.0f ms\n", path,
 			(double)(mono_ns() - t0) / 1e6);
 }
 #endif
 
+/* memleak's state (memleak_state.h): here for the atexit handler; passed down from main */
+static struct memleak_ctx ctx;
+
+/* The command ended (atexit). */
+static void stop_command(void)
+{
+	command_stop(&ctx.cmd);
+}
+
 int main(int argc, char **argv)
 {
+	struct memleak_ctx *ml = &ctx;
 	size_t ring_bytes, perf_bytes;
 	char *obj_path;
 	int pidfd = -1, err, reports = 0, status = 0;
 	const char *why;
 
-	tool_name = "memleak";
-	ml_parse_args(argc, argv);
-	tool_verbose = env.verbose;
-	st.max = env.max_stacks;
+	tool_set_name("memleak");
+	ml_parse_args(&ml->env, argc, argv);
+	tool_set_verbose(ml->env.verbose);
+	stack_store_init(&ml->st, ml->env.max_stacks);
+	frames_setup(&ml->fr, &ml->st);
 #ifdef HAVE_DWUNW
-	frames_max = env.max_frames;
+	ml->fr.max = ml->env.max_frames;
 #endif
-	if (!env.pid && !env.command && !env.prog_argv)
+	if (!ml->env.pid && !ml->env.command && !ml->env.prog_argv)
 		tool_usage_error("kernel allocations are not traced by this memleak: use -p PID, -c COMMAND or -- PROG ARGS");
-	following = env.command || env.prog_argv;
+	ml->following = ml->env.command || ml->env.prog_argv;
 	tool_signals_init();
 	if ((why = tool_missing_privileges(true)))
 		tool_fail(TOOL_EXIT_PRIVILEGE, "%s", why);
-	if (env.pid && (why = tool_pid_problem(env.pid, &status)))
+	if (ml->env.pid && (why = tool_pid_problem(ml->env.pid, &status)))
 		tool_fail(status, "%s", why);
-	if (env.pid) {
+	if (ml->env.pid) {
 		char fn[64];
 
-		snprintf(fn, sizeof(fn), "/proc/%d/maps", env.pid);
+		snprintf(fn, sizeof(fn), "/proc/%d/maps", ml->env.pid);
 		if (access(fn, R_OK))
-			tool_fail(TOOL_EXIT_NO_PROCESS, "pid %d: no such process", env.pid);
+			tool_fail(TOOL_EXIT_NO_PROCESS, "pid %d: no such process", ml->env.pid);
 	}
-	obj_path = ml_resolve_obj(env.pid);
+	obj_path = ml_resolve_obj(ml, ml->env.pid);
 	libbpf_set_print(tool_libbpf_print);
 	/* a fixed threshold: glibc's moving one keeps freed big tables in the heap (RSS in steps) */
 	mallopt(M_MMAP_THRESHOLD, 256 * 1024);
-	ml_set_yield(ml_drain_yield);
+	ml_set_yield(ml_drain_yield, ml);
 
-	const char *lacks = dwunw_kernel_lacks(!env.perfbuf);
+	const char *lacks = dwunw_kernel_lacks(!ml->env.perfbuf);
 	if (lacks)
 		die("%s", lacks);
 
-	skel = memleak_bpf__open();
-	if (!skel)
+	ml->skel = memleak_bpf__open();
+	if (!ml->skel)
 		die("cannot open the BPF object: %s", strerror(errno));
-	skel->rodata->unwind_mode = (uint32_t)env.unwind;
-	skel->rodata->min_size = env.min_size;
-	skel->rodata->max_size = env.max_size;
-	skel->rodata->sample_rate = env.sample_rate;
-	skel->rodata->trace_all = env.trace;
-	skel->rodata->record_nested = env.nested;
-	skel->rodata->keep_combined = env.combined && env.unwind == ML_UNWIND_FP;
-	skel->rodata->dwarf_fp_ids = env.fp_ids;
-	skel->rodata->cap_use_perfbuf = env.perfbuf;
-	skel->rodata->cap_stack_bytes = env.stack_size;
-	skel->rodata->follow_tree = following;
+	ml->skel->rodata->unwind_mode = (uint32_t)ml->env.unwind;
+	ml->skel->rodata->min_size = ml->env.min_size;
+	ml->skel->rodata->max_size = ml->env.max_size;
+	ml->skel->rodata->sample_rate = ml->env.sample_rate;
+	ml->skel->rodata->trace_all = ml->env.trace;
+	ml->skel->rodata->record_nested = ml->env.nested;
+	ml->skel->rodata->keep_combined = ml->env.combined && ml->env.unwind == ML_UNWIND_FP;
+	ml->skel->rodata->dwarf_fp_ids = ml->env.fp_ids;
+	ml->skel->rodata->cap_use_perfbuf = ml->env.perfbuf;
+	ml->skel->rodata->cap_stack_bytes = ml->env.stack_size;
+	ml->skel->rodata->follow_tree = ml->following;
 	/* dwarf mode: mapping changes in order with the records (DWUNW_MAPEV=0: off, to compare) */
-	mappings_on = env.unwind == ML_UNWIND_DWARF && !(getenv("DWUNW_MAPEV") &&
-							  !strcmp(getenv("DWUNW_MAPEV"), "0"));
-	skel->rodata->mmap_ev_enabled = mappings_on;
-	skel->rodata->cap_scratch_slots = dwunw_cap_scratch_slots(env.perfbuf);
-	ring_bytes = env.buffer_size && !env.perfbuf ? env.buffer_size : ml_ring_bytes(env.expected_rate);
-	skel->rodata->cap_wakeup_bytes = ring_bytes / 8;
-	perf_bytes = env.buffer_size && env.perfbuf ? env.buffer_size : 8u << 20;
-	if (env.unwind == ML_UNWIND_FP && !env.trace)
+	if (ml->env.unwind == ML_UNWIND_DWARF &&
+	    !(getenv("DWUNW_MAPEV") && !strcmp(getenv("DWUNW_MAPEV"), "0")))
+		ml->fr.maps = mappings_new();
+	ml->skel->rodata->mmap_ev_enabled = ml->fr.maps != NULL;
+	ml->skel->rodata->cap_scratch_slots = dwunw_cap_scratch_slots(ml->env.perfbuf);
+	ring_bytes = ml->env.buffer_size && !ml->env.perfbuf ? ml->env.buffer_size : ml_ring_bytes(ml->env.expected_rate);
+	ml->skel->rodata->cap_wakeup_bytes = ring_bytes / 8;
+	perf_bytes = ml->env.buffer_size && ml->env.perfbuf ? ml->env.buffer_size : 8u << 20;
+	if (ml->env.unwind == ML_UNWIND_FP && !ml->env.trace)
 		ring_bytes = 1u << 16; /* no snapshots */
-	err = dwunw_cap_size_maps(skel->obj, env.perfbuf, ring_bytes);
-	if (!err && !(env.combined && env.unwind == ML_UNWIND_FP))
-		err = bpf_map__set_max_entries(skel->maps.combined_allocs, 1);
+	err = dwunw_cap_size_maps(ml->skel->obj, ml->env.perfbuf, ring_bytes);
+	if (!err && !(ml->env.combined && ml->env.unwind == ML_UNWIND_FP))
+		err = bpf_map__set_max_entries(ml->skel->maps.combined_allocs, 1);
 #ifdef HAVE_KWALK
-	struct kw_opts kwo = { .budget = env.table_budget };
+	struct kw_opts kwo = { .budget = ml->env.table_budget };
 
-	if (!err && env.unwind == ML_UNWIND_KERNEL)
-		err = kw_size_maps(skel->obj, &kwo);
-	skel->rodata->kw_track_enabled = env.unwind == ML_UNWIND_KERNEL;
+	if (!err && ml->env.unwind == ML_UNWIND_KERNEL)
+		err = kw_size_maps(ml->skel->obj, &kwo);
+	ml->skel->rodata->kw_track_enabled = ml->env.unwind == ML_UNWIND_KERNEL;
 #endif
 	if (err)
 		die("cannot size the maps: %s", strerror(-err));
 
-	if (following) {
-		ml_start_command();
-		atexit(ml_stop_command);
-		target_pid = ml_cmd.pid;
+	if (ml->following) {
+		ml_start_command(ml);
+		atexit(stop_command);
+		ml->target_pid = ml->cmd.pid;
 	} else {
-		target_pid = env.pid;
-		skel->rodata->target_tgid = (uint32_t)target_pid;
+		ml->target_pid = ml->env.pid;
+		ml->skel->rodata->target_tgid = (uint32_t)ml->target_pid;
 	}
 
-	ml_attach_choose();
-	err = memleak_bpf__load(skel);
+	ml_attach_choose(ml);
+	err = memleak_bpf__load(ml->skel);
 	if (err)
 		die("cannot load the BPF programs: %s (run with -v for the verifier log)", strerror(-err));
 #ifdef HAVE_KWALK
-	if (env.unwind == ML_UNWIND_KERNEL) {
-		ml_kwt.l = kw_loader_new(skel->obj, &kwo);
-		if (!ml_kwt.l)
+	if (ml->env.unwind == ML_UNWIND_KERNEL) {
+		ml->kwt.l = kw_loader_new(ml->skel->obj, &kwo);
+		ml->kwt.fr = &ml->fr;
+		if (!ml->kwt.l)
 			die("cannot set up the in-kernel walker's tables: %s", strerror(errno));
-		if (following)
-			kw_preload_command(ml_kwt.l, env.prog_argv ? env.prog_argv[0] : ml_cmd.what);
+		if (ml->following)
+			kw_preload_command(ml->kwt.l, ml->env.prog_argv ? ml->env.prog_argv[0] : ml->cmd.what);
 		else
-			kw_track_reload(&ml_kwt, (uint32_t)target_pid, true);
-		err = kw_track_attach(&ml_kwt, skel->obj);
+			kw_track_reload(&ml->kwt, (uint32_t)ml->target_pid, true);
+		err = kw_track_attach(&ml->kwt, ml->skel->obj);
 		if (err) /* the walker's fallback still reloads a process whose pcs it does not know */
 			fprintf(stderr, "memleak: no mmap tracing (%s): new mappings load at their first "
 				"allocation\n", strerror(-err));
 	}
 #endif
 #ifdef HAVE_DWUNW
-	err = frames_init(64, 0);
+	err = frames_init(&ml->fr, 64, 0, NULL);
 	if (err)
 		die("libdwunw: %s", dwunw_strerror(err));
-	if (env.unwind == ML_UNWIND_DWARF)
-		warm_module(obj_path);
+	if (ml->env.unwind == ML_UNWIND_DWARF)
+		warm_module(ml, obj_path);
 #endif
+	py_merge_init(&ml->py, &ml->fr, bpf_map__fd(ml->skel->maps.py_procs),
+		      bpf_map__fd(ml->skel->maps.py_cost), ml->env.verbose);
+	if (ml->target_pid > 0 && !ml->following && !ml->cmd.pid)
+		py_merge_add(&ml->py, (uint32_t)ml->target_pid);
 	/* uprobes are per file: following a tree, every process is probed and the BPF side filters */
-	ml_attach_all(obj_path, following ? -1 : target_pid);
-	if (following)
-		ml_attach_follow();
+	ml_attach_all(ml, obj_path, ml->following ? -1 : ml->target_pid);
+	if (ml->following)
+		ml_attach_follow(ml);
 
 	/* the queue: half the ring buffer again (50 ms at the expected rate), or a CPU's perf buffer */
-	ml_pump = cap_pump_new(env.perfbuf ? perf_bytes : ring_bytes / 2);
-	if (!ml_pump)
+	ml->pump = cap_pump_new(ml->env.perfbuf ? perf_bytes : ring_bytes / 2);
+	if (!ml->pump)
 		die("out of memory");
-	ml_reader = dwunw_cap_reader_new(skel->obj, env.perfbuf, perf_bytes, cap_pump_record, ml_pump);
-	if (!ml_reader)
-		die("cannot open the %s buffer: %s", env.perfbuf ? "perf" : "ring", strerror(errno));
-	err = cap_pump_start(ml_pump, ml_reader);
+	ml->reader = dwunw_cap_reader_new(ml->skel->obj, ml->env.perfbuf, perf_bytes, cap_pump_record, ml->pump);
+	if (!ml->reader)
+		die("cannot open the %s buffer: %s", ml->env.perfbuf ? "perf" : "ring", strerror(errno));
+	err = cap_pump_start(ml->pump, ml->reader);
 	if (err)
 		die("cannot start the drain thread: %s", strerror(-err));
 
 #ifndef HAVE_DWUNW
-	syms = syms_proc_new(target_pid);
+	ml->fr.syms = syms_proc_new(ml->target_pid);
 #endif
-	ml_fpc.n = 1u << 15;
-	ml_fpc.map = xcalloc(ml_fpc.n, sizeof(*ml_fpc.map));
+	ml->fpc.n = 1u << 15;
+	ml->fpc.map = xcalloc(ml->fpc.n, sizeof(*ml->fpc.map));
 
-	pidfd = (int)syscall(SYS_pidfd_open, target_pid, 0);
-	fprintf(env.json || env.folded ? stderr : stdout, "Attaching to pid %d, Ctrl+C to quit.\n",
-		target_pid);
+	pidfd = (int)syscall(SYS_pidfd_open, ml->target_pid, 0);
+	fprintf(ml->env.json || ml->env.folded ? stderr : stdout, "Attaching to pid %d, Ctrl+C to quit.\n",
+		ml->target_pid);
 	fflush(stdout);
-	if (following && (err = command_go(&ml_cmd))) {
+	if (ml->following && (err = command_go(&ml->cmd))) {
 		/* it could not exec: one line said why */
-		ml_detach_all();
+		ml_detach_all(ml);
 		exit(err);
 	}
 
-	uint64_t interval_ns = (uint64_t)env.interval * 1000000000ull;
+	uint64_t interval_ns = (uint64_t)ml->env.interval * 1000000000ull;
 	uint64_t last_check = 0, last_maps = 0, next_report_ns;
 	bool gone = false;
 
@@ -247,12 +265,12 @@ int main(int argc, char **argv)
 		uint64_t now = mono_ns();
 
 		if (now >= next_report_ns) {
-			ml_keep_maps();
-			ml_report();
+			ml_keep_maps(ml);
+			ml_report(ml);
 			reports++;
 			if (!tool_flush_stdout())
 				break;
-			if (env.count > 0 && reports >= env.count)
+			if (ml->env.count > 0 && reports >= ml->env.count)
 				break;
 			next_report_ns += interval_ns;
 			if (next_report_ns < mono_ns())
@@ -263,55 +281,53 @@ int main(int argc, char **argv)
 		int timeout = (int)((next_report_ns - now) / 1000000ull) + 1;
 		if (timeout > 10)
 			timeout = 10;
-		if (cap_pump_wait(ml_pump, timeout))
-			ml_process_some(2048);
+		if (cap_pump_wait(ml->pump, timeout))
+			ml_process_some(ml, 2048);
 		now = mono_ns();
 		if (now - last_check >= 50000000ull) {
 			last_check = now;
 			if (tool_stdout_closed())
 				break;
-			if (ml_target_gone(pidfd)) {
+			if (ml_target_gone(ml, pidfd)) {
 				gone = true;
 				break;
 			}
-			ml_static_target_check(obj_path);
+			ml_static_target_check(ml, obj_path);
 		}
 		if (now - last_maps >= 1000000000ull) {
 			last_maps = now;
-			ml_keep_maps();
+			ml_keep_maps(ml);
 		}
 	}
 	/* a last report, unless nobody reads it any more */
 	if ((gone || tool_stop_requested()) && !tool_stdout_closed()) {
-		ml_report();
+		ml_report(ml);
 		tool_flush_stdout();
 		if (gone)
-			fprintf(stderr, "memleak: target pid %d exited\n", target_pid);
+			fprintf(stderr, "memleak: target pid %d exited\n", ml->target_pid);
 	}
 
-	if (env.verbose) {
-		ml_mem_text(stderr, skel->obj, report_outstanding);
+	if (ml->env.verbose) {
+		ml_mem_text(stderr, ml->skel->obj, ml->report_outstanding);
 		fprintf(stderr, "memleak: record queue %.1f MiB, at most %" PRIu64 " records waiting, %" PRIu64 " dropped\n",
-			cap_pump_queue_bytes(ml_pump) / 1048576.0, cap_pump_queue_peak(ml_pump),
-			cap_pump_dropped(ml_pump));
+			cap_pump_queue_bytes(ml->pump) / 1048576.0, cap_pump_queue_peak(ml->pump),
+			cap_pump_dropped(ml->pump));
 	}
-	cap_pump_free(ml_pump); /* before the links' helper process is forked */
-	ml_pump = NULL;
-	ml_detach_all();
-	dwunw_cap_reader_free(ml_reader);
+	cap_pump_free(ml->pump); /* before the links' helper process is forked */
+	ml->pump = NULL;
+	ml_detach_all(ml);
+	dwunw_cap_reader_free(ml->reader);
 #ifdef HAVE_KWALK
-	if (ml_kwt.l) {
-		kw_track_detach(&ml_kwt);
-		kw_loader_free(ml_kwt.l);
+	if (ml->kwt.l) {
+		kw_track_detach(&ml->kwt);
+		kw_loader_free(ml->kwt.l);
 	}
 #endif
-	memleak_bpf__destroy(skel);
-	command_stop(&ml_cmd);
-#ifdef HAVE_DWUNW
-	frames_shutdown();
-#else
-	syms_proc_free(syms);
-#endif
+	py_merge_shutdown(&ml->py); /* reads its maps: before they go */
+	memleak_bpf__destroy(ml->skel);
+	command_stop(&ml->cmd);
+	frames_shutdown(&ml->fr);
+	mappings_free(ml->fr.maps);
 	module_warn_flush();
 	if (pidfd >= 0)
 		close(pidfd);

@@ -39,10 +39,12 @@ static struct {
 	size_t nlater, later_cap;
 } ev = { .base = 1, .mark = 1 };
 
-static void (*yield_fn)(void);
+static void (*yield_fn)(void *arg);
+static void *yield_arg;
 
-void ml_set_yield(void (*fn)(void))
+void ml_set_yield(void (*fn)(void *arg), void *arg)
 {
+	yield_arg = arg;
 	yield_fn = fn;
 }
 
@@ -108,7 +110,7 @@ static void tab_rebuild(size_t want, int prune)
 	ev.rebuilding = 1;
 	for (size_t i = 0; i < ev.cap; i++) {
 		if (yield_fn && i % YIELD_EVERY == YIELD_EVERY - 1)
-			yield_fn();
+			yield_fn(yield_arg);
 		if (!ev.keys[i] || (prune && !(ev.vals[i] & LIVE)))
 			continue;
 		tab_insert(nk, nv, ncap, ev.keys[i], prune ? ev.vals[i] & ~LIVE : ev.vals[i], &n);
@@ -327,7 +329,7 @@ size_t ml_allocs_walk(int fd, ml_alloc_fn fn, void *ctx)
 			fn(ctx, keys[i], &vals[i]);
 		seen += cnt;
 		if (yield_fn)
-			yield_fn();
+			yield_fn(yield_arg);
 		if (err) /* ENOENT: the last chunk */
 			break;
 		in = out;

@@ -58,7 +58,7 @@ size_t ml_allocs_walk(int fd, ml_alloc_fn fn, void *ctx);
  * consuming the ring buffer: a report over a million allocations must not stall the consumer
  * for longer than the buffer lasts. ml_ev_put may be called from it.
  */
-void ml_set_yield(void (*fn)(void));
+void ml_set_yield(void (*fn)(void *arg), void *arg);
 
 /* Kernel memory of a loaded BPF map (fdinfo "memlock"), 0 when unknown. */
 uint64_t ml_map_memlock(int fd);

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <bpf/libbpf.h>
+#include "dwunw.h"
 #include "runtime/mappings.h"
 #include "memleak_attach.h"
 #include "memleak_opts.h"
@@ -18,61 +19,55 @@
 #include "runtime/uprobe_set.h"
 
 /* The allocator object's path: from the target's maps (-p), else our own maps, else ldconfig. */
-char *ml_resolve_obj(pid_t pid)
+char *ml_resolve_obj(const struct memleak_ctx *ml, pid_t pid)
 {
-	const char *name = base_name(env.obj);
-	char fn[64], line[4096];
-	FILE *f;
+	const char *name = base_name(ml->env.obj);
 
-	if (strchr(env.obj, '/')) {
-		if (access(env.obj, R_OK))
-			die("%s: %s", env.obj, strerror(errno));
-		return strdup(env.obj);
+	if (strchr(ml->env.obj, '/')) {
+		if (access(ml->env.obj, R_OK))
+			die("%s: %s", ml->env.obj, strerror(errno));
+		return strdup(ml->env.obj);
 	}
 	for (int pass = 0; pass < 2; pass++) {
+		struct dwunw_map *e;
+		char *found = NULL;
+		size_t n;
+
 		if (pass == 0 && !pid)
 			continue;
 		if (pass == 1 && pid)
 			break; /* -p: only what the target maps */
-		if (pass == 0)
-			snprintf(fn, sizeof(fn), "/proc/%d/maps", pid);
-		else
-			snprintf(fn, sizeof(fn), "/proc/self/maps");
-		f = fopen(fn, "re");
-		if (!f)
+		if (dwunw_maps_load(pass == 0 ? pid : 0, &e, &n))
 			continue;
-		while (fgets(line, sizeof(line), f)) {
-			char *p = strchr(line, '/');
+		for (size_t i = 0; i < n && !found; i++) {
+			const char *p = e[i].path;
 
-			if (!p)
+			if (p[0] != '/' || (e[i].flags & DWUNW_MAP_DELETED) || strcmp(base_name(p), name))
 				continue;
-			p[strcspn(p, "\n")] = 0;
-			if (strcmp(base_name(p), name))
-				continue;
-			fclose(f);
 			if (pass == 0) {
 				/*
 				 * A process in another mount namespace maps another file under
 				 * this path: then go through its root (uprobes follow the inode).
 				 */
 				struct stat here, there;
-				char *r;
 
-				if (asprintf(&r, "/proc/%d/root%s", pid, p) < 0)
+				if (asprintf(&found, "/proc/%d/root%s", pid, p) < 0)
 					die("out of memory");
-				if (stat(r, &there) == 0 &&
+				if (stat(found, &there) == 0 &&
 				    (stat(p, &here) || here.st_dev != there.st_dev ||
 				     here.st_ino != there.st_ino))
-					return r;
-				free(r);
+					break;
+				free(found);
 			}
-			return strdup(p);
+			found = strdup(p);
 		}
-		fclose(f);
+		free(e);
+		if (found)
+			return found;
 	}
 	if (pid)
 		die("pid %d does not map %s (not a user process, or another allocator: see -O)", pid,
-		    env.obj);
+		    ml->env.obj);
 	static const char *dirs[] = { "/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu",
 				      "/lib/aarch64-linux-gnu", "/usr/lib/aarch64-linux-gnu",
 				      "/lib64", "/usr/lib64", "/lib", "/usr/lib" };
@@ -85,84 +80,79 @@ char *ml_resolve_obj(pid_t pid)
 			return p;
 		free(p);
 	}
-	die("%s: not found", env.obj);
+	die("%s: not found", ml->env.obj);
 	return NULL;
 }
 
-static struct bpf_link **links;
-static size_t nlinks;
-static struct uprobe_spec probes[ML_FN_NR];
-static struct uprobe_set ups;
-
 /* The allocator's functions: those glibc may lack are optional. */
-static void probes_init(void)
+static void probes_init(struct memleak_ctx *ml)
 {
 	const struct uprobe_spec p[] = {
-		{ "malloc", skel->progs.malloc_enter, true, false, ML_FN_MALLOC },
-		{ "calloc", skel->progs.calloc_enter, true, false, ML_FN_CALLOC },
-		{ "realloc", skel->progs.realloc_enter, true, false, ML_FN_REALLOC },
-		{ "reallocarray", skel->progs.reallocarray_enter, true, true, ML_FN_REALLOCARRAY },
-		{ "aligned_alloc", skel->progs.aligned_alloc_enter, true, true, ML_FN_ALIGNED_ALLOC },
-		{ "posix_memalign", skel->progs.posix_memalign_enter, true, false,
+		{ "malloc", ml->skel->progs.malloc_enter, true, false, ML_FN_MALLOC },
+		{ "calloc", ml->skel->progs.calloc_enter, true, false, ML_FN_CALLOC },
+		{ "realloc", ml->skel->progs.realloc_enter, true, false, ML_FN_REALLOC },
+		{ "reallocarray", ml->skel->progs.reallocarray_enter, true, true, ML_FN_REALLOCARRAY },
+		{ "aligned_alloc", ml->skel->progs.aligned_alloc_enter, true, true, ML_FN_ALIGNED_ALLOC },
+		{ "posix_memalign", ml->skel->progs.posix_memalign_enter, true, false,
 		  ML_FN_POSIX_MEMALIGN },
-		{ "memalign", skel->progs.memalign_enter, true, true, ML_FN_MEMALIGN },
-		{ "valloc", skel->progs.valloc_enter, true, true, ML_FN_VALLOC },
-		{ "pvalloc", skel->progs.pvalloc_enter, true, true, ML_FN_PVALLOC },
-		{ "mmap", skel->progs.mmap_enter, true, false, ML_FN_MMAP },
-		{ "free", skel->progs.free_enter, false, false, ML_FN_FREE },
-		{ "munmap", skel->progs.munmap_enter, false, false, ML_FN_MUNMAP },
+		{ "memalign", ml->skel->progs.memalign_enter, true, true, ML_FN_MEMALIGN },
+		{ "valloc", ml->skel->progs.valloc_enter, true, true, ML_FN_VALLOC },
+		{ "pvalloc", ml->skel->progs.pvalloc_enter, true, true, ML_FN_PVALLOC },
+		{ "mmap", ml->skel->progs.mmap_enter, true, false, ML_FN_MMAP },
+		{ "free", ml->skel->progs.free_enter, false, false, ML_FN_FREE },
+		{ "munmap", ml->skel->progs.munmap_enter, false, false, ML_FN_MUNMAP },
 	};
 
-	memcpy(probes, p, sizeof(p));
-	ups = (struct uprobe_set){
-		.probes = probes,
+	memcpy(ml->probes, p, sizeof(p));
+	ml->ups = (struct uprobe_set){
+		.probes = ml->probes,
 		.n = sizeof(p) / sizeof(p[0]),
-		.prefix = env.sym_prefix,
-		.at_entry = env.probe_at_entry,
-		.verbose = env.verbose,
-		.ret_prog = skel->progs.alloc_return,
-		.multi_entry = skel->progs.ml_multi_enter,
-		.multi_ret = skel->progs.ml_multi_return,
+		.prefix = ml->env.sym_prefix,
+		.at_entry = ml->env.probe_at_entry,
+		.verbose = ml->env.verbose,
+		.ret_prog = ml->skel->progs.alloc_return,
+		.multi_entry = ml->skel->progs.ml_multi_enter,
+		.multi_ret = ml->skel->progs.ml_multi_return,
 	};
 }
 
-void ml_attach_choose(void)
+void ml_attach_choose(struct memleak_ctx *ml)
 {
-	probes_init();
-	uprobe_set_choose(&ups, env.no_multi);
+	probes_init(ml);
+	uprobe_set_choose(&ml->ups, ml->env.no_multi);
 }
 
-void ml_attach_all(const char *path, pid_t pid)
+void ml_attach_all(struct memleak_ctx *ml, const char *path, pid_t pid)
 {
-	uprobe_set_attach(&ups, path, pid, &links, &nlinks);
-	if (mappings_on) {
-		int err = mappings_attach(skel->obj, &links, &nlinks);
+	uprobe_set_attach(&ml->ups, path, pid, &ml->links, &ml->nlinks);
+	if (ml->fr.maps) {
+		int err = mappings_attach(ml->skel->obj, &ml->links, &ml->nlinks);
 
 		if (err)
 			die("cannot attach the mapping-change programs: %s", strerror(-err));
 	}
-	struct bpf_link *l = bpf_program__attach(skel->progs.ml_exec);
+	struct bpf_link *l = bpf_program__attach(ml->skel->progs.ml_exec);
 	if (!l)
 		die("cannot attach sched_process_exec: %s", strerror(errno));
-	links = xrealloc(links, (nlinks + 2) * sizeof(*links));
-	links[nlinks++] = l;
-	l = bpf_program__attach(skel->progs.ml_thread_exit);
+	ml->links = xrealloc(ml->links, (ml->nlinks + 2) * sizeof(*ml->links));
+	ml->links[ml->nlinks++] = l;
+	l = bpf_program__attach(ml->skel->progs.ml_thread_exit);
 	if (!l)
 		die("cannot attach sched_process_exit: %s", strerror(errno));
-	links[nlinks++] = l;
+	ml->links[ml->nlinks++] = l;
 }
 
-void ml_attach_follow(void)
+void ml_attach_follow(struct memleak_ctx *ml)
 {
-	int err = follow_attach(skel->obj, &links, &nlinks);
+	int err = follow_attach(ml->skel->obj, &ml->links, &ml->nlinks);
 
 	if (!err)
-		err = follow_add_root(skel->obj, target_pid);
+		err = follow_add_root(ml->skel->obj, ml->target_pid);
 	if (err)
 		die("cannot follow the command's processes: %s", strerror(-err));
 }
 
-void ml_detach_all(void)
+void ml_detach_all(struct memleak_ctx *ml)
 {
-	tool_links_destroy_fds(links, nlinks, ups.fds, ups.nfds);
+	tool_links_destroy_fds(ml->links, ml->nlinks, ml->ups.fds, ml->ups.nfds);
 }

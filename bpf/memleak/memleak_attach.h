@@ -8,19 +8,21 @@
 
 #include <sys/types.h>
 
+struct memleak_ctx;
+
 /* The allocator object's path (-O): from the target's maps (-p), else our own maps, else ldconfig. */
-char *ml_resolve_obj(pid_t pid);
+char *ml_resolve_obj(const struct memleak_ctx *ml, pid_t pid);
 
 /* Before load: the programs of one way of attaching the uprobes. */
-void ml_attach_choose(void);
+void ml_attach_choose(struct memleak_ctx *ml);
 
 /* Every program, the uprobes on `path` in process pid (-1: every process); dies naming what failed. */
-void ml_attach_all(const char *path, pid_t pid);
+void ml_attach_all(struct memleak_ctx *ml, const char *path, pid_t pid);
 
 /* Following a tree: its programs attached and its first process added. */
-void ml_attach_follow(void);
+void ml_attach_follow(struct memleak_ctx *ml);
 
 /* Every link, detached without waiting (tool_signals.h). */
-void ml_detach_all(void);
+void ml_detach_all(struct memleak_ctx *ml);
 
 #endif /* DWUNW_MEMLEAK_ATTACH_H */

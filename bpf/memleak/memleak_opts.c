@@ -11,7 +11,7 @@
 #include "runtime/tool_opts.h"
 #include "runtime/tool_util.h"
 
-struct ml_env env = {
+static const struct ml_env env_defaults = {
 	.older_ms = 500,
 	.sample_rate = 1,
 	.top = 10,
@@ -158,15 +158,17 @@ static uint64_t opt_u64(const char *s, const char *opt)
 	return tool_opt_u64(s, opt, 0, UINT64_MAX);
 }
 
-void ml_parse_args(int argc, char **argv)
+void ml_parse_args(struct ml_env *env, int argc, char **argv)
 {
 	int c, pos = 0;
+
+	*env = env_defaults;
 
 	/* -- PROG ARGS: the program to run, not options */
 	for (int i = 1; i < argc; i++)
 		if (!strcmp(argv[i], "--")) {
 			if (i + 1 < argc)
-				env.prog_argv = &argv[i + 1];
+				env->prog_argv = &argv[i + 1];
 			else
 				usage_error("--: no program given");
 			argc = i;
@@ -180,46 +182,46 @@ void ml_parse_args(int argc, char **argv)
 
 			if (v == 0 || v > INT_MAX)
 				usage_error("-p: not a process id: %s", optarg);
-			env.pid = (pid_t)v;
+			env->pid = (pid_t)v;
 			break;
 		}
-		case 't': env.trace = true; break;
-		case 'a': env.show_allocs = true; break;
-		case 'o': env.older_ms = opt_u64(optarg, "-o"); break;
-		case 'c': env.command = optarg; break;
-		case 'C': env.combined = true; break;
+		case 't': env->trace = true; break;
+		case 'a': env->show_allocs = true; break;
+		case 'o': env->older_ms = opt_u64(optarg, "-o"); break;
+		case 'c': env->command = optarg; break;
+		case 'C': env->combined = true; break;
 		case 'F':
 		case 'P':
 			fprintf(stderr, "memleak: -%c: not supported in user-space mode, ignored\n", c);
 			break;
 		case 's':
-			env.sample_rate = (uint32_t)opt_u64(optarg, "-s");
-			if (!env.sample_rate)
+			env->sample_rate = (uint32_t)opt_u64(optarg, "-s");
+			if (!env->sample_rate)
 				usage_error("-s: invalid sample rate: %s", optarg);
 			break;
 		case 'T':
-			env.top = opt_u64(optarg, "-T");
-			env.top_given = true;
+			env->top = opt_u64(optarg, "-T");
+			env->top_given = true;
 			break;
-		case 'z': env.min_size = opt_u64(optarg, "-z"); break;
-		case 'Z': env.max_size = opt_u64(optarg, "-Z"); break;
-		case 'O': env.obj = optarg; break;
-		case 'S': env.sym_prefix = optarg; break;
-		case 'v': env.verbose = true; break;
+		case 'z': env->min_size = opt_u64(optarg, "-z"); break;
+		case 'Z': env->max_size = opt_u64(optarg, "-Z"); break;
+		case 'O': env->obj = optarg; break;
+		case 'S': env->sym_prefix = optarg; break;
+		case 'v': env->verbose = true; break;
 		case 'h': usage(stdout); exit(0);
 		case OPT_UNWIND:
 			if (!strcmp(optarg, "dwarf")) {
 #ifndef HAVE_DWUNW
 				usage_error("--unwind=dwarf needs a build with libdwunw (HAVE_DWUNW); this build unwinds with frame pointers only");
 #endif
-				env.unwind = ML_UNWIND_DWARF;
+				env->unwind = ML_UNWIND_DWARF;
 			} else if (!strcmp(optarg, "fp")) {
-				env.unwind = ML_UNWIND_FP;
+				env->unwind = ML_UNWIND_FP;
 			} else if (!strcmp(optarg, "kernel")) {
 #ifndef HAVE_KWALK
 				usage_error("--unwind=kernel needs a build with libdwunw on x86_64 or arm64 (the in-kernel walker)");
 #endif
-				env.unwind = ML_UNWIND_KERNEL;
+				env->unwind = ML_UNWIND_KERNEL;
 			} else {
 				usage_error("--unwind: expected dwarf, fp or kernel, got %s", optarg);
 			}
@@ -229,35 +231,35 @@ void ml_parse_args(int argc, char **argv)
 
 			if (v < 64 || v > CAP_MAX_STACK)
 				usage_error("--stack-size: %s out of range (64 .. %d)", optarg, CAP_MAX_STACK);
-			env.stack_size = (uint32_t)(v & ~7ull);
+			env->stack_size = (uint32_t)(v & ~7ull);
 			break;
 		}
 		case OPT_TABLE_BUDGET:
-			env.table_budget = tool_opt_u64(optarg, "--table-budget", 1, 4096) << 20;
+			env->table_budget = tool_opt_u64(optarg, "--table-budget", 1, 4096) << 20;
 			break;
-		case OPT_FOLDED: env.folded = true; break;
-		case OPT_JSON: env.json = true; break;
-		case OPT_NESTED: env.nested = true; break;
-		case OPT_PERFBUF: env.perfbuf = true; break;
-		case OPT_BUFFER_SIZE: env.buffer_size = opt_u64(optarg, "--buffer-size"); break;
+		case OPT_FOLDED: env->folded = true; break;
+		case OPT_JSON: env->json = true; break;
+		case OPT_NESTED: env->nested = true; break;
+		case OPT_PERFBUF: env->perfbuf = true; break;
+		case OPT_BUFFER_SIZE: env->buffer_size = opt_u64(optarg, "--buffer-size"); break;
 		case OPT_MAX_STACKS:
-			env.max_stacks = opt_u64(optarg, "--max-stacks");
-			if (env.max_stacks < 16 || env.max_stacks > (1u << 24))
+			env->max_stacks = opt_u64(optarg, "--max-stacks");
+			if (env->max_stacks < 16 || env->max_stacks > (1u << 24))
 				usage_error("--max-stacks: %s out of range (16 .. 16777216)", optarg);
 			break;
-		case OPT_NO_FP_FALLBACK: env.fp_ids = false; break;
-		case OPT_PROBE_AT_ENTRY: env.probe_at_entry = true; break;
-		case OPT_NO_UPROBE_MULTI: env.no_multi = true; break;
+		case OPT_NO_FP_FALLBACK: env->fp_ids = false; break;
+		case OPT_PROBE_AT_ENTRY: env->probe_at_entry = true; break;
+		case OPT_NO_UPROBE_MULTI: env->no_multi = true; break;
 		case OPT_EXPECTED_RATE:
-			env.expected_rate = tool_opt_u64(optarg, "--expected-rate", 1, 100000000);
+			env->expected_rate = tool_opt_u64(optarg, "--expected-rate", 1, 100000000);
 			break;
 		case OPT_MAX_FRAMES:
-			env.max_frames = (uint32_t)tool_opt_u64(optarg, "--max-frames", 1,
+			env->max_frames = (uint32_t)tool_opt_u64(optarg, "--max-frames", 1,
 								TOOL_MAX_FRAMES_LIMIT);
 			break;
 		case OPT_WEIGHT:
 			if (!strcmp(optarg, "allocations"))
-				env.weight_allocs = true;
+				env->weight_allocs = true;
 			else if (strcmp(optarg, "bytes"))
 				usage_error("--weight: expected bytes or allocations, got %s", optarg);
 			break;
@@ -271,26 +273,26 @@ void ml_parse_args(int argc, char **argv)
 		if (pos == 0) {
 			if (!v || v > INT_MAX)
 				usage_error("invalid interval: %s", argv[i]);
-			env.interval = (int)v;
+			env->interval = (int)v;
 		} else if (pos == 1) {
 			if (!v)
 				usage_error("invalid count: %s", argv[i]);
-			env.count = (long)v;
+			env->count = (long)v;
 		} else {
 			usage_error("unexpected argument: %s (a program to run goes after --)", argv[i]);
 		}
 	}
-	if (env.folded && env.json)
+	if (env->folded && env->json)
 		usage_error("--folded and --json exclude each other");
-	if (!!env.pid + !!env.command + !!env.prog_argv > 1)
+	if (!!env->pid + !!env->command + !!env->prog_argv > 1)
 		usage_error("-p, -c and -- PROG exclude each other");
-	if (env.min_size > env.max_size)
-		usage_error("min size (%" PRIu64 ") is larger than max size (%" PRIu64 ")", env.min_size,
-		    env.max_size);
-	if (env.unwind == ML_UNWIND_KERNEL) {
-		if (env.perfbuf)
+	if (env->min_size > env->max_size)
+		usage_error("min size (%" PRIu64 ") is larger than max size (%" PRIu64 ")", env->min_size,
+		    env->max_size);
+	if (env->unwind == ML_UNWIND_KERNEL) {
+		if (env->perfbuf)
 			usage_error("--unwind=kernel sends its events on the ring buffer: drop --perf-buffer");
-	} else if (env.table_budget) {
+	} else if (env->table_budget) {
 		usage_error("--table-budget is for --unwind=kernel");
 	}
 }

@@ -42,9 +42,7 @@ struct ml_env {
 	uint64_t table_budget;  /* --table-budget (bytes; 0: the walker's default) */
 };
 
-extern struct ml_env env;
-
-/* Parses argv into env; a usage error is one line and exit 2 (tool_opts.h). */
-void ml_parse_args(int argc, char **argv);
+/* Parses argv into *env (defaults first); a usage error is one line and exit 2 (tool_opts.h). */
+void ml_parse_args(struct ml_env *env, int argc, char **argv);
 
 #endif /* DWUNW_MEMLEAK_OPTS_H */

@@ -18,85 +18,81 @@
 #include "kwalk/kwalk_user.h"
 #endif
 
-const char *ml_unwind_name(void)
+const char *ml_unwind_name(const struct memleak_ctx *ml)
 {
-	return env.unwind == ML_UNWIND_KERNEL ? "kernel" : env.unwind == ML_UNWIND_DWARF ? "dwarf" : "fp";
+	return ml->env.unwind == ML_UNWIND_KERNEL ? "kernel" : ml->env.unwind == ML_UNWIND_DWARF ? "dwarf" : "fp";
 }
 
 /* --unwind=kernel: what the walker's events were made of, and the tables' memory */
-void ml_print_kwalk(bool json)
+void ml_print_kwalk(const struct memleak_ctx *ml, bool json)
 {
 #ifdef HAVE_KWALK
 	struct kw_stats ks;
 	uint64_t tc[KW_TC_MAX];
-	double pct = ml_kws.events ? 100.0 * (double)ml_kws.snapshot / (double)ml_kws.events : 0.0;
+	double pct = ml->kws.events ? 100.0 * (double)ml->kws.snapshot / (double)ml->kws.events : 0.0;
 	bool c = false;
 
-	if (!ml_kwt.l)
+	if (!ml->kwt.l)
 		return;
-	kw_get_stats(ml_kwt.l, &ks);
-	kw_track_counters(skel->obj, tc);
+	kw_get_stats(ml->kwt.l, &ks);
+	kw_track_counters(ml->skel->obj, tc);
 	if (json) {
 		printf(",\"kernel_walk\":{\"events\":%" PRIu64 ",\"from_kernel\":%" PRIu64
 		       ",\"fallback\":%" PRIu64 ",\"fallback_pct\":%.2f,\"bad\":%" PRIu64 ",\"by_status\":{",
-		       ml_kws.events, ml_kws.kernel, ml_kws.snapshot, pct, ml_kws.bad);
+		       ml->kws.events, ml->kws.kernel, ml->kws.snapshot, pct, ml->kws.bad);
 		for (unsigned k = 0; k < KW_ST_MAX; k++)
-			if (ml_kws.status[k]) {
-				printf("%s\"%s\":%" PRIu64, c ? "," : "", kw_status_name(k), ml_kws.status[k]);
+			if (ml->kws.status[k]) {
+				printf("%s\"%s\":%" PRIu64, c ? "," : "", kw_status_name(k), ml->kws.status[k]);
 				c = true;
 			}
 		printf("},\"table_loads\":%" PRIu64 ",\"mmaps\":%" PRIu64 ",\"mmaps_lost\":%" PRIu64
 		       ",\"exits\":%" PRIu64 ",\"map_bytes\":%" PRIu64 ",\"table_bytes\":%" PRIu64
 		       ",\"modules\":%" PRIu64 ",\"evictions\":%" PRIu64 "}",
-		       ml_kwt.loads, ml_kwt.mmaps, tc[KW_TC_LOST], ml_kwt.exits, ks.map_bytes, ks.table_bytes,
+		       ml->kwt.loads, ml->kwt.mmaps, tc[KW_TC_LOST], ml->kwt.exits, ks.map_bytes, ks.table_bytes,
 		       ks.modules, ks.evictions);
 		return;
 	}
-	printf("kernel walker: %" PRIu64 " events, %.1f%% fell back to the snapshot", ml_kws.events, pct);
+	printf("kernel walker: %" PRIu64 " events, %.1f%% fell back to the snapshot", ml->kws.events, pct);
 	for (unsigned k = KW_ST_NO_PROC; k < KW_ST_MAX; k++)
-		if (ml_kws.status[k]) {
-			printf("%s%s %" PRIu64, c ? ", " : " (", kw_status_name(k), ml_kws.status[k]);
+		if (ml->kws.status[k]) {
+			printf("%s%s %" PRIu64, c ? ", " : " (", kw_status_name(k), ml->kws.status[k]);
 			c = true;
 		}
 	printf("%s; tables %.1f MiB of %.1f MiB of maps, %" PRIu64 " modules\n", c ? ")" : "",
 	       (double)ks.table_bytes / 1048576.0, (double)ks.map_bytes / 1048576.0, ks.modules);
 #else
+	(void)ml;
 	(void)json;
 #endif
 }
 
-struct alloc_ent *allocs_v;
-size_t allocs_n;
-static size_t allocs_cap;
-
-void ml_allocs_push(uint64_t addr, const struct ml_alloc_info *info)
+void ml_allocs_push(struct memleak_ctx *ml, uint64_t addr, const struct ml_alloc_info *info)
 {
-	if (allocs_n == allocs_cap) {
-		allocs_cap = allocs_cap ? allocs_cap * 2 : 4096;
-		allocs_v = xrealloc(allocs_v, allocs_cap * sizeof(*allocs_v));
+	if (ml->allocs_n == ml->allocs_cap) {
+		ml->allocs_cap = ml->allocs_cap ? ml->allocs_cap * 2 : 4096;
+		ml->allocs_v = xrealloc(ml->allocs_v, ml->allocs_cap * sizeof(*ml->allocs_v));
 	}
-	allocs_v[allocs_n].addr = addr;
-	allocs_v[allocs_n].info = *info;
-	allocs_v[allocs_n].next = -1;
-	allocs_n++;
+	ml->allocs_v[ml->allocs_n].addr = addr;
+	ml->allocs_v[ml->allocs_n].info = *info;
+	ml->allocs_v[ml->allocs_n].next = -1;
+	ml->allocs_n++;
 }
 
-/* The markers shown in this report's text (their legend follows the stacks). */
-uint32_t marks_seen;
-
-void ml_print_stack_text(const struct ustack *s)
+void ml_print_stack_text(struct memleak_ctx *ml, uint32_t idx)
 {
+	const struct ustack *s = &ml->st.v[idx];
+	const struct ml_stack_fig *g = &ml->figs[idx];
 	/* in fp mode every frame is found by frame pointers: no [fp] on each line */
-	bool fp_marks = env.unwind != ML_UNWIND_FP;
+	bool fp_marks = ml->env.unwind != ML_UNWIND_FP;
 	size_t i;
 
-	printf("%" PRIu64 " bytes in %" PRIu64 " allocations from stack\n", s->bytes, s->count);
-	if (env.show_allocs && !env.combined)
-		for (int64_t a = s->first_alloc; a >= 0; a = allocs_v[a].next)
-			printf("\taddr = %#" PRIx64 " size = %" PRIu64 "\n", allocs_v[a].addr,
-			       (uint64_t)allocs_v[a].info.size);
+	printf("%" PRIu64 " bytes in %" PRIu64 " allocations from stack\n", g->bytes, g->count);
+	if (ml->env.show_allocs && !ml->env.combined)
+		for (int64_t a = g->first_alloc; a >= 0; a = ml->allocs_v[a].next)
+			printf("\taddr = %#" PRIx64 " size = %" PRIu64 "\n", ml->allocs_v[a].addr,
+			       (uint64_t)ml->allocs_v[a].info.size);
 	for (i = 0; i < s->nframes; i++)
-		print_frame_text(i, &s->frames[i], fp_marks, &marks_seen);
+		print_frame_text(i, &s->frames[i], fp_marks, &ml->marks_seen);
 	if (s->label)
 		printf("\t%zu [<%016x>] %s\n", i, 0, s->label);
 }
@@ -123,12 +119,13 @@ static void folded_frames(FILE *out, const struct ustack *s, bool by_process)
 }
 
 /* Stacks that fold to the same line (same names, other pcs) are one line, weights summed. */
-void ml_print_folded(const uint32_t *order, size_t shown, bool by_process)
+void ml_print_folded(const struct memleak_ctx *ml, const uint32_t *order, size_t shown,
+		     bool by_process)
 {
 	struct folded_line *v = xcalloc(shown, sizeof(*v));
 
 	for (size_t k = 0; k < shown; k++) {
-		const struct ustack *s = &st.v[order[k]];
+		const struct ustack *s = &ml->st.v[order[k]];
 		size_t len = 0;
 		FILE *m = open_memstream(&v[k].text, &len);
 
@@ -136,16 +133,19 @@ void ml_print_folded(const uint32_t *order, size_t shown, bool by_process)
 			die("out of memory");
 		folded_frames(m, s, by_process);
 		fclose(m);
-		v[k].weight = env.weight_allocs ? s->count : s->bytes;
+		v[k].weight = ml->env.weight_allocs ? ml->figs[order[k]].count : ml->figs[order[k]].bytes;
 		v[k].rank = (uint32_t)k;
 	}
-	print_folded_lines(v, shown, FOLDED_BY_RANK);
+	print_folded_lines(v, shown, FOLDED_BY_RANK, false);
 }
 
-void ml_print_stack_json(const struct ustack *s)
+void ml_print_stack_json(const struct memleak_ctx *ml, uint32_t idx)
 {
-	printf("{\"bytes\":%" PRIu64 ",\"allocations\":%" PRIu64 ",", s->bytes, s->count);
-	if (following) {
+	const struct ustack *s = &ml->st.v[idx];
+	const struct ml_stack_fig *g = &ml->figs[idx];
+
+	printf("{\"bytes\":%" PRIu64 ",\"allocations\":%" PRIu64 ",", g->bytes, g->count);
+	if (ml->following) {
 		printf("\"pid\":%u,\"comm\":", (uint32_t)s->space);
 		json_str(ml_proc_comm((uint32_t)s->space));
 		putchar(',');
@@ -180,12 +180,12 @@ void ml_print_stack_json(const struct ustack *s)
 		printf(",\"reason\":");
 		json_str(s->label);
 	}
-	if (env.show_allocs && !env.combined) {
+	if (ml->env.show_allocs && !ml->env.combined) {
 		printf(",\"allocs\":[");
 		bool c = false;
-		for (int64_t a = s->first_alloc; a >= 0; a = allocs_v[a].next, c = true)
+		for (int64_t a = g->first_alloc; a >= 0; a = ml->allocs_v[a].next, c = true)
 			printf("%s{\"addr\":\"%#" PRIx64 "\",\"size\":%" PRIu64 "}", c ? "," : "",
-			       allocs_v[a].addr, (uint64_t)allocs_v[a].info.size);
+			       ml->allocs_v[a].addr, (uint64_t)ml->allocs_v[a].info.size);
 		putchar(']');
 	}
 	putchar('}');

@@ -9,30 +9,23 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include "memleak_opts.h"
-#include "runtime/stack_store.h"
+#include "memleak.h"
 
-/* -a: the outstanding allocations of this report, chained by stack (ustack.first_alloc). */
-struct alloc_ent {
-	uint64_t addr;
-	struct ml_alloc_info info;
-	int64_t next;          /* next allocation of the same stack (-a) */
-};
-extern struct alloc_ent *allocs_v;
-extern size_t allocs_n;
-void ml_allocs_push(uint64_t addr, const struct ml_alloc_info *info);
+struct memleak_ctx;
 
-/* The markers shown in this report's text (their legend follows the stacks). */
-extern uint32_t marks_seen;
+/* -a: one more outstanding allocation of this report (ml->allocs_v). */
+void ml_allocs_push(struct memleak_ctx *ml, uint64_t addr, const struct ml_alloc_info *info);
 
 /* "dwarf", "fp" or "kernel". */
-const char *ml_unwind_name(void);
+const char *ml_unwind_name(const struct memleak_ctx *ml);
 
-void ml_print_stack_text(const struct ustack *s);
-void ml_print_stack_json(const struct ustack *s);
+/* Stack `idx` of the store with its figures (ml->figs). */
+void ml_print_stack_text(struct memleak_ctx *ml, uint32_t idx);
+void ml_print_stack_json(const struct memleak_ctx *ml, uint32_t idx);
 /* Stacks that fold to the same line (same names, other pcs) are one line, weights summed. */
-void ml_print_folded(const uint32_t *order, size_t shown, bool by_process);
+void ml_print_folded(const struct memleak_ctx *ml, const uint32_t *order, size_t shown,
+		     bool by_process);
 /* --unwind=kernel: what the walker's events were made of, and the tables' memory. */
-void ml_print_kwalk(bool json);
+void ml_print_kwalk(const struct memleak_ctx *ml, bool json);
 
 #endif /* DWUNW_MEMLEAK_PRINT_H */

@@ -66,14 +66,14 @@ void ml_slots_forget(void)
 	slot_gen++;
 }
 
-const struct follow_slot *ml_slot_info(uint32_t slot)
+const struct follow_slot *ml_slot_info(const struct memleak_ctx *ml, uint32_t slot)
 {
 	if (!slot_cache)
 		slot_cache = xcalloc(FOLLOW_SLOTS, sizeof(*slot_cache));
 	slot %= FOLLOW_SLOTS;
 	if (slot_cache[slot].gen != slot_gen) {
 		slot_cache[slot].gen = slot_gen;
-		slot_cache[slot].ok = follow_slot_get(skel->obj, slot, &slot_cache[slot].s);
+		slot_cache[slot].ok = follow_slot_get(ml->skel->obj, slot, &slot_cache[slot].s);
 		if (slot_cache[slot].ok)
 			proc_note(slot_cache[slot].s.tgid, slot_cache[slot].s.comm);
 	}

@@ -9,11 +9,13 @@
 #include <stdint.h>
 #include "runtime/command.h"
 
+struct memleak_ctx;
+
 /* The command name of process pid ("?" when unknown). */
 const char *ml_proc_comm(uint32_t pid);
 
 /* The process that holds follow slot `slot` (NULL: none), as of this report. */
-const struct follow_slot *ml_slot_info(uint32_t slot);
+const struct follow_slot *ml_slot_info(const struct memleak_ctx *ml, uint32_t slot);
 /* A new report: slots are read again. */
 void ml_slots_forget(void);
 

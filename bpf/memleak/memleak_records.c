@@ -9,6 +9,7 @@
 #include "runtime/capture_user.h"
 #include "runtime/intern.h"
 #include "runtime/mappings.h"
+#include "runtime/py_merge.h"
 #include "memleak_allocs.h"
 #include "memleak_opts.h"
 #include "memleak_records.h"
@@ -19,23 +20,19 @@
 #include "kwalk/kwalk_record.h"
 #endif
 
-uint32_t stack_pid;
-struct fp_cache ml_fpc;
-
-/* The stack of a bpf_get_stackid() id (optionally with a first frame put in front). */
-static int64_t fp_stack(int64_t id, uint64_t first_pc, bool replace_first)
+/*
+ * The stack of a bpf_get_stackid() id (optionally with a first frame put in front), of process
+ * pid when following a tree (its address space), else (pid 0) of the target.
+ */
+static int64_t fp_stack(struct memleak_ctx *ml, uint32_t pid, int64_t id, uint64_t first_pc,
+			bool replace_first)
 {
 	/* following a tree: stack ids are shared by the processes, the cache is not */
-	return fp_stack_of(stack_pid ? NULL : &ml_fpc, bpf_map__fd(skel->maps.stack_traces),
-			   stack_pid ? (pid_t)stack_pid : target_pid, stack_pid, id, first_pc,
-			   replace_first);
+	return fp_stack_of(&ml->fr, pid ? NULL : &ml->fpc, bpf_map__fd(ml->skel->maps.stack_traces),
+			   pid ? (pid_t)pid : ml->target_pid, pid, id, first_pc, replace_first);
 }
 
 /* ---- Records ----------------------------------------------------------------------------------- */
-
-struct unwind_stats ml_stats;
-static uint64_t trace_records; /* -t records received */
-uint64_t ml_record_bytes;
 
 
 static const char *fn_names[ML_FN_NR] = {
@@ -43,11 +40,11 @@ static const char *fn_names[ML_FN_NR] = {
 	"memalign", "valloc", "pvalloc", "mmap", "free", "munmap",
 };
 
-static void on_trace(const struct ml_trace_rec *r)
+static void on_trace(const struct memleak_ctx *ml, const struct ml_trace_rec *r)
 {
 	const char *fn = r->fn < ML_FN_NR ? fn_names[r->fn] : "?";
 
-	if (env.json || env.folded)
+	if (ml->env.json || ml->env.folded)
 		return;
 	if (r->fn == ML_FN_FREE || r->fn == ML_FN_MUNMAP)
 		printf("[%u] %s: free entered, address = %#llx, size = %llu\n", r->tid, fn,
@@ -58,103 +55,96 @@ static void on_trace(const struct ml_trace_rec *r)
 }
 
 #ifdef HAVE_DWUNW
-static void on_snapshot(const void *data, size_t size)
+static void on_snapshot(struct memleak_ctx *ml, const void *data, size_t size)
 {
 	const struct cap_record *rec;
 	uint32_t pid = 0;
 
 	/* following a tree, each process is its own address space (stacks grouped by process) */
-	if (following && size >= offsetof(struct cap_record, pid) + sizeof(pid))
+	if (ml->following && size >= offsetof(struct cap_record, pid) + sizeof(pid))
 		memcpy(&pid, (const char *)data + offsetof(struct cap_record, pid), sizeof(pid));
-	stack_pid = pid;
 	/* frame 0 (the allocator) is not shown */
-	int64_t idx = frames_from_snapshot(data, size, 1, pid, &ml_stats, &rec);
+	int64_t idx = frames_from_snapshot(&ml->fr, data, size, 1, pid, &ml->stats, &rec);
 
-	if (idx == FRAMES_BAD) {
-		stack_pid = 0;
+	if (idx == FRAMES_BAD)
 		return;
-	}
 	if (idx == FRAMES_FALLBACK) {
 		uint64_t ra = 0;
 
 		if (rec->stack_size >= sizeof(ra))
 			memcpy(&ra, rec->stack, sizeof(ra));
-		idx = fp_stack(rec->aux, ra, true);
+		idx = fp_stack(ml, pid, rec->aux, ra, true);
 	}
-	stack_pid = 0;
+	/* the allocating thread's Python chain at the allocation (frame 0, the allocator, left out) */
+	idx = py_merge_stack(&ml->py, idx, rec->pid, rec->tid, pid, false);
+	py_merge_add(&ml->py, rec->pid);
 	ml_ev_put(rec->cookie, (uint32_t)idx);
 }
 #endif
 
 #ifdef HAVE_KWALK
-struct kw_track ml_kwt;
-struct kwalk_seen ml_kws;
-
 /* A walker event: its stack (the walker's, or the snapshot's it carries) under its event id. */
-static void on_kwalk(const void *data, size_t size)
+static void on_kwalk(struct memleak_ctx *ml, const void *data, size_t size)
 {
 	struct kwalk_info ki;
-	uint32_t pid = following ? kw_record_pid(data, size) : 0;
+	uint32_t pid = ml->following ? kw_record_pid(data, size) : 0;
 
-	stack_pid = pid;
 	/* frame 0 (the allocator) is not shown */
-	int64_t idx = kw_record_stack(&ml_kwt, data, size, 1, pid, &ml_stats, &ml_kws, &ki);
+	int64_t idx = kw_record_stack(&ml->kwt, data, size, 1, pid, &ml->stats, &ml->kws, &ki);
 
-	stack_pid = 0;
 	if (idx == FRAMES_BAD || idx == FRAMES_NOTICE)
 		return; /* a notice: the snapshot record that follows has the stack */
-	if (idx == FRAMES_FALLBACK) {
-		stack_pid = pid;
-		idx = fp_stack(ki.aux, 0, false);
-		stack_pid = 0;
-	}
+	if (idx == FRAMES_FALLBACK)
+		idx = fp_stack(ml, pid, ki.aux, 0, false);
+	idx = py_merge_stack(&ml->py, idx, ki.pid, ki.tid, pid, false);
+	py_merge_add(&ml->py, ki.pid);
 	ml_ev_put(ki.cookie, (uint32_t)idx);
 }
 #endif
 
 int ml_on_record(void *ctx, const void *data, size_t size)
 {
+	struct memleak_ctx *ml = ctx;
 	const struct cap_rec_hdr *h = data;
 
-	(void)ctx;
 	if (size < sizeof(*h))
 		return 0;
-	ml_record_bytes += size;
-	if (h->kind == CAP_KIND_SNAPSHOT) {
+	ml->record_bytes += size;
+	if (py_merge_record(&ml->py, data, size)) {
+		/* the thread's Python chain at the allocation: its stack record follows */
+	} else if (h->kind == CAP_KIND_SNAPSHOT) {
 #ifdef HAVE_DWUNW
-		on_snapshot(data, size);
+		on_snapshot(ml, data, size);
 #endif
 	} else if (h->kind == CAP_KIND_MAPEV) {
-		mappings_event(data, size);
+		if (ml->fr.maps)
+			mappings_event(ml->fr.maps, data, size);
 #ifdef HAVE_KWALK
 	} else if (h->kind == KW_KIND_EVENT) {
-		on_kwalk(data, size);
-	} else if (kw_track_record(&ml_kwt, data, size)) {
+		on_kwalk(ml, data, size);
+	} else if (kw_track_record(&ml->kwt, data, size)) {
 		/* an executable mapping or an exit: tables loaded or dropped */
 #endif
 	} else if (h->kind == ML_REC_TRACE && size >= sizeof(struct ml_trace_rec)) {
 		struct ml_trace_rec r;
 
 		memcpy(&r, data, sizeof(r));
-		trace_records++;
-		on_trace(&r);
+		ml->trace_records++;
+		on_trace(ml, &r);
 	}
 	return 0;
 }
 
-struct dwunw_cap_reader *ml_reader;
-struct cap_pump *ml_pump;
-
-static int64_t ml_pseudo(const char *label);
+static int64_t ml_pseudo(struct memleak_ctx *ml, uint32_t pid, const char *label);
 
 /* Snapshots the drain thread could not queue: their allocations go under a lost stack. */
-static void take_dropped(void)
+static void take_dropped(struct memleak_ctx *ml)
 {
 	uint64_t *ids;
-	size_t n = cap_pump_take_dropped(ml_pump, &ids);
+	size_t n = cap_pump_take_dropped(ml->pump, &ids);
 
 	if (n) {
-		int64_t idx = ml_pseudo("[stack lost: record queue full]");
+		int64_t idx = ml_pseudo(ml, 0, "[stack lost: record queue full]");
 
 		for (size_t i = 0; i < n; i++)
 			ml_ev_put(ids[i], (uint32_t)idx);
@@ -168,65 +158,64 @@ static void take_dropped(void)
  * buffers (their allocations under "[stack unknown: record not received]"), rather than wait.
  */
 #define SYNC_TIMEOUT_MS 5000
-static bool sync_gave_up;      /* in this report */
 
-void ml_drain_reset(void)
+void ml_drain_reset(struct memleak_ctx *ml)
 {
-	sync_gave_up = false;
+	ml->sync_gave_up = false;
 }
 
-void ml_drain(void)
+void ml_drain(struct memleak_ctx *ml)
 {
-	if (!ml_pump)
+	if (!ml->pump)
 		return;
-	if (sync_gave_up) {
-		cap_pump_process(ml_pump, ml_on_record, NULL, 65536);
-	} else if (cap_pump_sync(ml_pump, ml_on_record, NULL, SYNC_TIMEOUT_MS) < 0) {
-		sync_gave_up = true;
+	if (ml->sync_gave_up) {
+		cap_pump_process(ml->pump, ml_on_record, ml, 65536);
+	} else if (cap_pump_sync(ml->pump, ml_on_record, ml, SYNC_TIMEOUT_MS) < 0) {
+		ml->sync_gave_up = true;
 		fprintf(stderr, "memleak: the unwinding is behind the records by more than %d s: this "
 			"report does without the records still in the buffers\n", SYNC_TIMEOUT_MS / 1000);
 	}
-	take_dropped();
+	take_dropped(ml);
 }
 
 /* Some queued records: the main loop's step, and between chunks of the report's long loops. */
-void ml_process_some(size_t max)
+void ml_process_some(struct memleak_ctx *ml, size_t max)
 {
-	if (!ml_pump)
+	if (!ml->pump)
 		return;
-	cap_pump_process(ml_pump, ml_on_record, NULL, max); /* nothing when called from a record */
-	take_dropped();
+	cap_pump_process(ml->pump, ml_on_record, ml, max); /* nothing when called from a record */
+	take_dropped(ml);
 }
 
-void ml_drain_yield(void)
+void ml_drain_yield(void *ml)
 {
-	ml_process_some(16384);
+	ml_process_some(ml, 16384);
 }
 
-/* A pseudo-stack, of the process being counted when following a tree. */
-static int64_t ml_pseudo(const char *label)
+/* A pseudo-stack, of process pid when following a tree (0: not following). */
+static int64_t ml_pseudo(struct memleak_ctx *ml, uint32_t pid, const char *label)
 {
-	return stack_get_in(stack_pid, SK_PSEUDO, 0, intern(label), NULL, NULL, 0, NULL, NULL);
+	return stack_get_in(&ml->st, pid, SK_PSEUDO, 0, intern(label), NULL, NULL, 0, NULL, NULL);
 }
 
-int64_t ml_key_stack(uint64_t key)
+int64_t ml_key_stack(struct memleak_ctx *ml, uint64_t key, uint32_t pid)
 {
 	if (key & ML_KEY_LOST)
-		return ml_pseudo(env.perfbuf ? "[stack lost: perf buffer full]"
-						: "[stack lost: ring buffer full]");
+		return ml_pseudo(ml, pid, ml->env.perfbuf ? "[stack lost: perf buffer full]"
+							  : "[stack lost: ring buffer full]");
 	if (key & ML_KEY_DWARF) {
 		int64_t idx = ml_ev_lookup_live(ml_key_value(key));
 
 		if (idx < 0 && ml_key_value(key) > ml_ev_max()) {
-			ml_drain(); /* submitted after the drain that began the report */
+			ml_drain(ml); /* submitted after the drain that began the report */
 			idx = ml_ev_lookup_live(ml_key_value(key));
 		}
 
 		if (idx < 0)
-			return ml_pseudo("[stack unknown: record not received]");
+			return ml_pseudo(ml, pid, "[stack unknown: record not received]");
 		return idx;
 	}
 	if (key & ML_KEY_FPERR)
-		return ml_pseudo(fperr_label(ml_key_value(key)));
-	return fp_stack((int64_t)key, 0, false);
+		return ml_pseudo(ml, pid, fperr_label(ml_key_value(key)));
+	return fp_stack(ml, pid, (int64_t)key, 0, false);
 }

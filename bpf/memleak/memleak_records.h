@@ -7,42 +7,26 @@
 #ifndef DWUNW_MEMLEAK_RECORDS_H
 #define DWUNW_MEMLEAK_RECORDS_H
 
-#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include "runtime/frames.h"
-#ifdef HAVE_KWALK
-#include "kwalk/kwalk_frames.h"
-#include "kwalk/kwalk_track_user.h"
-#endif
 
-struct cap_pump;
-struct dwunw_cap_reader;
+struct memleak_ctx;
 
-/* Following a tree: the process of the stacks interned now (their address space), else 0. */
-extern uint32_t stack_pid;
-extern struct unwind_stats ml_stats;
-extern uint64_t ml_record_bytes;  /* bytes of all records received */
-extern struct dwunw_cap_reader *ml_reader;
-extern struct cap_pump *ml_pump;
-extern struct fp_cache ml_fpc;
-#ifdef HAVE_KWALK
-extern struct kw_track ml_kwt;
-extern struct kwalk_seen ml_kws;
-#endif
-
-/* The capture reader's callback (cap_pump_process). */
+/* The capture reader's callback (cap_pump_process); ctx: the memleak_ctx. */
 int ml_on_record(void *ctx, const void *data, size_t size);
 
 /* Every record submitted until now (the report needs them all); a new report may wait again. */
-void ml_drain(void);
-void ml_drain_reset(void);
+void ml_drain(struct memleak_ctx *ml);
+void ml_drain_reset(struct memleak_ctx *ml);
 /* Up to `max` queued records: the main loop's step. */
-void ml_process_some(size_t max);
-/* Some queued records, between chunks of the report's long loops (ml_set_yield). */
-void ml_drain_yield(void);
+void ml_process_some(struct memleak_ctx *ml, size_t max);
+/* Some queued records, between chunks of the report's long loops (ml_set_yield; arg: ml). */
+void ml_drain_yield(void *ml);
 
-/* The stack of an allocation's key (a stack id, an event id, a lost or failed record). */
-int64_t ml_key_stack(uint64_t key);
+/*
+ * The stack of an allocation's key (a stack id, an event id, a lost or failed record); pid:
+ * following a tree, the process it belongs to (the stacks' address space), else 0.
+ */
+int64_t ml_key_stack(struct memleak_ctx *ml, uint64_t key, uint32_t pid);
 
 #endif /* DWUNW_MEMLEAK_RECORDS_H */

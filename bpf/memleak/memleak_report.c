@@ -36,9 +36,11 @@ static uint64_t counter_sum(struct bpf_map *m, uint32_t idx)
 	return sum;
 }
 
-static int cmp_stack_bytes(const void *a, const void *b)
+/* qsort_r: stacks by outstanding bytes, then allocations, then index */
+static int cmp_stack_bytes(const void *a, const void *b, void *arg)
 {
-	const struct ustack *x = &st.v[*(const uint32_t *)a], *y = &st.v[*(const uint32_t *)b];
+	const struct ml_stack_fig *figs = arg;
+	const struct ml_stack_fig *x = &figs[*(const uint32_t *)a], *y = &figs[*(const uint32_t *)b];
 
 	if (x->bytes != y->bytes)
 		return x->bytes < y->bytes ? 1 : -1;
@@ -69,75 +71,87 @@ static int cmp_group_rank(const void *a, const void *b)
 	return x->rank < y->rank ? -1 : x->rank > y->rank;
 }
 
-size_t report_outstanding; /* entries of the allocs map at the last report */
-
 struct report_walk {
+	struct memleak_ctx *ml;
 	uint64_t now, older_ns, exec_cut;
 };
+
+/* Stack idx's figures in this report (the table grown with the store, new ones empty). */
+static struct ml_stack_fig *fig_of(struct memleak_ctx *ml, int64_t idx)
+{
+	if ((size_t)idx >= ml->nfigs) {
+		size_t n = ml->st.n > (size_t)idx ? ml->st.n : (size_t)idx + 1;
+
+		ml->figs = xrealloc(ml->figs, n * sizeof(*ml->figs));
+		for (size_t k = ml->nfigs; k < n; k++)
+			ml->figs[k] = (struct ml_stack_fig){ .first_alloc = -1 };
+		ml->nfigs = n;
+	}
+	return &ml->figs[idx];
+}
 
 /* One outstanding allocation of the map walk: counted under its stack (-a: also listed). */
 static void report_alloc(void *ctx, uint64_t addr, const struct ml_alloc_info *info)
 {
 	struct report_walk *w = ctx;
+	struct memleak_ctx *ml = w->ml;
+	uint32_t pid = 0;
 
 	if (info->ts < w->exec_cut) {
 		/* allocated by the image the target replaced with exec */
-		bpf_map_delete_elem(bpf_map__fd(skel->maps.allocs), &addr);
+		bpf_map_delete_elem(bpf_map__fd(ml->skel->maps.allocs), &addr);
 		return;
 	}
-	if (following) {
+	if (ml->following) {
 		/* the key has the process's slot on top of the address */
 		uint32_t slot = (uint32_t)(addr >> FOLLOW_SLOT_SHIFT);
-		const struct follow_slot *fs = ml_slot_info(slot);
+		const struct follow_slot *fs = ml_slot_info(ml, slot);
 
 		if (fs && (fs->flags & FOLLOW_F_EXECED)) {
 			/* allocated by an image its process replaced with exec */
-			bpf_map_delete_elem(bpf_map__fd(skel->maps.allocs), &addr);
+			bpf_map_delete_elem(bpf_map__fd(ml->skel->maps.allocs), &addr);
 			return;
 		}
-		stack_pid = fs ? fs->tgid : 0;
+		pid = fs ? fs->tgid : 0;
 		addr &= (1ull << FOLLOW_SLOT_SHIFT) - 1;
 	}
-	int64_t idx = ml_key_stack(info->key); /* keeps its event, even when too young to show */
-	stack_pid = 0;
-	if (!env.combined && w->now > info->ts && w->now - info->ts < w->older_ns)
+	int64_t idx = ml_key_stack(ml, info->key, pid); /* keeps its event, even when too young to show */
+	if (!ml->env.combined && w->now > info->ts && w->now - info->ts < w->older_ns)
 		return;
 	if (info->ts > w->now)
 		return;
-	struct ustack *s = &st.v[idx];
-	s->bytes += info->size;
-	s->count++;
-	if (env.show_allocs) {
-		ml_allocs_push(addr, info);
-		allocs_v[allocs_n - 1].next = s->first_alloc;
-		s->first_alloc = (int64_t)(allocs_n - 1);
+	struct ml_stack_fig *g = fig_of(ml, idx);
+	g->bytes += info->size;
+	g->count++;
+	if (ml->env.show_allocs) {
+		ml_allocs_push(ml, addr, info);
+		ml->allocs_v[ml->allocs_n - 1].next = g->first_alloc;
+		g->first_alloc = (int64_t)(ml->allocs_n - 1);
 	}
 }
 
-void ml_report(void)
+void ml_report(struct memleak_ctx *ml)
 {
-	uint64_t now = mono_ns(), older_ns = env.older_ms * 1000000ull;
-	uint64_t exec_cut = skel->bss->exec_ns;
+	uint64_t now = mono_ns(), older_ns = ml->env.older_ms * 1000000ull;
+	uint64_t exec_cut = ml->skel->bss->exec_ns;
 	uint32_t *order = NULL, nord = 0;
 	uint64_t capc[CAP_CNT_MAX], lost;
 	struct tm tm;
 	time_t t;
 
-	for (size_t k = 0; k < st.n; k++) {
-		st.v[k].bytes = st.v[k].count = 0;
-		st.v[k].first_alloc = -1;
-	}
+	for (size_t k = 0; k < ml->nfigs; k++)
+		ml->figs[k] = (struct ml_stack_fig){ .first_alloc = -1 };
 	ml_slots_forget();
-	ml_drain_reset();
+	ml_drain_reset(ml);
 
-	if (env.combined && env.unwind == ML_UNWIND_FP) {
+	if (ml->env.combined && ml->env.unwind == ML_UNWIND_FP) {
 		/* the per-stack aggregate kept in BPF, iterated from the first key */
-		int fd = bpf_map__fd(skel->maps.combined_allocs);
+		int fd = bpf_map__fd(ml->skel->maps.combined_allocs);
 		uint64_t key, next;
 		void *prev = NULL;
 
-		ml_drain();
-		allocs_n = 0;
+		ml_drain(ml);
+		ml->allocs_n = 0;
 		while (bpf_map_get_next_key(fd, prev, &next) == 0) {
 			struct ml_combined c;
 
@@ -145,53 +159,56 @@ void ml_report(void)
 			prev = &key;
 			if (bpf_map_lookup_elem(fd, &key, &c) || !c.count)
 				continue; /* fully freed: not shown */
-			int64_t idx = ml_key_stack(key);
-			st.v[idx].bytes += c.total_size;
-			st.v[idx].count += c.count;
+			struct ml_stack_fig *g = fig_of(ml, ml_key_stack(ml, key, 0));
+
+			g->bytes += c.total_size;
+			g->count += c.count;
 		}
 	} else {
 		/* drain, then walk the map in chunks (a record still missing is drained then) */
-		struct report_walk w = { .now = now, .older_ns = older_ns, .exec_cut = exec_cut };
+		struct report_walk w = { .ml = ml, .now = now, .older_ns = older_ns, .exec_cut = exec_cut };
 
-		ml_drain();
-		allocs_n = 0;
-		report_outstanding = ml_allocs_walk(bpf_map__fd(skel->maps.allocs), report_alloc, &w);
+		ml_drain(ml);
+		ml->allocs_n = 0;
+		ml->report_outstanding = ml_allocs_walk(bpf_map__fd(ml->skel->maps.allocs), report_alloc, &w);
 	}
 
 	/* stacks with outstanding allocations, by bytes */
-	order = xcalloc(st.n, sizeof(*order));
-	for (size_t k = 0; k < st.n; k++)
-		if (st.v[k].count)
+	if (ml->st.n)
+		fig_of(ml, (int64_t)ml->st.n - 1); /* a figure for every stack */
+	order = xcalloc(ml->st.n, sizeof(*order));
+	for (size_t k = 0; k < ml->st.n; k++)
+		if (ml->figs[k].count)
 			order[nord++] = (uint32_t)k;
-	qsort(order, nord, sizeof(*order), cmp_stack_bytes);
+	qsort_r(order, nord, sizeof(*order), cmp_stack_bytes, ml->figs);
 	/* -a lists allocations in the order the map gave them */
 	for (uint32_t k = 0; k < nord; k++) {
-		struct ustack *s = &st.v[order[k]];
+		struct ml_stack_fig *s = &ml->figs[order[k]];
 		int64_t prev = -1, cur = s->first_alloc;
 
 		while (cur >= 0) {
-			int64_t nx = allocs_v[cur].next;
+			int64_t nx = ml->allocs_v[cur].next;
 
-			allocs_v[cur].next = prev;
+			ml->allocs_v[cur].next = prev;
 			prev = cur;
 			cur = nx;
 		}
 		s->first_alloc = prev;
 	}
-	size_t shown = nord < env.top ? nord : env.top;
+	size_t shown = nord < ml->env.top ? nord : ml->env.top;
 	bool by_process = false;
 
-	if (env.folded && !env.top_given)
+	if (ml->env.folded && !ml->env.top_given)
 		shown = nord; /* a flame graph needs every stack */
-	if (following) {
+	if (ml->following) {
 		/* more than one process: group the stacks shown by process, the largest stack's first */
 		for (size_t k = 1; k < shown && !by_process; k++)
-			by_process = st.v[order[k]].space != st.v[order[0]].space;
+			by_process = ml->st.v[order[k]].space != ml->st.v[order[0]].space;
 		if (by_process) {
 			struct group_key *g = xcalloc(shown, sizeof(*g));
 
 			for (size_t k = 0; k < shown; k++)
-				g[k] = (struct group_key){ (uint32_t)st.v[order[k]].space, (uint32_t)k, 0,
+				g[k] = (struct group_key){ (uint32_t)ml->st.v[order[k]].space, (uint32_t)k, 0,
 							   order[k] };
 			/* rank of a process: the rank of its first (largest) stack */
 			qsort(g, shown, sizeof(*g), cmp_group_pid);
@@ -204,15 +221,15 @@ void ml_report(void)
 		}
 	}
 
-	dwunw_cap_counters(skel->obj, capc);
+	dwunw_cap_counters(ml->skel->obj, capc);
 	lost = capc[CAP_CNT_OUTPUT_FAILED];
-	if (cap_pump_reader_lost(ml_pump) > lost)
-		lost = cap_pump_reader_lost(ml_pump);
-	uint64_t qdropped = cap_pump_dropped(ml_pump);
+	if (cap_pump_reader_lost(ml->pump) > lost)
+		lost = cap_pump_reader_lost(ml->pump);
+	uint64_t qdropped = cap_pump_dropped(ml->pump);
 	lost += qdropped;
-	uint64_t allocs_full = counter_sum(skel->maps.ml_counters, ML_CNT_ALLOCS_FULL);
-	uint64_t no_pending = counter_sum(skel->maps.ml_counters, ML_CNT_NO_PENDING);
-	uint64_t combined_full = counter_sum(skel->maps.ml_counters, ML_CNT_COMBINED_FULL);
+	uint64_t allocs_full = counter_sum(ml->skel->maps.ml_counters, ML_CNT_ALLOCS_FULL);
+	uint64_t no_pending = counter_sum(ml->skel->maps.ml_counters, ML_CNT_NO_PENDING);
+	uint64_t combined_full = counter_sum(ml->skel->maps.ml_counters, ML_CNT_COMBINED_FULL);
 
 	/* unwind summary over the stacks shown in this report's aggregate */
 	size_t n_dwarf = 0, n_complete = 0, n_stopped = 0, n_fp = 0, n_pseudo = 0, n_beyond = 0, n_stale = 0;
@@ -223,7 +240,7 @@ void ml_report(void)
 		size_t rcount[32], nr = 0;
 
 		for (uint32_t k = 0; k < nord; k++) {
-			const struct ustack *s = &st.v[order[k]];
+			const struct ustack *s = &ml->st.v[order[k]];
 
 			if (s->kind == SK_FP) {
 				n_fp++;
@@ -259,43 +276,43 @@ void ml_report(void)
 
 	t = time(NULL);
 	localtime_r(&t, &tm);
-	if (env.json) {
+	if (ml->env.json) {
 		printf("{\"time\":\"%d:%d:%d\",\"timestamp\":%lld,\"pid\":%d,\"unwind_mode\":\"%s\",\"stacks\":[",
-		       tm.tm_hour, tm.tm_min, tm.tm_sec, (long long)t, target_pid,
-		       ml_unwind_name());
+		       tm.tm_hour, tm.tm_min, tm.tm_sec, (long long)t, ml->target_pid,
+		       ml_unwind_name(ml));
 		for (size_t k = 0; k < shown; k++) {
 			if (k)
 				putchar(',');
-			ml_print_stack_json(&st.v[order[k]]);
+			ml_print_stack_json(ml, order[k]);
 		}
 		printf("],\"lost\":%" PRIu64 ",\"untracked\":{\"allocs_full\":%" PRIu64
 		       ",\"no_pending\":%" PRIu64 ",\"combined_full\":%" PRIu64 ",\"stack_table_full\":%" PRIu64 "}",
-		       lost, allocs_full, no_pending, combined_full, st.full);
+		       lost, allocs_full, no_pending, combined_full, ml->st.full);
 		printf(",\"unwind\":{\"stacks\":%zu,\"complete\":%zu,\"stopped\":%zu,\"fp\":%zu,\"pseudo\":%zu,"
 		       "\"beyond_window\":%zu,\"complete_live\":%zu,\"records\":%" PRIu64 ",\"patched\":%" PRIu64
 		       ",\"fallback\":%" PRIu64 ",\"unwind_ns_avg\":%" PRIu64 ",\"record_bytes_avg\":%" PRIu64
 		       ",\"reasons\":{",
-		       n_dwarf, n_complete, n_stopped, n_fp, n_pseudo, n_beyond, n_live_complete, ml_stats.records, ml_stats.patched,
-		       ml_stats.fallback, ml_stats.timed ? ml_stats.unwind_ns / ml_stats.timed : 0,
-		       ml_stats.records ? ml_record_bytes / ml_stats.records : 0);
+		       n_dwarf, n_complete, n_stopped, n_fp, n_pseudo, n_beyond, n_live_complete, ml->stats.records, ml->stats.patched,
+		       ml->stats.fallback, ml->stats.timed ? ml->stats.unwind_ns / ml->stats.timed : 0,
+		       ml->stats.records ? ml->record_bytes / ml->stats.records : 0);
 		{
 			bool c = false;
 			for (uint32_t k = 0; k < nord; k++) {
-				const struct ustack *s = &st.v[order[k]];
+				const struct ustack *s = &ml->st.v[order[k]];
 				bool dup = false;
 
 				if (s->kind != SK_DWARF || !s->stop)
 					continue;
 				for (uint32_t j = 0; j < k; j++)
-					if (st.v[order[j]].kind == SK_DWARF && st.v[order[j]].stop &&
-					    st.v[order[j]].stop_name == s->stop_name)
+					if (ml->st.v[order[j]].kind == SK_DWARF && ml->st.v[order[j]].stop &&
+					    ml->st.v[order[j]].stop_name == s->stop_name)
 						dup = true;
 				if (dup)
 					continue;
 				size_t cnt = 0;
 				for (uint32_t j = 0; j < nord; j++)
-					if (st.v[order[j]].kind == SK_DWARF && st.v[order[j]].stop &&
-					    st.v[order[j]].stop_name == s->stop_name)
+					if (ml->st.v[order[j]].kind == SK_DWARF && ml->st.v[order[j]].stop &&
+					    ml->st.v[order[j]].stop_name == s->stop_name)
 						cnt++;
 				printf("%s", c ? "," : "");
 				json_str(s->stop_name);
@@ -304,36 +321,36 @@ void ml_report(void)
 			}
 		}
 		printf("}},\"queue\":{\"bytes\":%zu,\"peak_records\":%" PRIu64 ",\"dropped\":%" PRIu64 "}",
-		       cap_pump_queue_bytes(ml_pump), cap_pump_queue_peak(ml_pump), qdropped);
-		ml_print_kwalk(true);
-		mappings_json();
-		ml_mem_json(skel->obj, report_outstanding);
+		       cap_pump_queue_bytes(ml->pump), cap_pump_queue_peak(ml->pump), qdropped);
+		ml_print_kwalk(ml, true);
+		mappings_json(ml->fr.maps);
+		ml_mem_json(ml->skel->obj, ml->report_outstanding);
 		printf("}\n");
-	} else if (env.folded) {
-		ml_print_folded(order, shown, by_process);
+	} else if (ml->env.folded) {
+		ml_print_folded(ml, order, shown, by_process);
 		putchar('\n');
 	} else {
 		printf("[%d:%d:%d] Top %zu stacks with outstanding allocations:\n", tm.tm_hour, tm.tm_min,
 		       tm.tm_sec, shown);
-		marks_seen = 0;
+		ml->marks_seen = 0;
 		for (size_t k = 0; k < shown; k++) {
-			const struct ustack *s = &st.v[order[k]];
+			const struct ustack *s = &ml->st.v[order[k]];
 
-			if (by_process && (k == 0 || st.v[order[k - 1]].space != s->space))
+			if (by_process && (k == 0 || ml->st.v[order[k - 1]].space != s->space))
 				printf("%s (%u):\n", ml_proc_comm((uint32_t)s->space), (uint32_t)s->space);
-			ml_print_stack_text(s);
+			ml_print_stack_text(ml, order[k]);
 		}
-		fprint_marks_legend(stdout, "", marks_seen);
-		if (env.unwind != ML_UNWIND_FP)
+		fprint_marks_legend(stdout, "", ml->marks_seen);
+		if (ml->env.unwind != ML_UNWIND_FP)
 			printf("%s: %zu stacks, %zu complete, %zu stopped early%s%s%s, %zu with frames "
 			       "read live after the event; %" PRIu64 " records, %.1f us/unwind, %" PRIu64 " patched\n",
-			       ml_unwind_name(), n_dwarf, n_complete, n_stopped, *reasons ? " (" : "", reasons,
-			       *reasons ? ")" : "", n_beyond, ml_stats.records,
-			       ml_stats.timed ? ml_stats.unwind_ns / 1000.0 / (double)ml_stats.timed : 0.0,
-			       ml_stats.patched);
-		ml_print_kwalk(false);
-		mappings_text();
-		if (env.unwind == ML_UNWIND_DWARF && (n_beyond || n_stale))
+			       ml_unwind_name(ml), n_dwarf, n_complete, n_stopped, *reasons ? " (" : "", reasons,
+			       *reasons ? ")" : "", n_beyond, ml->stats.records,
+			       ml->stats.timed ? ml->stats.unwind_ns / 1000.0 / (double)ml->stats.timed : 0.0,
+			       ml->stats.patched);
+		ml_print_kwalk(ml, false);
+		mappings_text(ml->fr.maps);
+		if (ml->env.unwind == ML_UNWIND_DWARF && (n_beyond || n_stale))
 			/* a rewrite that leaves the sampled words as they were is not seen: the complete
 			 * ones among them are marked [live], counted here, never vouched for */
 			printf("%zu stacks needed stack memory above the window, read after the event (%zu found "
@@ -341,10 +358,10 @@ void ml_report(void)
 			       "sampled spots of %d bytes only): --unwind=kernel walks them at the event, a larger "
 			       "--stack-size (now %u, at most %d) copies more\n",
 			       n_beyond + n_stale, n_stale, n_live_complete, CAP_NSAMPLES, CAP_SAMPLE_BYTES,
-			       env.stack_size, CAP_MAX_STACK);
+			       ml->env.stack_size, CAP_MAX_STACK);
 		if (lost > qdropped)
 			printf("lost %" PRIu64 " records (%s buffer full)\n", lost - qdropped,
-			       env.perfbuf ? "perf" : "ring");
+			       ml->env.perfbuf ? "perf" : "ring");
 		if (qdropped)
 			printf("lost %" PRIu64 " records (record queue full)\n", qdropped);
 		if (allocs_full)
@@ -354,12 +371,12 @@ void ml_report(void)
 			       no_pending);
 		if (combined_full)
 			printf("%" PRIu64 " allocations not aggregated (-C table full)\n", combined_full);
-		if (st.full)
-			printf("%" PRIu64 " stacks not stored (stack table full)\n", st.full);
+		if (ml->st.full)
+			printf("%" PRIu64 " stacks not stored (stack table full)\n", ml->st.full);
 	}
 	fflush(stdout);
 	free(order);
-	if (env.unwind != ML_UNWIND_FP)
+	if (ml->env.unwind != ML_UNWIND_FP)
 		ml_ev_prune();
 }
 

@@ -6,12 +6,9 @@
 #ifndef DWUNW_MEMLEAK_REPORT_H
 #define DWUNW_MEMLEAK_REPORT_H
 
-#include <stddef.h>
-
-/* Entries of the allocs map at the last report. */
-extern size_t report_outstanding;
+struct memleak_ctx;
 
 /* One report on stdout (every record received until now counted first). */
-void ml_report(void);
+void ml_report(struct memleak_ctx *ml);
 
 #endif /* DWUNW_MEMLEAK_REPORT_H */

@@ -22,9 +22,6 @@
 #include "runtime/syms.h"
 #include "runtime/tool_util.h"
 
-/* -c COMMAND, -- PROG ARGS: the command, started stopped before exec (runtime/command.c). */
-struct command ml_cmd;
-
 /* A simple command runs as "exec COMMAND": the shell becomes the program (one process less). */
 static bool simple_command(const char *c)
 {
@@ -48,32 +45,27 @@ static bool simple_command(const char *c)
 }
 
 /* Fork the command (stopped before exec); a program that cannot run ends here: 127 or 126. */
-void ml_start_command(void)
+void ml_start_command(struct memleak_ctx *ml)
 {
 	char word[4096], *script = NULL;
 	const char *prog;
 	int rc;
 
-	if (env.prog_argv) {
-		rc = command_check_program(env.prog_argv[0]);
+	if (ml->env.prog_argv) {
+		rc = command_check_program(ml->env.prog_argv[0]);
 		if (rc)
 			exit(rc);
-		command_start(&ml_cmd, env.prog_argv, NULL);
+		command_start(&ml->cmd, ml->env.prog_argv, NULL);
 		return;
 	}
-	prog = command_shell_program(env.command, word, sizeof(word));
+	prog = command_shell_program(ml->env.command, word, sizeof(word));
 	if (prog && (rc = command_check_program(prog)))
 		exit(rc);
-	if (simple_command(env.command) && asprintf(&script, "exec %s", env.command) < 0)
+	if (simple_command(ml->env.command) && asprintf(&script, "exec %s", ml->env.command) < 0)
 		die("out of memory");
-	command_start(&ml_cmd, NULL, script ? script : env.command);
-	ml_cmd.what = prog ? prog : env.command;
+	command_start(&ml->cmd, NULL, script ? script : ml->env.command);
+	ml->cmd.what = prog ? prog : ml->env.command;
 	/* script stays allocated: the child has its own copy, and it is small */
-}
-
-void ml_stop_command(void)
-{
-	command_stop(&ml_cmd);
 }
 
 /*
@@ -81,76 +73,61 @@ void ml_stop_command(void)
  * that outlives it (refreshed every second while it runs). dwarf mode symbolizes each stack
  * when its record arrives, with libdwunw's own maps cache (refreshed on unknown pcs).
  */
-void ml_keep_maps(void)
+void ml_keep_maps(struct memleak_ctx *ml)
 {
-	if (env.unwind != ML_UNWIND_FP)
+	if (ml->env.unwind != ML_UNWIND_FP)
 		return;
 #ifdef HAVE_DWUNW
-	char fn[64], *text = NULL;
-	size_t len = 0, cap = 0;
-	ssize_t r;
-	int fd;
+	struct dwunw_map *e = NULL;
+	size_t n;
 
-	snprintf(fn, sizeof(fn), "/proc/%d/maps", target_pid);
-	fd = open(fn, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return;
-	for (;;) {
-		if (cap - len < 4096)
-			text = xrealloc(text, cap = cap ? cap * 2 : 65536);
-		r = read(fd, text + len, cap - len);
-		if (r <= 0)
-			break;
-		len += (size_t)r;
-	}
-	close(fd);
-	if (len)
-		dwunw_maps_set(&dctx, target_pid, text, len);
-	free(text);
+	if (dwunw_maps_load(ml->target_pid, &e, &n) == 0)
+		dwunw_maps_set_entries(&ml->fr.dctx, ml->target_pid, e, n);
+	free(e);
 #else
-	syms_proc_refresh(syms);
+	syms_proc_refresh(ml->fr.syms);
 #endif
 }
 
-bool ml_target_gone(int pidfd)
+bool ml_target_gone(struct memleak_ctx *ml, int pidfd)
 {
-	if (following) {
+	if (ml->following) {
 		int status;
 
 		/* the command's process is gone, and every process it started */
-		command_exited(&ml_cmd, &status);
-		return ml_cmd.pid <= 0 && !follow_any_alive(skel->obj);
+		command_exited(&ml->cmd, &status);
+		return ml->cmd.pid <= 0 && !follow_any_alive(ml->skel->obj);
 	}
 	if (pidfd >= 0) {
 		struct pollfd p = { .fd = pidfd, .events = POLLIN };
 
 		return poll(&p, 1, 0) == 1;
 	}
-	return kill(target_pid, 0) && errno == ESRCH;
+	return kill(ml->target_pid, 0) && errno == ESRCH;
 }
 
 /*
  * -c, --: once the command runs (neither our fork nor /bin/sh any more), a static executable maps
  * no libc.so.6: the probes cannot see its allocations, say so rather than print empty reports.
  */
-void ml_static_target_check(const char *obj)
+void ml_static_target_check(struct memleak_ctx *ml, const char *obj)
 {
 	static bool done;
 	struct stat sh, self, exe;
 	char fn[64], path[4096];
 
-	if (done || !following || ml_cmd.pid <= 0 || strchr(env.obj, '/'))
+	if (done || !ml->following || ml->cmd.pid <= 0 || strchr(ml->env.obj, '/'))
 		return;
-	snprintf(fn, sizeof(fn), "/proc/%d/exe", target_pid);
+	snprintf(fn, sizeof(fn), "/proc/%d/exe", ml->target_pid);
 	if (stat(fn, &exe) || stat("/proc/self/exe", &self))
 		return;
 	if (exe.st_dev == self.st_dev && exe.st_ino == self.st_ino)
 		return; /* not exec'd yet */
-	if (env.command && simple_command(env.command) && stat("/bin/sh", &sh) == 0 && exe.st_dev == sh.st_dev &&
+	if (ml->env.command && simple_command(ml->env.command) && stat("/bin/sh", &sh) == 0 && exe.st_dev == sh.st_dev &&
 	    exe.st_ino == sh.st_ino)
 		return; /* the shell, before its exec of the command */
 	done = true;
-	if (dwunw_exe_is_static(target_pid, path, sizeof(path)) == 1)
+	if (dwunw_exe_is_static(ml->target_pid, path, sizeof(path)) == 1)
 		die("pid %d (%s) is statically linked: it does not use %s, where the probes are (-O %s probes its own allocator)",
-		    target_pid, path, obj, path);
+		    ml->target_pid, path, obj, path);
 }

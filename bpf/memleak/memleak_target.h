@@ -7,23 +7,20 @@
 #define DWUNW_MEMLEAK_TARGET_H
 
 #include <stdbool.h>
-#include "runtime/command.h"
 
-/* -c COMMAND, -- PROG ARGS: the command. */
-extern struct command ml_cmd;
+struct memleak_ctx;
 
-/* Fork the command (stopped before exec); a program that cannot run ends here: 127 or 126. */
-void ml_start_command(void);
-/* The command ended (atexit). */
-void ml_stop_command(void);
+/* Fork the command into ml->cmd (stopped before exec); a program that cannot run ends here: 127
+ * or 126. */
+void ml_start_command(struct memleak_ctx *ml);
 
 /* fp mode: a copy of the target's maps that outlives it (refreshed while it runs). */
-void ml_keep_maps(void);
+void ml_keep_maps(struct memleak_ctx *ml);
 
 /* The target (or, following, every process of the tree) is gone. pidfd: -p's, or -1. */
-bool ml_target_gone(int pidfd);
+bool ml_target_gone(struct memleak_ctx *ml, int pidfd);
 
 /* -c, --: once the command runs, a static executable (no `obj` to probe) ends memleak with one line. */
-void ml_static_target_check(const char *obj);
+void ml_static_target_check(struct memleak_ctx *ml, const char *obj);
 
 #endif /* DWUNW_MEMLEAK_TARGET_H */

@@ -49,6 +49,8 @@ _Static_assert(OC_STACK_NONE == KSTACK_NONE, "one 'no stack' id");
 struct oc_ctx {
 	struct oc_opts o;
 	struct offcputime_bpf *skel;
+	struct stack_store st;     /* user and kernel stacks (the kernel's in KSTACK_SPACE) */
+	struct frames fr;          /* its maps: mapping events on (dwarf/kernel mode, given targets) */
 	struct oc_sums sums;
 	struct oc_stats stats;
 	struct fp_cache kcache;
@@ -68,8 +70,6 @@ struct oc_ctx {
 	struct kw_track kwt;
 #endif
 };
-
-static struct oc_ctx *gctx; /* for kw_selected, which takes no argument */
 
 static uint32_t *gen_slot(struct oc_ctx *c, uint32_t pid, bool add)
 {
@@ -117,11 +117,11 @@ static int64_t user_fp_stack(struct oc_ctx *c, uint32_t pid, int32_t id)
 		return -1;
 	if (id == -EFAULT) {
 		c->stats.ulost++;
-		return pseudo_stack("[stack lost: frame-pointer walk failed (EFAULT)]");
+		return pseudo_stack(&c->st, "[stack lost: frame-pointer walk failed (EFAULT)]");
 	}
-	int64_t idx = fp_stack_of(NULL, bpf_map__fd(c->skel->maps.stack_traces), (pid_t)pid,
+	int64_t idx = fp_stack_of(&c->fr, NULL, bpf_map__fd(c->skel->maps.stack_traces), (pid_t)pid,
 				  space_of(c, pid), id, 0, false);
-	if (st.v[idx].kind == SK_PSEUDO)
+	if (c->st.v[idx].kind == SK_PSEUDO)
 		c->stats.ulost++;
 	return idx;
 }
@@ -143,10 +143,10 @@ static void on_span(struct oc_ctx *c, const struct oc_off_rec *r)
 
 	if (o->user && (r->flags & OC_F_IN_EXEC)) {
 		c->stats.ulost++;
-		uidx = pseudo_stack("[stack lost: switched out inside execve]");
+		uidx = pseudo_stack(&c->st, "[stack lost: switched out inside execve]");
 	} else if (o->user && (r->flags & OC_F_LOST_SNAP)) {
 		c->stats.ulost++;
-		uidx = pseudo_stack("[stack lost: ring buffer full]");
+		uidx = pseudo_stack(&c->st, "[stack lost: ring buffer full]");
 	} else if (r->flags & OC_F_SENT) {
 		struct pending *p = &c->pending[hash64(0, r->tid) & (c->npending - 1)];
 
@@ -155,7 +155,7 @@ static void on_span(struct oc_ctx *c, const struct oc_off_rec *r)
 			p->tid = 0;
 		} else {
 			c->stats.unmatched++;
-			uidx = pseudo_stack("[stack lost: switch-out record not seen]");
+			uidx = pseudo_stack(&c->st, "[stack lost: switch-out record not seen]");
 		}
 	} else if (o->user) {
 		uidx = user_fp_stack(c, r->pid, r->ustack);
@@ -167,18 +167,17 @@ static void on_span(struct oc_ctx *c, const struct oc_off_rec *r)
 	struct oc_key k = {
 		.pid = r->pid,
 		.comm = intern(comm),
-		.kstack = kstack_of(&c->kcache, bpf_map__fd(c->skel->maps.stack_traces), r->kstack,
-				    "__schedule", &c->stats.klost),
+		.kstack = kstack_of(&c->st, &c->kcache, bpf_map__fd(c->skel->maps.stack_traces),
+				    r->kstack, "__schedule", &c->stats.klost),
 		.ustack = uidx,
 	};
-	oc_sums_add(&c->sums, &k, r->delta_ns);
+	oc_sums_add(&c->sums, &c->st, &k, r->delta_ns);
 }
 
 static void on_exec(struct oc_ctx *c, uint32_t pid)
 {
 	(*gen_slot(c, pid, true))++;
-	dwunw_maps_forget(&dctx, (int32_t)pid);
-	mappings_forget(pid);
+	frames_forget_pid(&c->fr, pid);
 #ifdef HAVE_KWALK
 	if (c->kwt.l) {
 		kw_track_forget(&c->kwt, pid);
@@ -189,12 +188,14 @@ static void on_exec(struct oc_ctx *c, uint32_t pid)
 }
 
 #ifdef HAVE_KWALK
-static bool kw_selected(uint32_t pid)
+static bool kw_selected(void *arg, uint32_t pid)
 {
-	if (!gctx->o.npids)
+	const struct oc_ctx *c = arg;
+
+	if (!c->o.npids)
 		return true;
-	for (size_t i = 0; i < gctx->o.npids; i++)
-		if (gctx->o.pids[i] == pid)
+	for (size_t i = 0; i < c->o.npids; i++)
+		if (c->o.pids[i] == pid)
 			return true;
 	return false;
 }
@@ -225,14 +226,15 @@ static int on_record(void *arg, const void *data, size_t size)
 	if (size < sizeof(*h))
 		return 0;
 	if (h->kind == CAP_KIND_MAPEV) {
-		mappings_event(data, size);
+		if (c->fr.maps)
+			mappings_event(c->fr.maps, data, size);
 	} else if (h->kind == CAP_KIND_SNAPSHOT) {
 		const struct cap_record *rec;
 		uint32_t pid = 0;
 
 		if (size >= sizeof(struct cap_record))
 			memcpy(&pid, (const char *)data + offsetof(struct cap_record, pid), sizeof(pid));
-		int64_t uidx = frames_from_snapshot(data, size, 0, space_of(c, pid), &c->stats.unw, &rec);
+		int64_t uidx = frames_from_snapshot(&c->fr, data, size, 0, space_of(c, pid), &c->stats.unw, &rec);
 
 		if (uidx == FRAMES_BAD)
 			return 0;
@@ -253,7 +255,7 @@ static int on_record(void *arg, const void *data, size_t size)
 		struct oc_fork_rec r;
 
 		memcpy(&r, data, sizeof(r));
-		mappings_fork(r.parent, r.child);
+		mappings_fork(c->fr.maps, r.parent, r.child);
 #ifdef HAVE_KWALK
 	} else if (h->kind == KW_KIND_EVENT) {
 		on_kwalk(c, data, size);
@@ -326,11 +328,11 @@ int main(int argc, char **argv)
 	size_t nlinks = 0;
 	int err;
 
-	gctx = c;
-	tool_name = "offcputime";
+	tool_set_name("offcputime");
 	oc_parse_args(&c->o, argc, argv);
-	tool_verbose = c->o.verbose;
-	st.max = c->o.max_stacks;
+	tool_set_verbose(c->o.verbose);
+	stack_store_init(&c->st, c->o.max_stacks);
+	frames_setup(&c->fr, &c->st);
 	c->sums.max = c->o.max_keys;
 	const char *why = tool_missing_privileges(c->o.user && c->o.unwind != OC_UNWIND_FP);
 	if (why)
@@ -361,9 +363,10 @@ int main(int argc, char **argv)
 	/* dwarf mode, and kernel mode's snapshots (a walk that stopped short; a forked child's
 	 * first switch-outs, before its tables load), on chosen processes: their mapping changes
 	 * in order with the records (not system-wide: every process's mmaps would be sent) */
-	mappings_on = stacks_out && (c->o.npids || c->o.command) &&
-		      !(getenv("DWUNW_MAPEV") && !strcmp(getenv("DWUNW_MAPEV"), "0"));
-	skel->rodata->mmap_ev_enabled = mappings_on;
+	if (stacks_out && (c->o.npids || c->o.command) &&
+	    !(getenv("DWUNW_MAPEV") && !strcmp(getenv("DWUNW_MAPEV"), "0")))
+		c->fr.maps = mappings_new();
+	skel->rodata->mmap_ev_enabled = c->fr.maps != NULL;
 	skel->rodata->cap_stack_bytes = c->o.stack_size;
 	skel->rodata->cap_scratch_slots = dwunw_cap_scratch_slots(false);
 	/* room for a burst of switch-outs while the consumer opens a large module: 32 MiB with
@@ -390,7 +393,9 @@ int main(int argc, char **argv)
 		c->kwt.l = kw_loader_new(skel->obj, &kwo);
 		if (!c->kwt.l)
 			die("cannot set up the in-kernel walker's tables: %s", strerror(errno));
+		c->kwt.fr = &c->fr;
 		c->kwt.selected = kw_selected;
+		c->kwt.selected_arg = c;
 		c->kwt.threshold = c->o.npids || c->o.command ? 1 : 16;
 		c->kwt.load_ns_per_s = c->o.npids || c->o.command ? 0 : 200000000ull;
 		if (c->o.command)
@@ -402,10 +407,9 @@ int main(int argc, char **argv)
 	c->kcache.map = xcalloc(c->kcache.n, sizeof(*c->kcache.map));
 	c->npending = 1u << 16;
 	c->pending = xcalloc(c->npending, sizeof(*c->pending));
-	err = frames_init(cache_slots_for_machine(), 0);
+	err = frames_init(&c->fr, cache_slots_for_machine(), 0, NULL);
 	if (err)
 		die("libdwunw: %s", dwunw_strerror(err));
-	frames_use_perf_map = true;
 	reader = dwunw_cap_reader_new(skel->obj, false, 8u << 20, on_record, c);
 	if (!reader)
 		die("cannot open the ring buffer: %s", strerror(errno));
@@ -420,7 +424,7 @@ int main(int argc, char **argv)
 	static const char *const progs[] = { "oc_exec", "oc_thread_exit", "oc_fork" };
 	if ((err = tool_links_attach(skel->obj, progs, 3, &links, &nlinks)))
 		die("cannot attach the exec/exit/fork programs: %s", strerror(-err));
-	if (mappings_on && (err = mappings_attach(skel->obj, &links, &nlinks)))
+	if (c->fr.maps && (err = mappings_attach(skel->obj, &links, &nlinks)))
 		die("cannot attach the mapping-change programs: %s", strerror(-err));
 #ifdef HAVE_KWALK
 	if (c->kwt.l) {
@@ -449,8 +453,8 @@ int main(int argc, char **argv)
 		fprintf(hf, "... Hit Ctrl-C to end.\n");
 	fflush(hf);
 	if (c->o.command) {
-		if (mappings_on)
-			mappings_seed((uint32_t)cmd.pid);
+		if (c->fr.maps)
+			mappings_seed(c->fr.maps, (uint32_t)cmd.pid);
 		if ((err = command_go(&cmd)))
 			exit(err);
 	}
@@ -490,7 +494,7 @@ int main(int argc, char **argv)
 	}
 	counters(c);
 	if (!tool_stdout_closed())
-		oc_report(&c->o, &c->sums, &c->stats);
+		oc_report(&c->o, &c->sums, &c->stats, &c->fr);
 	dwunw_cap_reader_free(reader);
 #ifdef HAVE_KWALK
 	if (c->kwt.l) {
@@ -501,7 +505,8 @@ int main(int argc, char **argv)
 	tool_links_destroy(links, nlinks);
 	offcputime_bpf__destroy(skel);
 	command_stop(&cmd);
-	frames_shutdown();
+	frames_shutdown(&c->fr);
+	mappings_free(c->fr.maps);
 	module_warn_flush();
 	return 0;
 }

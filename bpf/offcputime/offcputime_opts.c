@@ -75,8 +75,9 @@ static void usage(void)
 "                               or DWARF tables walked in the BPF program\n"
 "      --stack-size=BYTES       stack window copied per switch-out (16384, max 65536)\n"
 "      --table-budget=MIB       --unwind=kernel: memory for the tables' maps (64)\n"
-"      --json                   NDJSON: one line per stack (count: microseconds), then a\n"
-"                               summary line\n"
+"      --json                   NDJSON: one line per stack (count: microseconds), with -f\n"
+"                               the folded lines too ({\"folded\":\"comm;...;leaf\",\"count\":US}),\n"
+"                               then a summary line\n"
 "      --max-stacks=N           distinct stacks kept (262144; more: [stack table full])\n"
 "      --max-keys=N             distinct (pid, comm, stacks) summed (1048576)\n"
 "  -v, --verbose                libbpf and unwinder diagnostics\n"
@@ -168,8 +169,6 @@ void oc_parse_args(struct oc_opts *o, int argc, char **argv)
 		o->kernel = false;
 	if (kernel_only)
 		o->user = false;
-	if (o->folded && o->json)
-		tool_usage_error("-f and --json exclude each other");
 	if (o->npids && o->command)
 		tool_usage_error("-p and -- COMMAND exclude each other");
 	if (o->min_us > o->max_us)

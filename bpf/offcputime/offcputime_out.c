@@ -35,7 +35,7 @@ static void reindex(struct oc_sums *s, size_t cap)
 	}
 }
 
-void oc_sums_add(struct oc_sums *s, const struct oc_key *key, uint64_t ns)
+void oc_sums_add(struct oc_sums *s, struct stack_store *st, const struct oc_key *key, uint64_t ns)
 {
 	struct oc_key k = *key;
 	size_t i;
@@ -59,7 +59,7 @@ void oc_sums_add(struct oc_sums *s, const struct oc_key *key, uint64_t ns)
 			break;
 		/* full: the process's time goes under one key that says so */
 		k.kstack = -1;
-		k.ustack = pseudo_stack("[aggregation table full]");
+		k.ustack = pseudo_stack(st, "[aggregation table full]");
 	}
 	if (s->n == s->cap) {
 		s->cap = s->cap ? s->cap * 2 : 1024;
@@ -73,9 +73,9 @@ void oc_sums_add(struct oc_sums *s, const struct oc_key *key, uint64_t ns)
 		s->overflow_ns += ns;
 }
 
-static const struct ustack *stack_at(int64_t i)
+static const struct ustack *stack_at(const struct stack_store *st, int64_t i)
 {
-	return i >= 0 ? &st.v[i] : NULL;
+	return i >= 0 ? &st->v[i] : NULL;
 }
 
 static const struct oc_sums *sort_sums;
@@ -95,19 +95,21 @@ static const char *unwind_name(const struct oc_opts *o)
 	return o->unwind == OC_UNWIND_KERNEL ? "kernel" : o->unwind == OC_UNWIND_DWARF ? "dwarf" : "fp";
 }
 
-static void print_json(const struct oc_entry *e)
+static void print_json(const struct stack_store *st, const struct oc_entry *e)
 {
 	printf("{\"pid\":%u,\"comm\":", e->k.pid);
 	json_str(e->k.comm);
 	printf(",\"count\":%" PRIu64 ",\"switches\":%" PRIu64 ",\"user\":", e->ns / 1000, e->spans);
-	stack_print_json(stack_at(e->k.ustack), true);
+	stack_print_json(stack_at(st, e->k.ustack), true);
 	printf(",\"kernel\":");
-	stack_print_json(stack_at(e->k.kstack), false);
+	stack_print_json(stack_at(st, e->k.kstack), false);
 	printf("}\n");
 }
 
-void oc_report(const struct oc_opts *o, const struct oc_sums *s, const struct oc_stats *p)
+void oc_report(const struct oc_opts *o, const struct oc_sums *s, const struct oc_stats *p,
+	       const struct frames *fr)
 {
+	const struct stack_store *st = fr->st;
 	uint32_t *order = xcalloc(s->n + 1, sizeof(*order));
 	struct folded_line *fl = o->folded ? xcalloc(s->n + 1, sizeof(*fl)) : NULL;
 	uint64_t total_ns = 0, spans = 0, uns = 0, ucomplete_ns = 0;
@@ -120,7 +122,7 @@ void oc_report(const struct oc_opts *o, const struct oc_sums *s, const struct oc
 	qsort(order, s->n, sizeof(*order), by_time);
 	for (size_t i = 0; i < s->n; i++) {
 		const struct oc_entry *e = &s->v[order[i]];
-		const struct ustack *u = stack_at(e->k.ustack);
+		const struct ustack *u = stack_at(st, e->k.ustack);
 
 		total_ns += e->ns;
 		spans += e->spans;
@@ -131,36 +133,36 @@ void oc_report(const struct oc_opts *o, const struct oc_sums *s, const struct oc
 		}
 		if (e->ns < 1000)
 			continue; /* under a microsecond in all: nothing to print */
-		if (o->json) {
-			print_json(e);
-		} else if (o->folded) {
+		if (o->json)
+			print_json(st, e);
+		if (o->folded) {
 			size_t len = 0;
 			FILE *f = open_memstream(&fl[nfl].text, &len);
 
 			if (!f)
 				die("out of memory");
-			stack_folded_line(f, e->k.comm, o->kernel ? stack_at(e->k.kstack) : NULL,
+			stack_folded_line(f, e->k.comm, o->kernel ? stack_at(st, e->k.kstack) : NULL,
 					  o->user ? u : NULL, o->delimiter);
 			fclose(f);
 			fl[nfl].weight = e->ns / 1000;
 			fl[nfl].rank = (uint32_t)nfl;
 			nfl++;
-		} else {
-			stack_print_text(o->kernel ? stack_at(e->k.kstack) : NULL, o->user ? u : NULL,
+		} else if (!o->json) {
+			stack_print_text(o->kernel ? stack_at(st, e->k.kstack) : NULL, o->user ? u : NULL,
 					 e->k.comm, e->k.pid, e->ns / 1000, o->delimiter,
 					 o->unwind != OC_UNWIND_FP, &marks);
 		}
 	}
 	free(order);
 	if (o->folded)
-		print_folded_lines(fl, nfl, FOLDED_BY_WEIGHT);
+		print_folded_lines(fl, nfl, FOLDED_BY_WEIGHT, o->json); /* -f --json: NDJSON records */
 	else if (!o->json)
 		fprint_marks_legend(stdout, "    ", marks);
 	fflush(stdout);
 
 	struct rusage ru;
 	const struct module_seen *mods;
-	size_t nmods = frames_modules(&mods);
+	size_t nmods = frames_modules(fr, &mods);
 	double secs = (double)(p->end_ns - p->start_ns) / 1e9;
 	double pct = uns ? 100.0 * (double)ucomplete_ns / (double)uns : 0.0;
 	uint64_t lost = p->bpf[OC_CNT_REC_LOST] + p->bpf[OC_CNT_START_FULL];
@@ -184,10 +186,11 @@ void oc_report(const struct oc_opts *o, const struct oc_sums *s, const struct oc
 		       (uint64_t)time(NULL) * UINT64_C(1000000000) - (p->end_ns - p->start_ns),
 		       unwind_name(o), uns / 1000, ucomplete_ns / 1000, lost,
 		       p->bpf[OC_CNT_SNAP_LOST], p->unmatched, p->bpf[OC_CNT_OUT_OF_RANGE], p->ulost,
-		       p->klost, s->n, s->overflow_ns / 1000, st.n, st.full, p->records,
+		       p->klost, s->n, s->overflow_ns / 1000, st->n, st->full, p->records,
 		       p->buffer_bytes, ucpu, scpu, ru.ru_maxrss);
-		print_modules_json();
-		printf("}}\n");
+		printf(",\"modules\":[");
+		print_modules_json(mods, nmods);
+		printf("]}}\n");
 		fflush(stdout);
 	}
 	fprintf(stderr, "offcputime: %" PRIu64 " switch-outs, %.3f s off CPU in %.1f s (%s unwinding); "
@@ -204,8 +207,8 @@ void oc_report(const struct oc_opts *o, const struct oc_sums *s, const struct oc
 		fprintf(stderr, "; kernel stacks lost: %" PRIu64, p->klost);
 	if (s->overflow_ns)
 		fprintf(stderr, "; %.3f s under [aggregation table full]", (double)s->overflow_ns / 1e9);
-	if (st.full)
-		fprintf(stderr, "; %" PRIu64 " stacks not stored (stack table full)", st.full);
+	if (st->full)
+		fprintf(stderr, "; %" PRIu64 " stacks not stored (stack table full)", st->full);
 	if (o->unwind == OC_UNWIND_KERNEL)
 		fprintf(stderr, "; kernel walker: %" PRIu64 " events, %" PRIu64 " fell back to the snapshot",
 			p->kw.events, p->kw.snapshot);

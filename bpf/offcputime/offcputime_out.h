@@ -46,7 +46,10 @@ struct oc_stats {
 	struct kwalk_seen kw;   /* --unwind=kernel */
 };
 
-void oc_sums_add(struct oc_sums *s, const struct oc_key *k, uint64_t ns);
-void oc_report(const struct oc_opts *o, const struct oc_sums *s, const struct oc_stats *prs);
+/* Adds a span; a full table's time goes under a pseudo-stack interned in st. */
+void oc_sums_add(struct oc_sums *s, struct stack_store *st, const struct oc_key *k, uint64_t ns);
+/* The report of the sums, its stacks in fr's stack store, its modules fr's. */
+void oc_report(const struct oc_opts *o, const struct oc_sums *s, const struct oc_stats *prs,
+	       const struct frames *fr);
 
 #endif /* DWUNW_OFFCPUTIME_OUT_H */

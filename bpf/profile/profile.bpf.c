@@ -14,6 +14,7 @@
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 #include "runtime/capture.bpf.h"
+#include "runtime/python.bpf.h"
 #include "kwalk/kwalk.bpf.h"
 #include "kwalk/kwalk_hybrid.bpf.h"
 #include "profile.h"
@@ -136,6 +137,8 @@ int sample(struct bpf_perf_event_data *ctx)
 		struct pt_regs *uregs = (struct pt_regs *)bpf_task_pt_regs(task);
 		struct cap_thread *t = cap_thread_get(tid, 1);
 
+		if (py_emit(ctx, tgid, tid) < 0)
+			pr_count(PR_CNT_PY_LOST);
 		if (cap_snapshot(ctx, uregs, PR_COOKIE(kid, bpf_get_smp_processor_id()), uid, 0, t) == 0)
 			return 0;
 		pr_count(PR_CNT_SNAP_LOST);
@@ -145,6 +148,8 @@ int sample(struct bpf_perf_event_data *ctx)
 		struct pt_regs *uregs = (struct pt_regs *)bpf_task_pt_regs(task);
 		struct cap_thread *t = cap_thread_get(tid, 1);
 
+		if (py_emit(ctx, tgid, tid) < 0)
+			pr_count(PR_CNT_PY_LOST);
 		if (kw_hybrid(ctx, uregs, PR_COOKIE(kid, bpf_get_smp_processor_id()), uid, t) == 0)
 			return 0;
 		pr_count(PR_CNT_SNAP_LOST);

@@ -62,6 +62,7 @@ enum pr_counter {
 	PR_CNT_FILTERED,        /* not a selected process/thread, or idle */
 	PR_CNT_SNAP_LOST,       /* snapshot not sent (buffer full); a small record went instead */
 	PR_CNT_REC_LOST,        /* no record at all could be sent */
+	PR_CNT_PY_LOST,         /* a Python chain could not be sent (its stack shows native frames only) */
 	PR_CNT_MAX = 8,
 };
 

@@ -6,36 +6,35 @@
 #include "runtime/stack_store.h"
 #include "runtime/tool_util.h"
 
-struct pr_agg agg = { .max = 1u << 20 };
 
 static uint64_t key_hash(const struct pr_key *k)
 {
-	uint64_t h = hash64(k->pid, (uint64_t)(uintptr_t)k->comm);
+	uint64_t h = hash64(k->pid | (uint64_t)k->tid << 32, (uint64_t)(uintptr_t)k->comm);
 
 	return hash64(hash64(h, (uint64_t)k->kstack), (uint64_t)k->ustack);
 }
 
 static bool key_eq(const struct pr_key *a, const struct pr_key *b)
 {
-	return a->pid == b->pid && a->comm == b->comm && a->kstack == b->kstack &&
+	return a->pid == b->pid && a->tid == b->tid && a->comm == b->comm && a->kstack == b->kstack &&
 	       a->ustack == b->ustack;
 }
 
-static void index_put(size_t e)
+static void index_put(struct pr_agg *agg, size_t e)
 {
-	size_t i = agg.v[e].hash & (agg.index_cap - 1);
+	size_t i = agg->v[e].hash & (agg->index_cap - 1);
 
-	while (agg.index[i])
-		i = (i + 1) & (agg.index_cap - 1);
-	agg.index[i] = (uint32_t)e + 1;
+	while (agg->index[i])
+		i = (i + 1) & (agg->index_cap - 1);
+	agg->index[i] = (uint32_t)e + 1;
 }
 
-static struct pr_entry *find(const struct pr_key *k, uint64_t h)
+static struct pr_entry *find(const struct pr_agg *agg, const struct pr_key *k, uint64_t h)
 {
-	if (!agg.index_cap)
+	if (!agg->index_cap)
 		return NULL;
-	for (size_t i = h & (agg.index_cap - 1); agg.index[i]; i = (i + 1) & (agg.index_cap - 1)) {
-		struct pr_entry *e = &agg.v[agg.index[i] - 1];
+	for (size_t i = h & (agg->index_cap - 1); agg->index[i]; i = (i + 1) & (agg->index_cap - 1)) {
+		struct pr_entry *e = &agg->v[agg->index[i] - 1];
 
 		if (e->hash == h && key_eq(&e->k, k))
 			return e;
@@ -43,42 +42,42 @@ static struct pr_entry *find(const struct pr_key *k, uint64_t h)
 	return NULL;
 }
 
-static struct pr_entry *insert(const struct pr_key *k, uint64_t h)
+static struct pr_entry *insert(struct pr_agg *agg, const struct pr_key *k, uint64_t h)
 {
-	if (agg.n == agg.cap) {
-		agg.cap = agg.cap ? agg.cap * 2 : 1024;
-		agg.v = xrealloc(agg.v, agg.cap * sizeof(*agg.v));
+	if (agg->n == agg->cap) {
+		agg->cap = agg->cap ? agg->cap * 2 : 1024;
+		agg->v = xrealloc(agg->v, agg->cap * sizeof(*agg->v));
 	}
-	if ((agg.n + 1) * 2 > agg.index_cap) {
-		free(agg.index);
-		agg.index_cap = agg.index_cap ? agg.index_cap * 2 : 2048;
-		agg.index = xcalloc(agg.index_cap, sizeof(*agg.index));
-		for (size_t e = 0; e < agg.n; e++)
-			index_put(e);
+	if ((agg->n + 1) * 2 > agg->index_cap) {
+		free(agg->index);
+		agg->index_cap = agg->index_cap ? agg->index_cap * 2 : 2048;
+		agg->index = xcalloc(agg->index_cap, sizeof(*agg->index));
+		for (size_t e = 0; e < agg->n; e++)
+			index_put(agg, e);
 	}
-	agg.v[agg.n] = (struct pr_entry){ .k = *k, .hash = h };
-	index_put(agg.n);
-	return &agg.v[agg.n++];
+	agg->v[agg->n] = (struct pr_entry){ .k = *k, .hash = h };
+	index_put(agg, agg->n);
+	return &agg->v[agg->n++];
 }
 
-void pr_agg_add(const struct pr_key *k, uint64_t count)
+void pr_agg_add(struct pr_agg *agg, struct stack_store *st, const struct pr_key *k, uint64_t count)
 {
 	uint64_t h = key_hash(k);
-	struct pr_entry *e = find(k, h);
+	struct pr_entry *e = find(agg, k, h);
 
-	agg.samples += count;
-	if (!e && agg.n >= agg.max) {
+	agg->samples += count;
+	if (!e && agg->n >= agg->max) {
 		/* one overflow key per pid and comm (they may exceed max: they are few) */
-		struct pr_key o = { .pid = k->pid, .comm = k->comm, .kstack = -1,
-				    .ustack = pseudo_stack("[aggregation table full]") };
+		struct pr_key o = { .pid = k->pid, .tid = k->tid, .comm = k->comm, .kstack = -1,
+				    .ustack = pseudo_stack(st, "[aggregation table full]") };
 
-		agg.overflow += count;
+		agg->overflow += count;
 		h = key_hash(&o);
-		e = find(&o, h);
+		e = find(agg, &o, h);
 		if (!e)
-			e = insert(&o, h);
+			e = insert(agg, &o, h);
 	} else if (!e) {
-		e = insert(k, h);
+		e = insert(agg, k, h);
 	}
 	e->count += count;
 }

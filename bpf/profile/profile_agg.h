@@ -12,6 +12,7 @@
 
 struct pr_key {
 	uint32_t pid;
+	uint32_t tid;          /* --interval only (0 otherwise) */
 	const char *comm;      /* interned */
 	int64_t kstack;        /* stack store index, -1: none */
 	int64_t ustack;        /* stack store index, -1: none */
@@ -21,6 +22,7 @@ struct pr_entry {
 	struct pr_key k;
 	uint64_t hash;
 	uint64_t count;
+	uint64_t sent;         /* --interval: count at the last interval line */
 };
 
 struct pr_agg {
@@ -33,8 +35,9 @@ struct pr_agg {
 	uint64_t samples;
 };
 
-extern struct pr_agg agg;
+struct stack_store;
 
-void pr_agg_add(const struct pr_key *k, uint64_t count);
+/* Count k (an overflow key's pseudo-stack interned in st when full). */
+void pr_agg_add(struct pr_agg *agg, struct stack_store *st, const struct pr_key *k, uint64_t count);
 
 #endif /* DWUNW_PROFILE_AGG_H */

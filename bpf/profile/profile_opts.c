@@ -11,7 +11,7 @@
 #include "runtime/tool_opts.h"
 #include "runtime/tool_util.h"
 
-struct pr_opts opts = {
+static const struct pr_opts opts_defaults = {
 	.user = true,
 	.kernel = true,
 	.freq = 49,
@@ -32,6 +32,10 @@ enum {
 	OPT_MAX_STACKS,
 	OPT_MAX_KEYS,
 	OPT_TABLE_BUDGET,
+	OPT_DEBUGINFOD,
+	OPT_NO_DEBUGINFOD,
+	OPT_DEBUG_DIR,
+	OPT_INTERVAL,
 };
 
 static const struct option long_opts[] = {
@@ -56,6 +60,10 @@ static const struct option long_opts[] = {
 	{ "max-stacks", required_argument, NULL, OPT_MAX_STACKS },
 	{ "max-keys", required_argument, NULL, OPT_MAX_KEYS },
 	{ "table-budget", required_argument, NULL, OPT_TABLE_BUDGET },
+	{ "debuginfod", no_argument, NULL, OPT_DEBUGINFOD },
+	{ "no-debuginfod", no_argument, NULL, OPT_NO_DEBUGINFOD },
+	{ "debug-dir", required_argument, NULL, OPT_DEBUG_DIR },
+	{ "interval", required_argument, NULL, OPT_INTERVAL },
 	{},
 };
 
@@ -85,7 +93,14 @@ static void usage(FILE *f)
 "      --stack-size=BYTES     stack window copied per sample (16384, max 65536; kernel:\n"
 "                             per fallback)\n"
 "      --table-budget=MIB     --unwind=kernel: memory for the tables' maps (64)\n"
-"      --json                 NDJSON: one line per stack, then a summary line\n"
+"      --debuginfod           name stripped code with debug files from DEBUGINFOD_URLS, fetched\n"
+"                             while sampling (default when it is set); --no-debuginfod: never\n"
+"      --debug-dir=DIR[:DIR]  roots of separate debug files (/usr/lib/debug)\n"
+"      --json                 NDJSON: one line per stack, then a summary line; with -f,\n"
+"                             the folded lines too ({\"folded\":\"comm;...;leaf\",\"count\":N}),\n"
+"                             before the summary\n"
+"      --interval=SEC         with --json: every SEC seconds the stacks counted since the\n"
+"                             last interval (with thread ids), then an interval line\n"
 "      --perf-buffer          perf buffer instead of the ring buffer\n"
 "      --max-stacks=N         distinct stacks kept (262144; more: [stack table full])\n"
 "      --max-keys=N           distinct (pid, comm, stacks) counted (1048576; more: per-pid\n"
@@ -112,9 +127,9 @@ static int online_cpus(char *buf, size_t len)
 	return 0;
 }
 
-bool pr_cpu_selected(int cpu)
+bool pr_cpu_selected(const struct pr_opts *opts, int cpu)
 {
-	return opts.cpu < 0 || opts.cpu == cpu;
+	return opts->cpu < 0 || opts->cpu == cpu;
 }
 
 static bool cpu_online(int cpu)
@@ -136,17 +151,18 @@ static bool cpu_online(int cpu)
 	return false;
 }
 
-void pr_parse_args(int argc, char **argv)
+void pr_parse_args(struct pr_opts *opts, int argc, char **argv)
 {
 	bool user_only = false, kernel_only = false;
-	int c, pos = 0, n = argc;
+	int c, pos = 0, n = argc, debuginfod = -1;
 
+	*opts = opts_defaults;
 	/* -- COMMAND ARGS...: everything after the first "--" */
 	for (int i = 1; i < argc; i++)
 		if (!strcmp(argv[i], "--")) {
 			n = i;
 			if (i + 1 < argc)
-				opts.command = &argv[i + 1];
+				opts->command = &argv[i + 1];
 			else
 				tool_usage_error("--: a command is expected after it");
 			break;
@@ -154,18 +170,18 @@ void pr_parse_args(int argc, char **argv)
 	opterr = 0; /* tool_bad_option says it in one line */
 	while ((c = getopt_long(n, argv, ":p:L:UKF:c:C:Ifdavh", long_opts, NULL)) != -1) {
 		switch (c) {
-		case 'p': opts.npids = tool_opt_id_list(optarg, opts.pids, opts.npids, PR_MAX_FILTER, "pid", "-p"); break;
-		case 'L': opts.ntids = tool_opt_id_list(optarg, opts.tids, opts.ntids, PR_MAX_FILTER, "tid", "-L"); break;
+		case 'p': opts->npids = tool_opt_id_list(optarg, opts->pids, opts->npids, PR_MAX_FILTER, "pid", "-p"); break;
+		case 'L': opts->ntids = tool_opt_id_list(optarg, opts->tids, opts->ntids, PR_MAX_FILTER, "tid", "-L"); break;
 		case 'U': user_only = true; break;
 		case 'K': kernel_only = true; break;
 		case 'F':
-			opts.freq = tool_opt_u64(optarg, "-F", 0, UINT64_MAX);
-			if (opts.freq < 1 || opts.freq > PR_MAX_FREQ)
+			opts->freq = tool_opt_u64(optarg, "-F", 0, UINT64_MAX);
+			if (opts->freq < 1 || opts->freq > PR_MAX_FREQ)
 				tool_usage_error("-F %s: out of range (1 .. %d Hz)", optarg, PR_MAX_FREQ);
 			break;
 		case 'c':
-			opts.period = tool_opt_u64(optarg, "-c", 0, UINT64_MAX);
-			if (!opts.period)
+			opts->period = tool_opt_u64(optarg, "-c", 0, UINT64_MAX);
+			if (!opts->period)
 				tool_usage_error("-c %s: the period must be at least 1", optarg);
 			break;
 		case 'C': {
@@ -176,30 +192,30 @@ void pr_parse_args(int argc, char **argv)
 				online_cpus(buf, sizeof(buf));
 				tool_usage_error("-C %s: no such online CPU (online: %s)", optarg, buf);
 			}
-			opts.cpu = (int)v;
+			opts->cpu = (int)v;
 			break;
 		}
-		case 'I': opts.idle = true; break;
-		case 'f': opts.folded = true; break;
-		case 'd': opts.delimiter = true; break;
-		case 'a': opts.all = true; break;
-		case 'v': opts.verbose = true; break;
+		case 'I': opts->idle = true; break;
+		case 'f': opts->folded = true; break;
+		case 'd': opts->delimiter = true; break;
+		case 'a': opts->all = true; break;
+		case 'v': opts->verbose = true; break;
 		case 'h': usage(stdout); exit(0);
 		case OPT_STACK_STORAGE: {
 			uint64_t v = tool_opt_u64(optarg, "--stack-storage-size", 0, UINT64_MAX);
 
 			if (v < 16 || v > (1u << 22))
 				tool_usage_error("--stack-storage-size %s: out of range (16 .. 4194304)", optarg);
-			opts.stack_storage = (uint32_t)v;
+			opts->stack_storage = (uint32_t)v;
 			break;
 		}
 		case OPT_UNWIND:
 			if (!strcmp(optarg, "dwarf"))
-				opts.unwind = PR_UNWIND_DWARF;
+				opts->unwind = PR_UNWIND_DWARF;
 			else if (!strcmp(optarg, "fp"))
-				opts.unwind = PR_UNWIND_FP;
+				opts->unwind = PR_UNWIND_FP;
 			else if (!strcmp(optarg, "kernel"))
-				opts.unwind = PR_UNWIND_KERNEL;
+				opts->unwind = PR_UNWIND_KERNEL;
 			else
 				tool_usage_error("--unwind: expected dwarf, fp or kernel, got %s", optarg);
 			break;
@@ -208,27 +224,43 @@ void pr_parse_args(int argc, char **argv)
 
 			if (v < 64 || v > CAP_MAX_STACK)
 				tool_usage_error("--stack-size %s: out of range (64 .. %d)", optarg, CAP_MAX_STACK);
-			opts.stack_size = (uint32_t)(v & ~7ull);
+			opts->stack_size = (uint32_t)(v & ~7ull);
 			break;
 		}
+		case OPT_DEBUGINFOD:
+			if (!getenv("DEBUGINFOD_URLS") || !*getenv("DEBUGINFOD_URLS"))
+				tool_usage_error("--debuginfod: DEBUGINFOD_URLS is not set: no server to ask");
+			debuginfod = 1;
+			break;
+		case OPT_NO_DEBUGINFOD:
+			debuginfod = 0;
+			break;
+		case OPT_DEBUG_DIR:
+			opts->debug_dir = optarg;
+			break;
 		case OPT_TABLE_BUDGET: {
 			uint64_t v = tool_opt_u64(optarg, "--table-budget", 0, UINT64_MAX);
 
 			if (v < 1 || v > 4096)
 				tool_usage_error("--table-budget %s: out of range (1 .. 4096 MiB)", optarg);
-			opts.table_budget = v << 20;
+			opts->table_budget = v << 20;
 			break;
 		}
-		case OPT_JSON: opts.json = true; break;
-		case OPT_PERFBUF: opts.perfbuf = true; break;
+		case OPT_INTERVAL:
+			opts->interval = tool_opt_u64(optarg, "--interval", 0, UINT64_MAX);
+			if (!opts->interval || opts->interval > 86400)
+				tool_usage_error("--interval %s: out of range (1 .. 86400 seconds)", optarg);
+			break;
+		case OPT_JSON: opts->json = true; break;
+		case OPT_PERFBUF: opts->perfbuf = true; break;
 		case OPT_MAX_STACKS:
-			opts.max_stacks = tool_opt_u64(optarg, "--max-stacks", 0, UINT64_MAX);
-			if (opts.max_stacks < 16 || opts.max_stacks > (1u << 24))
+			opts->max_stacks = tool_opt_u64(optarg, "--max-stacks", 0, UINT64_MAX);
+			if (opts->max_stacks < 16 || opts->max_stacks > (1u << 24))
 				tool_usage_error("--max-stacks %s: out of range (16 .. 16777216)", optarg);
 			break;
 		case OPT_MAX_KEYS:
-			opts.max_keys = tool_opt_u64(optarg, "--max-keys", 0, UINT64_MAX);
-			if (opts.max_keys < 16 || opts.max_keys > (1u << 26))
+			opts->max_keys = tool_opt_u64(optarg, "--max-keys", 0, UINT64_MAX);
+			if (opts->max_keys < 16 || opts->max_keys > (1u << 26))
 				tool_usage_error("--max-keys %s: out of range (16 .. 67108864)", optarg);
 			break;
 		default:
@@ -238,45 +270,49 @@ void pr_parse_args(int argc, char **argv)
 	for (int i = optind; i < n; i++, pos++) {
 		if (pos > 0)
 			tool_usage_error("unexpected argument: %s (a command to run goes after --)", argv[i]);
-		opts.duration = tool_opt_u64(argv[i], "duration", 0, UINT64_MAX);
-		if (!opts.duration || opts.duration > 100000000)
+		opts->duration = tool_opt_u64(argv[i], "duration", 0, UINT64_MAX);
+		if (!opts->duration || opts->duration > 100000000)
 			tool_usage_error("invalid duration: %s (seconds, at least 1)", argv[i]);
 	}
 	if (user_only && kernel_only)
 		tool_usage_error("-U and -K exclude each other");
 	if (user_only)
-		opts.kernel = false;
+		opts->kernel = false;
 	if (kernel_only)
-		opts.user = false;
-	if (opts.folded && opts.json)
-		tool_usage_error("-f and --json exclude each other");
-	if (opts.all && (opts.npids || opts.command))
+		opts->user = false;
+	if (opts->interval && !opts->json)
+		tool_usage_error("--interval is for --json output");
+	if (opts->all && (opts->npids || opts->command))
 		tool_usage_error("-a excludes -p and -- COMMAND");
-	if (opts.npids && opts.command)
+	if (opts->npids && opts->command)
 		tool_usage_error("-p and -- COMMAND exclude each other");
-	if (opts.unwind == PR_UNWIND_KERNEL) {
+	{
+		const char *urls = getenv("DEBUGINFOD_URLS");
+		opts->debuginfod = debuginfod < 0 ? urls && *urls : debuginfod;
+	}
+	if (opts->unwind == PR_UNWIND_KERNEL) {
 #ifndef HAVE_KWALK
 		tool_usage_error("--unwind=kernel: not in this build (the in-kernel walker is x86_64 and arm64 only)");
 #endif
-		if (opts.perfbuf)
+		if (opts->perfbuf)
 			tool_usage_error("--unwind=kernel sends its events on the ring buffer: drop --perf-buffer");
-	} else if (opts.table_budget) {
+	} else if (opts->table_budget) {
 		tool_usage_error("--table-budget is for --unwind=kernel");
 	}
 }
 
-void pr_check_targets(void)
+void pr_check_targets(const struct pr_opts *opts)
 {
 	char fn[64];
 
-	for (size_t i = 0; i < opts.npids; i++) {
-		snprintf(fn, sizeof(fn), "/proc/%u/stat", opts.pids[i]);
-		if ((kill((pid_t)opts.pids[i], 0) && errno == ESRCH) || access(fn, R_OK))
-			tool_fail(TOOL_EXIT_NO_PROCESS, "pid %u: no such process", opts.pids[i]);
+	for (size_t i = 0; i < opts->npids; i++) {
+		snprintf(fn, sizeof(fn), "/proc/%u/stat", opts->pids[i]);
+		if ((kill((pid_t)opts->pids[i], 0) && errno == ESRCH) || access(fn, R_OK))
+			tool_fail(TOOL_EXIT_NO_PROCESS, "pid %u: no such process", opts->pids[i]);
 	}
-	for (size_t i = 0; i < opts.ntids; i++) {
-		snprintf(fn, sizeof(fn), "/proc/%u/stat", opts.tids[i]);
+	for (size_t i = 0; i < opts->ntids; i++) {
+		snprintf(fn, sizeof(fn), "/proc/%u/stat", opts->tids[i]);
 		if (access(fn, R_OK))
-			tool_fail(TOOL_EXIT_NO_PROCESS, "tid %u: no such thread", opts.tids[i]);
+			tool_fail(TOOL_EXIT_NO_PROCESS, "tid %u: no such thread", opts->tids[i]);
 	}
 }

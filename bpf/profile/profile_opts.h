@@ -32,15 +32,17 @@ struct pr_opts {
 	uint32_t stack_size;   /* --stack-size */
 	size_t max_stacks;     /* --max-stacks */
 	size_t max_keys;       /* --max-keys */
+	uint64_t interval;     /* --interval (seconds, 0: one report at the end) */
 	uint64_t table_budget; /* --table-budget (bytes; 0: the walker's default) */
+	bool debuginfod;       /* --debuginfod / --no-debuginfod (default: DEBUGINFOD_URLS set) */
+	const char *debug_dir; /* --debug-dir: roots of separate debug files (NULL: /usr/lib/debug) */
 	char **command;        /* -- COMMAND ARGS... (NULL-terminated), or NULL */
 };
 
-extern struct pr_opts opts;
-
-void pr_parse_args(int argc, char **argv);
+/* Parses argv into *opts (defaults first); a usage error is one line. */
+void pr_parse_args(struct pr_opts *opts, int argc, char **argv);
 /* -p/-L targets exist (dies with one line otherwise). */
-void pr_check_targets(void);
-bool pr_cpu_selected(int cpu);
+void pr_check_targets(const struct pr_opts *opts);
+bool pr_cpu_selected(const struct pr_opts *opts, int cpu);
 
 #endif /* DWUNW_PROFILE_OPTS_H */

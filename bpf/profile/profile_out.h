@@ -31,12 +31,14 @@ struct pr_stats {
 	uint64_t kw_map_bytes, kw_table_bytes, kw_modules, kw_evictions, kw_mmaps_lost;
 };
 
-extern struct pr_stats prs;
+struct profile_ctx;
 
-void pr_note_pid(uint32_t pid);
-void pr_print_header(void);
-/* Sum the BPF side's per-CPU counters into prs.bpf. */
-void pr_counters(struct bpf_map *m);
-void pr_report(void);
+void pr_note_pid(struct profile_ctx *pr, uint32_t pid);
+void pr_print_header(const struct profile_ctx *pr);
+/* Sum the BPF side's per-CPU counters into pr->prs.bpf. */
+void pr_counters(struct profile_ctx *pr, struct bpf_map *m);
+void pr_report(struct profile_ctx *pr);
+/* --interval: the stacks counted since the last call, then an interval line (NDJSON). */
+void pr_print_interval(struct profile_ctx *pr, uint64_t seq, uint64_t start_ns, uint64_t end_ns);
 
 #endif /* DWUNW_PROFILE_OUT_H */

@@ -32,7 +32,7 @@ pid_t ptarget_start(char **argv)
 		if (read(p[0], &c, 1) != 1)
 			_exit(127); /* profile gave up before starting it */
 		execvp(argv[0], argv);
-		fprintf(stderr, "%s: %s: %s\n", tool_name, argv[0], strerror(errno));
+		fprintf(stderr, "%s: %s: %s\n", tool_name(), argv[0], strerror(errno));
 		_exit(127);
 	}
 	close(p[0]);

@@ -51,6 +51,7 @@ struct cap_rec_hdr {
 enum cap_kind {
 	CAP_KIND_SNAPSHOT = 1, /* struct cap_record */
 	CAP_KIND_MAPEV = 2,    /* struct mmap_ev_rec: a mapping change (mmap_ev.h) */
+	CAP_KIND_PY = 3,       /* struct py_rec: the thread's Python frames, just before its stack (py.h) */
 	CAP_KIND_TOOL = 16,
 };
 

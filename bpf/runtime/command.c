@@ -37,20 +37,20 @@ static int report_exec_error(const char *prog, int err)
 {
 	if (err == ENOENT || err == ENOTDIR) {
 		if (strchr(prog, '/'))
-			fprintf(stderr, "%s: %s: no such file\n", tool_name, prog);
+			fprintf(stderr, "%s: %s: no such file\n", tool_name(), prog);
 		else
-			fprintf(stderr, "%s: %s: command not found\n", tool_name, prog);
+			fprintf(stderr, "%s: %s: command not found\n", tool_name(), prog);
 		return TOOL_EXIT_NOTFOUND;
 	}
 	if (err == EISDIR)
-		fprintf(stderr, "%s: %s: is a directory\n", tool_name, prog);
+		fprintf(stderr, "%s: %s: is a directory\n", tool_name(), prog);
 	else if (err == EACCES)
-		fprintf(stderr, "%s: %s: permission denied (not executable)\n", tool_name, prog);
+		fprintf(stderr, "%s: %s: permission denied (not executable)\n", tool_name(), prog);
 	else if (err == ENOEXEC)
 		fprintf(stderr, "%s: %s: exec format error (not a program for this machine)\n",
-			tool_name, prog);
+			tool_name(), prog);
 	else
-		fprintf(stderr, "%s: %s: cannot execute: %s\n", tool_name, prog, strerror(err));
+		fprintf(stderr, "%s: %s: cannot execute: %s\n", tool_name(), prog, strerror(err));
 	return TOOL_EXIT_NOEXEC;
 }
 

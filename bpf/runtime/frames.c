@@ -17,75 +17,68 @@
 #include "syms.h"
 #include "tool_util.h"
 
-#ifdef HAVE_DWUNW
-struct dwunw_ctx dctx;
-bool dctx_ok;
-#else
-struct syms_proc *syms;
-#endif
-bool frames_use_perf_map = true;
-
-static struct {
-	struct module_seen *v;
-	size_t n, cap;
-	uint32_t *index;       /* open addressing on the path pointer: entry + 1 */
-	size_t index_cap;
-} mods;
-
-size_t frames_modules(const struct module_seen **out)
+void frames_setup(struct frames *fr, struct stack_store *st)
 {
-	*out = mods.v;
-	return mods.n;
+	memset(fr, 0, sizeof(*fr));
+	fr->st = st;
+	fr->max = FRAMES_MAX;
+	fr->use_perf_map = true;
 }
 
-static void mods_put(size_t k)
+size_t frames_modules(const struct frames *fr, const struct module_seen **out)
 {
-	size_t i = hash64(0, (uint64_t)(uintptr_t)mods.v[k].path) & (mods.index_cap - 1);
+	*out = fr->mods.v;
+	return fr->mods.n;
+}
 
-	while (mods.index[i])
-		i = (i + 1) & (mods.index_cap - 1);
-	mods.index[i] = (uint32_t)k + 1;
+static void mods_put(struct frames *fr, size_t k)
+{
+	size_t i = hash64(0, (uint64_t)(uintptr_t)fr->mods.v[k].path) & (fr->mods.index_cap - 1);
+
+	while (fr->mods.index[i])
+		i = (i + 1) & (fr->mods.index_cap - 1);
+	fr->mods.index[i] = (uint32_t)k + 1;
 }
 
 /* Remember the module of a frame (path interned); its build id read once. */
-static void module_note(const char *path, const void *mod)
+static void module_note(struct frames *fr, const char *path, const void *mod)
 {
 	size_t i;
 
 	if (!path)
 		return;
-	if (mods.index_cap)
-		for (i = hash64(0, (uint64_t)(uintptr_t)path) & (mods.index_cap - 1); mods.index[i];
-		     i = (i + 1) & (mods.index_cap - 1))
-			if (mods.v[mods.index[i] - 1].path == path)
+	if (fr->mods.index_cap)
+		for (i = hash64(0, (uint64_t)(uintptr_t)path) & (fr->mods.index_cap - 1); fr->mods.index[i];
+		     i = (i + 1) & (fr->mods.index_cap - 1))
+			if (fr->mods.v[fr->mods.index[i] - 1].path == path)
 				return;
-	if (mods.n == mods.cap) {
-		mods.cap = mods.cap ? mods.cap * 2 : 64;
-		mods.v = xrealloc(mods.v, mods.cap * sizeof(*mods.v));
+	if (fr->mods.n == fr->mods.cap) {
+		fr->mods.cap = fr->mods.cap ? fr->mods.cap * 2 : 64;
+		fr->mods.v = xrealloc(fr->mods.v, fr->mods.cap * sizeof(*fr->mods.v));
 	}
-	mods.v[mods.n].path = path;
-	mods.v[mods.n].build_id = NULL;
+	fr->mods.v[fr->mods.n].path = path;
+	fr->mods.v[fr->mods.n].build_id = NULL;
 #ifdef HAVE_DWUNW
 	char bid[129];
 
 	if (mod && dwunw_module_build_id(mod, bid, sizeof(bid)) > 0)
-		mods.v[mods.n].build_id = intern(bid);
+		fr->mods.v[fr->mods.n].build_id = intern(bid);
 #else
 	(void)mod;
 #endif
-	mods.n++;
-	if (mods.n * 2 > mods.index_cap) {
-		free(mods.index);
-		mods.index_cap = mods.index_cap ? mods.index_cap * 2 : 128;
-		mods.index = xcalloc(mods.index_cap, sizeof(*mods.index));
-		for (size_t k = 0; k < mods.n; k++)
-			mods_put(k);
+	fr->mods.n++;
+	if (fr->mods.n * 2 > fr->mods.index_cap) {
+		free(fr->mods.index);
+		fr->mods.index_cap = fr->mods.index_cap ? fr->mods.index_cap * 2 : 128;
+		fr->mods.index = xcalloc(fr->mods.index_cap, sizeof(*fr->mods.index));
+		for (size_t k = 0; k < fr->mods.n; k++)
+			mods_put(fr, k);
 	} else {
-		mods_put(mods.n - 1);
+		mods_put(fr, fr->mods.n - 1);
 	}
 }
 
-void fill_from_symbol(struct uframe *f, const char *name, uint64_t off, const char *module)
+static void fill_from_symbol(struct uframe *f, const char *name, uint64_t off, const char *module)
 {
 	f->module = module ? intern(module) : NULL;
 	if (name && *name) {
@@ -95,14 +88,14 @@ void fill_from_symbol(struct uframe *f, const char *name, uint64_t off, const ch
 }
 
 /* A frame in no module: named from the JIT's perf map when there is one. */
-static void fill_anon(struct uframe *f, pid_t pid)
+static void fill_anon(const struct frames *fr, struct uframe *f, pid_t pid)
 {
 	const char *name;
 	uint64_t off;
 
 	/* a pc in no known mapping may be code the JIT made after the maps were read, or in a
 	 * process gone since: the perf map is read on for it too (rate-limited) */
-	if (!frames_use_perf_map || !pid || !(name = perf_map_lookup(pid, f->pc, true, &off)))
+	if (!fr->use_perf_map || !pid || !(name = perf_map_lookup(pid, f->pc, true, &off)))
 		return;
 	f->name = name;
 	f->offset = off;
@@ -127,7 +120,7 @@ static enum uf_origin origin_of_how(uint32_t how)
 }
 #endif
 
-void fill_pc(pid_t pid, struct uframe *frames, uint32_t i, bool exact)
+void fill_pc(struct frames *fr, pid_t pid, struct uframe *frames, uint32_t i, bool exact)
 {
 	{
 #ifdef HAVE_DWUNW
@@ -147,7 +140,7 @@ void fill_pc(pid_t pid, struct uframe *frames, uint32_t i, bool exact)
 #elif defined(__mips__)
 		r.arch = DWUNW_ARCH_MIPS32;
 #endif
-		dwunw_capture(&dctx, &r, &f, &nf);
+		dwunw_capture(&fr->dctx, &r, &f, &nf);
 		if (nf < 1)
 			return;
 		if (f.flags & DWUNW_FRAME_JIT)
@@ -155,34 +148,42 @@ void fill_pc(pid_t pid, struct uframe *frames, uint32_t i, bool exact)
 		const char *mpath = f.module ? mapped_files_name(dwunw_module_path(f.module)) : NULL;
 
 		if (f.module) {
-			module_note(intern(mpath), f.module);
+			module_note(fr, intern(mpath), f.module);
 			frames[i].maddr = f.module_addr;
 		}
-		if (f.module && dwunw_symbolize_frame(&dctx, &f, &sym) == DWUNW_OK)
+		if (f.module && dwunw_symbolize_frame(&fr->dctx, &f, &sym) == DWUNW_OK)
 			fill_from_symbol(&frames[i], sym.name, sym.offset, mpath);
 		else if (f.module)
 			fill_from_symbol(&frames[i], NULL, 0, mpath);
 		else
-			fill_anon(&frames[i], pid);
-		dwunw_module_cache_release(&dctx, &f, nf);
+			fill_anon(fr, &frames[i], pid);
+		dwunw_module_cache_release(&fr->dctx, &f, nf);
 #else
 		struct syms_result res;
 
-		syms_resolve(syms, frames[i].pc, exact ? 0 : 1, &res);
+		syms_resolve(fr->syms, frames[i].pc, exact ? 0 : 1, &res);
 		fill_from_symbol(&frames[i], res.name, res.offset, res.module);
-		module_note(frames[i].module, NULL);
+		module_note(fr, frames[i].module, NULL);
 		if (!res.module)
-			fill_anon(&frames[i], pid);
+			fill_anon(fr, &frames[i], pid);
 #endif
 	}
 }
 
-void fill_fp(void *arg, struct uframe *frames, uint32_t n)
+struct fp_fill {
+	struct frames *fr;
+	pid_t pid;
+};
+
+/* fill_fn for frame-pointer stacks (every pc a return address) */
+static void fill_fp(void *arg, struct uframe *frames, uint32_t n)
 {
+	const struct fp_fill *a = arg;
+
 	for (uint32_t i = 0; i < n; i++) {
 		/* frame 0 is the pc at the event; each caller was found by frame pointers */
 		uf_set_origin(&frames[i], i ? UO_FP : UO_WINDOW);
-		fill_pc((pid_t)(intptr_t)arg, frames, i, false);
+		fill_pc(a->fr, a->pid, frames, i, false);
 	}
 }
 
@@ -203,7 +204,7 @@ const char *fperr_label(uint64_t err)
 	}
 }
 
-int64_t fp_stack_of(struct fp_cache *cache, int map_fd, pid_t pid, uint64_t space, int64_t id,
+int64_t fp_stack_of(struct frames *fr, struct fp_cache *cache, int map_fd, pid_t pid, uint64_t space, int64_t id,
 		    uint64_t first_pc, bool replace_first)
 {
 	uint64_t pcs[FRAMES_FP_DEPTH + 1];
@@ -211,70 +212,158 @@ int64_t fp_stack_of(struct fp_cache *cache, int map_fd, pid_t pid, uint64_t spac
 	uint32_t n = 0;
 
 	if (id < 0)
-		return pseudo_stack(fperr_label((uint64_t)-id));
+		return pseudo_stack(fr->st, fperr_label((uint64_t)-id));
 	if (cache && !replace_first && (uint64_t)id < cache->n && cache->map[id])
 		return cache->map[id] - 1;
 	memset(raw, 0, sizeof(raw));
 	if (bpf_map_lookup_elem(map_fd, &id, raw))
-		return pseudo_stack("[stack lost: frame-pointer stack id not found]");
+		return pseudo_stack(fr->st, "[stack lost: frame-pointer stack id not found]");
 	if (replace_first)
 		pcs[n++] = first_pc;
 	for (uint32_t i = replace_first ? 1 : 0; i < FRAMES_FP_DEPTH && raw[i]; i++)
 		pcs[n++] = raw[i];
-	int64_t idx = stack_get_in(space, SK_FP, 0, NULL, NULL, pcs, n, fill_fp,
-				   (void *)(intptr_t)pid);
-	if (cache && !replace_first && (uint64_t)id < cache->n && st.v[idx].kind == SK_FP)
+	struct fp_fill a = { fr, pid };
+	int64_t idx = stack_get_in(fr->st, space, SK_FP, 0, NULL, NULL, pcs, n, fill_fp, &a);
+
+	if (cache && !replace_first && (uint64_t)id < cache->n && fr->st->v[idx].kind == SK_FP)
 		cache->map[id] = (int32_t)idx + 1;
 	return idx;
 }
 
+void frames_forget_pid(struct frames *fr, uint32_t pid)
+{
 #ifdef HAVE_DWUNW
-static uint64_t lag_ns;
+	if (fr->dctx_ok)
+		dwunw_maps_forget(&fr->dctx, (int32_t)pid);
+#endif
+	if (fr->maps)
+		mappings_forget(fr->maps, pid);
+}
 
+void frames_refresh_pid(struct frames *fr, uint32_t pid)
+{
+#ifdef HAVE_DWUNW
+	if (fr->dctx_ok)
+		dwunw_maps_refresh(&fr->dctx, (int32_t)pid);
+#else
+	(void)fr;
+	(void)pid;
+#endif
+}
+
+void frames_shutdown(struct frames *fr)
+{
+#ifdef HAVE_DWUNW
+	if (fr->dctx_ok)
+		dwunw_shutdown(&fr->dctx);
+	fr->dctx_ok = false;
+#else
+	syms_proc_free(fr->syms);
+	fr->syms = NULL;
+#endif
+	free(fr->frames);
+	free(fr->pcs);
+	free(fr->ids);
+	free(fr->patch_buf);
+	fr->frames = fr->pcs = fr->ids = fr->patch_buf = NULL;
+	fr->cap = 0;
+}
+
+#ifdef HAVE_DWUNW
 static void dw_warn(void *arg, const char *line)
 {
 	(void)arg;
 	if (module_warn_line(line))
 		return;
-	if (tool_verbose)
-		fprintf(stderr, "%s: libdwunw: %s\n", tool_name, line);
+	if (tool_verbose())
+		fprintf(stderr, "%s: libdwunw: %s\n", tool_name(), line);
 }
 
-int frames_init(uint32_t cache_slots, uint32_t flags)
+int frames_init(struct frames *fr, uint32_t cache_slots, uint32_t flags, const char *debug_dirs)
 {
 	struct dwunw_config cfg = {
 		.size = sizeof(cfg),
 		.flags = flags,
 		.cache_slots = cache_slots,
+		.debug_dirs = debug_dirs,
 		.warn = dw_warn,
 	};
-	int err = dwunw_init(&dctx, &cfg);
+	int err = dwunw_init(&fr->dctx, &cfg);
 	const char *lag = getenv("DWUNW_TEST_LAG_MS");
 
 	/* tests: a consumer that falls behind (a loaded machine), so records are processed after
 	 * what they refer to has changed: each snapshot no earlier than this long after its event */
 	if (lag)
-		lag_ns = strtoull(lag, NULL, 10) * 1000000ull;
-	dctx_ok = err == DWUNW_OK;
+		fr->lag_ns = strtoull(lag, NULL, 10) * 1000000ull;
+	fr->dctx_ok = err == DWUNW_OK;
 	return err;
 }
 
-void frames_shutdown(void)
+/* Whether the module of a stored frame is one whose debug file was fetched (interned paths). */
+static bool in_list(const char *const *v, size_t n, const char *s)
 {
-	if (dctx_ok)
-		dwunw_shutdown(&dctx);
-	dctx_ok = false;
+	for (size_t i = 0; i < n; i++)
+		if (v[i] == s)
+			return true;
+	return false;
 }
 
-uint32_t frames_max = FRAMES_MAX;
-static struct dwunw_frame *frames;  /* frames_max + 1 */
-static uint64_t *frame_pcs;
-static uint64_t *frame_ids;         /* file identities (mappings.h), with mapping events */
-static uint32_t frames_cap;
-static void *patch_buf;
-static size_t patch_buf_size;
+void frames_name_fetched(struct frames *fr, uint32_t wait_ms)
+{
+	struct dwunw_debuginfod_result r;
+	const char *fetched[256], *missing[4];
+	size_t nfetched = 0, nmissing = 0, shown = 0;
+	char why[4][160];
+
+	if (!fr->dctx_ok)
+		return;
+	int pending = dwunw_debuginfod_wait(&fr->dctx, wait_ms);
+	if (pending < 0) {
+		fprintf(stderr, "%s: debuginfod: %s (libdebuginfod.so.1): no debug files fetched\n", tool_name(),
+			dwunw_strerror(pending));
+		return;
+	}
+	for (uint32_t i = 0; dwunw_debuginfod_result(&fr->dctx, i, &r) == DWUNW_OK; i++) {
+		if (r.state == DWUNW_DEBUGINFOD_FETCHED && nfetched < 256)
+			fetched[nfetched++] = intern(r.module);
+		if (r.state == DWUNW_DEBUGINFOD_FAILED || r.state == DWUNW_DEBUGINFOD_PENDING) {
+			if (shown < 4) {
+				const char *base = strrchr(r.module, '/');
+				missing[shown] = intern(base ? base + 1 : r.module);
+				snprintf(why[shown], sizeof(why[0]), "%s",
+					 r.state == DWUNW_DEBUGINFOD_PENDING ? "no answer in time" : r.why);
+				shown++;
+			}
+			nmissing++;
+		}
+	}
+	/* Frames of those modules named again, from the index rebuilt with the file. */
+	for (size_t s = 0; s < fr->st->n && nfetched; s++) {
+		struct ustack *u = &fr->st->v[s];
+		for (uint32_t j = 0; j < u->nframes; j++) {
+			struct uframe *f = &u->frames[j];
+			struct dwunw_module *m;
+			struct dwunw_symbol sym;
+			if (!f->module || !f->maddr || (f->flags & UF_PERFMAP) || !in_list(fetched, nfetched, f->module) ||
+			    dwunw_module_open(&fr->dctx, f->module, &m) != DWUNW_OK)
+				continue;
+			bool exact = f->flags & UF_EXACT;
+			if (dwunw_symbolize(&fr->dctx, m, exact ? f->maddr : f->maddr - 1, &sym) == DWUNW_OK && sym.name[0])
+				fill_from_symbol(f, sym.name, sym.offset + !exact, f->module);
+			dwunw_module_put(&fr->dctx, m);
+		}
+	}
+	if (!nmissing)
+		return;
+	fprintf(stderr, "%s: debuginfod: no debug file for %zu module%s%s: ", tool_name(), nmissing,
+		nmissing > 1 ? "s" : "", pending > 0 ? " (some still fetching)" : "");
+	for (size_t i = 0; i < shown; i++)
+		fprintf(stderr, "%s%s (%s)", i ? ", " : "", missing[i], why[i]);
+	fprintf(stderr, "%s; their frames keep [unknown]\n", nmissing > shown ? ", ..." : "");
+}
 
 struct dwarf_fill {
+	struct frames *fr;
 	const struct dwunw_frame *f;
 	pid_t pid;
 	uint32_t skip;         /* frames dropped before f[0] (a return address looks up pc - 1) */
@@ -283,6 +372,8 @@ struct dwarf_fill {
 static void fill_dwarf(void *arg, struct uframe *out, uint32_t n)
 {
 	struct dwarf_fill *d = arg;
+	struct frames *fr = d->fr;
+	struct mappings *maps = fr->maps;
 
 	for (uint32_t i = 0; i < n; i++) {
 		const struct dwunw_frame *f = &d->f[i];
@@ -290,6 +381,9 @@ static void fill_dwarf(void *arg, struct uframe *out, uint32_t n)
 
 		out[i].how = f->how;
 		uf_set_origin(&out[i], origin_of_how(f->how));
+		/* as dwunw_symbolize_frame: not a return address (names looked up again later) */
+		if ((f->flags & (DWUNW_FRAME_EXACT_PC | DWUNW_FRAME_SIGTRAMP)) || !f->module_addr)
+			out[i].flags |= UF_EXACT;
 		if (f->how == DWUNW_HOW_FP)
 			out[i].flags |= UF_FP;
 		if (f->flags & DWUNW_FRAME_JIT)
@@ -297,60 +391,79 @@ static void fill_dwarf(void *arg, struct uframe *out, uint32_t n)
 		uint64_t at = out[i].pc - (i + d->skip > 0);
 
 		/* a module that may be another file than the one mapped then: not named from it */
-		if (!f->module || (mappings_on && mappings_untrusted((uint32_t)d->pid, at))) {
+		if (!f->module || (maps && mappings_untrusted(maps, (uint32_t)d->pid, at))) {
 			const char *why;
 			/* in a file mapping whose file could not be loaded: name the file, as perf does */
-			const char *name = mappings_on ? mappings_describe((uint32_t)d->pid, at, 0, &why) : NULL;
+			const char *name = maps ? mappings_describe(maps, (uint32_t)d->pid, at, 0, &why) : NULL;
 
 			if (name)
 				out[i].module = name;
 			else
-				fill_anon(&out[i], d->pid);
+				fill_anon(fr, &out[i], d->pid);
 			continue;
 		}
 		/* a held file (the library deleted since) by its own path, marked " (deleted)" */
 		const char *mpath = mapped_files_name(dwunw_module_path(f->module));
 
-		if (dwunw_symbolize_frame(&dctx, f, &sym) == DWUNW_OK)
+		if (dwunw_symbolize_frame(&fr->dctx, f, &sym) == DWUNW_OK)
 			fill_from_symbol(&out[i], sym.name, sym.offset, mpath);
 		else
 			fill_from_symbol(&out[i], NULL, 0, mpath);
 		out[i].maddr = f->module_addr;
-		module_note(out[i].module, f->module);
+		module_note(fr, out[i].module, f->module);
 	}
 }
 
-int64_t frames_from_snapshot(const void *data, size_t size, uint32_t skip, uint64_t space,
-			     struct unwind_stats *stats, const struct cap_record **recp)
+/* The scratch for fr->max + 1 frames. */
+static void scratch_fit(struct frames *fr)
 {
+	size_t n = (size_t)fr->max + 1;
+
+	if (fr->cap >= n)
+		return;
+	fr->frames = xrealloc(fr->frames, n * sizeof(struct dwunw_frame));
+	fr->pcs = xrealloc(fr->pcs, n * sizeof(*fr->pcs));
+	fr->ids = xrealloc(fr->ids, n * sizeof(*fr->ids));
+	fr->cap = (uint32_t)n;
+}
+
+/* One walk of the record (the frames found into fr->frames, *nf of them). */
+static int walk(struct frames *fr, const struct dwunw_regs *regs,
+		const struct dwunw_stack_sample *samples, size_t nsamples, size_t *nf)
+{
+	*nf = (size_t)fr->max + 1;
+	return dwunw_capture_sampled(&fr->dctx, regs, samples, nsamples, fr->frames, nf);
+}
+
+int64_t frames_from_snapshot(struct frames *fr, const void *data, size_t size, uint32_t skip,
+			     uint64_t space, struct unwind_stats *stats, const struct cap_record **recp)
+{
+	struct mappings *maps = fr->maps;
 	const struct cap_record *rec;
 	struct dwunw_regs regs;
+	struct dwunw_frame *frames;
 	uint64_t *pcs;
-	size_t nf = (size_t)frames_max + 1;
+	size_t nf;
 	int patched = 0, rc;
 
-	if (frames_cap < frames_max + 1) {
-		frames = xrealloc(frames, ((size_t)frames_max + 1) * sizeof(*frames));
-		frame_pcs = xrealloc(frame_pcs, ((size_t)frames_max + 1) * sizeof(*frame_pcs));
-		frame_ids = xrealloc(frame_ids, ((size_t)frames_max + 1) * sizeof(*frame_ids));
-		frames_cap = frames_max + 1;
-	}
-	pcs = frame_pcs;
+	scratch_fit(fr);
+	frames = fr->frames;
+	pcs = fr->pcs;
 	uint64_t t0;
 	int64_t idx;
 
-	rec = dwunw_cap_prepare(data, size, &patch_buf, &patch_buf_size, &patched);
+	rec = dwunw_cap_prepare(data, size, &fr->patch_buf, &fr->patch_buf_size, &patched);
 	*recp = rec;
 	if (!rec) {
 		stats->bad++;
 		return FRAMES_BAD;
 	}
 	stats->records++;
-	if (lag_ns) {
+	if (fr->lag_ns) {
 		uint64_t now = mono_ns();
 
-		if (now < rec->ts + lag_ns)
-			usleep((useconds_t)((rec->ts + lag_ns - now) / 1000));
+		if (now < rec->ts + fr->lag_ns)
+			usleep((useconds_t)((rec->ts + fr->lag_ns - now) / 1000));
 	}
 	if (space == FRAMES_SPACE_PID)
 		space = rec->pid;
@@ -358,40 +471,38 @@ int64_t frames_from_snapshot(const void *data, size_t size, uint32_t skip, uint6
 		stats->patched++;
 	dwunw_cap_to_regs(rec, &regs);
 	/* the modules mapped when the record was taken (mapping events applied in order) */
-	if (mappings_on)
-		mappings_sync(rec->pid);
+	if (maps)
+		mappings_sync(maps, rec->pid, &fr->dctx);
 	/* time one unwind in 64 (clock reads cost as much as a short unwind) */
 	bool timed = (stats->records & 63) == 1;
 	t0 = timed ? mono_ns() : 0;
 	struct dwunw_stack_sample samples[CAP_NSAMPLES];
 	size_t nsamples = dwunw_cap_samples(rec, samples);
 
-	rc = dwunw_capture_sampled(&dctx, &regs, samples, nsamples, frames, &nf);
+	rc = walk(fr, &regs, samples, nsamples, &nf);
 	/* a frame in no mapping of the view: anonymous code mapped since (JIT), read once more */
-	if (mappings_on)
+	if (maps)
 		for (size_t i = 0; i < nf; i++)
-			if (!frames[i].module && mappings_hole(rec->pid, frames[i].pc)) {
-				if (mappings_fill_holes(rec->pid)) {
-					dwunw_module_cache_release(&dctx, frames, nf);
-					mappings_sync(rec->pid);
-					nf = (size_t)frames_max + 1;
-					rc = dwunw_capture_sampled(&dctx, &regs, samples, nsamples, frames, &nf);
+			if (!frames[i].module && mappings_hole(maps, rec->pid, frames[i].pc)) {
+				if (mappings_fill_holes(maps, rec->pid)) {
+					dwunw_module_cache_release(&fr->dctx, frames, nf);
+					mappings_sync(maps, rec->pid, &fr->dctx);
+					rc = walk(fr, &regs, samples, nsamples, &nf);
 				}
 				break;
 			}
 	/* a frame in a file mapping without a module: its file deleted or replaced since, but held
 	 * open since its mapping was seen (mapped_files.h): unwound again through the held file */
-	if (mappings_on) {
+	if (maps) {
 		bool again = false;
 
 		for (size_t i = 0; i < nf; i++)
-			if (!frames[i].module && mappings_use_hold(rec->pid, frames[i].pc - (i > 0)))
+			if (!frames[i].module && mappings_use_hold(maps, rec->pid, frames[i].pc - (i > 0)))
 				again = true;
 		if (again) {
-			dwunw_module_cache_release(&dctx, frames, nf);
-			mappings_sync(rec->pid);
-			nf = (size_t)frames_max + 1;
-			rc = dwunw_capture_sampled(&dctx, &regs, samples, nsamples, frames, &nf);
+			dwunw_module_cache_release(&fr->dctx, frames, nf);
+			mappings_sync(maps, rec->pid, &fr->dctx);
+			rc = walk(fr, &regs, samples, nsamples, &nf);
 		}
 	}
 	if (timed) {
@@ -400,14 +511,14 @@ int64_t frames_from_snapshot(const void *data, size_t size, uint32_t skip, uint6
 	}
 	if (rc == DWUNW_ERR_UNSUPPORTED_ARCH) {
 		stats->fallback++;
-		dwunw_module_cache_release(&dctx, frames, nf);
+		dwunw_module_cache_release(&fr->dctx, frames, nf);
 		return FRAMES_FALLBACK;
 	}
 	if (nf == 0) {
 		char label[128];
 
 		snprintf(label, sizeof(label), "[unwind failed: %s]", dwunw_strerror(rc));
-		idx = pseudo_stack(label);
+		idx = pseudo_stack(fr->st, label);
 	} else {
 		const char *label = NULL, *stop_name = NULL;
 		uint32_t n = (uint32_t)nf - skip;
@@ -418,20 +529,20 @@ int64_t frames_from_snapshot(const void *data, size_t size, uint32_t skip, uint6
 			pcs[i] = frames[i + skip].pc;
 			if (frames[i + skip].how == DWUNW_HOW_FP)
 				stats->frames_fp++;
-			if (mappings_on) {
+			if (maps) {
 				bool unk;
 
 				/* a return address points after the call: look up the call */
 				/* in a file mapping but no module: which file it was is not known */
 				uint64_t at = pcs[i] - (i + skip > 0);
 
-				frame_ids[i] = mappings_file_id(rec->pid, at, rec->ts,
-								 !frames[i + skip].module ||
-									 mappings_untrusted(rec->pid, at),
-								 &unk);
+				fr->ids[i] = mappings_file_id(maps, rec->pid, at, rec->ts,
+							      !frames[i + skip].module ||
+								      mappings_untrusted(maps, rec->pid, at),
+							      &unk);
 				if (unk && !unknown_mod) {
 					unknown_mod = true;
-					mappings_describe(rec->pid, pcs[i] - (i + skip > 0), rec->ts, &why);
+					mappings_describe(maps, rec->pid, pcs[i] - (i + skip > 0), rec->ts, &why);
 					/* the frames past it cannot be trusted: cut there */
 					n = i + 1;
 					break;
@@ -439,7 +550,7 @@ int64_t frames_from_snapshot(const void *data, size_t size, uint32_t skip, uint6
 			}
 		}
 		if (unknown_mod) {
-			mappings_stats.flagged++;
+			mappings_flagged(maps);
 			char buf[160];
 
 			/* why its file could not be loaded (the frame names the file: "PATH (deleted)") */
@@ -461,12 +572,12 @@ int64_t frames_from_snapshot(const void *data, size_t size, uint32_t skip, uint6
 				stop_name = intern(dwunw_errname(rc));
 			}
 		}
-		struct dwarf_fill fd = { .f = &frames[skip], .pid = (pid_t)rec->pid, .skip = skip };
-		idx = stack_get_ids(space, SK_DWARF, rc, label, stop_name, pcs,
-				    mappings_on ? frame_ids : NULL, n, fill_dwarf, &fd);
+		struct dwarf_fill fd = { .fr = fr, .f = &frames[skip], .pid = (pid_t)rec->pid, .skip = skip };
+		idx = stack_get_ids(fr->st, space, SK_DWARF, rc, label, stop_name, pcs,
+				    maps ? fr->ids : NULL, n, fill_dwarf, &fd);
 		/* a frame recovered with memory read live, and every frame found from it, rest on
 		 * that memory: marked on the stack (kept by pcs) for any record that needed it */
-		struct ustack *s = &st.v[idx];
+		struct ustack *s = &fr->st->v[idx];
 		for (size_t i = skip; i < nf; i++)
 			if (frames[i].flags & DWUNW_FRAME_BEYOND_SNAPSHOT) {
 				s->beyond = true;
@@ -476,7 +587,7 @@ int64_t frames_from_snapshot(const void *data, size_t size, uint32_t skip, uint6
 				break;
 			}
 	}
-	dwunw_module_cache_release(&dctx, frames, nf);
+	dwunw_module_cache_release(&fr->dctx, frames, nf);
 	return idx;
 }
 #endif

@@ -2,8 +2,9 @@
 /*
  * Record -> frames: a capture snapshot unwound with libdwunw (HAVE_DWUNW), or a
  * bpf_get_stackid() frame-pointer stack read from its stack map, interned in the stack store
- * and symbolized once when new. Owns the unwinder context (or, without libdwunw, the ELF
- * symbolizer of syms.h).
+ * and symbolized once when new. A tool owns one struct frames in its context: the unwinder
+ * context (or, without libdwunw, the ELF symbolizer of syms.h), the stack store it interns into,
+ * the mappings in record order (mappings.h) when the tool has mapping events, its limits.
  */
 #ifndef DWUNW_FRAMES_H
 #define DWUNW_FRAMES_H
@@ -15,40 +16,74 @@
 #include "capture.h"
 #include "stack_store.h"
 
-#define FRAMES_MAX 128          /* frames kept per unwound stack */
-/* frames kept per unwound stack (--max-frames; FRAMES_MAX unless set before the first record) */
-extern uint32_t frames_max;
+#define FRAMES_MAX 128          /* frames kept per unwound stack (default) */
 #define FRAMES_FP_DEPTH 127     /* frames in a bpf_get_stackid() stack (PERF_MAX_STACK_DEPTH) */
 
 #ifdef HAVE_DWUNW
 #include "dwunw.h"
-extern struct dwunw_ctx dctx;
-extern bool dctx_ok;
-/* dwunw_init with `cache_slots` module-cache slots and warnings on stderr under -v. */
-int frames_init(uint32_t cache_slots, uint32_t flags);
-void frames_shutdown(void);
-#else
-struct syms_proc;
-extern struct syms_proc *syms;
 #endif
+
+struct mappings;
+struct syms_proc;
 
 /* Modules seen in symbolized frames (each file once, by path), with their build ids. */
 struct module_seen {
 	const char *path;      /* interned, as in struct uframe.module */
 	const char *build_id;  /* hex, interned; NULL when the file has none */
 };
-size_t frames_modules(const struct module_seen **out);
 
-/* Name frames in anonymous executable memory from /tmp/perf-PID.map (profile). */
-extern bool frames_use_perf_map;
+struct frames {
+	/* set by the tool (frames_setup gives the defaults) */
+	struct stack_store *st;   /* where stacks are interned */
+	struct mappings *maps;    /* the traced processes' mappings in record order; NULL: no
+				   * mapping events (libdwunw reads /proc itself) */
+	uint32_t max;             /* frames kept per unwound stack (--max-frames) */
+	bool use_perf_map;        /* name anonymous code from /tmp/perf-PID.map */
+#ifdef HAVE_DWUNW
+	struct dwunw_ctx dctx;    /* the unwinder (frames_init) */
+	bool dctx_ok;
+#else
+	struct syms_proc *syms;   /* the symbolizer (the tool's; freed by frames_shutdown) */
+#endif
+	/* frames.c's own: modules seen, scratch of the unwind */
+	struct {
+		struct module_seen *v;
+		size_t n, cap;
+		uint32_t *index;      /* open addressing on the path pointer: entry + 1 */
+		size_t index_cap;
+	} mods;
+	uint64_t lag_ns;          /* DWUNW_TEST_LAG_MS */
+	void *frames;             /* struct dwunw_frame[max + 1] */
+	uint64_t *pcs, *ids;      /* max + 1 each */
+	uint32_t cap;
+	void *patch_buf;
+	size_t patch_buf_size;
+};
 
-void fill_from_symbol(struct uframe *f, const char *name, uint64_t off, const char *module);
+/* Defaults: stacks into st, FRAMES_MAX frames, perf maps used, no mappings. */
+void frames_setup(struct frames *fr, struct stack_store *st);
+#ifdef HAVE_DWUNW
+/* dwunw_init with `cache_slots` module-cache slots and warnings on stderr under -v. */
+int frames_init(struct frames *fr, uint32_t cache_slots, uint32_t flags, const char *debug_dirs);
+/*
+ * With DWUNW_CFG_DEBUGINFOD: wait at most wait_ms for the debug files asked (the fetches ran on
+ * libdwunw's thread while sampling), name the stored frames of the modules whose file came, and
+ * print one line for the modules whose file did not (which, and why). Before the report.
+ */
+void frames_name_fetched(struct frames *fr, uint32_t wait_ms);
+#endif
+/* The unwinder (or symbolizer) shut down, the scratch freed. */
+void frames_shutdown(struct frames *fr);
+
+/* pid exec'd: what the unwinder and the mappings know of it goes. */
+void frames_forget_pid(struct frames *fr, uint32_t pid);
+/* pid's mappings re-read by the unwinder now (a new module: its next record may be in it). */
+void frames_refresh_pid(struct frames *fr, uint32_t pid);
+
+size_t frames_modules(const struct frames *fr, const struct module_seen **out);
 
 /* Name frames[i] of pid's stack: its pc exact (frame 0, after a signal) or a return address. */
-void fill_pc(pid_t pid, struct uframe *frames, uint32_t i, bool exact);
-
-/* fill_fn for frame-pointer stacks (every pc a return address); arg: the pid (intptr_t). */
-void fill_fp(void *arg, struct uframe *frames, uint32_t n);
+void fill_pc(struct frames *fr, pid_t pid, struct uframe *frames, uint32_t i, bool exact);
 
 /* "[stack lost: ...]" for a bpf_get_stackid() error (positive errno). */
 const char *fperr_label(uint64_t err);
@@ -64,8 +99,8 @@ struct fp_cache {
  * a negative id), in address space `space`, symbolized for `pid`; with replace_first, its first
  * pc replaced by first_pc (not cached). `cache` may be NULL.
  */
-int64_t fp_stack_of(struct fp_cache *cache, int map_fd, pid_t pid, uint64_t space, int64_t id,
-		    uint64_t first_pc, bool replace_first);
+int64_t fp_stack_of(struct frames *fr, struct fp_cache *cache, int map_fd, pid_t pid,
+		    uint64_t space, int64_t id, uint64_t first_pc, bool replace_first);
 
 /* Counters of the snapshots unwound. */
 struct unwind_stats {
@@ -90,8 +125,8 @@ struct unwind_stats {
  * FRAMES_FALLBACK. *recp: the (possibly patched) record, valid until the next call.
  */
 #ifdef HAVE_DWUNW
-int64_t frames_from_snapshot(const void *data, size_t size, uint32_t skip, uint64_t space,
-			     struct unwind_stats *stats, const struct cap_record **recp);
+int64_t frames_from_snapshot(struct frames *fr, const void *data, size_t size, uint32_t skip,
+			     uint64_t space, struct unwind_stats *stats, const struct cap_record **recp);
 #endif
 
 #endif /* DWUNW_FRAMES_H */

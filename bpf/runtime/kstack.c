@@ -9,8 +9,6 @@
 #include "kstack.h"
 #include "stack_store.h"
 
-#define KSPACE UINT64_MAX /* the kernel's address space in the stack store */
-
 static void fill_kernel(void *arg, struct uframe *f, uint32_t n)
 {
 	(void)arg;
@@ -27,7 +25,8 @@ static void fill_kernel(void *arg, struct uframe *f, uint32_t n)
 	}
 }
 
-int64_t kstack_of(struct fp_cache *cache, int map_fd, int32_t id, const char *from, uint64_t *lost)
+int64_t kstack_of(struct stack_store *st, struct fp_cache *cache, int map_fd, int32_t id,
+		  const char *from, uint64_t *lost)
 {
 	uint64_t raw[FRAMES_FP_DEPTH], pcs[FRAMES_FP_DEPTH];
 	uint32_t n = 0, skip = 0;
@@ -40,14 +39,14 @@ int64_t kstack_of(struct fp_cache *cache, int map_fd, int32_t id, const char *fr
 		(*lost)++;
 		snprintf(l, sizeof(l), "[stack lost: kernel stack (%s)]",
 			 id == -EEXIST ? "stack map full, EEXIST" : strerror(-id));
-		return pseudo_stack(l);
+		return pseudo_stack(st, l);
 	}
 	if ((uint32_t)id < cache->n && cache->map[id])
 		return cache->map[id] - 1;
 	memset(raw, 0, sizeof(raw));
 	if (bpf_map_lookup_elem(map_fd, &id, raw)) {
 		(*lost)++;
-		return pseudo_stack("[stack lost: kernel stack id not found]");
+		return pseudo_stack(st, "[stack lost: kernel stack id not found]");
 	}
 	for (uint32_t i = 0; i < FRAMES_FP_DEPTH && raw[i]; i++) {
 		uint64_t off;
@@ -60,8 +59,8 @@ int64_t kstack_of(struct fp_cache *cache, int map_fd, int32_t id, const char *fr
 		skip--;
 	for (uint32_t i = skip; i < FRAMES_FP_DEPTH && raw[i]; i++)
 		pcs[n++] = raw[i];
-	int64_t idx = stack_get_in(KSPACE, SK_FP, 0, NULL, NULL, pcs, n, fill_kernel, NULL);
-	if ((uint32_t)id < cache->n && st.v[idx].space == KSPACE)
+	int64_t idx = stack_get_in(st, KSTACK_SPACE, SK_FP, 0, NULL, NULL, pcs, n, fill_kernel, NULL);
+	if ((uint32_t)id < cache->n && st->v[idx].space == KSTACK_SPACE)
 		cache->map[id] = (int32_t)idx + 1;
 	return idx;
 }

@@ -15,12 +15,7 @@
 #include "mmap_track.h"
 #include "tool_signals.h"
 #include "tool_util.h"
-#ifdef HAVE_DWUNW
-#include "frames.h"
-#endif
-
-bool mappings_on;
-struct mappings_stats mappings_stats;
+#include "dwunw.h"
 
 struct mv_map {
 	uint64_t start, end, offset, ino;
@@ -42,49 +37,75 @@ struct mv_proc {
 	size_t n, cap;
 };
 
-static struct mv_proc *procs;
-static size_t nprocs, procs_cap;
-
 /* (dev, inode) -> path, learned from /proc reads: names files whose event lost its path. */
-static struct mv_known {
+struct mv_known {
 	uint64_t ino;
 	uint32_t maj, min;
 	const char *path;
-} *known;
-static size_t nknown, known_cap;
+};
 
-static void known_put(uint64_t ino, uint32_t maj, uint32_t min, const char *path)
+struct mappings {
+	struct mappings_stats stats;
+	struct mv_proc *procs;
+	size_t nprocs, procs_cap;
+	size_t last;           /* proc_find's last answer */
+	struct mv_known *known;
+	size_t nknown, known_cap;
+#ifdef HAVE_DWUNW
+	struct dwunw_map *entries; /* mappings_sync's, for libdwunw */
+	size_t entries_cap;
+#endif
+};
+
+struct mappings *mappings_new(void)
 {
-	for (size_t i = 0; i < nknown; i++)
-		if (known[i].ino == ino && known[i].maj == maj && known[i].min == min) {
-			known[i].path = path;
-			return;
-		}
-	if (nknown == known_cap) {
-		known_cap = known_cap ? known_cap * 2 : 64;
-		known = xrealloc(known, known_cap * sizeof(*known));
-	}
-	known[nknown++] = (struct mv_known){ ino, maj, min, path };
+	return xcalloc(1, sizeof(struct mappings));
 }
 
-static const char *known_get(uint64_t ino, uint32_t maj, uint32_t min)
+void mappings_free(struct mappings *ms)
 {
-	for (size_t i = 0; i < nknown; i++)
-		if (known[i].ino == ino && known[i].maj == maj && known[i].min == min)
-			return known[i].path;
+	if (!ms)
+		return;
+	for (size_t i = 0; i < ms->nprocs; i++)
+		free(ms->procs[i].v);
+	free(ms->procs);
+	free(ms->known);
+#ifdef HAVE_DWUNW
+	free(ms->entries);
+#endif
+	free(ms);
+}
+
+static void known_put(struct mappings *ms, uint64_t ino, uint32_t maj, uint32_t min, const char *path)
+{
+	for (size_t i = 0; i < ms->nknown; i++)
+		if (ms->known[i].ino == ino && ms->known[i].maj == maj && ms->known[i].min == min) {
+			ms->known[i].path = path;
+			return;
+		}
+	if (ms->nknown == ms->known_cap) {
+		ms->known_cap = ms->known_cap ? ms->known_cap * 2 : 64;
+		ms->known = xrealloc(ms->known, ms->known_cap * sizeof(*ms->known));
+	}
+	ms->known[ms->nknown++] = (struct mv_known){ ino, maj, min, path };
+}
+
+static const char *known_get(const struct mappings *ms, uint64_t ino, uint32_t maj, uint32_t min)
+{
+	for (size_t i = 0; i < ms->nknown; i++)
+		if (ms->known[i].ino == ino && ms->known[i].maj == maj && ms->known[i].min == min)
+			return ms->known[i].path;
 	return NULL;
 }
 
-static struct mv_proc *proc_find(uint32_t pid)
+static struct mv_proc *proc_find(struct mappings *ms, uint32_t pid)
 {
-	static size_t last;
-
-	if (last < nprocs && procs[last].pid == pid)
-		return &procs[last];
-	for (size_t i = 0; i < nprocs; i++)
-		if (procs[i].pid == pid) {
-			last = i;
-			return &procs[i];
+	if (ms->last < ms->nprocs && ms->procs[ms->last].pid == pid)
+		return &ms->procs[ms->last];
+	for (size_t i = 0; i < ms->nprocs; i++)
+		if (ms->procs[i].pid == pid) {
+			ms->last = i;
+			return &ms->procs[i];
 		}
 	return NULL;
 }
@@ -254,45 +275,35 @@ static bool view_free(const struct mv_proc *p, uint64_t start, uint64_t end)
  * or only anonymous and special mappings where the view has nothing (holes). Returns the
  * mappings added.
  */
-static size_t view_read(struct mv_proc *p, bool holes)
+static size_t view_read(struct mappings *ms, struct mv_proc *p, bool holes)
 {
-	char fn[64], line[4352];
-	size_t added = 0;
-	FILE *f;
+	struct dwunw_map *e = NULL;
+	size_t added = 0, ne = 0;
 
 	if (!holes) {
 		p->n = 0;
-		mappings_stats.seeds++;
+		ms->stats.seeds++;
 	}
 	p->dirty = true;
-	snprintf(fn, sizeof(fn), "/proc/%u/maps", p->pid);
-	f = fopen(fn, "re");
-	if (!f)
+	/* libdwunw's one parser (" (deleted)" cut off the path) */
+	if (dwunw_maps_load((int32_t)p->pid, &e, &ne) != DWUNW_OK)
 		return 0;
-	while (fgets(line, sizeof(line), f)) {
-		struct mv_map m = { 0 };
-		char perms[8];
-		int pos = 0;
-		unsigned maj, min;
+	for (size_t k = 0; k < ne; k++) {
+		struct mv_map m = {
+			.start = e[k].start, .end = e[k].end, .offset = e[k].offset, .ino = e[k].inode,
+			.dev_major = e[k].dev_major, .dev_minor = e[k].dev_minor,
+			.prot = (e[k].flags & DWUNW_MAP_R ? 1 : 0) | (e[k].flags & DWUNW_MAP_W ? 2 : 0) |
+				(e[k].flags & DWUNW_MAP_X ? 4 : 0),
+		};
+		const char *path = e[k].path;
 
-		if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %7s %" SCNx64 " %x:%x %" SCNu64 " %n", &m.start,
-			   &m.end, perms, &m.offset, &maj, &min, &m.ino, &pos) < 7 || m.end <= m.start)
+		if (m.end <= m.start)
 			continue;
-		m.dev_major = maj;
-		m.dev_minor = min;
-		m.prot = (perms[0] == 'r' ? 1 : 0) | (perms[1] == 'w' ? 2 : 0) | (perms[2] == 'x' ? 4 : 0);
-		char *path = line + pos;
-		path[strcspn(path, "\n")] = 0;
-		if (*path) {
-			static const char del[] = " (deleted)";
-			size_t l = strlen(path);
-
-			if (l > sizeof(del) - 1 && !strcmp(path + l - (sizeof(del) - 1), del))
-				path[l - (sizeof(del) - 1)] = 0;
+		if (path && *path) {
 			m.path = intern(path);
 			m.file = path[0] == '/' && m.ino;
 			if (m.file)
-				known_put(m.ino, maj, min, m.path);
+				known_put(ms, m.ino, m.dev_major, m.dev_minor, m.path);
 		}
 		if (holes) {
 			if (m.file || !view_free(p, m.start, m.end))
@@ -310,48 +321,48 @@ static size_t view_read(struct mv_proc *p, bool holes)
 		map_insert_at(p, p->n, &m);
 		added++;
 	}
-	fclose(f);
+	free(e);
 	return added;
 }
 
-static void view_seed(struct mv_proc *p)
+static void view_seed(struct mappings *ms, struct mv_proc *p)
 {
-	view_read(p, false);
+	view_read(ms, p, false);
 }
 
-static struct mv_proc *proc_get(uint32_t pid)
+static struct mv_proc *proc_get(struct mappings *ms, uint32_t pid)
 {
-	struct mv_proc *p = proc_find(pid);
+	struct mv_proc *p = proc_find(ms, pid);
 
 	if (p)
 		return p;
-	if (nprocs == procs_cap) {
-		procs_cap = procs_cap ? procs_cap * 2 : 16;
-		procs = xrealloc(procs, procs_cap * sizeof(*procs));
+	if (ms->nprocs == ms->procs_cap) {
+		ms->procs_cap = ms->procs_cap ? ms->procs_cap * 2 : 16;
+		ms->procs = xrealloc(ms->procs, ms->procs_cap * sizeof(*ms->procs));
 	}
-	p = &procs[nprocs++];
+	p = &ms->procs[ms->nprocs++];
 	memset(p, 0, sizeof(*p));
 	p->pid = pid;
-	view_seed(p);
+	view_seed(ms, p);
 	return p;
 }
 
-void mappings_seed(uint32_t pid)
+void mappings_seed(struct mappings *ms, uint32_t pid)
 {
-	proc_get(pid);
+	proc_get(ms, pid);
 }
 
 /* The path of an event's file, from its components, else learned from /proc by identity. */
-static const char *event_path(const struct mmap_ev_rec *r)
+static const char *event_path(const struct mappings *ms, const struct mmap_ev_rec *r)
 {
 	char buf[MMAP_EV_NAME_PARTS * MMAP_EV_PART_LEN + 2];
 
 	if (!mmap_ev_rec_path(r, buf, sizeof(buf)))
-		return known_get(r->ino, r->dev_major, r->dev_minor);
+		return known_get(ms, r->ino, r->dev_major, r->dev_minor);
 	return intern(buf);
 }
 
-void mappings_event(const void *data, size_t size)
+void mappings_event(struct mappings *ms, const void *data, size_t size)
 {
 	struct mmap_ev_rec r;
 	struct mv_proc *p;
@@ -359,32 +370,32 @@ void mappings_event(const void *data, size_t size)
 	if (size < sizeof(r))
 		return;
 	memcpy(&r, data, sizeof(r));
-	mappings_stats.events++;
+	ms->stats.events++;
 	if (r.op == MMAP_EV_EXEC) {
-		mappings_stats.execs++;
+		ms->stats.execs++;
 		mapped_files_release(r.pid, 0, ~0ull, r.ts);
-		p = proc_find(r.pid);
+		p = proc_find(ms, r.pid);
 		if (p)
-			view_seed(p);
+			view_seed(ms, p);
 		return;
 	}
 	if (r.end <= r.start)
 		return;
-	p = proc_get(r.pid);
+	p = proc_get(ms, r.pid);
 	if (r.op == MMAP_EV_MUNMAP) {
-		mappings_stats.munmaps++;
+		ms->stats.munmaps++;
 		view_cut(p, r.start, r.end);
 		/* every record taken while it was mapped is processed: its file can go */
 		mapped_files_release(r.pid, r.start, r.end, r.ts);
 		return;
 	}
 	if (r.op == MMAP_EV_MPROTECT) {
-		mappings_stats.mprotects++;
+		ms->stats.mprotects++;
 		view_protect(p, r.start, r.end, (uint8_t)r.prot, r.ts);
 		return;
 	}
 	if (r.op == MMAP_EV_MREMAP) {
-		mappings_stats.mremaps++;
+		ms->stats.mremaps++;
 		if (r.old_end > r.old_start)
 			view_move(p, r.old_start, r.old_end, r.start, r.end, r.ts);
 		return;
@@ -397,51 +408,51 @@ void mappings_event(const void *data, size_t size)
 		.dev_major = r.dev_major, .dev_minor = r.dev_minor, .prot = (uint8_t)r.prot, .file = 1,
 		.since = r.ts,
 	};
-	m.path = r.op == MMAP_EV_MMAP ? event_path(&r) : NULL;
+	m.path = r.op == MMAP_EV_MMAP ? event_path(ms, &r) : NULL;
 	m.unknown = !m.path;
 	if (m.path)
-		known_put(m.ino, m.dev_major, m.dev_minor, m.path);
-	mappings_stats.mmaps++;
-	mappings_stats.unknown += m.unknown;
+		known_put(ms, m.ino, m.dev_major, m.dev_minor, m.path);
+	ms->stats.mmaps++;
+	ms->stats.unknown += m.unknown;
 	view_add(p, &m);
 }
 
-void mappings_sync(uint32_t pid)
+void mappings_sync(struct mappings *ms, uint32_t pid, struct dwunw_ctx *dctx)
 {
-	struct mv_proc *p = proc_get(pid);
+	struct mv_proc *p = proc_get(ms, pid);
 
 	if (!p->dirty)
 		return;
 	p->dirty = false;
 #ifdef HAVE_DWUNW
-	size_t cap = p->n * 96 + 64, len = 0;
-	char *text = xcalloc(1, cap);
-
+	/* the view as libdwunw's entries, as they are (its paths copied by the call) */
+	if (ms->entries_cap < p->n) {
+		ms->entries_cap = p->n * 2;
+		ms->entries = xrealloc(ms->entries, ms->entries_cap * sizeof(*ms->entries));
+	}
 	for (size_t i = 0; i < p->n; i++) {
 		const struct mv_map *m = &p->v[i];
-		const char *path = m->held ? m->held : m->unknown ? "[unknown file]" : m->path ? m->path : "";
-		size_t need = strlen(path) + 96;
 
-		if (len + need > cap) {
-			cap = (len + need) * 2;
-			text = xrealloc(text, cap);
-		}
-		len += (size_t)snprintf(text + len, cap - len,
-					"%" PRIx64 "-%" PRIx64 " %c%c%cp %08" PRIx64 " %02x:%02x %" PRIu64 " %s\n",
-					m->start, m->end, m->prot & 1 ? 'r' : '-', m->prot & 2 ? 'w' : '-',
-					m->prot & 4 ? 'x' : '-', m->offset, m->dev_major, m->dev_minor,
-					m->ino, path);
+		ms->entries[i] = (struct dwunw_map){
+			.start = m->start, .end = m->end, .offset = m->offset, .inode = m->ino,
+			.dev_major = m->dev_major, .dev_minor = m->dev_minor,
+			.flags = (m->prot & 1 ? DWUNW_MAP_R : 0) | (m->prot & 2 ? DWUNW_MAP_W : 0) |
+				 (m->prot & 4 ? DWUNW_MAP_X : 0),
+			/* the held file instead of its path; an unknown file by a name that opens nothing */
+			.path = m->held ? m->held : m->unknown ? "[unknown file]" : m->path ? m->path : "",
+		};
 	}
-	if (len && dwunw_maps_pin(&dctx, (int32_t)pid, text, len) == DWUNW_OK)
-		mappings_stats.pins++;
-	free(text);
+	if (p->n && dwunw_maps_pin_entries(dctx, (int32_t)pid, ms->entries, p->n) == DWUNW_OK)
+		ms->stats.pins++;
+#else
+	(void)dctx;
 #endif
 }
 
 /* The file mapping at pc in pid's view, or NULL. */
-static struct mv_map *file_map_at(uint32_t pid, uint64_t pc)
+static struct mv_map *file_map_at(struct mappings *ms, uint32_t pid, uint64_t pc)
 {
-	struct mv_proc *p = proc_find(pid);
+	struct mv_proc *p = proc_find(ms, pid);
 	size_t lo = 0, hi;
 
 	if (!p)
@@ -460,9 +471,9 @@ static struct mv_map *file_map_at(uint32_t pid, uint64_t pc)
 	return &p->v[lo];
 }
 
-bool mappings_use_hold(uint32_t pid, uint64_t pc)
+bool mappings_use_hold(struct mappings *ms, uint32_t pid, uint64_t pc)
 {
-	struct mv_map *m = file_map_at(pid, pc);
+	struct mv_map *m = file_map_at(ms, pid, pc);
 
 	/* mappings read from /proc (since 0) were not made by an event: nothing was held for them */
 	if (!m || m->held || m->unknown || !m->since)
@@ -470,13 +481,13 @@ bool mappings_use_hold(uint32_t pid, uint64_t pc)
 	m->held = mapped_files_path(pid, m->start, m->since);
 	if (!m->held)
 		return false;
-	proc_find(pid)->dirty = true;
+	proc_find(ms, pid)->dirty = true;
 	return true;
 }
 
-bool mappings_untrusted(uint32_t pid, uint64_t pc)
+bool mappings_untrusted(struct mappings *ms, uint32_t pid, uint64_t pc)
 {
-	struct mv_map *m = file_map_at(pid, pc);
+	struct mv_map *m = file_map_at(ms, pid, pc);
 	uint64_t changes;
 	struct stat st;
 
@@ -496,9 +507,9 @@ bool mappings_untrusted(uint32_t pid, uint64_t pc)
 	       minor(st.st_dev) != m->dev_minor;
 }
 
-const char *mappings_describe(uint32_t pid, uint64_t pc, uint64_t ts, const char **why)
+const char *mappings_describe(struct mappings *ms, uint32_t pid, uint64_t pc, uint64_t ts, const char **why)
 {
-	const struct mv_map *m = file_map_at(pid, pc);
+	const struct mv_map *m = file_map_at(ms, pid, pc);
 	char buf[4200];
 
 	*why = NULL;
@@ -522,9 +533,9 @@ const char *mappings_describe(uint32_t pid, uint64_t pc, uint64_t ts, const char
 	return m->path;
 }
 
-uint64_t mappings_file_id(uint32_t pid, uint64_t pc, uint64_t ts, bool no_module, bool *unknown)
+uint64_t mappings_file_id(struct mappings *ms, uint32_t pid, uint64_t pc, uint64_t ts, bool no_module, bool *unknown)
 {
-	const struct mv_map *m = file_map_at(pid, pc);
+	const struct mv_map *m = file_map_at(ms, pid, pc);
 
 	*unknown = false;
 	if (!m)
@@ -543,35 +554,35 @@ uint64_t mappings_file_id(uint32_t pid, uint64_t pc, uint64_t ts, bool no_module
 	return id | 1;
 }
 
-bool mappings_hole(uint32_t pid, uint64_t pc)
+bool mappings_hole(struct mappings *ms, uint32_t pid, uint64_t pc)
 {
-	struct mv_proc *p = proc_find(pid);
+	struct mv_proc *p = proc_find(ms, pid);
 
 	return p && view_free(p, pc, pc + 1);
 }
 
-bool mappings_fill_holes(uint32_t pid)
+bool mappings_fill_holes(struct mappings *ms, uint32_t pid)
 {
-	struct mv_proc *p = proc_find(pid);
+	struct mv_proc *p = proc_find(ms, pid);
 
-	return p && view_read(p, true) > 0;
+	return p && view_read(ms, p, true) > 0;
 }
 
-void mappings_fork(uint32_t parent, uint32_t child)
+void mappings_fork(struct mappings *ms, uint32_t parent, uint32_t child)
 {
 	struct mv_proc *c;
 
-	if (proc_find(child))
+	if (!ms || proc_find(ms, child))
 		return;
 	/* a parent not seen yet (it forks before its first record is processed): its view now */
-	if (!proc_find(parent) && (!proc_get(parent)->n))
+	if (!proc_find(ms, parent) && (!proc_get(ms, parent)->n))
 		return;
-	if (nprocs == procs_cap) {
-		procs_cap = procs_cap ? procs_cap * 2 : 16;
-		procs = xrealloc(procs, procs_cap * sizeof(*procs));
+	if (ms->nprocs == ms->procs_cap) {
+		ms->procs_cap = ms->procs_cap ? ms->procs_cap * 2 : 16;
+		ms->procs = xrealloc(ms->procs, ms->procs_cap * sizeof(*ms->procs));
 	}
-	struct mv_proc *p = proc_find(parent); /* after the realloc */
-	c = &procs[nprocs++];
+	struct mv_proc *p = proc_find(ms, parent); /* after the realloc */
+	c = &ms->procs[ms->nprocs++];
 	*c = (struct mv_proc){ .pid = child, .dirty = true, .n = p->n, .cap = p->n ? p->n : 1 };
 	c->v = xcalloc(c->cap, sizeof(*c->v));
 	memcpy(c->v, p->v, p->n * sizeof(*p->v));
@@ -579,15 +590,15 @@ void mappings_fork(uint32_t parent, uint32_t child)
 		c->v[i].held = NULL; /* the parent's holds are released with its own ranges */
 }
 
-void mappings_forget(uint32_t pid)
+void mappings_forget(struct mappings *ms, uint32_t pid)
 {
-	struct mv_proc *p = proc_find(pid);
+	struct mv_proc *p = proc_find(ms, pid);
 
 	if (!p)
 		return;
 	mapped_files_release(pid, 0, ~0ull, ~0ull);
 	free(p->v);
-	*p = procs[--nprocs];
+	*p = ms->procs[--ms->nprocs];
 }
 
 int mappings_attach(struct bpf_object *obj, struct bpf_link ***links, size_t *nlinks)
@@ -600,14 +611,20 @@ int mappings_attach(struct bpf_object *obj, struct bpf_link ***links, size_t *nl
 	return err ? err : mmap_track_attach(obj);
 }
 
-void mappings_json(void)
+void mappings_flagged(struct mappings *ms)
 {
-	const struct mappings_stats *s = &mappings_stats;
+	ms->stats.flagged++;
+}
+
+void mappings_json(struct mappings *ms)
+{
 	struct mapped_files_stats h;
 
-	mapped_files_stats_get(&h);
-	if (!mappings_on)
+	if (!ms)
 		return;
+	const struct mappings_stats *s = &ms->stats;
+
+	mapped_files_stats_get(&h);
 	printf(",\"maps\":{\"events\":%" PRIu64 ",\"mmaps\":%" PRIu64 ",\"unknown_files\":%" PRIu64
 	       ",\"mprotects\":%" PRIu64 ",\"mremaps\":%" PRIu64 ",\"munmaps\":%" PRIu64 ",\"execs\":%" PRIu64 ",\"seeds\":%" PRIu64
 	       ",\"records_flagged\":%" PRIu64 ",\"files_held\":%" PRIu64 ",\"files_missed\":%" PRIu64
@@ -616,12 +633,14 @@ void mappings_json(void)
 	       h.used);
 }
 
-void mappings_text(void)
+void mappings_text(struct mappings *ms)
 {
-	const struct mappings_stats *s = &mappings_stats;
+	if (!ms)
+		return;
+	const struct mappings_stats *s = &ms->stats;
 
 	/* only when something is flagged (the JSON summary always has the counts) */
-	if (!mappings_on || (!s->unknown && !s->flagged))
+	if (!s->unknown && !s->flagged)
 		return;
 	struct mapped_files_stats h;
 

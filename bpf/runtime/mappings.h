@@ -3,8 +3,10 @@
  * The mappings of each traced process as of the record being processed: seeded from
  * /proc/PID/maps at the process's first record or mapping event (and after each exec), then
  * changed only by mapping events (mmap_ev.h) applied in order with the records. Before a record is
- * unwound, its process's view is given to libdwunw (dwunw_maps_pin) when it changed, so every
- * record is unwound and symbolized against the modules mapped when it was captured.
+ * unwound, its process's view is given to libdwunw as entries (dwunw_maps_pin_entries) when it
+ * changed, so every record is unwound and symbolized against the modules mapped when it was
+ * captured. One object per tool (mappings_new), used by its frames (frames.h) and fed by its
+ * record loop; it knows nothing of the frames: the unwinder it pins views into is a parameter.
  */
 #ifndef DWUNW_MAPPINGS_H
 #define DWUNW_MAPPINGS_H
@@ -14,9 +16,8 @@
 #include <stdint.h>
 
 struct mmap_ev_rec;
-
-/* Mapping events are in use (the tool attached mmap_ev.bpf.h's programs). */
-extern bool mappings_on;
+struct dwunw_ctx;
+struct mappings;
 
 struct mappings_stats {
 	uint64_t events;      /* mapping records received */
@@ -30,13 +31,16 @@ struct mappings_stats {
 	uint64_t pins;        /* views given to libdwunw */
 	uint64_t flagged;     /* records with a frame in a mapping of unknown file */
 };
-extern struct mappings_stats mappings_stats;
+
+/* A tool with mapping events (it attached mmap_ev.bpf.h's programs): its views, empty. */
+struct mappings *mappings_new(void);
+void mappings_free(struct mappings *m);
 
 /* Apply one mapping record (CAP_KIND_MAPEV); malformed ones are ignored. */
-void mappings_event(const void *data, size_t size);
+void mappings_event(struct mappings *m, const void *data, size_t size);
 
-/* Before unwinding a record of pid: its current view, given to libdwunw if changed. */
-void mappings_sync(uint32_t pid);
+/* Before unwinding a record of pid: its current view, given to the unwinder dctx if changed. */
+void mappings_sync(struct mappings *m, uint32_t pid, struct dwunw_ctx *dctx);
 
 /*
  * The identity of the file mapped at pc in pid's view (device and inode folded, never 0), or 0
@@ -44,28 +48,28 @@ void mappings_sync(uint32_t pid);
  * was mapped after `ts` (the record's kernel time; 0: not checked), or whose module the caller
  * could not load (no_module). An unknown file's identity is that of this very mapping.
  */
-uint64_t mappings_file_id(uint32_t pid, uint64_t pc, uint64_t ts, bool no_module, bool *unknown);
+uint64_t mappings_file_id(struct mappings *m, uint32_t pid, uint64_t pc, uint64_t ts, bool no_module, bool *unknown);
 
 /*
  * A frame at pc has no module although pc lies in a file mapping: when the mapping's file is held
  * (mapped_files.h), the view names it by the held file from now on (re-synced on the next
  * mappings_sync); true when it changed, so the record is unwound again.
  */
-bool mappings_use_hold(uint32_t pid, uint64_t pc);
+bool mappings_use_hold(struct mappings *m, uint32_t pid, uint64_t pc);
 
 /*
  * A frame at pc has a module, but its mapping's file was gone from its path while the range had
  * changed since (mapped_files_superseded): libdwunw may have opened the file now mapped there through
  * /proc/PID/map_files, which can carry the old file's inode number. Not trusted: flagged.
  */
-bool mappings_untrusted(uint32_t pid, uint64_t pc);
+bool mappings_untrusted(struct mappings *m, uint32_t pid, uint64_t pc);
 
 /*
  * A frame at pc in a file mapping without a module: the name to show for its module ("PATH
  * (deleted)", "PATH (replaced)", PATH; NULL when the file is not known) and in *why the reason
  * it could not be loaded (NULL when pc is in no file mapping).
  */
-const char *mappings_describe(uint32_t pid, uint64_t pc, uint64_t ts, const char **why);
+const char *mappings_describe(struct mappings *m, uint32_t pid, uint64_t pc, uint64_t ts, const char **why);
 
 struct bpf_object;
 struct bpf_link;
@@ -73,9 +77,12 @@ struct bpf_link;
  * (mmap_track.h): 0 or a negative errno. */
 int mappings_attach(struct bpf_object *obj, struct bpf_link ***links, size_t *nlinks);
 
-/* The summary: JSON (",\"maps\":{...}") and a text line, when mapping events are on. */
-void mappings_json(void);
-void mappings_text(void);
+/* A record flagged MODULE_UNKNOWN (a frame in a mapping of unknown file): counted. */
+void mappings_flagged(struct mappings *m);
+
+/* The summary: JSON (",\"maps\":{...}") and a text line; nothing when m is NULL (no events). */
+void mappings_json(struct mappings *m);
+void mappings_text(struct mappings *m);
 
 /*
  * pc lies in no mapping of pid's view. Mapping events carry file mappings only: anonymous code
@@ -83,12 +90,12 @@ void mappings_text(void);
  * /proc/PID/maps and adds its anonymous and special mappings where the view has nothing (never
  * a file mapping: those come from events only); true when it added some.
  */
-bool mappings_hole(uint32_t pid, uint64_t pc);
-bool mappings_fill_holes(uint32_t pid);
+bool mappings_hole(struct mappings *m, uint32_t pid, uint64_t pc);
+bool mappings_fill_holes(struct mappings *m, uint32_t pid);
 
 /* Seed pid's view now, from /proc/PID/maps, if it has none yet (a command held before its exec:
  * its records from before the exec are processed later, maybe after the exec). */
-void mappings_seed(uint32_t pid);
+void mappings_seed(struct mappings *m, uint32_t pid);
 
 /*
  * child was forked by parent (a record in order with the others): its view is a copy of the
@@ -96,9 +103,9 @@ void mappings_seed(uint32_t pid);
  * unwound against what it had mapped (a fork maps nothing new). A parent without a view yet is
  * seeded from /proc first; when that fails too, the child is seeded at its first record.
  */
-void mappings_fork(uint32_t parent, uint32_t child);
+void mappings_fork(struct mappings *m, uint32_t parent, uint32_t child);
 
 /* The process is gone: its view goes. */
-void mappings_forget(uint32_t pid);
+void mappings_forget(struct mappings *m, uint32_t pid);
 
 #endif /* DWUNW_MAPPINGS_H */

@@ -27,10 +27,10 @@ void module_warn(const char *path, const char *why)
 	miss.summed = false;
 	if (miss.n <= MODULE_WARN_SHOWN)
 		fprintf(stderr, "%s: %s: cannot load the module file (%s): its frames are not unwound by CFI nor named\n",
-			tool_name, path, why);
+			tool_name(), path, why);
 	else if (miss.n == MODULE_WARN_SHOWN + 1)
 		fprintf(stderr, "%s: more module files cannot be loaded (%s, ...): counted at the end\n",
-			tool_name, path);
+			tool_name(), path);
 }
 
 bool module_warn_line(const char *line)
@@ -69,6 +69,6 @@ void module_warn_flush(void)
 	if (miss.n <= MODULE_WARN_SHOWN || miss.summed)
 		return;
 	fprintf(stderr, "%s: %zu module files could not be loaded (%s, %s, %s, ...): frames in them are not unwound by CFI nor named\n",
-		tool_name, miss.n, miss.v[0], miss.v[1], miss.v[2]);
+		tool_name(), miss.n, miss.v[0], miss.v[1], miss.v[2]);
 	miss.summed = true;
 }

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
+#include <dwunw.h>
 #include "intern.h"
 #include "perf_map.h"
 #include "tool_util.h"
@@ -21,6 +23,7 @@ struct pm_proc {
 	dev_t dev;             /* the file read (a new file at the path is read from the start) */
 	ino_t ino;
 	uint64_t checked_ns;   /* last look at the file */
+	bool rejected_said;    /* a refused file (planted) was named once */
 	struct pm_sym *v;
 	size_t n, cap;
 	uint64_t seq;
@@ -47,17 +50,30 @@ static int cmp_sym(const void *a, const void *b)
 /* Read the lines appended since the last read (all of them for a new or shorter file). */
 static void pm_load(struct pm_proc *p)
 {
-	char fn[64], line[4096];
+	char fn[64], line[4096], why[256];
 	struct stat sb;
 	FILE *f;
+	int fd;
 
 	p->checked_ns = mono_ns();
-	/* through the process's root: a container writes its map in its own /tmp */
+	/* through the process's root: a container writes its map in its own /tmp; opened by
+	 * libdwunw's rule (a regular file of root or the process's user: nobody else plants one) */
 	snprintf(fn, sizeof(fn), "/proc/%d/root/tmp/perf-%d.map", p->pid, p->pid);
-	if (stat(fn, &sb)) {
+	fd = dwunw_pid_file_open(p->pid, fn, why, sizeof(why));
+	if (fd == DWUNW_ERR_NOT_FOUND) {
 		snprintf(fn, sizeof(fn), "/tmp/perf-%d.map", p->pid);
-		if (stat(fn, &sb))
-			return;
+		fd = dwunw_pid_file_open(p->pid, fn, why, sizeof(why));
+	}
+	if (fd < 0) {
+		if (fd != DWUNW_ERR_NOT_FOUND && !p->rejected_said) {
+			p->rejected_said = true;
+			fprintf(stderr, "%s: %s\n", tool_name(), why);
+		}
+		return;
+	}
+	if (fstat(fd, &sb)) {
+		close(fd);
+		return;
 	}
 	if (sb.st_dev != p->dev || sb.st_ino != p->ino || sb.st_size < p->size) {
 		p->n = 0;
@@ -65,11 +81,10 @@ static void pm_load(struct pm_proc *p)
 		p->dev = sb.st_dev;
 		p->ino = sb.st_ino;
 	}
-	if (sb.st_size <= p->size)
+	if (sb.st_size <= p->size || !(f = fdopen(fd, "re"))) {
+		close(fd);
 		return;
-	f = fopen(fn, "re");
-	if (!f)
-		return;
+	}
 	if (p->size > 0 && fseeko(f, p->size, SEEK_SET)) {
 		fclose(f);
 		return;

@@ -29,7 +29,7 @@ const char *frame_origin(const struct uframe *f)
 	static const char *const names[] = {
 		[UO_WINDOW] = "window", [UO_FP] = "fp", [UO_PROLOGUE] = "prologue",
 		[UO_LR] = "lr", [UO_SIGNAL] = "signal", [UO_KERNEL] = "kernel",
-		[UO_KWALK] = "kernel-walk",
+		[UO_KWALK] = "kernel-walk", [UO_PYTHON] = "python",
 	};
 	uint32_t o = uf_origin(f);
 
@@ -52,6 +52,10 @@ void fprint_frame_marks(FILE *out, const struct uframe *f, bool fp_marks, uint32
 		m = MARK_LR;
 	if (m)
 		fprintf(out, " [%s]", m == MARK_LIVE ? "live" : m == MARK_FP ? "fp" : m == MARK_PROLOGUE ? "prologue" : "lr");
+	if (o == UO_PYTHON) {
+		fputs(" [py]", out);
+		m |= MARK_PY;
+	}
 	if (f->flags & UF_PERFMAP) {
 		fputs(" [jit]", out);
 		m |= MARK_JIT;
@@ -71,6 +75,7 @@ void fprint_marks_legend(FILE *out, const char *indent, uint32_t seen)
 		{ MARK_PROLOGUE, "[prologue] found by decoding the function's prologue (no CFI there)" },
 		{ MARK_LR, "[lr] return address taken where the call left it (no CFI there)" },
 		{ MARK_JIT, "[jit] named from the JIT's /tmp/perf-PID.map" },
+		{ MARK_PY, "[py] a Python function, read from the interpreter at the event (file:line)" },
 	};
 	bool first = true;
 
@@ -100,7 +105,9 @@ void fprint_unknown(FILE *out, const struct uframe *f, const char *module_fmt, b
 void print_frame_text(size_t i, const struct uframe *f, bool fp_marks, uint32_t *seen)
 {
 	printf("\t%zu [<%016" PRIx64 ">] ", i, f->pc);
-	if (f->name && f->module)
+	if (uf_origin(f) == UO_PYTHON)
+		fprint_frame_folded(stdout, f);
+	else if (f->name && f->module)
 		printf("%s+0x%" PRIx64 " [%s]", f->name, f->offset, f->module);
 	else if (f->name)
 		printf("%s+0x%" PRIx64, f->name, f->offset);
@@ -112,7 +119,13 @@ void print_frame_text(size_t i, const struct uframe *f, bool fp_marks, uint32_t 
 
 void fprint_frame_folded(FILE *out, const struct uframe *f)
 {
-	if (f->name)
+	/* a Python function: "func (file:line)", as py-spy and the OTel profiler write it */
+	if (uf_origin(f) == UO_PYTHON && f->name && f->module) {
+		if (f->offset)
+			fprintf(out, "%s (%s:%" PRIu64 ")", f->name, f->module, f->offset);
+		else
+			fprintf(out, "%s (%s)", f->name, f->module);
+	} else if (f->name)
 		fputs(f->name, out);
 	else if (f->module)
 		fprintf(out, "[%s]", base_name(f->module));
@@ -128,6 +141,18 @@ void print_frame_folded(const struct uframe *f)
 void print_frame_json(const struct uframe *f)
 {
 	printf("{\"pc\":\"0x%" PRIx64 "\",\"symbol\":", f->pc);
+	if (uf_origin(f) == UO_PYTHON) {
+		/* pc: the frame's last instruction; file and line instead of module and offset */
+		f->name ? json_str(f->name) : (void)printf("null");
+		printf(",\"offset\":0,\"module\":null,\"file\":");
+		f->module ? json_str(f->module) : (void)printf("null");
+		if (f->offset)
+			printf(",\"line\":%" PRIu64, f->offset);
+		else
+			printf(",\"line\":null");
+		printf(",\"origin\":\"python\"}");
+		return;
+	}
 	if (f->name)
 		json_str(f->name);
 	else
@@ -167,7 +192,7 @@ static int cmp_folded_weight(const void *a, const void *b)
 	return strcmp(x->text, y->text);
 }
 
-void print_folded_lines(struct folded_line *v, size_t n, enum folded_order order)
+void print_folded_lines(struct folded_line *v, size_t n, enum folded_order order, bool json)
 {
 	size_t m = 0;
 
@@ -183,18 +208,20 @@ void print_folded_lines(struct folded_line *v, size_t n, enum folded_order order
 	}
 	qsort(v, m, sizeof(*v), order == FOLDED_BY_RANK ? cmp_folded_rank : cmp_folded_weight);
 	for (size_t k = 0; k < m; k++) {
-		printf("%s %" PRIu64 "\n", v[k].text, v[k].weight);
+		if (json) {
+			printf("{\"folded\":");
+			json_str(v[k].text);
+			printf(",\"count\":%" PRIu64 "}\n", v[k].weight);
+		} else {
+			printf("%s %" PRIu64 "\n", v[k].text, v[k].weight);
+		}
 		free(v[k].text);
 	}
 	free(v);
 }
 
-void print_modules_json(void)
+void print_modules_json(const struct module_seen *mods, size_t n)
 {
-	const struct module_seen *mods;
-	size_t n = frames_modules(&mods);
-
-	printf(",\"modules\":[");
 	for (size_t i = 0; i < n; i++) {
 		printf("%s{\"path\":", i ? "," : "");
 		json_str(mods[i].path);
@@ -205,5 +232,4 @@ void print_modules_json(void)
 			printf("null");
 		putchar('}');
 	}
-	putchar(']');
 }

@@ -31,6 +31,7 @@ const char *frame_origin(const struct uframe *f);
 #define MARK_PROLOGUE (1u << 2)
 #define MARK_LR       (1u << 3)
 #define MARK_JIT      (1u << 4)
+#define MARK_PY       (1u << 5)
 void fprint_frame_marks(FILE *out, const struct uframe *f, bool fp_marks, uint32_t *seen);
 
 /* One line that explains the markers in `seen` ("" when none): "frames marked [live]: ...". */
@@ -54,8 +55,9 @@ void fprint_frame_folded(FILE *out, const struct uframe *f);
 /* {"pc":"0x..","symbol":..,"offset":N,"module":..,"origin":".."} */
 void print_frame_json(const struct uframe *f);
 
-/* ,"modules":[{"path":..,"build_id":..|null},...] of the modules seen (frames_modules). */
-void print_modules_json(void);
+/* The modules' JSON array's items (frames_modules): {"path":..,"build_id":..|null}, comma-separated. */
+struct module_seen;
+void print_modules_json(const struct module_seen *mods, size_t n);
 
 /* A folded line being merged: its text (malloc'd), weight, and rank in the report. */
 struct folded_line {
@@ -70,7 +72,8 @@ enum folded_order {
 };
 
 /* Lines that fold alike (same names, other pcs) printed as one, weights summed, as flame graphs
- * expect; frees the texts and v. */
-void print_folded_lines(struct folded_line *v, size_t n, enum folded_order order);
+ * expect: "TEXT WEIGHT", or with json {"folded":"TEXT","count":WEIGHT} (what `dwunw profile`
+ * prints, so the folding stays here); frees the texts and v. */
+void print_folded_lines(struct folded_line *v, size_t n, enum folded_order order, bool json);
 
 #endif /* DWUNW_REPORT_FMT_H */

@@ -28,7 +28,9 @@ bool stack_reaches_bottom(const struct ustack *s)
 static void text_frame(const struct uframe *f, bool fp_marks, uint32_t *seen)
 {
 	fputs("    ", stdout);
-	if (f->name)
+	if (uf_origin(f) == UO_PYTHON)
+		fprint_frame_folded(stdout, f);
+	else if (f->name)
 		fputs(f->name, stdout);
 	else
 		fprint_unknown(stdout, f, "(%s)", false);
@@ -60,7 +62,9 @@ void stack_print_text(const struct ustack *k, const struct ustack *u, const char
 
 static void folded_frame(FILE *o, const struct uframe *f)
 {
-	if (f->name)
+	if (uf_origin(f) == UO_PYTHON)
+		fprint_frame_folded(o, f);
+	else if (f->name)
 		fputs(f->name, o);
 	else
 		fprint_unknown(o, f, "(%s)", true);

@@ -6,7 +6,10 @@
 #include "stack_store.h"
 #include "tool_util.h"
 
-struct stack_store st = { .max = 65536 };
+void stack_store_init(struct stack_store *st, size_t max)
+{
+	*st = (struct stack_store){ .max = max ? max : STACK_STORE_MAX };
+}
 
 static bool stack_same(const struct ustack *s, uint64_t space, uint32_t kind, int32_t stop,
 		       const char *label, const uint64_t *pcs, const uint64_t *ids, uint32_t n)
@@ -20,38 +23,38 @@ static bool stack_same(const struct ustack *s, uint64_t space, uint32_t kind, in
 	return true;
 }
 
-static void index_put(uint64_t hash, uint32_t idx)
+static void index_put(struct stack_store *st, uint64_t hash, uint32_t idx)
 {
-	size_t i = hash & (st.index_cap - 1);
+	size_t i = hash & (st->index_cap - 1);
 
-	while (st.index[i])
-		i = (i + 1) & (st.index_cap - 1);
-	st.index[i] = idx + 1;
+	while (st->index[i])
+		i = (i + 1) & (st->index_cap - 1);
+	st->index[i] = idx + 1;
 }
 
-static void index_grow(void)
+static void index_grow(struct stack_store *st)
 {
-	size_t ncap = st.index_cap ? st.index_cap * 2 : 1024;
+	size_t ncap = st->index_cap ? st->index_cap * 2 : 1024;
 
-	free(st.index);
-	st.index = xcalloc(ncap, sizeof(*st.index));
-	st.index_cap = ncap;
-	for (size_t k = 0; k < st.n; k++)
-		index_put(st.v[k].hash, (uint32_t)k);
+	free(st->index);
+	st->index = xcalloc(ncap, sizeof(*st->index));
+	st->index_cap = ncap;
+	for (size_t k = 0; k < st->n; k++)
+		index_put(st, st->v[k].hash, (uint32_t)k);
 }
 
-int64_t pseudo_stack(const char *label)
+int64_t pseudo_stack(struct stack_store *st, const char *label)
 {
-	return stack_get(SK_PSEUDO, 0, intern(label), NULL, NULL, 0, NULL, NULL);
+	return stack_get(st, SK_PSEUDO, 0, intern(label), NULL, NULL, 0, NULL, NULL);
 }
 
-int64_t stack_get_in(uint64_t space, uint32_t kind, int32_t stop, const char *label,
+int64_t stack_get_in(struct stack_store *st, uint64_t space, uint32_t kind, int32_t stop, const char *label,
 		     const char *stop_name, const uint64_t *pcs, uint32_t n, fill_fn fill, void *arg)
 {
-	return stack_get_ids(space, kind, stop, label, stop_name, pcs, NULL, n, fill, arg);
+	return stack_get_ids(st, space, kind, stop, label, stop_name, pcs, NULL, n, fill, arg);
 }
 
-int64_t stack_get_ids(uint64_t space, uint32_t kind, int32_t stop, const char *label,
+int64_t stack_get_ids(struct stack_store *st, uint64_t space, uint32_t kind, int32_t stop, const char *label,
 		      const char *stop_name, const uint64_t *pcs, const uint64_t *ids, uint32_t n,
 		      fill_fn fill, void *arg)
 {
@@ -62,24 +65,24 @@ int64_t stack_get_ids(uint64_t space, uint32_t kind, int32_t stop, const char *l
 
 	for (uint32_t k = 0; k < n; k++)
 		h = hash64(h, ids ? pcs[k] ^ ids[k] : pcs[k]);
-	if (st.index_cap)
-		for (i = h & (st.index_cap - 1); st.index[i]; i = (i + 1) & (st.index_cap - 1)) {
-			s = &st.v[st.index[i] - 1];
+	if (st->index_cap)
+		for (i = h & (st->index_cap - 1); st->index[i]; i = (i + 1) & (st->index_cap - 1)) {
+			s = &st->v[st->index[i] - 1];
 			if (s->hash == h && stack_same(s, space, kind, stop, label, pcs, ids, n))
-				return st.index[i] - 1;
+				return st->index[i] - 1;
 		}
 	/* pseudo stacks always fit: the table keeps room for them */
-	if (kind != SK_PSEUDO && st.n >= st.max) {
-		st.full++;
-		return pseudo_stack("[stack table full]");
+	if (kind != SK_PSEUDO && st->n >= st->max) {
+		st->full++;
+		return pseudo_stack(st, "[stack table full]");
 	}
-	if (st.n == st.cap) {
-		st.cap = st.cap ? st.cap * 2 : 256;
-		st.v = xrealloc(st.v, st.cap * sizeof(*st.v));
+	if (st->n == st->cap) {
+		st->cap = st->cap ? st->cap * 2 : 256;
+		st->v = xrealloc(st->v, st->cap * sizeof(*st->v));
 	}
-	if ((st.n + 1) * 2 > st.index_cap)
-		index_grow();
-	s = &st.v[st.n];
+	if ((st->n + 1) * 2 > st->index_cap)
+		index_grow(st);
+	s = &st->v[st->n];
 	memset(s, 0, sizeof(*s));
 	s->hash = h;
 	s->space = space;
@@ -88,7 +91,6 @@ int64_t stack_get_ids(uint64_t space, uint32_t kind, int32_t stop, const char *l
 	s->label = label;
 	s->stop_name = stop_name;
 	s->nframes = n;
-	s->first_alloc = -1;
 	s->frames = xcalloc(n, sizeof(*s->frames));
 	for (uint32_t k = 0; k < n; k++)
 		s->frames[k].pc = pcs[k];
@@ -98,6 +100,6 @@ int64_t stack_get_ids(uint64_t space, uint32_t kind, int32_t stop, const char *l
 	}
 	if (fill && n)
 		fill(arg, s->frames, n);
-	index_put(h, (uint32_t)st.n);
-	return (int64_t)st.n++;
+	index_put(st, h, (uint32_t)st->n);
+	return (int64_t)st->n++;
 }

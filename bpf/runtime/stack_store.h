@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /*
  * Interned user stacks: each distinct stack (its pcs, how it was obtained, why it stopped, in
- * which address space) is stored and symbolized once; tools keep its index. The table is
- * bounded (st.max); a stack refused for room is counted and replaced by the pseudo-stack
- * "[stack table full]", so nothing is dropped silently.
+ * which address space) is stored and symbolized once; tools keep its index. The store holds
+ * frames only: a tool keeps its own figures per stack in arrays indexed like it. Each tool owns
+ * its store (a struct stack_store in its context). The table is bounded (max); a stack refused
+ * for room is counted and replaced by the pseudo-stack "[stack table full]", so nothing is
+ * dropped silently.
  */
 #ifndef DWUNW_STACK_STORE_H
 #define DWUNW_STACK_STORE_H
@@ -25,6 +27,7 @@ struct uframe {
 #define UF_FP      (1u << 0) /* recovered by frame pointers inside a DWARF walk (no CFI there) */
 #define UF_JIT     (1u << 1) /* anonymous executable memory */
 #define UF_PERFMAP (1u << 2) /* named from /tmp/perf-PID.map */
+#define UF_EXACT   (1u << 4) /* pc is not a return address (frame 0, after a signal frame) */
 #define UF_LIVE    (1u << 3) /* rests on memory read from the process after the event (for at least
 			      * one record of the stack): it, or a frame below it, needed it */
 
@@ -41,6 +44,8 @@ enum uf_origin {
 	UO_SIGNAL,             /* a signal frame's saved context */
 	UO_KERNEL,             /* a kernel frame (the kernel's own unwinder, at the event) */
 	UO_KWALK,              /* a user frame walked in the BPF program at the event (--unwind=kernel) */
+	UO_PYTHON,             /* a Python function read from the interpreter at the event (py_merge.h):
+				* name = co_qualname, module = co_filename, offset = line (0: unknown) */
 };
 #define UF_ORIGIN_SHIFT 8
 #define UF_ORIGIN_MASK  (0xfu << UF_ORIGIN_SHIFT)
@@ -75,10 +80,6 @@ struct ustack {
 	struct uframe *frames;
 	uint64_t *ids;         /* per frame: the identity of its file (mappings.h), or NULL */
 	bool beyond;           /* SK_DWARF: some unwind read live memory beyond the stack window */
-	/* the tool's per-report totals (memleak: outstanding bytes and allocations) */
-	uint64_t bytes, count;
-	int64_t first_alloc;   /* memleak -a: index into the report's allocations */
-	uint32_t seen;         /* report generation that last counted it */
 };
 
 struct stack_store {
@@ -90,30 +91,33 @@ struct stack_store {
 	uint64_t full;         /* stacks refused: table full */
 };
 
-extern struct stack_store st;
+#define STACK_STORE_MAX 65536 /* default max */
+
+/* An empty store keeping at most `max` stacks with frames (0: STACK_STORE_MAX). */
+void stack_store_init(struct stack_store *st, size_t max);
 
 /* Fills the frames of a new stack (their pcs are set) with names and modules. */
 typedef void (*fill_fn)(void *arg, struct uframe *frames, uint32_t n);
 
 /* The stack's index; a new one is added (frames filled by fill()) when absent. */
-int64_t stack_get_in(uint64_t space, uint32_t kind, int32_t stop, const char *label,
+int64_t stack_get_in(struct stack_store *st, uint64_t space, uint32_t kind, int32_t stop, const char *label,
 		     const char *stop_name, const uint64_t *pcs, uint32_t n, fill_fn fill, void *arg);
 /*
  * The same, keyed by (file identity, pc) per frame: `ids` (n, may be NULL) tells apart two
  * files mapped at one address at different times, so their stacks never merge.
  */
-int64_t stack_get_ids(uint64_t space, uint32_t kind, int32_t stop, const char *label,
+int64_t stack_get_ids(struct stack_store *st, uint64_t space, uint32_t kind, int32_t stop, const char *label,
 		      const char *stop_name, const uint64_t *pcs, const uint64_t *ids, uint32_t n,
 		      fill_fn fill, void *arg);
 
-static inline int64_t stack_get(uint32_t kind, int32_t stop, const char *label,
-				const char *stop_name, const uint64_t *pcs, uint32_t n, fill_fn fill,
-				void *arg)
+static inline int64_t stack_get(struct stack_store *st, uint32_t kind, int32_t stop,
+				const char *label, const char *stop_name, const uint64_t *pcs, uint32_t n,
+				fill_fn fill, void *arg)
 {
-	return stack_get_in(0, kind, stop, label, stop_name, pcs, n, fill, arg);
+	return stack_get_in(st, 0, kind, stop, label, stop_name, pcs, n, fill, arg);
 }
 
 /* The pseudo-stack standing for `label` (interned here). */
-int64_t pseudo_stack(const char *label);
+int64_t pseudo_stack(struct stack_store *st, const char *label);
 
 #endif /* DWUNW_STACK_STORE_H */

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "dwunw.h"
 #include "module_warn.h"
 #include "syms.h"
 
@@ -166,41 +167,33 @@ static struct elf_syms *elf_get(struct syms_proc *p, const char *path)
 
 void syms_proc_refresh(struct syms_proc *p)
 {
-	char fn[64], line[4096];
-	struct map *maps = NULL;
-	size_t n = 0, cap = 0;
-	FILE *f;
+	struct dwunw_map *e;
+	struct map *maps;
+	size_t ne, n = 0;
 
-	snprintf(fn, sizeof(fn), "/proc/%d/maps", p->pid);
-	f = fopen(fn, "re");
-	if (!f)
+	if (dwunw_maps_load(p->pid, &e, &ne))
 		return; /* keep the last good copy */
-	while (fgets(line, sizeof(line), f)) {
-		unsigned long long start, end, off, ino;
-		char perms[8], dev[16];
-		int pos = 0;
-
-		if (sscanf(line, "%llx-%llx %7s %llx %15s %llu %n", &start, &end, perms, &off, dev, &ino,
-			   &pos) < 6)
+	maps = calloc(ne, sizeof(*maps));
+	for (size_t i = 0; maps && i < ne; i++) {
+		if (!(e[i].flags & DWUNW_MAP_X))
 			continue;
-		if (perms[2] != 'x')
-			continue;
-		if (n == cap) {
-			struct map *nm = realloc(maps, (cap = cap ? cap * 2 : 64) * sizeof(*maps));
+		maps[n].start = e[i].start;
+		maps[n].end = e[i].end;
+		maps[n].off = e[i].offset;
+		if (e[i].inode && e[i].path[0] == '/') {
+			/* a deleted file is not opened at its path (another file may be there now): its
+			 * name as the kernel gives it fails to open, and says why once */
+			char name[4200];
 
-			if (!nm)
-				break;
-			maps = nm;
+			snprintf(name, sizeof(name), "%s%s", e[i].path,
+				 e[i].flags & DWUNW_MAP_DELETED ? " (deleted)" : "");
+			maps[n].elf = elf_get(p, name);
+		} else {
+			maps[n].elf = NULL;
 		}
-		char *path = line + pos;
-		path[strcspn(path, "\n")] = 0;
-		maps[n].start = start;
-		maps[n].end = end;
-		maps[n].off = off;
-		maps[n].elf = (ino && path[0] == '/') ? elf_get(p, path) : NULL;
 		n++;
 	}
-	fclose(f);
+	free(e);
 	if (n) {
 		free(p->maps);
 		p->maps = maps;

@@ -21,7 +21,7 @@ static void vline(const char *fmt, va_list ap, const char *tail)
 	for (char *p = buf; *p; p++)
 		if (*p == '\n')
 			*p = ' ';
-	fprintf(stderr, "%s: %s%s\n", tool_name, buf, tail ? tail : "");
+	fprintf(stderr, "%s: %s%s\n", tool_name(), buf, tail ? tail : "");
 }
 
 void tool_fail(int status, const char *fmt, ...)
@@ -39,7 +39,7 @@ void tool_usage_error(const char *fmt, ...)
 	char tail[96];
 	va_list ap;
 
-	snprintf(tail, sizeof(tail), " (see dwunw %s --help)", tool_name);
+	snprintf(tail, sizeof(tail), " (see dwunw %s --help)", tool_name());
 	va_start(ap, fmt);
 	vline(fmt, ap, tail);
 	va_end(ap);

@@ -26,7 +26,7 @@ enum tool_exit {
 	TOOL_EXIT_NOTFOUND = 127, /* the command was not found */
 };
 
-/* Messages start with tool_util.h's tool_name ("memleak", "profile"), set by main() first. */
+/* Messages start with tool_util.h's tool_name() ("memleak", "profile"), set by main() first. */
 
 /* "TOOL: message" on stderr, exit with `status`. */
 void tool_fail(int status, const char *fmt, ...) __attribute__((noreturn, format(printf, 2, 3)));

@@ -11,14 +11,35 @@
 #include <bpf/libbpf.h>
 #include "tool_util.h"
 
-const char *tool_name = "dwunw";
-bool tool_verbose;
+/* the process's identity as a tool: one per process, set once by main() */
+static const char *name = "dwunw";
+static bool verbose;
+
+void tool_set_name(const char *n)
+{
+	name = n;
+}
+
+const char *tool_name(void)
+{
+	return name;
+}
+
+void tool_set_verbose(bool on)
+{
+	verbose = on;
+}
+
+bool tool_verbose(void)
+{
+	return verbose;
+}
 
 void die(const char *fmt, ...)
 {
 	va_list ap;
 
-	fprintf(stderr, "%s: ", tool_name);
+	fprintf(stderr, "%s: ", tool_name());
 	va_start(ap, fmt);
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
@@ -110,7 +131,7 @@ bool have_privileges(bool ptrace)
 
 int tool_libbpf_print(enum libbpf_print_level level, const char *fmt, va_list args)
 {
-	if ((level == LIBBPF_DEBUG || level == LIBBPF_INFO) && !tool_verbose)
+	if ((level == LIBBPF_DEBUG || level == LIBBPF_INFO) && !tool_verbose())
 		return 0;
 	return vfprintf(stderr, fmt, args);
 }

@@ -12,10 +12,12 @@
 #include <stdint.h>
 #include <bpf/libbpf.h>
 
-/* Prefix of every message ("memleak", "profile"): set by main() first. */
-extern const char *tool_name;
+/* Prefix of every message ("memleak", "profile"): set by main() first ("dwunw" before). */
+void tool_set_name(const char *name);
+const char *tool_name(void);
 /* -v: libbpf info/debug lines and unwinder warnings. */
-extern bool tool_verbose;
+void tool_set_verbose(bool on);
+bool tool_verbose(void);
 
 /* "TOOL: message" on stderr, exit status 1. */
 void die(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
@@ -37,7 +39,7 @@ const char *base_name(const char *p);
 /* Root, or CAP_BPF + CAP_PERFMON (or CAP_SYS_ADMIN), plus CAP_SYS_PTRACE when `ptrace`. */
 bool have_privileges(bool ptrace);
 
-/* libbpf print callback: warnings always, info and debug with tool_verbose. */
+/* libbpf print callback: warnings always, info and debug with tool_verbose(). */
 int tool_libbpf_print(enum libbpf_print_level level, const char *fmt, va_list args);
 
 #endif /* DWUNW_TOOL_UTIL_H */

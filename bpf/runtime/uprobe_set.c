@@ -31,7 +31,7 @@ static void probe_failed(const struct uprobe_set *s, const struct uprobe_spec *p
 	if (!p->optional)
 		die("cannot probe %s in %s: %s", name, path, strerror(-err));
 	if (s->verbose)
-		fprintf(stderr, "%s: %s not probed in %s: %s\n", tool_name, name, path, strerror(-err));
+		fprintf(stderr, "%s: %s not probed in %s: %s\n", tool_name(), name, path, strerror(-err));
 }
 
 struct link_list {
@@ -57,7 +57,7 @@ static int attach_one(const struct uprobe_set *s, struct link_list *out, struct 
 		uo.func_name = NULL;
 		off = site.probe_off;
 		if (s->verbose && !ret)
-			fprintf(stderr, "%s: %s probed at %s\n", tool_name, fn, site.why);
+			fprintf(stderr, "%s: %s probed at %s\n", tool_name(), fn, site.why);
 	}
 	struct bpf_link *l = bpf_program__attach_uprobe_opts(prog, pid, path, off, &uo);
 
@@ -108,7 +108,7 @@ static void attach_multi(struct uprobe_set *s, const char *path, pid_t pid)
 			continue;
 		}
 		if (s->verbose)
-			fprintf(stderr, "%s: %s probed at %s\n", tool_name, name, site.why);
+			fprintf(stderr, "%s: %s probed at %s\n", tool_name(), name, site.why);
 		if (p->ret) {
 			ret_off[nret] = site.entry_off;
 			ret_cookie[nret++] = p->cookie;
@@ -143,7 +143,7 @@ void uprobe_set_attach(struct uprobe_set *s, const char *path, pid_t pid, struct
 	else
 		attach_per_probe(s, &out, path, pid);
 	if (s->verbose)
-		fprintf(stderr, "%s: uprobes attached in %.1f ms (%s)\n", tool_name,
+		fprintf(stderr, "%s: uprobes attached in %.1f ms (%s)\n", tool_name(),
 			(double)(mono_ns() - t0) / 1e6,
 			s->multi ? "two multi-uprobe links" : "one link per probe");
 }

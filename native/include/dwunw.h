@@ -86,6 +86,17 @@ const char *dwunw_strerror(int err);
 /* The code's short name without prefix ("NO_DWARF", "OK", ...), for machine-readable output. */
 const char *dwunw_errname(int err);
 
+/* ---- Files named after a process --------------------------------------------------------- */
+
+/*
+ * Open a file that a process writes under its pid in a shared directory (/tmp/perf-PID.map), so
+ * that nobody else can plant it: it must be a regular file, not a symbolic link, owned by root or
+ * by pid's real or effective user. Returns an fd open for reading (close it), DWUNW_ERR_NOT_FOUND
+ * when there is no such file, or DWUNW_ERR_PERM / _IO with one line naming the file and why it is
+ * not used in `why` (may be NULL).
+ */
+int dwunw_pid_file_open(int32_t pid, const char *path, char *why, size_t whylen);
+
 /* ---- Architectures ---------------------------------------------------------------------- */
 
 enum dwunw_arch {
@@ -217,6 +228,11 @@ struct dwunw_config {
 #define DWUNW_CFG_NO_FP_FALLBACK   (1u << 0) /* never use frame pointers where CFI is missing */
 #define DWUNW_CFG_NO_REMOTE_READS  (1u << 1) /* never read target memory beyond the snapshot */
 #define DWUNW_CFG_NO_DEBUG_FILES   (1u << 2) /* do not look for separate debug files */
+/* Fetch the debug files of modules that lack .symtab and have no local debug file from the
+ * debuginfod servers of DEBUGINFOD_URLS (libdebuginfod, loaded with dlopen; its cache and
+ * timeouts), on a worker thread: nothing else waits on the network. Names appear as the files
+ * come; dwunw_debuginfod_wait before a report. */
+#define DWUNW_CFG_DEBUGINFOD       (1u << 3)
 
 struct dwunw_ctx_impl;
 
@@ -229,6 +245,33 @@ struct dwunw_ctx {
 
 int dwunw_init(struct dwunw_ctx *ctx, const struct dwunw_config *cfg);
 void dwunw_shutdown(struct dwunw_ctx *ctx);
+
+/* ---- debuginfod (DWUNW_CFG_DEBUGINFOD) ----------------------------------------------------- */
+
+/*
+ * Wait at most timeout_ms for the fetches asked so far. Returns how many are still pending (0:
+ * all answered), DWUNW_ERR_UNSUPPORTED when libdebuginfod cannot be loaded; 0 when the context
+ * fetches nothing (no flag, DEBUGINFOD_URLS unset).
+ */
+int dwunw_debuginfod_wait(struct dwunw_ctx *ctx, uint32_t timeout_ms);
+
+#define DWUNW_DEBUGINFOD_PENDING 0  /* asked, no answer yet */
+#define DWUNW_DEBUGINFOD_LOCAL   1  /* a local debug file serves: nothing fetched */
+#define DWUNW_DEBUGINFOD_FETCHED 2  /* in the debuginfod cache (fetched now or before) */
+#define DWUNW_DEBUGINFOD_FAILED  3  /* err and why say why */
+
+/* One module whose debug file was looked for, in the order asked. */
+struct dwunw_debuginfod_result {
+	int32_t state;              /* DWUNW_DEBUGINFOD_* */
+	int32_t err;                /* errno of a failed fetch (ENOENT: the servers do not have it) */
+	char build_id[136];         /* hex */
+	char why[128];              /* a failed fetch's cause, one line */
+	char module[512];           /* the module's path */
+	char file[512];             /* the debug file in the cache, when fetched */
+};
+
+/* The i-th module asked for (from 0); DWUNW_ERR_NOT_FOUND past the last. */
+int dwunw_debuginfod_result(struct dwunw_ctx *ctx, uint32_t i, struct dwunw_debuginfod_result *out);
 
 /* ---- Unwinding ---------------------------------------------------------------------------- */
 
@@ -424,6 +467,50 @@ int dwunw_module_memory(struct dwunw_ctx *ctx, struct dwunw_module *mod, struct 
 
 /* ---- Process maps ------------------------------------------------------------------------- */
 
+/* One mapping of a process: a line of /proc/PID/maps. */
+#define DWUNW_MAP_R       (1u << 0)
+#define DWUNW_MAP_W       (1u << 1)
+#define DWUNW_MAP_X       (1u << 2)
+#define DWUNW_MAP_SHARED  (1u << 3)   /* 's' (else private, 'p') */
+#define DWUNW_MAP_DELETED (1u << 4)   /* the path ended in " (deleted)", cut off from path */
+struct dwunw_map {
+	uint64_t start;             /* [start, end) */
+	uint64_t end;
+	uint64_t offset;            /* file offset of start */
+	uint64_t inode;
+	uint32_t dev_major;
+	uint32_t dev_minor;
+	uint32_t flags;             /* DWUNW_MAP_* */
+	uint32_t pad;
+	const char *path;           /* NUL-terminated: a file, "[vdso]", "[stack]", ...; "" or NULL for
+	                             * anonymous memory */
+};
+
+/*
+ * The one parser of /proc/PID/maps text, in place: each mapping line becomes an entry of out[]
+ * (in the text's order), its path NUL-terminated inside text (the byte after the path, or the
+ * space of its " (deleted)", is overwritten: text[len] must be writable, as in a NUL-terminated
+ * string). Lines that are not mappings are skipped. *n: out's capacity on entry, the mappings
+ * found on return (out NULL: only count them, text unchanged). When out holds fewer, nothing
+ * is written and DWUNW_ERR_INVALID_ARG is returned with *n the count needed. DWUNW_ERR_CORRUPT
+ * when text holds no mapping. Parsed text is not maps text any more: parse it once. Needs no context (a tool without libdwunw's unwinder links only this).
+ */
+int dwunw_maps_parse(char *text, size_t len, struct dwunw_map *out, size_t *n);
+/* Read /proc/PID/maps (pid 0: our own) into a malloc'ed, NUL-terminated text (*out; *len bytes
+ * before the NUL; free() it): DWUNW_OK, DWUNW_ERR_NO_PROCESS when pid has exited or is a zombie. */
+int dwunw_maps_read(int32_t pid, char **out, size_t *len);
+/* Both: pid's mappings (pid 0: our own) as *n entries in one malloc'ed block (free(*out) frees
+ * them and their paths). */
+int dwunw_maps_load(int32_t pid, struct dwunw_map **out, size_t *n);
+
+/*
+ * The entries forms of dwunw_maps_set and dwunw_maps_pin below: the same, with the maps given as
+ * entries (sorted here if they are not; paths are copied). DWUNW_ERR_INVALID_ARG for an entry
+ * with end <= start.
+ */
+int dwunw_maps_set_entries(struct dwunw_ctx *ctx, int32_t pid, const struct dwunw_map *maps, size_t n);
+int dwunw_maps_pin_entries(struct dwunw_ctx *ctx, int32_t pid, const struct dwunw_map *maps, size_t n);
+
 /*
  * Use this text (in /proc/PID/maps format) as the maps of `pid` instead of reading /proc: for
  * offline snapshots and core files. The pid is then never refreshed from /proc.
@@ -589,6 +676,31 @@ struct dwunw_py_frame {
  */
 int dwunw_py_stack(struct dwunw_ctx *ctx, const struct dwunw_py_runtime *rt, int32_t tid,
 		   struct dwunw_py_frame *frames, size_t *n);
+
+/*
+ * Frames read elsewhere (a BPF program at the event): per frame its address, code object, last
+ * instruction and the two bytes that mark an eval call's entry, innermost first. Described like
+ * dwunw_py_stack's (the same rules: entry marks, shims, frames not started), each code object read
+ * from the live process now: a code object freed since fails the type check (DWUNW_ERR_CORRUPT /
+ * _IO: the frames before it are returned, the chain is cut there).
+ */
+struct dwunw_py_raw {
+	uint64_t frame, code, prev_instr;
+	uint8_t is_entry, owner;
+};
+int dwunw_py_describe(struct dwunw_ctx *ctx, const struct dwunw_py_runtime *rt,
+		      const struct dwunw_py_raw *raw, size_t nraw, struct dwunw_py_frame *frames,
+		      size_t *n);
+
+/* The offsets of the interpreter's row that a reader of the chain needs (thread list, frames). */
+struct dwunw_py_offsets {
+	uint16_t rt_interp_head, is_next, is_threads_head;
+	uint16_t ts_next, ts_cframe, ts_native_tid, cf_current_frame;
+	uint16_t fr_code, fr_previous, fr_prev_instr, fr_is_entry, fr_owner;
+	uint8_t entry_flag;         /* 1: fr_is_entry holds the entry mark (3.11) */
+	uint8_t owner_cstack;       /* owner value of a C-stack shim frame (3.12); 0xff: none */
+};
+int dwunw_py_offsets(const struct dwunw_py_runtime *rt, struct dwunw_py_offsets *o);
 
 /* ---- Stack reader ------------------------------------------------------------------------- */
 

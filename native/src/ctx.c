@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "core_keep.h"
+#include "debuginfod.h"
 #include "internal.h"
 #include "module.h"
 #include "proc.h"
@@ -51,6 +52,8 @@ DWUNW_API int dwunw_init(struct dwunw_ctx *ctx, const struct dwunw_config *cfg)
 		atomic_init(&m->gen, 1);
 		pthread_mutex_init(&m->lock, NULL);
 	}
+	if (c->cfg.flags & DWUNW_CFG_DEBUGINFOD)
+		dw_fetcher_start(c);
 	ctx->magic = DWUNW_CTX_MAGIC;
 	ctx->version = DWUNW_VERSION_NUMBER;
 	ctx->impl = c;
@@ -78,6 +81,7 @@ DWUNW_API void dwunw_shutdown(struct dwunw_ctx *ctx)
 
 	if (!c)
 		return;
+	dw_fetcher_stop(c);
 	dw_procs_free(c);
 	dw_core_forget_all(c);
 	for (uint32_t i = 0; i < c->nslots; i++) {

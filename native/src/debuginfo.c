@@ -73,6 +73,21 @@ reject:
 	return -1;
 }
 
+int dw_debug_file_at(struct dw_elf *e, const char *path, struct dw_elf *out)
+{
+	struct search s = { .e = e, .out = out };
+
+	if (!e->build_id_len)
+		return DWUNW_ERR_NOT_FOUND;
+	if (try_candidate(&s, path, 0, 0))
+		return DWUNW_ERR_NOT_FOUND;
+	if (out->build_id_len != e->build_id_len) {
+		dw_elf_close(out);
+		return DWUNW_ERR_NOT_FOUND;
+	}
+	return DWUNW_OK;
+}
+
 /* "sysroot" + "root" (one entry of debug_dirs) into buf; -1 when it does not fit. */
 static int root_path(char *buf, size_t len, const char *sysroot, const char *root, size_t rootlen)
 {

@@ -23,6 +23,9 @@
 int dw_debug_file_open(struct dw_elf *e, const char *module_path, const char *sysroot,
 		       const char *debug_dirs, struct dw_elf *out, char *found, size_t foundlen);
 
+/* Open the debug file at path for e: only when both have a build id and they are equal. */
+int dw_debug_file_at(struct dw_elf *e, const char *path, struct dw_elf *out);
+
 /* The .gnu_debuglink of e: file name and CRC. 0 when present and well-formed. */
 int dw_debuglink(struct dw_elf *e, const char **name, uint32_t *crc);
 

@@ -74,6 +74,7 @@ struct dwunw_ctx_impl {
 	uint32_t nprocs;
 	uint64_t proc_seq;
 	struct dw_image *images;    /* vDSO images read from processes, deduplicated */
+	struct dw_fetcher *fetcher; /* debuginfod.c: with DWUNW_CFG_DEBUGINFOD */
 	/* The places (unwind.c) of a recent capture: the next capture of the same process starts
 	 * with them instead of looking its modules up. Whoever sets memo_busy owns the fields below
 	 * until it clears it; a capture that finds it set does without (no waiting). No reference

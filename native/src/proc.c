@@ -15,148 +15,69 @@
 #define DW_MAX_PROCS 64          /* cached pids; the oldest unused one goes first */
 #define DW_MAX_VDSO (1u << 20)   /* a vDSO larger than this is not believed */
 
-int dw_parse_hex(const char **s, const char *end, uint64_t *out)
-{
-	uint64_t v = 0;
-	const char *p = *s;
-
-	if (p >= end)
-		return -1;
-	for (; p < end; p++) {
-		unsigned d;
-		if (*p >= '0' && *p <= '9') d = (unsigned)(*p - '0');
-		else if (*p >= 'a' && *p <= 'f') d = (unsigned)(*p - 'a' + 10);
-		else if (*p >= 'A' && *p <= 'F') d = (unsigned)(*p - 'A' + 10);
-		else break;
-		if (v >> 60)
-			return -1;
-		v = v << 4 | d;
-	}
-	if (p == *s)
-		return -1;
-	*s = p;
-	*out = v;
-	return 0;
-}
-
-static int decval(const char **s, const char *end, uint64_t *out)
-{
-	uint64_t v = 0;
-	const char *p = *s;
-
-	for (; p < end && *p >= '0' && *p <= '9'; p++)
-		v = v * 10 + (uint64_t)(*p - '0');
-	if (p == *s)
-		return -1;
-	*s = p;
-	*out = v;
-	return 0;
-}
-
-static int expect(const char **s, const char *end, char c)
-{
-	if (*s >= end || **s != c)
-		return -1;
-	(*s)++;
-	return 0;
-}
-
-static void skip_spaces(const char **s, const char *end)
-{
-	while (*s < end && **s == ' ')
-		(*s)++;
-}
-
-/* One line: "start-end perms offset major:minor inode   path". */
-static int parse_line(const char *s, const char *end, struct dw_map *m, const char **path,
-		      size_t *path_len)
-{
-	uint64_t maj, min;
-
-	memset(m, 0, sizeof(*m));
-	if (dw_parse_hex(&s, end, &m->start) || expect(&s, end, '-') || dw_parse_hex(&s, end, &m->end) ||
-	    expect(&s, end, ' ') || end - s < 5)
-		return -1;
-	m->prot = (s[0] == 'r' ? DW_PROT_R : 0) | (s[1] == 'w' ? DW_PROT_W : 0) |
-		  (s[2] == 'x' ? DW_PROT_X : 0);
-	s += 4;
-	if (expect(&s, end, ' ') || dw_parse_hex(&s, end, &m->offset) || expect(&s, end, ' ') ||
-	    dw_parse_hex(&s, end, &maj) || expect(&s, end, ':') || dw_parse_hex(&s, end, &min) ||
-	    expect(&s, end, ' ') || decval(&s, end, &m->inode))
-		return -1;
-	if (m->end <= m->start)
-		return -1;
-	m->dev_major = (uint32_t)maj;
-	m->dev_minor = (uint32_t)min;
-	skip_spaces(&s, end);
-	*path = s;
-	*path_len = (size_t)(end - s);
-	return 0;
-}
-
 static int cmp_map(const void *a, const void *b)
 {
 	const struct dw_map *x = a, *y = b;
 	return x->start < y->start ? -1 : x->start > y->start;
 }
 
-int dw_proc_parse(struct dw_proc *p, const char *text, size_t len)
+/* What the library makes of a mapping: a file to open, the vDSO, or memory with no file. */
+static uint8_t map_kind(const struct dw_map *m)
 {
-	const char *s = text, *end = text + len;
-	size_t nlines = 0, cap;
+	if (!m->path)
+		return DW_MAP_ANON;
+	if (m->path[0] != '[') /* anonymous memory: no file, whatever the inode says */
+		return m->inode == 0 && !m->deleted && m->path[0] != '/' ? DW_MAP_SPECIAL : DW_MAP_FILE;
+	if (!strcmp(m->path, "[vdso]"))
+		return DW_MAP_VDSO;
+	if (!strcmp(m->path, "[uprobes]"))
+		return DW_MAP_UPROBES;
+	return DW_MAP_SPECIAL;
+}
+
+/* p's maps from entries: kinds decided, paths copied, sorted by start. */
+static int proc_from_entries(struct dw_proc *p, const struct dwunw_map *e, size_t n)
+{
+	size_t slen = 0;
 	char *strs;
 
-	for (size_t i = 0; i < len; i++)
-		nlines += text[i] == '\n';
-	cap = nlines + 1;
-	p->maps = calloc(cap, sizeof(*p->maps));
-	p->strings = strs = malloc(len + 1);
+	if (!n || n > UINT32_MAX)
+		return DWUNW_ERR_INVALID_ARG;
+	for (size_t i = 0; i < n; i++) {
+		if (e[i].end <= e[i].start)
+			return DWUNW_ERR_INVALID_ARG;
+		slen += e[i].path ? strlen(e[i].path) + 1 : 0;
+	}
+	p->maps = calloc(n, sizeof(*p->maps));
+	p->strings = strs = malloc(slen + 1);
 	if (!p->maps || !strs)
 		return DWUNW_ERR_NOMEM;
-	p->nmaps = 0;
-	while (s < end) {
-		const char *eol = memchr(s, '\n', (size_t)(end - s));
-		const char *path;
-		size_t plen;
-		struct dw_map *m = &p->maps[p->nmaps];
+	for (size_t i = 0; i < n; i++) {
+		struct dw_map *m = &p->maps[i];
+		size_t l = e[i].path ? strlen(e[i].path) : 0;
 
-		if (!eol)
-			eol = end;
-		if (eol > s && parse_line(s, eol, m, &path, &plen) == 0) {
-			static const char del[] = " (deleted)";
-			if (plen >= sizeof(del) - 1 && !memcmp(path + plen - (sizeof(del) - 1), del, sizeof(del) - 1)) {
-				m->deleted = 1;
-				plen -= sizeof(del) - 1;
-			}
-			if (!plen) {
-				m->kind = DW_MAP_ANON;
-			} else {
-				memcpy(strs, path, plen);
-				strs[plen] = 0;
-				m->path = strs;
-				strs += plen + 1;
-				if (path[0] != '[')
-					m->kind = DW_MAP_FILE;
-				else if (!strcmp(m->path, "[vdso]"))
-					m->kind = DW_MAP_VDSO;
-				else if (!strcmp(m->path, "[uprobes]"))
-					m->kind = DW_MAP_UPROBES;
-				else
-					m->kind = DW_MAP_SPECIAL;
-			}
-			/* anonymous memory: no file, whatever the inode says */
-			if (m->kind == DW_MAP_FILE && m->inode == 0 && !m->deleted && m->path[0] != '/')
-				m->kind = DW_MAP_SPECIAL;
-			p->nmaps++;
+		m->start = e[i].start;
+		m->end = e[i].end;
+		m->offset = e[i].offset;
+		m->inode = e[i].inode;
+		m->dev_major = e[i].dev_major;
+		m->dev_minor = e[i].dev_minor;
+		m->prot = (uint8_t)(e[i].flags & (DWUNW_MAP_R | DWUNW_MAP_W | DWUNW_MAP_X));
+		m->deleted = !!(e[i].flags & DWUNW_MAP_DELETED);
+		if (l) {
+			memcpy(strs, e[i].path, l + 1);
+			m->path = strs;
+			strs += l + 1;
 		}
-		s = eol + 1;
+		m->kind = map_kind(m);
 	}
+	p->nmaps = (uint32_t)n;
 	for (uint32_t i = 1; i < p->nmaps; i++)
 		if (p->maps[i - 1].start > p->maps[i].start) {
 			qsort(p->maps, p->nmaps, sizeof(*p->maps), cmp_map);
 			break;
 		}
-	return p->nmaps ? DWUNW_OK : DWUNW_ERR_CORRUPT;
+	return DWUNW_OK;
 }
 
 static void proc_free(struct dw_proc *p)
@@ -216,57 +137,6 @@ static void publish(struct dwunw_ctx_impl *c, struct dw_proc *p)
 		proc_retire(c, old);
 }
 
-static int read_maps(int32_t pid, char **out, size_t *len)
-{
-	char path[64];
-	size_t cap = 1 << 16, n = 0;
-	char *buf = malloc(cap);
-	int fd;
-
-	if (!buf)
-		return DWUNW_ERR_NOMEM;
-	snprintf(path, sizeof(path), "/proc/%d/maps", pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		int e = errno;
-		free(buf);
-		return e == ENOENT ? DWUNW_ERR_NO_PROCESS : dw_errno_to_err(e);
-	}
-	for (;;) {
-		ssize_t r;
-		if (n == cap) {
-			char *nb = realloc(buf, cap * 2);
-			if (!nb) {
-				free(buf);
-				close(fd);
-				return DWUNW_ERR_NOMEM;
-			}
-			buf = nb;
-			cap *= 2;
-		}
-		r = read(fd, buf + n, cap - n);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0) {
-			int e = errno;
-			free(buf);
-			close(fd);
-			return e == ESRCH ? DWUNW_ERR_NO_PROCESS : dw_errno_to_err(e);
-		}
-		if (r == 0)
-			break;
-		n += (size_t)r;
-	}
-	close(fd);
-	if (!n) {
-		free(buf);
-		return DWUNW_ERR_NO_PROCESS; /* a zombie has no maps */
-	}
-	*out = buf;
-	*len = n;
-	return DWUNW_OK;
-}
-
 /* Insert p as the pid's current snapshot; the one it replaces dies when unreferenced. Locked. */
 static void install(struct dwunw_ctx_impl *c, struct dw_proc *p)
 {
@@ -305,28 +175,26 @@ static void install(struct dwunw_ctx_impl *c, struct dw_proc *p)
 	c->nprocs++;
 }
 
-static int load_proc(int32_t pid, const char *text, size_t len,
-		     struct dw_proc **out)
+/* A new snapshot of pid: from /proc (e NULL), or from the caller's entries. */
+static int load_proc(int32_t pid, const struct dwunw_map *e, size_t n, struct dw_proc **out)
 {
 	struct dw_proc *p = calloc(1, sizeof(*p));
-	char *own = NULL;
 	int err;
 
 	if (!p)
 		return DWUNW_ERR_NOMEM;
 	p->pid = pid;
-	if (!text) {
-		err = read_maps(pid, &own, &len);
-		if (err) {
-			free(p);
-			return err;
-		}
-		text = own;
-	} else {
+	if (e) {
 		p->offline = 1;
+		err = proc_from_entries(p, e, n);
+	} else {
+		struct dwunw_map *live = NULL;
+		/* pid 0 has no maps (dwunw_maps_load would read ours) */
+		err = pid > 0 ? dwunw_maps_load(pid, &live, &n) : DWUNW_ERR_NO_PROCESS;
+		if (!err)
+			err = proc_from_entries(p, live, n);
+		free(live);
 	}
-	err = dw_proc_parse(p, text, len);
-	free(own);
 	if (err) {
 		proc_free(p);
 		return err;
@@ -615,21 +483,75 @@ int dw_map_module(struct dwunw_ctx_impl *c, struct dw_proc *p, struct dw_map *m,
 	return err;
 }
 
-DWUNW_API int dwunw_maps_set(struct dwunw_ctx *ctx, int32_t pid, const char *maps_text, size_t len)
+/* Install the caller's maps of pid: offline (set), or live and kept by the caller (pinned). */
+static int maps_give(struct dwunw_ctx *ctx, int32_t pid, const struct dwunw_map *e, size_t n, int pinned)
 {
 	struct dwunw_ctx_impl *c = dw_ctx(ctx);
 	struct dw_proc *p;
 	int err;
 
-	if (!c || !maps_text || !len)
+	if (!c || !e || !n || (pinned && pid <= 0))
 		return DWUNW_ERR_INVALID_ARG;
-	err = load_proc(pid, maps_text, len, &p);
+	err = load_proc(pid, e, n, &p);
 	if (err)
 		return err;
+	if (pinned) {
+		p->offline = 0;  /* memory beyond the snapshot is still read from the process */
+		p->pinned = 1;
+	}
 	pthread_mutex_lock(&c->lock);
 	install(c, p);
 	pthread_mutex_unlock(&c->lock);
 	return DWUNW_OK;
+}
+
+/* The text forms: parsed into entries (on a copy: the parser works in place), then as those. */
+static int maps_give_text(struct dwunw_ctx *ctx, int32_t pid, const char *maps_text, size_t len, int pinned)
+{
+	struct dwunw_map *e = NULL;
+	size_t n = 0;
+	char *copy;
+	int err;
+
+	if (!dw_ctx(ctx) || !maps_text || !len || (pinned && pid <= 0))
+		return DWUNW_ERR_INVALID_ARG;
+	err = dwunw_maps_parse((char *)maps_text, len, NULL, &n); /* counting writes nothing */
+	if (err)
+		return err;
+	copy = malloc(len + 1);
+	e = malloc(n * sizeof(*e));
+	if (!copy || !e) {
+		err = DWUNW_ERR_NOMEM;
+	} else {
+		memcpy(copy, maps_text, len);
+		copy[len] = 0;
+		err = dwunw_maps_parse(copy, len, e, &n);
+		if (!err)
+			err = maps_give(ctx, pid, e, n, pinned);
+	}
+	free(e);
+	free(copy);
+	return err;
+}
+
+DWUNW_API int dwunw_maps_set_entries(struct dwunw_ctx *ctx, int32_t pid, const struct dwunw_map *maps, size_t n)
+{
+	return maps_give(ctx, pid, maps, n, 0);
+}
+
+DWUNW_API int dwunw_maps_pin_entries(struct dwunw_ctx *ctx, int32_t pid, const struct dwunw_map *maps, size_t n)
+{
+	return maps_give(ctx, pid, maps, n, 1);
+}
+
+DWUNW_API int dwunw_maps_set(struct dwunw_ctx *ctx, int32_t pid, const char *maps_text, size_t len)
+{
+	return maps_give_text(ctx, pid, maps_text, len, 0);
+}
+
+DWUNW_API int dwunw_maps_pin(struct dwunw_ctx *ctx, int32_t pid, const char *maps_text, size_t len)
+{
+	return maps_give_text(ctx, pid, maps_text, len, 1);
 }
 
 int dw_proc_read_mem(const struct dw_proc *p, uint64_t addr, void *buf, size_t len)
@@ -648,25 +570,6 @@ int dw_proc_read_mem(const struct dw_proc *p, uint64_t addr, void *buf, size_t l
 		return DWUNW_OK;
 	}
 	return DWUNW_ERR_IO;
-}
-
-DWUNW_API int dwunw_maps_pin(struct dwunw_ctx *ctx, int32_t pid, const char *maps_text, size_t len)
-{
-	struct dwunw_ctx_impl *c = dw_ctx(ctx);
-	struct dw_proc *p;
-	int err;
-
-	if (!c || !maps_text || !len || pid <= 0)
-		return DWUNW_ERR_INVALID_ARG;
-	err = load_proc(pid, maps_text, len, &p);
-	if (err)
-		return err;
-	p->offline = 0;  /* memory beyond the snapshot is still read from the process */
-	p->pinned = 1;
-	pthread_mutex_lock(&c->lock);
-	install(c, p);
-	pthread_mutex_unlock(&c->lock);
-	return DWUNW_OK;
 }
 
 DWUNW_API int dwunw_memory_add(struct dwunw_ctx *ctx, int32_t pid, uint64_t addr, const void *data,

@@ -60,7 +60,7 @@ struct dw_proc {
 };
 
 /* A hexadecimal number at *s (before end), *s moved past it: 0, or -1 when there is none or it
- * overflows 64 bits (maps lines, NT_FILE-less sidecars). */
+ * overflows 64 bits (maps lines, NT_FILE-less sidecars). In maps_parse.c. */
 int dw_parse_hex(const char **s, const char *end, uint64_t *out);
 
 /* Offline memory of p: DWUNW_OK with the bytes, or DWUNW_ERR_IO when no region covers them. */
@@ -94,8 +94,5 @@ int dw_map_module(struct dwunw_ctx_impl *c, struct dw_proc *p, struct dw_map *m,
 /* The same without I/O or lock: the module this mapping already found (a reference taken), the
  * error its load already gave, or DWUNW_ERR_WOULDBLOCK when it was not loaded yet. */
 int dw_map_module_cached(struct dw_map *m, struct dwunw_module **out);
-
-/* Parse maps text into p (exposed for tests). */
-int dw_proc_parse(struct dw_proc *p, const char *text, size_t len);
 
 #endif

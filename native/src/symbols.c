@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 #include "debuginfo.h"
+#include "debuginfod.h"
 #include "demangle.h"
 #include "dwarf_line.h"
 #include "internal.h"
@@ -65,6 +66,8 @@ struct dw_symtab {
 	int have_mdi;
 	void *mdi_buf;
 	char dbg_path[PATH_MAX];
+	struct dw_symtab *older;  /* the index this one replaced (a debug file came later): its
+				   * names may still be held by a reader until the module unloads */
 	uint32_t gen;            /* the module's generation when built */
 	uint64_t build_ns;
 	uint64_t line_ns;
@@ -409,6 +412,11 @@ int dw_symtab_build(const struct dwunw_ctx_impl *c, const struct dwunw_module *m
 				       sizeof(s->dbg_path)) == DWUNW_OK)
 			s->have_dbg = 1;
 	}
+	/* One fetched from debuginfod (debuginfod.c), matched by build id. */
+	if (!s->have_dbg && !has_data(e, DW_SEC_SYMTAB) &&
+	    dw_fetcher_path((struct dwunw_ctx_impl *)c, e, s->dbg_path, sizeof(s->dbg_path)) == 0 &&
+	    dw_debug_file_at(e, s->dbg_path, &s->dbg) == DWUNW_OK)
+		s->have_dbg = 1;
 	/* MiniDebugInfo, unless the debug file already has the full .symtab. */
 	if (has_data(e, DW_SEC_GNU_DEBUGDATA) && !(s->have_dbg && has_data(&s->dbg, DW_SEC_SYMTAB)) &&
 	    dw_debugdata_open(e, &s->mdi, &s->mdi_buf) == DWUNW_OK)
@@ -454,6 +462,7 @@ void dw_symtab_free(struct dw_symtab *s)
 {
 	if (!s)
 		return;
+	dw_symtab_free(s->older);
 	dw_lines_free(s->lines);
 	free(s->syms);
 	if (s->have_dbg)
@@ -610,10 +619,27 @@ static int module_symtab(const struct dwunw_ctx_impl *c, struct dwunw_module *m,
 		return st;
 	/* An index of the file a reloaded slot held before: its names point into a closed mapping.
 	 * (module.c's unload must free m->syms and reset syms_state; this only refuses to crash.) */
-	if (m->syms && m->syms->gen != atomic_load_explicit(&m->gen, memory_order_acquire))
+	struct dw_symtab *cur = __atomic_load_n(&m->syms, __ATOMIC_ACQUIRE);
+	if (cur && cur->gen != atomic_load_explicit(&m->gen, memory_order_acquire))
 		return DWUNW_ERR_NO_MODULE;
-	*out = m->syms;
+	*out = __atomic_load_n(&m->syms, __ATOMIC_ACQUIRE);
 	return DWUNW_OK;
+}
+
+void dw_symtab_upgrade(struct dwunw_ctx_impl *c, struct dwunw_module *m)
+{
+	pthread_mutex_lock(&m->lock);
+	struct dw_symtab *old = m->syms, *s = NULL;
+	if (atomic_load_explicit(&m->syms_state, memory_order_relaxed) == 1 && old && !old->have_dbg &&
+	    dw_symtab_build(c, m, &s) == DWUNW_OK) {
+		if (s->have_dbg) {
+			s->older = old;
+			__atomic_store_n(&m->syms, s, __ATOMIC_RELEASE);
+		} else {
+			dw_symtab_free(s);
+		}
+	}
+	pthread_mutex_unlock(&m->lock);
 }
 
 DWUNW_API int dwunw_symbolize(struct dwunw_ctx *ctx, struct dwunw_module *mod, uint64_t addr,

@@ -14,6 +14,8 @@ struct dwunw_ctx_impl;
 /* Build the index for module m (its ELF is m->elf; debug_dirs/sysroot/flags from the context). */
 int dw_symtab_build(const struct dwunw_ctx_impl *c, const struct dwunw_module *m, struct dw_symtab **out);
 void dw_symtab_free(struct dw_symtab *s);
+/* A debug file came (debuginfod.c) after m's index was built without one: rebuild, swap it in. */
+void dw_symtab_upgrade(struct dwunw_ctx_impl *c, struct dwunw_module *m);
 /* Memory the index holds: its symbols and what it read of debug files (not the module's ELF). */
 uint64_t dw_symtab_bytes(const struct dw_symtab *s);
 /* Symbol covering module address `addr` (thread-safe: the line table is built on first use under

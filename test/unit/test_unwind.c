@@ -700,6 +700,56 @@ static void test_code_start_memo(void)
 }
 
 /*
+ * The maps parser on lines whose fields are known (the kernel's format: fs/proc/task_mmu.c),
+ * and on /proc/self/maps against its line count.
+ */
+static void test_maps_parse(void)
+{
+	static const char lines[] =
+		"55d0c0a00000-55d0c0a02000 r--p 00000000 fd:01 1234567                    /usr/bin/cat\n"
+		"7f0000000000-7f0000001000 rw-s 00001000 00:05 42                         /dev/zero (deleted)\n"
+		"7f0000002000-7f0000003000 ---p 00000000 00:00 0 \n"
+		"not a mapping\n"
+		"7f0000004000-7f0000003000 r-xp 00000000 00:00 0\n"
+		"7ffd00000000-7ffd00002000 r-xp 00000000 00:00 0                          [vdso]";
+	struct dwunw_map m[4];
+	char *text = malloc(sizeof(lines)), *self_text;
+	size_t n = 0, len, lc = 0;
+
+	memcpy(text, lines, sizeof(lines));
+	is_int(dwunw_maps_parse(text, sizeof(lines) - 1, NULL, &n), DWUNW_OK, "maps parse: counted");
+	is_int((int)n, 4, "maps parse: 4 mappings (a line that is not one, and end <= start, skipped)");
+	ok(!memcmp(text, lines, sizeof(lines)), "maps parse: counting leaves the text as it is");
+	n = 2;
+	is_int(dwunw_maps_parse(text, sizeof(lines) - 1, m, &n), DWUNW_ERR_INVALID_ARG, "maps parse: 2 slots are too few");
+	is_int((int)n, 4, "maps parse: ... and says how many are needed");
+	ok(!memcmp(text, lines, sizeof(lines)), "maps parse: ... having written nothing");
+	n = 4;
+	is_int(dwunw_maps_parse(text, sizeof(lines) - 1, m, &n), DWUNW_OK, "maps parse: parsed");
+	ok(m[0].start == 0x55d0c0a00000 && m[0].end == 0x55d0c0a02000 && m[0].offset == 0 &&
+	   m[0].dev_major == 0xfd && m[0].dev_minor == 1 && m[0].inode == 1234567 &&
+	   m[0].flags == DWUNW_MAP_R && !strcmp(m[0].path, "/usr/bin/cat"), "maps parse: a file mapping");
+	ok(m[1].offset == 0x1000 && m[1].dev_major == 0 && m[1].dev_minor == 5 && m[1].inode == 42 &&
+	   m[1].flags == (DWUNW_MAP_R | DWUNW_MAP_W | DWUNW_MAP_SHARED | DWUNW_MAP_DELETED) &&
+	   !strcmp(m[1].path, "/dev/zero"), "maps parse: shared, deleted: \"%s\"", m[1].path);
+	ok(m[2].flags == 0 && !strcmp(m[2].path, ""), "maps parse: anonymous, no access: \"%s\"", m[2].path);
+	ok(m[3].flags == (DWUNW_MAP_R | DWUNW_MAP_X) && !strcmp(m[3].path, "[vdso]"),
+	   "maps parse: the last line, without a newline: \"%s\"", m[3].path);
+	n = 4;
+	is_int(dwunw_maps_parse(text, 14, m, &n), DWUNW_ERR_CORRUPT, "maps parse: a cut line is no mapping");
+	free(text);
+
+	is_int(dwunw_maps_read(0, &self_text, &len), DWUNW_OK, "maps read: our own");
+	for (size_t i = 0; i < len; i++)
+		lc += self_text[i] == '\n';
+	n = 0;
+	is_int(dwunw_maps_parse(self_text, len, NULL, &n), DWUNW_OK, "maps parse: /proc/self/maps");
+	is_int((int)n, (int)lc, "maps parse: one mapping a line of /proc/self/maps (%zu)", lc);
+	free(self_text);
+	is_int(dwunw_maps_read(-1, &self_text, &len), DWUNW_ERR_INVALID_ARG, "maps read: pid -1 refused");
+}
+
+/*
  * Maps pinned by the caller (dwunw_maps_pin, as memleak does from mapping events): used as given
  * for a live pid, never re-read, and a file opened only while it is the very file mapped.
  */
@@ -708,8 +758,9 @@ static void test_pinned(void)
 	struct dwunw_ctx ctx;
 	struct dwunw_frame f[MAXF];
 	struct dwunw_regs regs = self.regs;
-	size_t nf = MAXF, len = 0;
-	char *bad, line[4352];
+	struct dwunw_map *e;
+	size_t nf = MAXF, n;
+	char *text;
 	int err;
 
 	if (!self.maps || !self_nf) {
@@ -726,29 +777,34 @@ static void test_pinned(void)
 	   "pinned: the same %zu frames as live (%s)", nf, dwunw_errname(err));
 	dwunw_module_cache_release(&ctx, f, nf);
 
+	/* the same maps as entries (what a tool holds): the same frames */
+	text = malloc(self.maps_len + 1);
+	memcpy(text, self.maps, self.maps_len);
+	text[self.maps_len] = 0;
+	n = 0;
+	is_int(dwunw_maps_parse(text, self.maps_len, NULL, &n), DWUNW_OK, "pinned: %zu mappings counted", n);
+	e = calloc(n, sizeof(*e));
+	is_int(dwunw_maps_parse(text, self.maps_len, e, &n), DWUNW_OK, "pinned: parsed into entries");
+	is_int(dwunw_maps_pin_entries(&ctx, regs.pid, e, n), DWUNW_OK, "pinned: entries of our pid");
+	nf = MAXF;
+	err = dwunw_capture(&ctx, &regs, f, &nf);
+	ok(err == DWUNW_OK && same_frames(f, nf, self_frames, self_nf, ~0u),
+	   "pinned entries: the same %zu frames as live (%s)", nf, dwunw_errname(err));
+	dwunw_module_cache_release(&ctx, f, nf);
+
 	/* every file mapping with another inode: no file is the one mapped, so no module (no guess,
 	 * no re-read of /proc) */
-	bad = malloc(self.maps_len * 2 + 64);
-	for (const char *s = self.maps, *end = self.maps + self.maps_len; s < end;) {
-		const char *eol = memchr(s, '\n', (size_t)(end - s));
-		size_t l = eol ? (size_t)(eol - s) : (size_t)(end - s);
-		unsigned long long lo, hi, off, ino;
-		char perms[8], dev[16];
-		int pos = 0;
-
-		snprintf(line, sizeof(line), "%.*s", (int)l, s);
-		if (sscanf(line, "%llx-%llx %7s %llx %15s %llu %n", &lo, &hi, perms, &off, dev, &ino, &pos) >= 6)
-			len += (size_t)sprintf(bad + len, "%llx-%llx %s %llx %s %llu %s\n", lo, hi, perms, off, dev,
-					       ino ? ino + 7777777 : 0, pos ? line + pos : "");
-		s += l + 1;
-	}
-	is_int(dwunw_maps_pin(&ctx, regs.pid, bad, len), DWUNW_OK, "pinned: maps of other inodes");
+	for (size_t i = 0; i < n; i++)
+		if (e[i].inode)
+			e[i].inode += 7777777;
+	is_int(dwunw_maps_pin_entries(&ctx, regs.pid, e, n), DWUNW_OK, "pinned: maps of other inodes");
 	nf = MAXF;
 	err = dwunw_capture(&ctx, &regs, f, &nf);
 	ok(nf >= 1 && !f[0].module, "pinned: frame 0 in no module when its file is not the mapped one (%s, %zu frames)",
 	   dwunw_errname(err), nf);
 	dwunw_module_cache_release(&ctx, f, nf);
-	free(bad);
+	free(e);
+	free(text);
 	dwunw_shutdown(&ctx);
 }
 
@@ -1491,6 +1547,7 @@ int main(void)
 	ok(make_self_snapshot() >= 0 && snap_err == 0, "self: snapshot inside qsort -> bsearch -> dl_iterate_phdr callbacks");
 	test_self();
 	test_offline();
+	test_maps_parse();
 	test_pinned();
 	test_code_start_memo();
 	test_live_end();

@@ -229,6 +229,69 @@ static int describe(struct py_walk *w, uint64_t fr, const struct raw_frame *rf, 
 	return DWUNW_OK;
 }
 
+/* One raw frame into the chain (the rule both readers share: a 3.12 shim marks the frame above it
+ * as its call's entry, a frame CPython would not show yet hands its entry mark inward). */
+static int take_frame(struct py_walk *w, uint64_t fr, const struct raw_frame *rf,
+		      struct dwunw_py_frame *frames, size_t *cnt, size_t cap)
+{
+	const struct dw_py_layout *L = w->L;
+	int skip, err;
+
+	if (rf->owner == L->owner_cstack) {
+		/* 3.12's shim below an eval call's first frame: that frame is its entry; a shim
+		 * with no frame of its own call above it (just pushed) cuts the chain. */
+		if (!*cnt || (frames[*cnt - 1].flags & DWUNW_PY_ENTRY))
+			return DWUNW_ERR_CORRUPT;
+		frames[*cnt - 1].flags |= DWUNW_PY_ENTRY;
+		return DWUNW_OK;
+	}
+	if (*cnt == cap)
+		return DWUNW_ERR_DEPTH;
+	if ((err = describe(w, fr, rf, &frames[*cnt], &skip)))
+		return err;
+	/* A skipped entry frame hands its mark to the inner frame of its native call; when that
+	 * call shows no other frame, it is shown (it is what that call runs). */
+	if (skip && rf->is_entry && (!*cnt || (frames[*cnt - 1].flags & DWUNW_PY_ENTRY)))
+		skip = 0;
+	if (!skip)
+		(*cnt)++;
+	else if (rf->is_entry)
+		frames[*cnt - 1].flags |= DWUNW_PY_ENTRY;
+	return DWUNW_OK;
+}
+
+/* A walker over pid's memory: one allocation per call (line table, code cache), none per frame. */
+static int walk_open(struct dwunw_ctx_impl *c, const struct dwunw_py_runtime *rt, struct py_walk **out)
+{
+	const struct dw_py_layout *L;
+	struct py_walk *w;
+	int err;
+
+	*out = NULL;
+	if (!(L = dw_py_layout_at(rt->layout)))
+		return DWUNW_ERR_UNSUPPORTED;
+	if (!(w = calloc(1, sizeof(*w))) || !(w->linetab = malloc(MAX_LINETAB))) {
+		free(w);
+		return DWUNW_ERR_NOMEM;
+	}
+	w->rt = rt;
+	w->L = L;
+	if ((err = dw_py_mem_open(&w->m, c, rt->pid))) {
+		free(w->linetab);
+		free(w);
+		return err;
+	}
+	*out = w;
+	return DWUNW_OK;
+}
+
+static void walk_close(struct py_walk *w)
+{
+	dw_py_mem_close(&w->m);
+	free(w->linetab);
+	free(w);
+}
+
 DWUNW_API int dwunw_py_stack(struct dwunw_ctx *ctx, const struct dwunw_py_runtime *rt, int32_t tid,
 			     struct dwunw_py_frame *frames, size_t *n)
 {
@@ -245,20 +308,9 @@ DWUNW_API int dwunw_py_stack(struct dwunw_ctx *ctx, const struct dwunw_py_runtim
 	*n = 0;
 	if (!c || !rt || rt->size < sizeof(*rt) || (cap && !frames) || tid <= 0)
 		return DWUNW_ERR_INVALID_ARG;
-	if (!(L = dw_py_layout_at(rt->layout)))
-		return DWUNW_ERR_UNSUPPORTED;
-	/* one allocation per call (line table, code cache), none per frame */
-	if (!(w = calloc(1, sizeof(*w))) || !(w->linetab = malloc(MAX_LINETAB))) {
-		free(w);
-		return DWUNW_ERR_NOMEM;
-	}
-	w->rt = rt;
-	w->L = L;
-	if ((err = dw_py_mem_open(&w->m, c, rt->pid))) {
-		free(w->linetab);
-		free(w);
+	if ((err = walk_open(c, rt, &w)))
 		return err;
-	}
+	L = w->L;
 	err = find_tstate(w, tid, &ts);
 	if (!err && !ts)
 		err = DWUNW_ERR_NOT_FOUND;
@@ -268,40 +320,66 @@ DWUNW_API int dwunw_py_stack(struct dwunw_ctx *ctx, const struct dwunw_py_runtim
 		err = dw_py_read_u64(&w->m, cframe + L->cf_current_frame, &fr);
 	while (!err && fr) {
 		struct raw_frame rf;
-		int skip;
 
-		if (cnt == cap) {
-			err = DWUNW_ERR_DEPTH;
-			break;
-		}
 		if ((err = read_frame(w, fr, &rf)))
 			break;
-		if (rf.owner == L->owner_cstack) {
-			/* 3.12's shim below an eval call's first frame: that frame is its entry; a shim
-			 * with no frame of its own call above it (just pushed) cuts the chain. */
-			if (!cnt || (frames[cnt - 1].flags & DWUNW_PY_ENTRY)) {
-				err = DWUNW_ERR_CORRUPT;
-				break;
-			}
-			frames[cnt - 1].flags |= DWUNW_PY_ENTRY;
-			fr = rf.previous;
-			continue;
-		}
-		if ((err = describe(w, fr, &rf, &frames[cnt], &skip)))
-			break;
-		/* A skipped entry frame hands its mark to the inner frame of its native call; when that
-		 * call shows no other frame, it is shown (it is what that call runs). */
-		if (skip && rf.is_entry && (!cnt || (frames[cnt - 1].flags & DWUNW_PY_ENTRY)))
-			skip = 0;
-		if (!skip)
-			cnt++;
-		else if (rf.is_entry)
-			frames[cnt - 1].flags |= DWUNW_PY_ENTRY;
+		err = take_frame(w, fr, &rf, frames, &cnt, cap);
 		fr = rf.previous;
 	}
-	dw_py_mem_close(&w->m);
-	free(w->linetab);
-	free(w);
+	walk_close(w);
 	*n = cnt;
 	return err;
+}
+
+DWUNW_API int dwunw_py_describe(struct dwunw_ctx *ctx, const struct dwunw_py_runtime *rt,
+				const struct dwunw_py_raw *raw, size_t nraw,
+				struct dwunw_py_frame *frames, size_t *n)
+{
+	struct dwunw_ctx_impl *c = dw_ctx(ctx);
+	struct py_walk *w;
+	size_t cap, cnt = 0;
+	int err;
+
+	if (!n)
+		return DWUNW_ERR_INVALID_ARG;
+	cap = *n;
+	*n = 0;
+	if (!c || !rt || rt->size < sizeof(*rt) || (cap && !frames) || (nraw && !raw))
+		return DWUNW_ERR_INVALID_ARG;
+	if ((err = walk_open(c, rt, &w)))
+		return err;
+	for (size_t i = 0; !err && i < nraw; i++) {
+		struct raw_frame rf = { .code = raw[i].code, .prev_instr = raw[i].prev_instr,
+					.is_entry = raw[i].is_entry, .owner = raw[i].owner };
+		err = take_frame(w, raw[i].frame, &rf, frames, &cnt, cap);
+	}
+	walk_close(w);
+	*n = cnt;
+	return err;
+}
+
+DWUNW_API int dwunw_py_offsets(const struct dwunw_py_runtime *rt, struct dwunw_py_offsets *o)
+{
+	const struct dw_py_layout *L;
+
+	if (!rt || !o || rt->size < sizeof(*rt))
+		return DWUNW_ERR_INVALID_ARG;
+	if (!(L = dw_py_layout_at(rt->layout)))
+		return DWUNW_ERR_UNSUPPORTED;
+	memset(o, 0, sizeof(*o));
+	o->rt_interp_head = L->rt_interp_head;
+	o->is_next = L->is_next;
+	o->is_threads_head = L->is_threads_head;
+	o->ts_next = L->ts_next;
+	o->ts_cframe = L->ts_cframe;
+	o->ts_native_tid = L->ts_native_tid;
+	o->cf_current_frame = L->cf_current_frame;
+	o->fr_code = L->fr_code;
+	o->fr_previous = L->fr_previous;
+	o->fr_prev_instr = L->fr_prev_instr;
+	o->fr_is_entry = L->fr_is_entry;
+	o->fr_owner = L->fr_owner;
+	o->entry_flag = L->entry_flag;
+	o->owner_cstack = L->owner_cstack;
+	return DWUNW_OK;
 }

@@ -1,0 +1,65 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * profile's state: one context, made in main() and passed down to every part of its user space
+ * (the runtime gets what it needs of it as parameters).
+ */
+#ifndef DWUNW_PROFILE_STATE_H
+#define DWUNW_PROFILE_STATE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "profile_agg.h"
+#include "profile_opts.h"
+#include "profile_out.h"
+#include "runtime/frames.h"
+#include "runtime/py_merge.h"
+#include "runtime/stack_store.h"
+#ifdef HAVE_KWALK
+#include "kwalk/kwalk_track_user.h"
+#endif
+
+#define PR_COMM_CACHE 4096
+
+struct bpf_link;
+
+struct profile_ctx {
+	struct pr_opts opts;            /* the command line */
+	struct profile_bpf *skel;
+	struct stack_store st;          /* user and kernel stacks (the kernel's in KSTACK_SPACE) */
+	struct frames fr;               /* its maps: mapping events on (dwarf mode, given targets) */
+	struct fp_cache kcache;         /* kernel stack id -> stack */
+	struct py_merge py;             /* Python chains read at the event, spliced in */
+	struct pr_agg agg;              /* the counts */
+	struct pr_stats prs;            /* the summary's figures */
+	uint64_t now_ns;                /* mono_ns(), refreshed every 256 records */
+	uint64_t poll_until;            /* on_record returns -EINTR from then on */
+	/* thread names, cached per tid for a second (profile.c) */
+	struct {
+		uint32_t tid;           /* tid + 1 */
+		const char *comm;
+		uint64_t ns;
+	} comm_cache[PR_COMM_CACHE];
+	/* pid -> exec generation: the address space of its samples (profile.c) */
+	struct {
+		uint32_t *pid;          /* pid + 1 */
+		uint32_t *gen;
+		size_t cap, n;
+	} gens;
+#ifdef HAVE_KWALK
+	struct kw_track kwt;
+#endif
+	/* the perf events, one per CPU */
+	struct bpf_link **links;
+	int *pfds;
+	int nlinks;
+	/* the report (profile_out.c) */
+	struct {
+		uint32_t *v;            /* pid + 1 */
+		size_t cap;
+	} pids;                         /* processes seen */
+	uint32_t marks_seen;            /* markers shown in the text (legend after) */
+	size_t mods_printed;            /* --interval: modules already in an interval line */
+};
+
+#endif /* DWUNW_PROFILE_STATE_H */

@@ -1,0 +1,84 @@
+// `dwunw profile --export URL ...`: profile runs with --json --interval SEC; each interval read from
+// its stdout becomes one OTLP request (lib/export-otlp.ts), sent to each destination,
+// queued in that destination's bounded queue (lib/export-send.ts). At the end the last, partial
+// interval is sent too, the queues get a deadline to drain, and the counts are reported.
+import { Exporter, type DestStats, parseDestination, parseHeaders } from './export-send.js';
+import { IntervalReader } from './export-interval.js';
+import { encodeOtlp } from './export-otlp.js';
+import { CliError, ExitCode } from './errors.js';
+
+export interface ExportOptions {
+  urls: string[];
+  intervalS: number;
+  service?: string;
+  headers: string[];
+  queueBytes: number;
+  timeoutMs: number;
+}
+
+export const EXPORT_DEFAULTS = { intervalS: 60, queueBytes: 16 << 20, timeoutMs: 10000 };
+
+/** A size: N, Nk, Nm (KiB, MiB). */
+export function parseBytes(v: string, what: string): number {
+  const m = /^(\d+)([kKmM]?)$/.exec(v);
+  if (!m) throw new CliError('profile', `${what} ${v}: expected BYTES, or N with k or m`, ExitCode.USAGE);
+  const n = Number(m[1]) * (m[2] ? (m[2].toLowerCase() === 'k' ? 1024 : 1 << 20) : 1);
+  if (n < 1024) throw new CliError('profile', `${what} ${v}: at least 1024 bytes`, ExitCode.USAGE);
+  return n;
+}
+
+export class ExportRun {
+  readonly exporters: Exporter[];
+  private reader = new IntervalReader();
+  intervals = 0;
+  samples = 0;
+
+  constructor(private o: ExportOptions) {
+    const headers = parseHeaders(o.headers);
+    this.exporters = o.urls.map(
+      (u) => new Exporter(parseDestination(u), headers, { maxBytes: o.queueBytes, timeoutMs: o.timeoutMs, backoffMs: 500, maxBackoffMs: 30000 }),
+    );
+  }
+
+  /** A parsed line of profile's stdout. */
+  line(v: unknown): void {
+    const iv = this.reader.line(v);
+    if (!iv) return;
+    this.intervals++;
+    this.samples += iv.line.samples;
+    if (!iv.entries.length) return; // nothing sampled: nothing to send
+    const otlp = encodeOtlp(iv, this.o.service);
+    for (const x of this.exporters) x.push({ body: otlp, seq: iv.line.seq, samples: iv.line.samples });
+  }
+
+  async finish(deadlineMs: number): Promise<DestStats[]> {
+    const deadline = Date.now() + deadlineMs;
+    await Promise.all(this.exporters.map((x) => x.drain(deadline)));
+    return this.exporters.map((x) => x.stats);
+  }
+}
+
+/** The summary line of the export on stderr (header values never appear). */
+export function exportSummary(stats: DestStats[], intervals: number): string {
+  return stats
+    .map(
+      (s) =>
+        `profile: export ${s.url}: ${intervals} intervals, ${s.sent} requests sent (${(s.bytes_sent / 1024).toFixed(1)} KiB), ${s.dropped} dropped` +
+        (s.failures ? `, ${s.failures} failed attempts (last: ${s.last_error})` : '') +
+        `; queue peak ${(s.queued_max_bytes / 1024).toFixed(1)} KiB\n`,
+    )
+    .join('');
+}
+
+export const exportHelp = `
+dwunw profile exports continuously with:
+      --export=URL           send one profile per interval while sampling goes on (repeatable):
+                             otlp+grpc://HOST:PORT, otlp+http://HOST:PORT (OTLP profiles,
+                             v1development, gzip)
+      --interval=SEC         seconds per interval (${EXPORT_DEFAULTS.intervalS}); the last, partial one is sent at exit
+      --service=NAME         service.name (default: each process's executable name)
+      --export-header=H      'NAME: VALUE', @FILE (one per line) or env:VAR; never printed
+      --export-queue=BYTES   queue per destination (${EXPORT_DEFAULTS.queueBytes >> 20}m); beyond it the oldest
+                             intervals are dropped and counted
+      --export-timeout=SEC   per request, and for the queues to drain at exit (${EXPORT_DEFAULTS.timeoutMs / 1000})
+`;
