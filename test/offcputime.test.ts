@@ -10,6 +10,7 @@
 //
 // Needs root, the kernel's BTF and BPF: without them the checks that trace are skipped with the
 // reason, unless DWUNW_REQUIRE_BPF=1 (CI), which makes that a failure.
+import { existsSync, rmSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import t, { type Test } from 'tap';
 import { bpfUnavailable, cliEnv, dwunwBin, root, type Run, skipOrFail, start } from './helpers.js';
@@ -143,5 +144,22 @@ if (why) {
     const total = [...own.values()].reduce((a, v) => a + v.off, 0);
     const got = lines.reduce((a, l) => a + Number(l.slice(l.lastIndexOf(' ') + 1)), 0);
     tt.ok(got >= 0.9 * total, `the waits' time is all there: ${got} us in all, the program's chains ${total} us`);
+  });
+  t.test('--unwind=fp -f --pprof FILE: the folded lines offcputime made (-f --json) on stdout, the pprof beside', async (tt) => {
+    const file = join('/tmp', `dwunw-offcpu-${process.pid}-fpv.dat`);
+    const pb = join('/tmp', `dwunw-offcpu-${process.pid}.pb.gz`);
+    try {
+      const r = await dwunw(['--unwind=fp', '-f', '--pprof', pb, '--', waits, '--file', file]);
+      tt.equal(r.status, 0, `exit status 0 ${r.stderr.slice(-300)}`);
+      const lines = r.stdout.split('\n').filter(Boolean);
+      tt.ok(lines.length > 0, 'folded lines');
+      tt.same(lines.filter((l) => !/^[^{].*;.+ \d+$/.test(l)), [], 'only folded lines (no NDJSON, no summary) on stdout');
+      tt.ok(lines.some((l) => /^waits;.+;__schedule \d+$/.test(l)), 'waits\' stacks, kernel leaf __schedule');
+      tt.ok(existsSync(pb) && statSync(pb).size > 100, `pprof written: ${pb}`);
+      tt.match(r.stderr, /offcputime: wrote .+ \(pprof, \d+ stacks\)/, 'said on stderr');
+    } finally {
+      rmSync(pb, { force: true });
+      rmSync(file, { force: true });
+    }
   });
 }
