@@ -14,6 +14,7 @@ import { CliError, ExitCode } from '../lib/errors.js';
 import { parseProfileJson, profilePath } from '../lib/profile.js';
 import { flameHtml } from '../lib/profile-html.js';
 import { encodePprof } from '../lib/profile-pprof.js';
+import { VIEWS_HELP } from '../lib/stack-tool.js';
 import { EXPORT_DEFAULTS, ExportRun, type ExportOptions, exportHelp, exportSummary, parseBytes } from '../lib/export.js';
 
 type Args = PassthroughArgs;
@@ -26,11 +27,7 @@ export function builder(y: Argv): Argv<Args> {
   return passthroughBuilder(y, 'profile');
 }
 
-const EXTRA_HELP = `
-dwunw profile adds:
-      --pprof=FILE           write a gzip'd pprof profile (go tool pprof, Parca, Pyroscope)
-      --html=FILE            write a self-contained flame graph (d3-flame-graph)
-${exportHelp}`;
+const EXTRA_HELP = `${VIEWS_HELP('profile')}${exportHelp}`;
 
 interface Split {
   pprof?: string;
@@ -58,7 +55,7 @@ export function splitArgs(args: string[]): Split {
     const m = VALUED.exec(a);
     if (m) {
       const v = m[2] ?? args[++i];
-      if (!v || v === '--') throw new CliError('profile', `--${m[1]}: a value is expected (see --help)`, ExitCode.USAGE);
+      if (!v || v === '--') throw new CliError('profile', `--${m[1]}: a value is expected`, ExitCode.USAGE);
       switch (m[1]) {
         case 'export': out.export.push(v); break;
         case 'export-header': out.headers.push(v); break;

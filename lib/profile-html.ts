@@ -50,8 +50,9 @@ const escapeHtml = (s: string): string =>
 export function flameHtml(entries: PrEntry[], summary: PrSummary | null, title = 'dwunw profile'): string {
   const tree = JSON.stringify(flameTree(entries)).replace(/</g, '\\u003c');
   const pct = summary && summary.user_samples ? ((100 * summary.user_complete) / summary.user_samples).toFixed(1) : null;
+  const what = summary?.unit === 'microseconds' ? `${(summary.samples / 1000).toFixed(1)} ms off CPU` : `${summary?.samples} samples`;
   const info = summary
-    ? `${summary.samples} samples, ${summary.event}, ${summary.unwind} unwinding` + (pct !== null ? `, ${pct}% of user stacks complete` : '')
+    ? `${what}, ${summary.event}, ${summary.unwind} unwinding` + (pct !== null ? `, ${pct}% of user stacks complete` : '')
     : '';
   return `<!DOCTYPE html>
 <html lang="en">

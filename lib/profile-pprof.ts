@@ -1,4 +1,5 @@
-// profile's samples as a pprof profile (profile.proto, gzip'd), written with the npm package
+// profile's samples (or offcputime's time off CPU: sample types switches/count and
+// off-cpu/nanoseconds) as a pprof profile (profile.proto, gzip'd), written with the npm package
 // pprof-format. CPU convention: sample types samples/count and cpu/nanoseconds, period_type
 // cpu/nanoseconds, period 1e9/Hz. Locations leaf first; ids dense 1..N (Parca rejects others);
 // mappings carry the module's path and build id; user frames are placed at their module address
@@ -18,6 +19,8 @@ export function buildPprof(entries: PrEntry[], summary: PrSummary): Profile {
   const functions = new Map<string, PFunction>();
   const locations = new Map<string, Location>();
   const period = summary.period || (summary.frequency ? Math.round(1e9 / summary.frequency) : 0);
+  // offcputime: count is microseconds off CPU; the values are switch-outs and nanoseconds
+  const offCpu = summary.unit === 'microseconds';
 
   const mappingFor = (path: string, addr: bigint): bigint => {
     let m = mappings.get(path);
@@ -72,7 +75,7 @@ export function buildPprof(entries: PrEntry[], summary: PrSummary): Profile {
     samples.push(
       new Sample({
         locationId: ids,
-        value: [e.count, e.count * period],
+        value: offCpu ? [e.switches ?? 0, e.count * 1000] : [e.count, e.count * period],
         label: [new Label({ key: kComm, str: s(e.comm) }), new Label({ key: kPid, num: e.pid })],
       }),
     );
@@ -90,16 +93,18 @@ export function buildPprof(entries: PrEntry[], summary: PrSummary): Profile {
       }),
   );
   return new Profile({
-    sampleType: [new ValueType({ type: s('samples'), unit: s('count') }), new ValueType({ type: s('cpu'), unit: s('nanoseconds') })],
-    periodType: new ValueType({ type: s('cpu'), unit: s('nanoseconds') }),
-    period,
+    sampleType: offCpu
+      ? [new ValueType({ type: s('switches'), unit: s('count') }), new ValueType({ type: s('off-cpu'), unit: s('nanoseconds') })]
+      : [new ValueType({ type: s('samples'), unit: s('count') }), new ValueType({ type: s('cpu'), unit: s('nanoseconds') })],
+    periodType: new ValueType({ type: s(offCpu ? 'off-cpu' : 'cpu'), unit: s('nanoseconds') }),
+    period: offCpu ? 1000 : period,
     timeNanos: BigInt(summary.start_unix_ns),
     durationNanos: summary.duration_ns,
     sample: samples,
     mapping,
     location: [...locations.values()],
     function: [...functions.values()],
-    comment: [s(`dwunw profile: ${summary.event}, ${summary.unwind} unwinding`)],
+    comment: [s(`dwunw ${offCpu ? 'offcputime' : 'profile'}: ${summary.event}, ${summary.unwind} unwinding`)],
     stringTable: strings,
   });
 }

@@ -40,12 +40,17 @@ export interface PrEntry {
   /** with --interval only */
   tid?: number;
   comm: string;
+  /** profile: samples; offcputime: microseconds off CPU */
   count: number;
+  /** offcputime: switch-outs summed in count */
+  switches?: number;
   user: PrStack | null;
   kernel: PrStack | null;
 }
 
 export interface PrSummary {
+  /** offcputime: "microseconds" (count is time off CPU); profile: absent (count is samples) */
+  unit?: 'microseconds';
   samples: number;
   event: string;
   frequency: number;

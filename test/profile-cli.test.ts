@@ -1,4 +1,5 @@
-// `dwunw profile` end to end: bad input gives one line and exit status 1; --pprof opens in
+// `dwunw profile` end to end: bad input gives one line and its exit status (usage errors: 2, naming
+// `dwunw profile --help`; no such process: 3; privileges: 7, as memleak); --pprof opens in
 // `go tool pprof -top` with hot's functions on top; --html renders in headless Chromium (no
 // console error, the hot function in the DOM, a screenshot written for the docs); -p PID -f prints
 // complete folded stacks; -a sees a second process and a short-lived-process loop, with every
@@ -44,27 +45,33 @@ t.test('our options are taken out, profile\'s passed on', async (tt) => {
   tt.match(h.stdout, /--pprof=FILE/, 'and ours');
 });
 
-const oneLine = (tt: Test, r: Run, re: RegExp, what: string): void => {
-  tt.equal(r.status, 1, `${what}: exit status 1`);
+const HELP = / \(see dwunw profile --help\)$/;
+const oneLine = (tt: Test, r: Run, re: RegExp, what: string, status = 2): void => {
+  tt.equal(r.status, status, `${what}: exit status ${status}`);
   tt.equal(r.stdout, '', `${what}: nothing on stdout`);
   const lines = r.stderr.split('\n').filter(Boolean);
   tt.equal(lines.length, 1, `${what}: one line on stderr`);
   tt.match(lines[0] ?? '', re, `${what}: ${lines[0]}`);
+  if (status === 2) tt.match(lines[0] ?? '', HELP, `${what}: names dwunw profile --help`);
 };
 
-t.test('bad input: one line, exit status 1', async (tt) => {
+t.test('bad input: one line, the README\'s exit status', async (tt) => {
   if (process.getuid?.() !== 0) return requireOrSkip(tt, 'bad input', 'not root (profile refuses to start)');
-  oneLine(tt, await dwunw(['-p', '4000000', '1']), /^profile: pid 4000000: no such process$/, '-p of no such pid');
-  oneLine(tt, await dwunw(['-F', '0', '1']), /^profile: -F 0: out of range \(1 \.\. 10000 Hz\)$/, '-F 0');
-  oneLine(tt, await dwunw(['-F', '100000', '1']), /^profile: -F 100000: out of range \(1 \.\. 10000 Hz\)$/, '-F 100000');
-  oneLine(tt, await dwunw(['-C', '99', '1']), /^profile: -C 99: no such online CPU \(online: [-0-9,]+\)$/, '-C 99');
-  oneLine(tt, await dwunw(['-U', '-K', '1']), /^profile: -U and -K exclude each other$/, '-U -K');
-  oneLine(tt, await dwunw(['--unwind=lbr', '1']), /^profile: --unwind: expected dwarf, fp or kernel, got lbr$/, '--unwind=lbr');
-  oneLine(tt, await dwunw(['--unwind=kernel', '--perf-buffer', '1']), /^profile: --unwind=kernel sends its events on the ring buffer: drop --perf-buffer$/, '--unwind=kernel --perf-buffer');
-  oneLine(tt, await dwunw(['--table-budget=8', '1']), /^profile: --table-budget is for --unwind=kernel$/, '--table-budget without kernel');
+  oneLine(tt, await dwunw(['-p', '4000000', '1']), /^profile: pid 4000000: no such process$/, '-p of no such pid', 3);
+  oneLine(tt, await dwunw(['--frobnicate']), /^profile: unknown option --frobnicate /, '--frobnicate');
+  oneLine(tt, await dwunw(['-F', 'abc']), /^profile: -F: not a number: abc /, '-F abc');
+  oneLine(tt, await dwunw(['-p']), /^profile: option -p needs a value /, '-p without a value');
+  oneLine(tt, await dwunw(['--pprof']), /^dwunw: profile: --pprof: a value is expected /, '--pprof without a file');
+  oneLine(tt, await dwunw(['-F', '0', '1']), /^profile: -F 0: out of range \(1 \.\. 10000 Hz\) /, '-F 0');
+  oneLine(tt, await dwunw(['-F', '100000', '1']), /^profile: -F 100000: out of range \(1 \.\. 10000 Hz\) /, '-F 100000');
+  oneLine(tt, await dwunw(['-C', '99', '1']), /^profile: -C 99: no such online CPU \(online: [-0-9,]+\) /, '-C 99');
+  oneLine(tt, await dwunw(['-U', '-K', '1']), /^profile: -U and -K exclude each other /, '-U -K');
+  oneLine(tt, await dwunw(['--unwind=lbr', '1']), /^profile: --unwind: expected dwarf, fp or kernel, got lbr /, '--unwind=lbr');
+  oneLine(tt, await dwunw(['--unwind=kernel', '--perf-buffer', '1']), /^profile: --unwind=kernel sends its events on the ring buffer: drop --perf-buffer /, '--unwind=kernel --perf-buffer');
+  oneLine(tt, await dwunw(['--table-budget=8', '1']), /^profile: --table-budget is for --unwind=kernel /, '--table-budget without kernel');
   oneLine(tt, await dwunw(['0']), /^profile: invalid duration: 0/, 'duration 0');
   const nonRoot = await run('setpriv', ['--reuid=65534', '--regid=65534', '--clear-groups', profileBin, '1']);
-  oneLine(tt, nonRoot, /^profile: need root \(CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE\)$/, 'not root');
+  oneLine(tt, nonRoot, /^profile: need root \(CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE\)$/, 'not root', 7);
 });
 
 // ---- With BPF -------------------------------------------------------------------------------------

@@ -32,6 +32,7 @@
 #include "runtime/intern.h"
 #include "runtime/module_warn.h"
 #include "runtime/ksyms.h"
+#include "runtime/kstack.h"
 #include "runtime/mappings.h"
 #include "profile.h"
 #include "profile.skel.h"
@@ -42,6 +43,7 @@
 #include "profile_target.h"
 #include "runtime/stack_store.h"
 #include "runtime/py_merge.h"
+#include "runtime/tool_opts.h"
 #include "runtime/tool_util.h"
 #ifdef HAVE_KWALK
 #include "kwalk/kwalk_preload.h"
@@ -60,53 +62,11 @@ static void on_signal(int sig)
 
 /* ---- Stacks of a sample ------------------------------------------------------------------ */
 
-#define KSPACE UINT64_MAX /* the kernel's address space in the stack store */
-
-static void fill_kernel(void *arg, struct uframe *f, uint32_t n)
-{
-	(void)arg;
-	for (uint32_t i = 0; i < n; i++) {
-		uint64_t off;
-		const char *name = ksyms_lookup(f[i].pc, &off);
-
-		f[i].module = intern("[kernel.kallsyms]");
-		uf_set_origin(&f[i], UO_KERNEL);
-		if (name) {
-			f[i].name = name;
-			f[i].offset = off;
-		}
-	}
-}
-
 /* Kernel stack id -> stack index (-1: none in this sample). */
 static int64_t kernel_stack(struct profile_ctx *pr, int32_t id)
 {
-	uint64_t raw[PR_MAX_STACK_DEPTH], pcs[PR_MAX_STACK_DEPTH];
-	uint32_t n = 0;
-
-	if (id == PR_STACK_NONE || id == -EFAULT) /* -EFAULT: the sample was in user mode */
-		return -1;
-	if (id < 0) {
-		char l[96];
-
-		pr->prs.klost++;
-		snprintf(l, sizeof(l), "[stack lost: kernel stack (%s)]",
-			 id == -EEXIST ? "stack map full, EEXIST" : strerror(-id));
-		return pseudo_stack(&pr->st, l);
-	}
-	if ((uint32_t)id < pr->kcache.n && pr->kcache.map[id])
-		return pr->kcache.map[id] - 1;
-	memset(raw, 0, sizeof(raw));
-	if (bpf_map_lookup_elem(bpf_map__fd(pr->skel->maps.stack_traces), &id, raw)) {
-		pr->prs.klost++;
-		return pseudo_stack(&pr->st, "[stack lost: kernel stack id not found]");
-	}
-	for (uint32_t i = 0; i < PR_MAX_STACK_DEPTH && raw[i]; i++)
-		pcs[n++] = raw[i];
-	int64_t idx = stack_get_in(&pr->st, KSPACE, SK_FP, 0, NULL, NULL, pcs, n, fill_kernel, NULL);
-	if ((uint32_t)id < pr->kcache.n && pr->st.v[idx].space == KSPACE)
-		pr->kcache.map[id] = (int32_t)idx + 1;
-	return idx;
+	return kstack_of(&pr->st, &pr->kcache, bpf_map__fd(pr->skel->maps.stack_traces), id, NULL,
+			 &pr->prs.klost);
 }
 
 /*
@@ -441,9 +401,9 @@ int main(int argc, char **argv)
 	stack_store_init(&pr->st, pr->opts.max_stacks);
 	frames_setup(&pr->fr, &pr->st);
 	pr->agg.max = pr->opts.max_keys;
-	if (!have_privileges(pr->opts.unwind != PR_UNWIND_FP))
-		die("need root (CAP_BPF, CAP_PERFMON%s)",
-		    pr->opts.unwind != PR_UNWIND_FP ? ", CAP_SYS_PTRACE" : "");
+	const char *why = tool_missing_privileges(pr->opts.unwind != PR_UNWIND_FP);
+	if (why)
+		tool_fail(TOOL_EXIT_PRIVILEGE, "%s", why);
 	pr_check_targets(&pr->opts);
 	libbpf_set_print(tool_libbpf_print);
 	if (pr->opts.kernel && ksyms_load())

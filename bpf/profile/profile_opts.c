@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "profile_opts.h"
+#include "runtime/tool_opts.h"
 #include "runtime/tool_util.h"
 
 static const struct pr_opts opts_defaults = {
@@ -111,26 +112,6 @@ static void usage(FILE *f)
 "from its first instruction until it exits.\n", PR_MAX_FREQ);
 }
 
-/* "1,2,3" into out (at most PR_MAX_FILTER), each 1 .. INT_MAX */
-static size_t parse_list(const char *s, uint32_t *out, size_t n, const char *what)
-{
-	char *copy = strdup(s), *save = NULL, *tok;
-
-	if (!copy)
-		die("out of memory");
-	for (tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-		uint64_t v = parse_u64(tok, what);
-
-		if (!v || v > 0x7fffffff)
-			die("%s %s: no such %s", what, tok, !strcmp(what, "pid") ? "process" : "thread");
-		if (n >= PR_MAX_FILTER)
-			die("too many %ss (at most %d)", what, PR_MAX_FILTER);
-		out[n++] = (uint32_t)v;
-	}
-	free(copy);
-	return n;
-}
-
 static int online_cpus(char *buf, size_t len)
 {
 	FILE *f = fopen("/sys/devices/system/cpu/online", "re");
@@ -183,32 +164,33 @@ void pr_parse_args(struct pr_opts *opts, int argc, char **argv)
 			if (i + 1 < argc)
 				opts->command = &argv[i + 1];
 			else
-				die("--: a command is expected after it");
+				tool_usage_error("--: a command is expected after it");
 			break;
 		}
-	while ((c = getopt_long(n, argv, "p:L:UKF:c:C:Ifdavh", long_opts, NULL)) != -1) {
+	opterr = 0; /* tool_bad_option says it in one line */
+	while ((c = getopt_long(n, argv, ":p:L:UKF:c:C:Ifdavh", long_opts, NULL)) != -1) {
 		switch (c) {
-		case 'p': opts->npids = parse_list(optarg, opts->pids, opts->npids, "pid"); break;
-		case 'L': opts->ntids = parse_list(optarg, opts->tids, opts->ntids, "tid"); break;
+		case 'p': opts->npids = tool_opt_id_list(optarg, opts->pids, opts->npids, PR_MAX_FILTER, "pid", "-p"); break;
+		case 'L': opts->ntids = tool_opt_id_list(optarg, opts->tids, opts->ntids, PR_MAX_FILTER, "tid", "-L"); break;
 		case 'U': user_only = true; break;
 		case 'K': kernel_only = true; break;
 		case 'F':
-			opts->freq = parse_u64(optarg, "frequency");
+			opts->freq = tool_opt_u64(optarg, "-F", 0, UINT64_MAX);
 			if (opts->freq < 1 || opts->freq > PR_MAX_FREQ)
-				die("-F %s: out of range (1 .. %d Hz)", optarg, PR_MAX_FREQ);
+				tool_usage_error("-F %s: out of range (1 .. %d Hz)", optarg, PR_MAX_FREQ);
 			break;
 		case 'c':
-			opts->period = parse_u64(optarg, "period");
+			opts->period = tool_opt_u64(optarg, "-c", 0, UINT64_MAX);
 			if (!opts->period)
-				die("-c %s: the period must be at least 1", optarg);
+				tool_usage_error("-c %s: the period must be at least 1", optarg);
 			break;
 		case 'C': {
-			uint64_t v = parse_u64(optarg, "CPU");
+			uint64_t v = tool_opt_u64(optarg, "-C", 0, UINT64_MAX);
 			char buf[256] = "?";
 
 			if (v > 4096 || !cpu_online((int)v)) {
 				online_cpus(buf, sizeof(buf));
-				die("-C %s: no such online CPU (online: %s)", optarg, buf);
+				tool_usage_error("-C %s: no such online CPU (online: %s)", optarg, buf);
 			}
 			opts->cpu = (int)v;
 			break;
@@ -220,10 +202,10 @@ void pr_parse_args(struct pr_opts *opts, int argc, char **argv)
 		case 'v': opts->verbose = true; break;
 		case 'h': usage(stdout); exit(0);
 		case OPT_STACK_STORAGE: {
-			uint64_t v = parse_u64(optarg, "stack storage size");
+			uint64_t v = tool_opt_u64(optarg, "--stack-storage-size", 0, UINT64_MAX);
 
 			if (v < 16 || v > (1u << 22))
-				die("--stack-storage-size %s: out of range (16 .. 4194304)", optarg);
+				tool_usage_error("--stack-storage-size %s: out of range (16 .. 4194304)", optarg);
 			opts->stack_storage = (uint32_t)v;
 			break;
 		}
@@ -235,19 +217,19 @@ void pr_parse_args(struct pr_opts *opts, int argc, char **argv)
 			else if (!strcmp(optarg, "kernel"))
 				opts->unwind = PR_UNWIND_KERNEL;
 			else
-				die("--unwind: expected dwarf, fp or kernel, got %s", optarg);
+				tool_usage_error("--unwind: expected dwarf, fp or kernel, got %s", optarg);
 			break;
 		case OPT_STACK_SIZE: {
-			uint64_t v = parse_u64(optarg, "stack size");
+			uint64_t v = tool_opt_u64(optarg, "--stack-size", 0, UINT64_MAX);
 
 			if (v < 64 || v > CAP_MAX_STACK)
-				die("--stack-size %s: out of range (64 .. %d)", optarg, CAP_MAX_STACK);
+				tool_usage_error("--stack-size %s: out of range (64 .. %d)", optarg, CAP_MAX_STACK);
 			opts->stack_size = (uint32_t)(v & ~7ull);
 			break;
 		}
 		case OPT_DEBUGINFOD:
 			if (!getenv("DEBUGINFOD_URLS") || !*getenv("DEBUGINFOD_URLS"))
-				die("--debuginfod: DEBUGINFOD_URLS is not set: no server to ask");
+				tool_usage_error("--debuginfod: DEBUGINFOD_URLS is not set: no server to ask");
 			debuginfod = 1;
 			break;
 		case OPT_NO_DEBUGINFOD:
@@ -257,66 +239,65 @@ void pr_parse_args(struct pr_opts *opts, int argc, char **argv)
 			opts->debug_dir = optarg;
 			break;
 		case OPT_TABLE_BUDGET: {
-			uint64_t v = parse_u64(optarg, "table budget");
+			uint64_t v = tool_opt_u64(optarg, "--table-budget", 0, UINT64_MAX);
 
 			if (v < 1 || v > 4096)
-				die("--table-budget %s: out of range (1 .. 4096 MiB)", optarg);
+				tool_usage_error("--table-budget %s: out of range (1 .. 4096 MiB)", optarg);
 			opts->table_budget = v << 20;
 			break;
 		}
 		case OPT_INTERVAL:
-			opts->interval = parse_u64(optarg, "interval");
+			opts->interval = tool_opt_u64(optarg, "--interval", 0, UINT64_MAX);
 			if (!opts->interval || opts->interval > 86400)
-				die("--interval %s: out of range (1 .. 86400 seconds)", optarg);
+				tool_usage_error("--interval %s: out of range (1 .. 86400 seconds)", optarg);
 			break;
 		case OPT_JSON: opts->json = true; break;
 		case OPT_PERFBUF: opts->perfbuf = true; break;
 		case OPT_MAX_STACKS:
-			opts->max_stacks = parse_u64(optarg, "max stacks");
+			opts->max_stacks = tool_opt_u64(optarg, "--max-stacks", 0, UINT64_MAX);
 			if (opts->max_stacks < 16 || opts->max_stacks > (1u << 24))
-				die("--max-stacks %s: out of range (16 .. 16777216)", optarg);
+				tool_usage_error("--max-stacks %s: out of range (16 .. 16777216)", optarg);
 			break;
 		case OPT_MAX_KEYS:
-			opts->max_keys = parse_u64(optarg, "max keys");
+			opts->max_keys = tool_opt_u64(optarg, "--max-keys", 0, UINT64_MAX);
 			if (opts->max_keys < 16 || opts->max_keys > (1u << 26))
-				die("--max-keys %s: out of range (16 .. 67108864)", optarg);
+				tool_usage_error("--max-keys %s: out of range (16 .. 67108864)", optarg);
 			break;
 		default:
-			fprintf(stderr, "Try 'profile --help'.\n");
-			exit(1);
+			tool_bad_option(c, n, argv);
 		}
 	}
 	for (int i = optind; i < n; i++, pos++) {
 		if (pos > 0)
-			die("unexpected argument: %s", argv[i]);
-		opts->duration = parse_u64(argv[i], "duration");
+			tool_usage_error("unexpected argument: %s (a command to run goes after --)", argv[i]);
+		opts->duration = tool_opt_u64(argv[i], "duration", 0, UINT64_MAX);
 		if (!opts->duration || opts->duration > 100000000)
-			die("invalid duration: %s (seconds, at least 1)", argv[i]);
+			tool_usage_error("invalid duration: %s (seconds, at least 1)", argv[i]);
 	}
 	if (user_only && kernel_only)
-		die("-U and -K exclude each other");
+		tool_usage_error("-U and -K exclude each other");
 	if (user_only)
 		opts->kernel = false;
 	if (kernel_only)
 		opts->user = false;
 	if (opts->interval && !opts->json)
-		die("--interval is for --json output");
+		tool_usage_error("--interval is for --json output");
 	if (opts->all && (opts->npids || opts->command))
-		die("-a excludes -p and -- COMMAND");
+		tool_usage_error("-a excludes -p and -- COMMAND");
 	if (opts->npids && opts->command)
-		die("-p and -- COMMAND exclude each other");
+		tool_usage_error("-p and -- COMMAND exclude each other");
 	{
 		const char *urls = getenv("DEBUGINFOD_URLS");
 		opts->debuginfod = debuginfod < 0 ? urls && *urls : debuginfod;
 	}
 	if (opts->unwind == PR_UNWIND_KERNEL) {
 #ifndef HAVE_KWALK
-		die("--unwind=kernel: not in this build (the in-kernel walker is x86_64 and arm64 only)");
+		tool_usage_error("--unwind=kernel: not in this build (the in-kernel walker is x86_64 and arm64 only)");
 #endif
 		if (opts->perfbuf)
-			die("--unwind=kernel sends its events on the ring buffer: drop --perf-buffer");
+			tool_usage_error("--unwind=kernel sends its events on the ring buffer: drop --perf-buffer");
 	} else if (opts->table_budget) {
-		die("--table-budget is for --unwind=kernel");
+		tool_usage_error("--table-budget is for --unwind=kernel");
 	}
 }
 
@@ -327,11 +308,11 @@ void pr_check_targets(const struct pr_opts *opts)
 	for (size_t i = 0; i < opts->npids; i++) {
 		snprintf(fn, sizeof(fn), "/proc/%u/stat", opts->pids[i]);
 		if ((kill((pid_t)opts->pids[i], 0) && errno == ESRCH) || access(fn, R_OK))
-			die("pid %u: no such process", opts->pids[i]);
+			tool_fail(TOOL_EXIT_NO_PROCESS, "pid %u: no such process", opts->pids[i]);
 	}
 	for (size_t i = 0; i < opts->ntids; i++) {
 		snprintf(fn, sizeof(fn), "/proc/%u/stat", opts->tids[i]);
 		if (access(fn, R_OK))
-			die("tid %u: no such thread", opts->tids[i]);
+			tool_fail(TOOL_EXIT_NO_PROCESS, "tid %u: no such thread", opts->tids[i]);
 	}
 }

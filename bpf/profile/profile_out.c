@@ -14,6 +14,7 @@
 #include "profile_out.h"
 #include "profile_state.h"
 #include "runtime/report_fmt.h"
+#include "runtime/stack_report.h"
 #include "runtime/stack_store.h"
 #include "runtime/tool_util.h"
 #ifdef HAVE_KWALK
@@ -102,99 +103,19 @@ void pr_print_header(const struct profile_ctx *pr)
 
 /* ---- Stacks ------------------------------------------------------------------------------- */
 
-/* The walk ended at a frame that starts a process or thread. */
-static bool reaches_bottom(const struct ustack *s)
-{
-	static const char *const bottoms[] = {
-		"_start", "__libc_start_main", "__libc_start_call_main", "start_thread",
-		"clone", "clone3", "__clone", "__clone3", "thread_start",
-	};
-
-	if (s->kind == SK_PSEUDO || s->stop || !s->nframes)
-		return false;
-	const struct uframe *f = &s->frames[s->nframes - 1];
-	const char *n = f->name;
-	/* a stripped executable's _start: the DWARF walk ended there cleanly (CFI marks it) */
-	if (!n)
-		return s->kind == SK_DWARF && f->module;
-	for (size_t i = 0; i < sizeof(bottoms) / sizeof(bottoms[0]); i++)
-		if (!strcmp(n, bottoms[i]))
-			return true;
-	return false;
-}
-
-static void text_frame(struct profile_ctx *pr, const struct uframe *f)
-{
-	fputs("    ", stdout);
-	if (uf_origin(f) == UO_PYTHON)
-		fprint_frame_folded(stdout, f);
-	else if (f->name)
-		fputs(f->name, stdout);
-	else
-		fprint_unknown(stdout, f, "(%s)", false);
-	/* in fp mode every user frame is found by frame pointers: no [fp] on each line */
-	fprint_frame_marks(stdout, f, pr->opts.unwind != PR_UNWIND_FP, &pr->marks_seen);
-	putchar('\n');
-}
-
-static void folded_frame(FILE *o, const struct uframe *f)
-{
-	if (uf_origin(f) == UO_PYTHON)
-		fprint_frame_folded(o, f);
-	else if (f->name)
-		fputs(f->name, o);
-	else
-		fprint_unknown(o, f, "(%s)", true);
-}
-
 static void print_text(struct profile_ctx *pr, const struct pr_entry *e)
 {
-	const struct ustack *k = e->k.kstack >= 0 ? &pr->st.v[e->k.kstack] : NULL;
-	const struct ustack *u = e->k.ustack >= 0 ? &pr->st.v[e->k.ustack] : NULL;
-
-	if (k) {
-		for (uint32_t i = 0; i < k->nframes; i++)
-			text_frame(pr, &k->frames[i]);
-		if (k->label)
-			printf("    %s\n", k->label);
-	}
-	if (pr->opts.delimiter && k && u)
-		printf("    --\n");
-	if (u) {
-		for (uint32_t i = 0; i < u->nframes; i++)
-			text_frame(pr, &u->frames[i]);
-		if (u->label)
-			printf("    %s\n", u->label);
-	}
-	printf("    %-16s %s (%u)\n", "-", e->k.comm, e->k.pid);
-	printf("        %" PRIu64 "\n\n", e->count);
+	/* in fp mode every user frame is found by frame pointers: no [fp] on each line */
+	stack_print_text(e->k.kstack >= 0 ? &pr->st.v[e->k.kstack] : NULL,
+			 e->k.ustack >= 0 ? &pr->st.v[e->k.ustack] : NULL, e->k.comm, e->k.pid, e->count,
+			 pr->opts.delimiter, pr->opts.unwind != PR_UNWIND_FP, &pr->marks_seen);
 }
 
-/* The folded line of an entry, count excluded. */
+/* The folded line of an entry, count excluded (bcc profile: "-" whenever both stacks are). */
 static void folded_line(const struct profile_ctx *pr, FILE *o, const struct pr_entry *e)
 {
-	const struct ustack *k = e->k.kstack >= 0 ? &pr->st.v[e->k.kstack] : NULL;
-	const struct ustack *u = e->k.ustack >= 0 ? &pr->st.v[e->k.ustack] : NULL;
-
-	fputs(e->k.comm, o);
-	if (u) {
-		if (u->label)
-			fprintf(o, ";%s", u->label);
-		for (uint32_t i = u->nframes; i-- > 0;) {
-			fputc(';', o);
-			folded_frame(o, &u->frames[i]);
-		}
-	}
-	if (k) {
-		if (u)
-			fputs(";-", o);
-		if (k->label)
-			fprintf(o, ";%s", k->label);
-		for (uint32_t i = k->nframes; i-- > 0;) {
-			fputc(';', o);
-			folded_frame(o, &k->frames[i]);
-		}
-	}
+	stack_folded_line(o, e->k.comm, e->k.kstack >= 0 ? &pr->st.v[e->k.kstack] : NULL,
+			  e->k.ustack >= 0 ? &pr->st.v[e->k.ustack] : NULL, true);
 }
 
 /*
@@ -219,45 +140,6 @@ static void print_folded_all(const struct profile_ctx *pr)
 	print_folded_lines(v, pr->agg.n, FOLDED_BY_WEIGHT, pr->opts.json);
 }
 
-static void json_stack(const struct ustack *s, bool user)
-{
-	if (!s) {
-		printf("null");
-		return;
-	}
-	printf("{\"frames\":[");
-	for (uint32_t i = 0; i < s->nframes; i++) {
-		const struct uframe *f = &s->frames[i];
-
-		if (i)
-			putchar(',');
-		print_frame_json(f);
-	}
-	printf("]");
-	if (user) {
-		printf(",\"kind\":\"%s\",\"complete\":%s,\"stop\":",
-		       s->kind == SK_DWARF ? "dwarf" : s->kind == SK_FP ? "fp" : "none",
-		       reaches_bottom(s) ? "true" : "false");
-		json_str(s->kind == SK_PSEUDO ? "LOST" : s->stop ? s->stop_name : "OK");
-		printf(",\"maddr\":[");
-		for (uint32_t i = 0; i < s->nframes; i++)
-			printf("%s%" PRIu64, i ? "," : "", s->frames[i].maddr);
-		printf("],\"fp_frames\":[");
-		bool c = false;
-		for (uint32_t i = 0; i < s->nframes; i++)
-			if (s->frames[i].flags & UF_FP) {
-				printf("%s%u", c ? "," : "", i);
-				c = true;
-			}
-		printf("]");
-	}
-	if (s->label) {
-		printf(",\"reason\":");
-		json_str(s->label);
-	}
-	putchar('}');
-}
-
 static void print_json(const struct profile_ctx *pr, const struct pr_entry *e, uint64_t count)
 {
 	printf("{\"pid\":%u,", e->k.pid);
@@ -266,25 +148,10 @@ static void print_json(const struct profile_ctx *pr, const struct pr_entry *e, u
 	printf("\"comm\":");
 	json_str(e->k.comm);
 	printf(",\"count\":%" PRIu64 ",\"user\":", count);
-	json_stack(e->k.ustack >= 0 ? &pr->st.v[e->k.ustack] : NULL, true);
+	stack_print_json(e->k.ustack >= 0 ? &pr->st.v[e->k.ustack] : NULL, true);
 	printf(",\"kernel\":");
-	json_stack(e->k.kstack >= 0 ? &pr->st.v[e->k.kstack] : NULL, false);
+	stack_print_json(e->k.kstack >= 0 ? &pr->st.v[e->k.kstack] : NULL, false);
 	printf("}\n");
-}
-
-/* The modules' JSON array's items: {"path":..,"build_id":..|null}, comma-separated. */
-static void print_modules_json(const struct module_seen *mods, size_t n)
-{
-	for (size_t i = 0; i < n; i++) {
-		printf("%s{\"path\":", i ? "," : "");
-		json_str(mods[i].path);
-		printf(",\"build_id\":");
-		if (mods[i].build_id)
-			json_str(mods[i].build_id);
-		else
-			printf("null");
-		putchar('}');
-	}
 }
 
 /*
@@ -373,7 +240,7 @@ void pr_report(struct profile_ctx *pr)
 			continue;
 		const struct ustack *u = &pr->st.v[e->k.ustack];
 		usamples += e->count;
-		if (reaches_bottom(u))
+		if (stack_reaches_bottom(u))
 			ucomplete += e->count;
 		if (u->kind == SK_FP)
 			ufp += e->count;

@@ -26,7 +26,7 @@ struct bpf_link;
 struct profile_ctx {
 	struct pr_opts opts;            /* the command line */
 	struct profile_bpf *skel;
-	struct stack_store st;          /* user and kernel stacks (the kernel's in PR_KSPACE) */
+	struct stack_store st;          /* user and kernel stacks (the kernel's in KSTACK_SPACE) */
 	struct frames fr;               /* its maps: mapping events on (dwarf mode, given targets) */
 	struct fp_cache kcache;         /* kernel stack id -> stack */
 	struct py_merge py;             /* Python chains read at the event, spliced in */

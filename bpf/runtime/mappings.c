@@ -616,6 +616,28 @@ void mappings_rewalked(struct mappings *ms)
 	ms->stats.rewalks++;
 }
 
+void mappings_fork(struct mappings *ms, uint32_t parent, uint32_t child)
+{
+	struct mv_proc *c;
+
+	if (!ms || proc_find(ms, child))
+		return;
+	/* a parent not seen yet (it forks before its first record is processed): its view now */
+	if (!proc_find(ms, parent) && (!proc_get(ms, parent)->n))
+		return;
+	if (ms->nprocs == ms->procs_cap) {
+		ms->procs_cap = ms->procs_cap ? ms->procs_cap * 2 : 16;
+		ms->procs = xrealloc(ms->procs, ms->procs_cap * sizeof(*ms->procs));
+	}
+	struct mv_proc *p = proc_find(ms, parent); /* after the realloc */
+	c = &ms->procs[ms->nprocs++];
+	*c = (struct mv_proc){ .pid = child, .dirty = true, .n = p->n, .cap = p->n ? p->n : 1 };
+	c->v = xcalloc(c->cap, sizeof(*c->v));
+	memcpy(c->v, p->v, p->n * sizeof(*p->v));
+	for (size_t i = 0; i < c->n; i++)
+		c->v[i].held = NULL; /* the parent's holds are released with its own ranges */
+}
+
 void mappings_forget(struct mappings *ms, uint32_t pid)
 {
 	struct mv_proc *p = proc_find(ms, pid);

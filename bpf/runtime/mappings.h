@@ -106,6 +106,14 @@ void mappings_rewalked(struct mappings *m);
  * its records from before the exec are processed later, maybe after the exec). */
 void mappings_seed(struct mappings *m, uint32_t pid);
 
+/*
+ * child was forked by parent (a record in order with the others): its view is a copy of the
+ * parent's as of now, so a child that exits before its first record is processed is still
+ * unwound against what it had mapped (a fork maps nothing new). A parent without a view yet is
+ * seeded from /proc first; when that fails too, the child is seeded at its first record.
+ */
+void mappings_fork(struct mappings *m, uint32_t parent, uint32_t child);
+
 /* The process is gone: its view goes. */
 void mappings_forget(struct mappings *m, uint32_t pid);
 

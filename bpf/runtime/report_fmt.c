@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "frames.h"
 #include "report_fmt.h"
 #include "tool_util.h"
 
@@ -217,4 +218,18 @@ void print_folded_lines(struct folded_line *v, size_t n, enum folded_order order
 		free(v[k].text);
 	}
 	free(v);
+}
+
+void print_modules_json(const struct module_seen *mods, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		printf("%s{\"path\":", i ? "," : "");
+		json_str(mods[i].path);
+		printf(",\"build_id\":");
+		if (mods[i].build_id)
+			json_str(mods[i].build_id);
+		else
+			printf("null");
+		putchar('}');
+	}
 }

@@ -55,6 +55,10 @@ void fprint_frame_folded(FILE *out, const struct uframe *f);
 /* {"pc":"0x..","symbol":..,"offset":N,"module":..,"origin":".."} */
 void print_frame_json(const struct uframe *f);
 
+/* The modules' JSON array's items (frames_modules): {"path":..,"build_id":..|null}, comma-separated. */
+struct module_seen;
+void print_modules_json(const struct module_seen *mods, size_t n);
+
 /* A folded line being merged: its text (malloc'd), weight, and rank in the report. */
 struct folded_line {
 	char *text;

@@ -83,6 +83,27 @@ uint64_t tool_opt_u64(const char *s, const char *opt, uint64_t lo, uint64_t hi)
 	return v;
 }
 
+size_t tool_opt_id_list(const char *s, uint32_t *out, size_t n, size_t max, const char *what,
+			const char *opt)
+{
+	char *copy = strdup(s), *save = NULL, *tok;
+
+	if (!copy)
+		tool_fail(TOOL_EXIT_ERROR, "out of memory");
+	for (tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		uint64_t v = tool_opt_u64(tok, opt, 0, UINT64_MAX);
+
+		if (!v || v > 0x7fffffff)
+			tool_fail(TOOL_EXIT_NO_PROCESS, "%s %s: no such %s", what, tok,
+				  !strcmp(what, "pid") ? "process" : "thread");
+		if (n >= max)
+			tool_usage_error("too many %ss (at most %zu)", what, max);
+		out[n++] = (uint32_t)v;
+	}
+	free(copy);
+	return n;
+}
+
 const char *tool_missing_privileges(bool ptrace)
 {
 	struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3 };

@@ -8,6 +8,7 @@
 #define DWUNW_TOOL_OPTS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* Exit statuses (README.md, "Exit status"); also those of the dwunw front end. */
@@ -41,6 +42,14 @@ void tool_bad_option(int c, int argc, char **argv) __attribute__((noreturn));
 
 /* An unsigned number (0x.., k/K, m/M suffixes) in [lo, hi], else a usage error naming opt. */
 uint64_t tool_opt_u64(const char *s, const char *opt, uint64_t lo, uint64_t hi);
+
+/*
+ * "1,2,3" (opt's value: process or thread ids, what = "pid" / "tid") appended to out[n..max):
+ * the new count. 0 or above INT_MAX: "WHAT N: no such process/thread", exit 3; more than max:
+ * a usage error.
+ */
+size_t tool_opt_id_list(const char *s, uint32_t *out, size_t n, size_t max, const char *what,
+			const char *opt);
 
 /* --max-frames: the same name and limits as dwunw unwind-pid's. */
 #define TOOL_MAX_FRAMES_DEFAULT 128

@@ -1,0 +1,512 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * offcputime: where threads wait, by stack, with the command line and output of libbpf-tools
+ * offcputime and complete user stacks on code without frame pointers.
+ *
+ * offcputime.bpf.c stamps each switch-out (kernel stack id; the user stack as a snapshot, a
+ * walker event or a frame-pointer id by --unwind) and sends the span at the switch-in. Here
+ * the switch-out's user stack is unwound when its record arrives and kept for its thread until
+ * the span comes (paired by seq); spans are summed by (pid, comm, kernel stack, user stack),
+ * stacks interned and symbolized once. The report is printed at the end (Ctrl-C, DURATION, or
+ * the end of the command and every process it started).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include "runtime/capture_user.h"
+#include "runtime/command.h"
+#include "runtime/frames.h"
+#include "runtime/intern.h"
+#include "runtime/kstack.h"
+#include "runtime/ksyms.h"
+#include "runtime/mappings.h"
+#include "runtime/module_warn.h"
+#include "runtime/stack_store.h"
+#include "runtime/tool_opts.h"
+#include "runtime/tool_signals.h"
+#include "runtime/tool_util.h"
+#include "offcputime.h"
+#include "offcputime.skel.h"
+#include "offcputime_opts.h"
+#include "offcputime_out.h"
+#ifdef HAVE_KWALK
+#include "kwalk/kwalk_preload.h"
+#include "kwalk/kwalk_record.h"
+#include "kwalk/kwalk_track_user.h"
+#include "kwalk/kwalk_user.h"
+#endif
+
+_Static_assert(OC_STACK_NONE == KSTACK_NONE, "one 'no stack' id");
+
+/* What the record handlers share (one tool, one context). */
+struct oc_ctx {
+	struct oc_opts o;
+	struct offcputime_bpf *skel;
+	struct stack_store st;     /* user and kernel stacks (the kernel's in KSTACK_SPACE) */
+	struct frames fr;          /* its maps: mapping events on (dwarf/kernel mode, given targets) */
+	struct oc_sums sums;
+	struct oc_stats stats;
+	struct fp_cache kcache;
+	uint64_t poll_until;   /* on_record returns -EINTR from then on */
+	/* each thread's latest switch-out user stack, until its span arrives: direct-mapped by tid */
+	struct pending {
+		uint32_t tid;      /* tid + 1 */
+		uint32_t seq;
+		int64_t ustack;
+	} *pending;
+	size_t npending;
+	/* pid -> exec generation: the address space of its stacks (same pcs after an exec are
+	 * another program's) */
+	uint32_t *gen_pid, *gen;
+	size_t gen_cap, gen_n;
+#ifdef HAVE_KWALK
+	struct kw_track kwt;
+#endif
+};
+
+static uint32_t *gen_slot(struct oc_ctx *c, uint32_t pid, bool add)
+{
+	size_t i;
+
+	if (add && (c->gen_n + 1) * 2 > c->gen_cap) {
+		size_t ncap = c->gen_cap ? c->gen_cap * 2 : 256;
+		uint32_t *np = xcalloc(ncap, sizeof(*np)), *ng = xcalloc(ncap, sizeof(*ng));
+
+		for (size_t k = 0; k < c->gen_cap; k++)
+			if (c->gen_pid[k]) {
+				for (i = hash64(0, c->gen_pid[k]) & (ncap - 1); np[i]; i = (i + 1) & (ncap - 1))
+					;
+				np[i] = c->gen_pid[k];
+				ng[i] = c->gen[k];
+			}
+		free(c->gen_pid);
+		free(c->gen);
+		c->gen_pid = np;
+		c->gen = ng;
+		c->gen_cap = ncap;
+	}
+	if (!c->gen_cap)
+		return NULL;
+	for (i = hash64(0, pid + 1) & (c->gen_cap - 1); c->gen_pid[i]; i = (i + 1) & (c->gen_cap - 1))
+		if (c->gen_pid[i] == pid + 1)
+			return &c->gen[i];
+	if (!add)
+		return NULL;
+	c->gen_pid[i] = pid + 1;
+	c->gen_n++;
+	return &c->gen[i];
+}
+
+static uint64_t space_of(struct oc_ctx *c, uint32_t pid)
+{
+	uint32_t *g = gen_slot(c, pid, false);
+
+	return (uint64_t)(g ? *g : 0) << 32 | pid;
+}
+
+static int64_t user_fp_stack(struct oc_ctx *c, uint32_t pid, int32_t id)
+{
+	if (id == OC_STACK_NONE)
+		return -1;
+	if (id == -EFAULT) {
+		c->stats.ulost++;
+		return pseudo_stack(&c->st, "[stack lost: frame-pointer walk failed (EFAULT)]");
+	}
+	int64_t idx = fp_stack_of(&c->fr, NULL, bpf_map__fd(c->skel->maps.stack_traces), (pid_t)pid,
+				  space_of(c, pid), id, 0, false);
+	if (c->st.v[idx].kind == SK_PSEUDO)
+		c->stats.ulost++;
+	return idx;
+}
+
+/* A switch-out's user stack, kept until its span arrives. */
+static void pending_set(struct oc_ctx *c, uint32_t tid, uint64_t cookie, int64_t uidx)
+{
+	struct pending *p = &c->pending[hash64(0, tid) & (c->npending - 1)];
+
+	p->tid = tid + 1;
+	p->seq = OC_COOKIE_SEQ(cookie);
+	p->ustack = uidx;
+}
+
+static void on_span(struct oc_ctx *c, const struct oc_off_rec *r)
+{
+	const struct oc_opts *o = &c->o;
+	int64_t uidx = -1;
+
+	if (o->user && (r->flags & OC_F_IN_EXEC)) {
+		c->stats.ulost++;
+		uidx = pseudo_stack(&c->st, "[stack lost: switched out inside execve]");
+	} else if (o->user && (r->flags & OC_F_LOST_SNAP)) {
+		c->stats.ulost++;
+		uidx = pseudo_stack(&c->st, "[stack lost: ring buffer full]");
+	} else if (r->flags & OC_F_SENT) {
+		struct pending *p = &c->pending[hash64(0, r->tid) & (c->npending - 1)];
+
+		if (p->tid == r->tid + 1 && p->seq == r->seq) {
+			uidx = p->ustack;
+			p->tid = 0;
+		} else {
+			c->stats.unmatched++;
+			uidx = pseudo_stack(&c->st, "[stack lost: switch-out record not seen]");
+		}
+	} else if (o->user) {
+		uidx = user_fp_stack(c, r->pid, r->ustack);
+	}
+	char comm[OC_COMM_LEN + 1];
+
+	memcpy(comm, r->comm, OC_COMM_LEN);
+	comm[OC_COMM_LEN] = 0;
+	struct oc_key k = {
+		.pid = r->pid,
+		.comm = intern(comm),
+		.kstack = kstack_of(&c->st, &c->kcache, bpf_map__fd(c->skel->maps.stack_traces),
+				    r->kstack, "__schedule", &c->stats.klost),
+		.ustack = uidx,
+	};
+	oc_sums_add(&c->sums, &c->st, &k, r->delta_ns);
+}
+
+static void on_exec(struct oc_ctx *c, uint32_t pid)
+{
+	(*gen_slot(c, pid, true))++;
+	frames_forget_pid(&c->fr, pid);
+#ifdef HAVE_KWALK
+	if (c->kwt.l) {
+		kw_track_forget(&c->kwt, pid);
+		if (c->o.npids || c->o.command)
+			kw_track_reload(&c->kwt, pid, true);
+	}
+#endif
+}
+
+#ifdef HAVE_KWALK
+static bool kw_selected(void *arg, uint32_t pid)
+{
+	const struct oc_ctx *c = arg;
+
+	if (!c->o.npids)
+		return true;
+	for (size_t i = 0; i < c->o.npids; i++)
+		if (c->o.pids[i] == pid)
+			return true;
+	return false;
+}
+
+static void on_kwalk(struct oc_ctx *c, const void *data, size_t size)
+{
+	struct kwalk_info ki;
+	uint32_t pid = kw_record_pid(data, size);
+	int64_t uidx = kw_record_stack(&c->kwt, data, size, 0, space_of(c, pid), &c->stats.unw,
+				       &c->stats.kw, &ki);
+
+	if (uidx == FRAMES_BAD || uidx == FRAMES_NOTICE)
+		return;
+	if (uidx == FRAMES_FALLBACK)
+		uidx = user_fp_stack(c, ki.pid, (int32_t)ki.aux);
+	pending_set(c, ki.tid, ki.cookie, uidx);
+}
+#endif
+
+static int on_record(void *arg, const void *data, size_t size)
+{
+	struct oc_ctx *c = arg;
+	const struct cap_rec_hdr *h = data;
+
+	if ((++c->stats.records & 255) == 0 && mono_ns() >= c->poll_until)
+		return -EINTR; /* a steady stream must not hold the main loop */
+	c->stats.buffer_bytes += size;
+	if (size < sizeof(*h))
+		return 0;
+	if (h->kind == CAP_KIND_MAPEV) {
+		if (c->fr.maps)
+			mappings_event(c->fr.maps, data, size);
+	} else if (h->kind == CAP_KIND_SNAPSHOT) {
+		const struct cap_record *rec;
+		uint32_t pid = 0;
+
+		if (size >= sizeof(struct cap_record))
+			memcpy(&pid, (const char *)data + offsetof(struct cap_record, pid), sizeof(pid));
+		int64_t uidx = frames_from_snapshot(&c->fr, data, size, 0, space_of(c, pid), &c->stats.unw, &rec);
+
+		if (uidx == FRAMES_BAD)
+			return 0;
+		if (uidx == FRAMES_FALLBACK)
+			uidx = user_fp_stack(c, rec->pid, (int32_t)rec->aux);
+		pending_set(c, rec->tid, rec->cookie, uidx);
+	} else if (h->kind == OC_REC_OFF && size >= sizeof(struct oc_off_rec)) {
+		struct oc_off_rec r;
+
+		memcpy(&r, data, sizeof(r));
+		on_span(c, &r);
+	} else if (h->kind == OC_REC_EXEC && size >= sizeof(struct oc_exec_rec)) {
+		struct oc_exec_rec r;
+
+		memcpy(&r, data, sizeof(r));
+		on_exec(c, r.pid);
+	} else if (h->kind == OC_REC_FORK && size >= sizeof(struct oc_fork_rec)) {
+		struct oc_fork_rec r;
+
+		memcpy(&r, data, sizeof(r));
+		mappings_fork(c->fr.maps, r.parent, r.child);
+#ifdef HAVE_KWALK
+	} else if (h->kind == KW_KIND_EVENT) {
+		on_kwalk(c, data, size);
+	} else if (kw_track_record(&c->kwt, data, size)) {
+		/* an executable mapping or an exit: tables loaded or dropped */
+#endif
+	}
+	return 0;
+}
+
+static void set_filters(struct oc_ctx *c)
+{
+	uint8_t one = 1;
+
+	for (size_t i = 0; i < c->o.npids; i++)
+		if (bpf_map_update_elem(bpf_map__fd(c->skel->maps.tgids), &c->o.pids[i], &one, BPF_ANY))
+			die("cannot set the pid filter: %s", strerror(errno));
+	for (size_t i = 0; i < c->o.ntids; i++)
+		if (bpf_map_update_elem(bpf_map__fd(c->skel->maps.tids), &c->o.tids[i], &one, BPF_ANY))
+			die("cannot set the thread filter: %s", strerror(errno));
+}
+
+static uint32_t cache_slots_for_machine(void)
+{
+	long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+	uint64_t mib = pages > 0 && psz > 0 ? (uint64_t)pages * (uint64_t)psz >> 20 : 1024;
+	uint64_t slots = mib / 16;
+
+	return (uint32_t)(slots < 256 ? 256 : slots > 4096 ? 4096 : slots);
+}
+
+static void counters(struct oc_ctx *c)
+{
+	int ncpu = libbpf_num_possible_cpus();
+	uint64_t *v = xcalloc((size_t)ncpu, sizeof(*v));
+
+	for (uint32_t k = 0; k < OC_CNT_MAX; k++) {
+		c->stats.bpf[k] = 0;
+		if (bpf_map_lookup_elem(bpf_map__fd(c->skel->maps.oc_counters), &k, v) == 0)
+			for (int i = 0; i < ncpu; i++)
+				c->stats.bpf[k] += v[i];
+	}
+	free(v);
+}
+
+static bool targets_gone(struct oc_ctx *c, struct command *cmd)
+{
+	if (c->o.command) {
+		int status;
+
+		command_exited(cmd, &status);
+		return cmd->pid <= 0 && !follow_any_alive(c->skel->obj);
+	}
+	if (!c->o.npids)
+		return false;
+	for (size_t i = 0; i < c->o.npids; i++)
+		if (!(kill((pid_t)c->o.pids[i], 0) && errno == ESRCH))
+			return false;
+	return true;
+}
+
+int main(int argc, char **argv)
+{
+	static struct oc_ctx ctx;
+	struct oc_ctx *c = &ctx;
+	struct offcputime_bpf *skel;
+	struct dwunw_cap_reader *reader;
+	struct command cmd = { 0 };
+	struct bpf_link **links = NULL;
+	size_t nlinks = 0;
+	int err;
+
+	tool_set_name("offcputime");
+	oc_parse_args(&c->o, argc, argv);
+	tool_set_verbose(c->o.verbose);
+	stack_store_init(&c->st, c->o.max_stacks);
+	frames_setup(&c->fr, &c->st);
+	c->sums.max = c->o.max_keys;
+	const char *why = tool_missing_privileges(c->o.user && c->o.unwind != OC_UNWIND_FP);
+	if (why)
+		tool_fail(TOOL_EXIT_PRIVILEGE, "%s", why);
+	oc_check_targets(&c->o);
+	if (c->o.command && (err = command_check_program(c->o.command[0])))
+		exit(err);
+	tool_signals_init();
+	libbpf_set_print(tool_libbpf_print);
+	if (c->o.kernel && ksyms_load())
+		fprintf(stderr, "offcputime: /proc/kallsyms unreadable: kernel frames unnamed\n");
+
+	c->skel = skel = offcputime_bpf__open();
+	if (!skel)
+		die("cannot open the BPF object: %s", strerror(errno));
+	skel->rodata->unwind_mode = c->o.unwind;
+	skel->rodata->want_user = c->o.user;
+	skel->rodata->want_kernel = c->o.kernel;
+	skel->rodata->user_threads_only = c->o.user_threads;
+	skel->rodata->kernel_threads_only = c->o.kernel_threads;
+	skel->rodata->state_filter = c->o.state;
+	skel->rodata->filter_tgid = c->o.npids > 0;
+	skel->rodata->filter_tid = c->o.ntids > 0;
+	skel->rodata->follow_tree = c->o.command != NULL;
+	skel->rodata->min_ns = c->o.min_us * 1000;
+	skel->rodata->max_ns = c->o.max_us == UINT64_MAX ? UINT64_MAX : c->o.max_us * 1000;
+	bool stacks_out = c->o.user && c->o.unwind != OC_UNWIND_FP;
+	/* dwarf mode, and kernel mode's snapshots (a walk that stopped short; a forked child's
+	 * first switch-outs, before its tables load), on chosen processes: their mapping changes
+	 * in order with the records (not system-wide: every process's mmaps would be sent) */
+	if (stacks_out && (c->o.npids || c->o.command) &&
+	    !(getenv("DWUNW_MAPEV") && !strcmp(getenv("DWUNW_MAPEV"), "0")))
+		c->fr.maps = mappings_new();
+	skel->rodata->mmap_ev_enabled = c->fr.maps != NULL;
+	skel->rodata->cap_stack_bytes = c->o.stack_size;
+	skel->rodata->cap_scratch_slots = dwunw_cap_scratch_slots(false);
+	/* room for a burst of switch-outs while the consumer opens a large module: 32 MiB with
+	 * user stacks (2000 windows of 16 KiB), 4 MiB without */
+	size_t ring_bytes = stacks_out ? 32u << 20 : 4u << 20;
+	skel->rodata->cap_wakeup_bytes = ring_bytes / 16;
+	err = dwunw_cap_size_maps(skel->obj, false, ring_bytes);
+	if (!err)
+		err = bpf_map__set_max_entries(skel->maps.stack_traces, c->o.stack_storage);
+#ifdef HAVE_KWALK
+	struct kw_opts kwo = { .budget = c->o.table_budget };
+
+	if (!err && c->o.unwind == OC_UNWIND_KERNEL && c->o.user)
+		err = kw_size_maps(skel->obj, &kwo);
+	skel->rodata->kw_track_enabled = c->o.unwind == OC_UNWIND_KERNEL && c->o.user;
+#endif
+	if (err)
+		die("cannot size the maps: %s", strerror(-err));
+	err = offcputime_bpf__load(skel);
+	if (err)
+		die("cannot load the BPF programs: %s (run with -v for the verifier log)", strerror(-err));
+#ifdef HAVE_KWALK
+	if (c->o.unwind == OC_UNWIND_KERNEL && c->o.user) {
+		c->kwt.l = kw_loader_new(skel->obj, &kwo);
+		if (!c->kwt.l)
+			die("cannot set up the in-kernel walker's tables: %s", strerror(errno));
+		c->kwt.fr = &c->fr;
+		c->kwt.selected = kw_selected;
+		c->kwt.selected_arg = c;
+		c->kwt.threshold = c->o.npids || c->o.command ? 1 : 16;
+		c->kwt.load_ns_per_s = c->o.npids || c->o.command ? 0 : 200000000ull;
+		if (c->o.command)
+			kw_preload_command(c->kwt.l, c->o.command[0]);
+	}
+#endif
+	set_filters(c);
+	c->kcache.n = c->o.stack_storage;
+	c->kcache.map = xcalloc(c->kcache.n, sizeof(*c->kcache.map));
+	c->npending = 1u << 16;
+	c->pending = xcalloc(c->npending, sizeof(*c->pending));
+	err = frames_init(&c->fr, cache_slots_for_machine(), 0, NULL);
+	if (err)
+		die("libdwunw: %s", dwunw_strerror(err));
+	reader = dwunw_cap_reader_new(skel->obj, false, 8u << 20, on_record, c);
+	if (!reader)
+		die("cannot open the ring buffer: %s", strerror(errno));
+
+	if (c->o.command) {
+		command_start(&cmd, c->o.command, NULL);
+		if ((err = follow_add_root(skel->obj, cmd.pid)))
+			die("cannot follow the command: %s", strerror(-err));
+		if ((err = follow_attach(skel->obj, &links, &nlinks)))
+			die("cannot attach the process-tree programs: %s", strerror(-err));
+	}
+	static const char *const progs[] = { "oc_exec", "oc_thread_exit", "oc_fork" };
+	if ((err = tool_links_attach(skel->obj, progs, 3, &links, &nlinks)))
+		die("cannot attach the exec/exit/fork programs: %s", strerror(-err));
+	if (c->fr.maps && (err = mappings_attach(skel->obj, &links, &nlinks)))
+		die("cannot attach the mapping-change programs: %s", strerror(-err));
+#ifdef HAVE_KWALK
+	if (c->kwt.l) {
+		err = kw_track_attach(&c->kwt, skel->obj);
+		if (err)
+			fprintf(stderr, "offcputime: no mmap tracing (%s): new mappings load at their "
+				"first switch-out\n", strerror(-err));
+		for (size_t i = 0; i < c->o.npids; i++)
+			kw_track_reload(&c->kwt, c->o.pids[i], true);
+	}
+#endif
+	static const char *const sw[] = { "oc_switch" };
+	if ((err = tool_links_attach(skel->obj, sw, 1, &links, &nlinks)))
+		die("cannot attach sched_switch: %s", strerror(-err));
+
+	FILE *hf = c->o.folded || c->o.json ? stderr : stdout;
+	fprintf(hf, "Tracing off-CPU time (us) of %s by %s stack (%s unwinding)",
+		c->o.command ? "the command" : c->o.npids ? "the given processes" :
+		c->o.ntids ? "the given threads" : "all threads",
+		c->o.user && c->o.kernel ? "user + kernel" : c->o.user ? "user" : "kernel",
+		c->o.unwind == OC_UNWIND_FP ? "frame-pointer" : c->o.unwind == OC_UNWIND_KERNEL ?
+		"kernel" : "dwarf");
+	if (c->o.duration)
+		fprintf(hf, " for %" PRIu64 " secs.\n", c->o.duration);
+	else
+		fprintf(hf, "... Hit Ctrl-C to end.\n");
+	fflush(hf);
+	if (c->o.command) {
+		if (c->fr.maps)
+			mappings_seed(c->fr.maps, (uint32_t)cmd.pid);
+		if ((err = command_go(&cmd)))
+			exit(err);
+	}
+
+	uint64_t t0 = mono_ns(), end = c->o.duration ? t0 + c->o.duration * 1000000000ull : 0;
+	uint64_t last_check = t0;
+
+	c->stats.start_ns = t0;
+	while (!tool_stop_requested() && !tool_stdout_closed()) {
+		c->poll_until = mono_ns() + 50000000ull;
+		err = dwunw_cap_reader_poll(reader, 10);
+		if (err < 0 && err != -EINTR) {
+			fprintf(stderr, "offcputime: polling the ring buffer: %s\n", strerror(-err));
+			break;
+		}
+		uint64_t now = mono_ns();
+		if (end && now >= end)
+			break;
+		if (now - last_check >= 50000000ull) {
+			last_check = now;
+			if (targets_gone(c, &cmd))
+				break;
+		}
+	}
+	/* the spans until now: sched_switch first, so no span ends after the report's time */
+	bpf_link__destroy(links[nlinks - 1]);
+	links[--nlinks] = NULL;
+	c->stats.end_ns = mono_ns();
+	c->poll_until = UINT64_MAX;
+	dwunw_cap_reader_consume(reader);
+	{
+		uint64_t capc[CAP_CNT_MAX];
+
+		dwunw_cap_counters(skel->obj, capc);
+		c->stats.output_failed = capc[CAP_CNT_OUTPUT_FAILED];
+		c->stats.read_failed = capc[CAP_CNT_READ_FAILED];
+	}
+	counters(c);
+	if (!tool_stdout_closed())
+		oc_report(&c->o, &c->sums, &c->stats, &c->fr);
+	dwunw_cap_reader_free(reader);
+#ifdef HAVE_KWALK
+	if (c->kwt.l) {
+		kw_track_detach(&c->kwt);
+		kw_loader_free(c->kwt.l);
+	}
+#endif
+	tool_links_destroy(links, nlinks);
+	offcputime_bpf__destroy(skel);
+	command_stop(&cmd);
+	frames_shutdown(&c->fr);
+	mappings_free(c->fr.maps);
+	module_warn_flush();
+	return 0;
+}

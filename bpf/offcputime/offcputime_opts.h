@@ -1,0 +1,38 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/* offcputime's command line (libbpf-tools offcputime's flags plus dwunw's) and its checks. */
+#ifndef DWUNW_OFFCPUTIME_OPTS_H
+#define DWUNW_OFFCPUTIME_OPTS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "offcputime.h"
+
+struct oc_opts {
+	uint32_t pids[OC_MAX_FILTER];
+	size_t npids;
+	uint32_t tids[OC_MAX_FILTER];
+	size_t ntids;
+	bool user_threads, kernel_threads; /* -u, -k */
+	bool user, kernel;     /* stacks wanted (-U: user only, -K: kernel only) */
+	bool folded;           /* -f */
+	bool delimiter;        /* -d */
+	bool json;             /* --json */
+	bool verbose;          /* -v */
+	int64_t state;         /* --state, -1: any */
+	uint64_t min_us, max_us; /* -m, -M */
+	uint32_t stack_storage;/* --stack-storage-size */
+	uint64_t duration;     /* seconds */
+	uint32_t unwind;       /* enum oc_unwind */
+	uint32_t stack_size;   /* --stack-size */
+	size_t max_stacks;     /* --max-stacks */
+	size_t max_keys;       /* --max-keys */
+	uint64_t table_budget; /* --table-budget (bytes; 0: the walker's default) */
+	char **command;        /* -- COMMAND ARGS... (NULL-terminated), or NULL */
+};
+
+void oc_parse_args(struct oc_opts *o, int argc, char **argv);
+/* -p/-t targets exist (one line and exit 3 otherwise). */
+void oc_check_targets(const struct oc_opts *o);
+
+#endif /* DWUNW_OFFCPUTIME_OPTS_H */

@@ -1,0 +1,55 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * offcputime's sums and report: off-CPU time keyed by (pid, comm, kernel stack, user stack)
+ * (stack store indices), bounded; printed as libbpf-tools offcputime prints it (text, folded,
+ * microseconds) or NDJSON in profile's form (count: microseconds), then a summary line.
+ */
+#ifndef DWUNW_OFFCPUTIME_OUT_H
+#define DWUNW_OFFCPUTIME_OUT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "runtime/frames.h"
+#include "kwalk/kwalk_frames.h"
+#include "offcputime_opts.h"
+
+struct oc_key {
+	uint32_t pid;
+	const char *comm;      /* interned */
+	int64_t kstack;        /* stack store index, -1: none */
+	int64_t ustack;
+};
+
+struct oc_entry {
+	struct oc_key k;
+	uint64_t ns;           /* time off CPU */
+	uint64_t spans;        /* switch-outs summed */
+};
+
+struct oc_sums {
+	struct oc_entry *v;
+	size_t n, cap;
+	uint32_t *index;       /* open addressing: entry + 1 */
+	size_t index_cap;
+	size_t max;
+	uint64_t overflow_ns;  /* time summed under [aggregation table full] */
+};
+
+struct oc_stats {
+	uint64_t start_ns, end_ns;
+	struct unwind_stats unw;
+	uint64_t ulost, klost;  /* spans whose user / kernel stack was lost */
+	uint64_t unmatched;     /* spans whose switch-out record was not seen */
+	uint64_t output_failed, read_failed;
+	uint64_t bpf[OC_CNT_MAX];
+	uint64_t records, buffer_bytes;
+	struct kwalk_seen kw;   /* --unwind=kernel */
+};
+
+/* Adds a span; a full table's time goes under a pseudo-stack interned in st. */
+void oc_sums_add(struct oc_sums *s, struct stack_store *st, const struct oc_key *k, uint64_t ns);
+/* The report of the sums, its stacks in fr's stack store, its modules fr's. */
+void oc_report(const struct oc_opts *o, const struct oc_sums *s, const struct oc_stats *prs,
+	       const struct frames *fr);
+
+#endif /* DWUNW_OFFCPUTIME_OUT_H */
