@@ -248,25 +248,40 @@ t.test('profile (BPF) of python3.11: fetched while sampling, frames named before
   const prof = (args: string[], env: Record<string, string>) => {
     const e = cliEnv(env);
     if (!('DEBUGINFOD_URLS' in env)) delete e.DEBUGINFOD_URLS;
-    return spawnSync(profileBin, ['-U', '-f', '-F', '199', '--debug-dir', empty, ...args, '--', PYTHON, '-c', py], {
+    return spawnSync(profileBin, ['-U', '--json', '-F', '199', '--debug-dir', empty, ...args, '--', PYTHON, '-c', py], {
       env: e,
       encoding: 'utf8',
       timeout: 180_000,
     });
   };
-  /** Frames of python3.11 and libc.so.6 left [unknown], weighted by samples, and every frame name. */
-  const unknown = (folded: string): { n: number; names: Set<string> } => {
+  /**
+   * python3.11 is not PIE (its pcs are its file's addresses): its PLT stubs' range, from readelf.
+   * A sample in a stub (time_time's call of clock_gettime@plt) has no symbol in any debug file:
+   * dwunw does not make gdb's and perf's `name@plt` symbols yet, so such a frame stays [unknown]
+   * and is not what the server is asked for.
+   */
+  const plt = execFileSync('readelf', ['-SW', PYTHON], { encoding: 'utf8' })
+    .split('\n')
+    .map((l) => /\s\.plt(?:\.sec|\.got)?\s+PROGBITS\s+([0-9a-f]+)\s+[0-9a-f]+\s+([0-9a-f]+)/.exec(l))
+    .filter((m): m is RegExpExecArray => m !== null)
+    .map((m) => [BigInt(`0x${m[1]}`), BigInt(`0x${m[1]}`) + BigInt(`0x${m[2]}`)] as const);
+  t.ok(plt.length > 0, `readelf: ${PYTHON} has a .plt`);
+  const inPlt = (pc: string) => plt.some(([lo, hi]) => BigInt(pc) >= lo && BigInt(pc) < hi);
+  /** Frames of python3.11 (outside its PLT) and libc.so.6 left [unknown], weighted by samples, and every frame name. */
+  const unknown = (ndjson: string): { n: number; stubs: number; names: Set<string> } => {
     let n = 0;
+    let stubs = 0;
     const names = new Set<string>();
-    for (const l of folded.split('\n').filter(Boolean)) {
-      const m = /^(.*) (\d+)$/.exec(l);
-      if (!m) continue;
-      for (const f of m[1]!.split(';').slice(1)) {
-        names.add(f);
-        if (/^\[unknown\] \((python3\.11|libc\.so\.6)\)$/.test(f)) n += Number(m[2]);
+    for (const l of ndjson.split('\n').filter((x) => x.startsWith('{"pid"'))) {
+      const s = JSON.parse(l) as { count: number; user?: { frames: { pc: string; symbol: string | null; module: string | null }[] } };
+      for (const f of s.user?.frames ?? []) {
+        if (f.symbol) names.add(f.symbol);
+        if (f.symbol || (f.module !== PYTHON && f.module !== LIBC)) continue;
+        if (f.module === PYTHON && inPlt(f.pc)) stubs += s.count;
+        else n += s.count;
       }
     }
-    return { n, names };
+    return { n, stubs, names };
   };
   const before = prof(['--no-debuginfod'], {});
   t.equal(before.status, 0, `without the server: exit 0 ${before.stderr.slice(-300)}`);
@@ -276,7 +291,7 @@ t.test('profile (BPF) of python3.11: fetched while sampling, frames named before
   t.equal(after.status, 0, 'with the server: exit 0');
   t.notMatch(after.stderr, /debuginfod/, 'no summary line: every file came');
   const a = unknown(after.stdout);
-  t.equal(a.n, 0, 'with the server: no python3.11 or libc frame left [unknown]');
+  t.equal(a.n, 0, `with the server: no python3.11 or libc frame left [unknown] (${a.stubs} samples in python3.11's PLT stubs)`);
   t.ok([...a.names].some((n) => plain(n) === 'list_sort_impl'), 'a static function of python3.11 named (list_sort_impl)');
 });
 
