@@ -2,7 +2,6 @@
 // thread's Python frames (dwunw_py_stack), and their place in the native stack: each native
 // _PyEval_EvalFrameDefault frame is preceded (innermost first) by exactly the Python frames it ran,
 // from the first one after the previous eval call's entry frame to its own entry frame.
-import type { Frame } from './dwunw.js';
 import * as N from './native.js';
 
 export interface PyRuntime {
@@ -97,7 +96,13 @@ export function pythonStack(ctx: N.Pointer, rt: PyRuntime, tid: number, max = 51
 }
 
 /** The native frames that are calls of the interpreter's eval loop (innermost first). */
-export function evalFrames(frames: readonly Frame[], rt: Pick<PyRuntime, 'evalLo' | 'evalHi'>): number[] {
+/** What placing Python frames needs of a native frame (lib/dwunw.ts's Frame has it). */
+export interface NativePc {
+  pc: bigint;
+  flags: number;
+}
+
+export function evalFrames(frames: readonly NativePc[], rt: Pick<PyRuntime, 'evalLo' | 'evalHi'>): number[] {
   const out: number[] = [];
   frames.forEach((f, i) => {
     // a return address points after the call: look up the call itself
@@ -113,7 +118,7 @@ export function evalFrames(frames: readonly Frame[], rt: Pick<PyRuntime, 'evalLo
  * (a native walk cut short, a thread caught entering or leaving the eval loop), nothing is placed:
  * a wrong merge that looks right is worse than none.
  */
-export function placePython(frames: readonly Frame[], py: PyStack, rt: Pick<PyRuntime, 'evalLo' | 'evalHi'>): PyPlacement {
+export function placePython(frames: readonly NativePc[], py: PyStack, rt: Pick<PyRuntime, 'evalLo' | 'evalHi'>): PyPlacement {
   const before = new Map<number, PyFrame[]>();
   const groups: PyFrame[][] = [];
   let cur: PyFrame[] = [];

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
  * Debug files from debuginfod: see debuginfod.h. Modules lacking .symtab are queued when they
- * load; one worker thread looks for a local debug file first, then asks libdebuginfod (its cache,
+ * load (fetch_queue.c, below module.c and symbols.c); one worker thread looks for a local debug file first, then asks libdebuginfod (its cache,
  * then DEBUGINFOD_URLS, with its timeouts). A symbol index built before the file came is rebuilt
  * with it and swapped in (symbols.c). libdebuginfod is loaded with dlopen: programs that link
  * libdwunw.a need neither it nor its dependencies (curl) unless they turn this on.
@@ -18,41 +18,10 @@
 #include <unistd.h>
 #include "debuginfo.h"
 #include "debuginfod.h"
+#include "fetch_queue.h"
 #include "internal.h"
 #include "module.h"
 #include "symbols.h"
-
-enum { F_PENDING, F_LOCAL, F_FETCHED, F_FAILED };
-
-struct fetch {
-	struct fetch *next;
-	struct dwunw_module *m;
-	uint32_t gen;
-	int state;                  /* F_* */
-	int err;                    /* errno of a failed fetch */
-	uint8_t build_id[64];
-	uint32_t build_id_len;
-	char module[PATH_MAX];
-	char file[PATH_MAX];        /* the debug file (cache path) when F_FETCHED */
-};
-
-struct dw_fetcher {
-	pthread_mutex_t lock;
-	pthread_cond_t work, idle;
-	struct fetch *head, **tail, *todo;
-	uint32_t n, busy;
-	int stop;
-	int unavailable;            /* DWUNW_ERR_UNSUPPORTED when libdebuginfod cannot be loaded */
-	pthread_t thread;
-	int have_thread;
-	void *so;
-	debuginfod_client *client;
-	debuginfod_client *(*begin)(void);
-	void (*end)(debuginfod_client *);
-	int (*find_debuginfo)(debuginfod_client *, const unsigned char *, int, char **);
-	void (*set_progressfn)(debuginfod_client *, debuginfod_progressfn_t);
-	void (*set_user_data)(debuginfod_client *, void *);
-};
 
 static int stopping(struct dw_fetcher *f)
 {
@@ -76,7 +45,7 @@ static int progress(debuginfod_client *cl, long a, long b)
 
 static void do_one(struct dwunw_ctx_impl *c, struct dw_fetcher *f, struct fetch *q)
 {
-	struct dwunw_module *m = q->m;
+	struct dwunw_module *m = q->m; /* the module.c object the queue keeps opaque */
 	int state = F_FAILED, err = 0;
 	char *path = NULL;
 
@@ -212,60 +181,6 @@ void dw_fetcher_stop(struct dwunw_ctx_impl *c)
 	pthread_mutex_destroy(&f->lock);
 	free(f);
 	c->fetcher = NULL;
-}
-
-static int has_data(const struct dw_elf *e, enum dw_sec_id id)
-{
-	return e->sec[id].index && !e->sec[id].nobits;
-}
-
-void dw_fetcher_module_loaded(struct dwunw_ctx_impl *c, struct dwunw_module *m)
-{
-	struct dw_fetcher *f = c->fetcher;
-	struct fetch *q;
-
-	if (!f || f->unavailable || m->is_image || !m->elf.build_id_len ||
-	    m->elf.build_id_len > sizeof(q->build_id) || has_data(&m->elf, DW_SEC_SYMTAB))
-		return;
-	pthread_mutex_lock(&f->lock);
-	/* One request per build id: a module loaded again finds the first one's answer. */
-	for (q = f->head; q; q = q->next)
-		if (q->build_id_len == m->elf.build_id_len &&
-		    !memcmp(q->build_id, m->elf.build_id, q->build_id_len))
-			break;
-	if (!q && (q = calloc(1, sizeof(*q)))) {
-		q->m = m;
-		q->gen = atomic_load_explicit(&m->gen, memory_order_acquire);
-		q->build_id_len = m->elf.build_id_len;
-		memcpy(q->build_id, m->elf.build_id, q->build_id_len);
-		snprintf(q->module, sizeof(q->module), "%s", m->path ? m->path : "");
-		*f->tail = q;
-		f->tail = &q->next;
-		f->n++;
-		if (!f->todo)
-			f->todo = q;
-		pthread_cond_signal(&f->work);
-	}
-	pthread_mutex_unlock(&f->lock);
-}
-
-int dw_fetcher_path(struct dwunw_ctx_impl *c, const struct dw_elf *e, char *buf, size_t len)
-{
-	struct dw_fetcher *f = c->fetcher;
-	int rc = -1;
-
-	if (!f || !e->build_id_len)
-		return -1;
-	pthread_mutex_lock(&f->lock);
-	for (struct fetch *q = f->head; q; q = q->next)
-		if (q->state == F_FETCHED && q->build_id_len == e->build_id_len &&
-		    !memcmp(q->build_id, e->build_id, q->build_id_len)) {
-			snprintf(buf, len, "%s", q->file);
-			rc = 0;
-			break;
-		}
-	pthread_mutex_unlock(&f->lock);
-	return rc;
 }
 
 /* ---- public API ------------------------------------------------------------------------------ */

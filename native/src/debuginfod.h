@@ -14,10 +14,6 @@ struct dwunw_module;
 void dw_fetcher_start(struct dwunw_ctx_impl *c);
 void dw_fetcher_stop(struct dwunw_ctx_impl *c);
 
-/* A module just loaded: when it lacks .symtab, ask for its debug file (no I/O here). */
-void dw_fetcher_module_loaded(struct dwunw_ctx_impl *c, struct dwunw_module *m);
-
-/* The cache path of e's debug file when the fetcher has it; 0 then, -1 when not (yet). */
-int dw_fetcher_path(struct dwunw_ctx_impl *c, const struct dw_elf *e, char *buf, size_t len);
+/* The queue the worker takes its modules from, and the calls of module.c and symbols.c: fetch_queue.h */
 
 #endif

@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include "internal.h"
-#include "debuginfod.h"
+#include "fetch_queue.h"
 #include "module.h"
 #include "symbols.h"
 #include "bytes.h"
@@ -192,7 +192,9 @@ int dw_module_acquire(struct dwunw_ctx_impl *c, const char *path, const char *op
 	}
 	atomic_fetch_add_explicit(&m->gen, 1, memory_order_release); /* even: loaded */
 	atomic_store_explicit(&m->refcnt, 1, memory_order_release);
-	dw_fetcher_module_loaded(c, m);
+	if (!m->is_image)
+		dw_fetcher_module_loaded(c->fetcher, m, atomic_load_explicit(&m->gen, memory_order_acquire),
+					 &m->elf, m->path);
 	pthread_mutex_unlock(&c->lock);
 	*out = m;
 	return DWUNW_OK;

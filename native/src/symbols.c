@@ -9,7 +9,7 @@
 #include <string.h>
 #include <time.h>
 #include "debuginfo.h"
-#include "debuginfod.h"
+#include "fetch_queue.h"
 #include "demangle.h"
 #include "dwarf_line.h"
 #include "internal.h"
@@ -414,7 +414,7 @@ int dw_symtab_build(const struct dwunw_ctx_impl *c, const struct dwunw_module *m
 	}
 	/* One fetched from debuginfod (debuginfod.c), matched by build id. */
 	if (!s->have_dbg && !has_data(e, DW_SEC_SYMTAB) &&
-	    dw_fetcher_path((struct dwunw_ctx_impl *)c, e, s->dbg_path, sizeof(s->dbg_path)) == 0 &&
+	    dw_fetcher_path(c->fetcher, e, s->dbg_path, sizeof(s->dbg_path)) == 0 &&
 	    dw_debug_file_at(e, s->dbg_path, &s->dbg) == DWUNW_OK)
 		s->have_dbg = 1;
 	/* MiniDebugInfo, unless the debug file already has the full .symtab. */
