@@ -15,7 +15,7 @@ SAN      := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-r
 # differently).
 CFLAGS_A := -O1 -g $(SAN) -std=gnu11 -D_GNU_SOURCE -Wall -Wextra -fPIC -Inative/include -Inative/src
 
-LIB_SRCS := $(wildcard native/src/*.c native/src/utils/*.c native/src/arch/*/*.c)
+LIB_SRCS := $(wildcard native/src/*.c native/src/utils/*.c native/src/arch/*/*.c native/src/python/*.c)
 LIB_OBJS := $(patsubst native/src/%.c,$(OUT)/obj/%.o,$(LIB_SRCS))
 UNITS    := $(patsubst test/unit/%.c,$(OUT)/test/%,$(wildcard test/unit/*.c))
 TOOLS    := $(patsubst test/tools/%.c,$(OUT)/test/tools/%,$(wildcard test/tools/*.c))

@@ -15,7 +15,7 @@ SAN      := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fsanit
 CFLAGS_F := -g -O1 $(SAN) -std=gnu11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter \
             -Inative/include -Inative/src -I.
 
-LIB_SRCS := $(wildcard native/src/*.c native/src/utils/*.c native/src/arch/*/*.c)
+LIB_SRCS := $(wildcard native/src/*.c native/src/utils/*.c native/src/arch/*/*.c native/src/python/*.c)
 LIB_OBJS := $(patsubst native/src/%.c,$(OUT)/obj/%.o,$(LIB_SRCS))
 # fuzz_core needs core.c (dwunw_core_load)
 TARGETS  := $(patsubst fuzz/%.c,$(OUT)/%,$(filter-out $(if $(wildcard native/src/core.c),,fuzz/fuzz_core.c),\

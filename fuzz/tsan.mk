@@ -11,7 +11,7 @@ CFLAGS_T := -O1 -g -fsanitize=thread -std=gnu11 -D_GNU_SOURCE -Wall -Wextra -Ina
 
 include test/unit/wrap.mk
 
-LIB_SRCS := $(wildcard native/src/*.c native/src/utils/*.c native/src/arch/*/*.c)
+LIB_SRCS := $(wildcard native/src/*.c native/src/utils/*.c native/src/arch/*/*.c native/src/python/*.c)
 LIB_OBJS := $(patsubst native/src/%.c,$(OUT)/obj/%.o,$(LIB_SRCS))
 
 .PHONY: all

@@ -55,7 +55,8 @@ if (absent.length) {
       try {
         await waitBlocked(target.pid, { mainSyscalls: p.mainSyscalls, threads: p.threads });
         const t2 = Date.now();
-        const d = await dwunwJson(['unwind-pid', String(target.pid)]);
+        // native frames against gdb's: the Python frames merged in are python.test.ts's (py-bt, py-spy)
+        const d = await dwunwJson(['unwind-pid', '--no-python', String(target.pid)]);
         const g = await gdbFrames(target.pid);
         return { dw: d.result, gdb: g.result, ms: `start ${t2 - t1} ms, dwunw ${d.run.ms} ms, gdb ${g.run.ms} ms` };
       } finally {
