@@ -234,6 +234,19 @@ export class Module {
     return { table: num(r.table!), symbols: num(r.symbols!), elf: num(r.elf!), fileSize: num(r.file_size!) };
   }
 
+  /**
+   * The symbol holding a module address, looked up as it is (for a return address pass pc - 1),
+   * or null when none does. With debuginfod on, a first look-up may ask for the debug file.
+   */
+  symbolize(addr: bigint): FrameSymbol | null {
+    const sym = new N.CMem(SYMBOL_SIZE);
+    try {
+      return N.lib().dwunw_symbolize(this.owner.ctx, this.h, addr, sym.buf) === N.DWUNW_OK ? elfSymbol(sym.buf) : null;
+    } finally {
+      sym.free();
+    }
+  }
+
   /** Index of the row covering a module address, or null when no CFI covers it. */
   lookup(addr: bigint): number | null {
     const r = Number(N.lib().dwunw_table_lookup(this.owner.ctx, this.h, addr));
@@ -311,7 +324,8 @@ function elfSymbol(buf: Buffer): FrameSymbol | null {
 }
 
 export function stripSymbolVersion(name: string): string {
-  return name.replace(/@@?[A-Za-z_][A-Za-z0-9_.]*$/, '');
+  // a PLT stub's synthetic name@plt is no version
+  return name.replace(/@@?(?!plt$)[A-Za-z_][A-Za-z0-9_.]*$/, '');
 }
 
 /** Registers by DWARF number (only those with a value), as the library or a snapshot file has them. */

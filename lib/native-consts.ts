@@ -68,6 +68,7 @@ export const DWUNW_FRAME_SIGTRAMP = 1 << 6;
 export const DWUNW_SYM_FROM_DEBUG_FILE = 1 << 0;
 export const DWUNW_SYM_FROM_DEBUGDATA = 1 << 1;
 export const DWUNW_SYM_DYNSYM = 1 << 2;
+export const DWUNW_SYM_PLT = 1 << 3;
 
 export const DWUNW_READER_ATTACHED = 1 << 0;
 export const DWUNW_READER_NO_VM_READV = 1 << 1;

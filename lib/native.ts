@@ -369,6 +369,7 @@ export interface Lib {
   dwunw_capture(ctx: Pointer, regs: Buffer, frames: Buffer, frameCnt: [number | bigint]): number;
   dwunw_module_cache_release(ctx: Pointer, frames: Buffer, frameCnt: number): number;
   dwunw_symbolize_frame(ctx: Pointer, frame: Buffer, out: Buffer): number;
+  dwunw_symbolize(ctx: Pointer, mod: Pointer, addr: bigint, out: Buffer): number;
   dwunw_maps_set(ctx: Pointer, pid: number, text: Buffer, len: number): number;
   /** text and out: Buffers over CMem (the parser writes paths' ends into text). */
   dwunw_maps_parse(text: Buffer, len: number, out: Buffer | null, n: [number | bigint]): number;
@@ -466,6 +467,7 @@ export function lib(): Lib {
     ]),
     dwunw_module_cache_release: f('int', 'dwunw_module_cache_release', [ctxP, koffi.pointer(FrameT), 'size_t']),
     dwunw_symbolize_frame: f('int', 'dwunw_symbolize_frame', [ctxP, koffi.pointer(FrameT), koffi.pointer(SymbolT)]),
+    dwunw_symbolize: f('int', 'dwunw_symbolize', [ctxP, modP, 'uint64_t', koffi.pointer(SymbolT)]),
     dwunw_maps_set: f('int', 'dwunw_maps_set', [ctxP, 'int32_t', 'const char *', 'size_t']),
     dwunw_maps_parse: f('int', 'dwunw_maps_parse', [
       'char *',

@@ -273,7 +273,7 @@ void frames_shutdown(struct frames *fr)
 static void dw_warn(void *arg, const char *line)
 {
 	(void)arg;
-	if (module_warn_line(line))
+	if (module_warn_line(line) || debug_refused_line(line))
 		return;
 	if (tool_verbose())
 		fprintf(stderr, "%s: libdwunw: %s\n", tool_name(), line);

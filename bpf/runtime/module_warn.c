@@ -72,3 +72,27 @@ void module_warn_flush(void)
 		tool_name(), miss.n, miss.v[0], miss.v[1], miss.v[2]);
 	miss.summed = true;
 }
+
+bool debug_refused_line(const char *line)
+{
+	static const char pre[] = "dwunw: debug file refused: ";
+	static struct {
+		const char **v;
+		size_t n, cap;
+	} seen;
+
+	if (strncmp(line, pre, sizeof(pre) - 1))
+		return false;
+	const char *what = intern(line + sizeof(pre) - 1);
+	for (size_t i = 0; i < seen.n; i++)
+		if (seen.v[i] == what)
+			return true;
+	if (seen.n == seen.cap) {
+		seen.cap = seen.cap ? seen.cap * 2 : 8;
+		seen.v = xrealloc(seen.v, seen.cap * sizeof(*seen.v));
+	}
+	seen.v[seen.n++] = what;
+	fprintf(stderr, "%s: debug file refused: %s: only root's directories are trusted; its module keeps the names it has\n",
+		tool_name(), what);
+	return true;
+}

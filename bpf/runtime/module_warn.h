@@ -20,6 +20,10 @@ void module_warn(const char *path, const char *why);
 /* libdwunw's warning line: true when it was a missing-module line (handled here). */
 bool module_warn_line(const char *line);
 
+/* libdwunw's line about a debug file refused for where it lies (a directory another user can
+ * write): true when it was one; said once per file. */
+bool debug_refused_line(const char *line);
+
 /* Module files that could not be loaded so far. */
 size_t module_warn_count(void);
 

@@ -610,6 +610,7 @@ struct dwunw_symbol {
 #define DWUNW_SYM_FROM_DEBUG_FILE  (1u << 0) /* found in a separate debug file */
 #define DWUNW_SYM_FROM_DEBUGDATA   (1u << 1) /* found in .gnu_debugdata */
 #define DWUNW_SYM_DYNSYM           (1u << 2) /* found in .dynsym only */
+#define DWUNW_SYM_PLT              (1u << 3) /* a PLT stub: the synthetic name@plt of its target */
 
 /*
  * Symbol for a module address. For a return address (frames > 0) pass addr = pc - 1 and then

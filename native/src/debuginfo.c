@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 #include "debuginfo.h"
 
@@ -42,7 +43,46 @@ struct search {
 	struct dw_elf *out;
 	char *found;
 	size_t foundlen;
+	char *refused;              /* the first candidate refused for where it lies, and why */
+	size_t refusedlen;
 };
+
+/* Owned by root (or by us: a user's own files cannot be planted by another). */
+static int owner_ok(const struct stat *st)
+{
+	return st->st_uid == 0 || st->st_uid == geteuid();
+}
+
+/*
+ * Whether nobody but root (or we) could have put the file at path there: the file owned by root
+ * and writable by no one else, and every directory above it owned by root and writable by no
+ * one else, or sticky (/tmp). 0 when trusted; else why not, into why.
+ */
+static int untrusted(const char *path, char *why, size_t len)
+{
+	char real[PATH_MAX];
+	struct stat st;
+
+	if (!realpath(path, real) || stat(real, &st))
+		return snprintf(why, len, "cannot be resolved"), -1;
+	if (!owner_ok(&st))
+		return snprintf(why, len, "owned by uid %u", (unsigned)st.st_uid), -1;
+	if (st.st_mode & (S_IWGRP | S_IWOTH))
+		return snprintf(why, len, "writable by group or others"), -1;
+	for (char *slash = strrchr(real, '/'); slash; slash = strrchr(real, '/')) {
+		*slash = 0;
+		const char *dir = real[0] ? real : "/";
+		if (stat(dir, &st))
+			return snprintf(why, len, "%s cannot be read", dir), -1;
+		if (!owner_ok(&st))
+			return snprintf(why, len, "in %s, owned by uid %u", dir, (unsigned)st.st_uid), -1;
+		if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX))
+			return snprintf(why, len, "in %s, writable by group or others", dir), -1;
+		if (!real[0])
+			break;
+	}
+	return 0;
+}
 
 /* Open path as the debug file if it qualifies; 0 when it does (s->out is then open). */
 static int try_candidate(struct search *s, const char *path, int check_crc, uint32_t crc)
@@ -54,6 +94,13 @@ static int try_candidate(struct search *s, const char *path, int check_crc, uint
 		return -1;
 	if (s->have_mod_st && st.st_dev == s->mod_st.st_dev && st.st_ino == s->mod_st.st_ino)
 		return -1;
+	/* names that cannot be planted: a debug file only from where only root writes */
+	char why[PATH_MAX + 64];
+	if (untrusted(path, why, sizeof(why))) {
+		if (s->refusedlen && !s->refused[0])
+			snprintf(s->refused, s->refusedlen, "%s (%s)", path, why);
+		return -1;
+	}
 	if (dw_elf_open_path(d, path))
 		return -1;
 	if ((s->e->machine && d->machine != s->e->machine) || d->elf_class != s->e->elf_class)
@@ -178,9 +225,11 @@ static void dir_of(const char *path, char *buf, size_t len)
 }
 
 int dw_debug_file_open(struct dw_elf *e, const char *module_path, const char *sysroot,
-		       const char *debug_dirs, struct dw_elf *out, char *found, size_t foundlen)
+		       const char *debug_dirs, struct dw_elf *out, char *found, size_t foundlen,
+		       char *refused, size_t refusedlen)
 {
-	struct search s = { .e = e, .out = out, .found = found, .foundlen = foundlen };
+	struct search s = { .e = e, .out = out, .found = found, .foundlen = foundlen,
+			    .refused = refused, .refusedlen = refusedlen };
 	char hex[2 * sizeof(e->build_id) + 1];
 	struct link_arg la = { 0 };
 	char dir[PATH_MAX], real[PATH_MAX], realdir[PATH_MAX], rel[2][PATH_MAX];
@@ -188,6 +237,10 @@ int dw_debug_file_open(struct dw_elf *e, const char *module_path, const char *sy
 
 	if (found && foundlen)
 		found[0] = 0;
+	if (refused && refusedlen)
+		refused[0] = 0;
+	else
+		s.refusedlen = 0;
 	if (sysroot && (!*sysroot || strcmp(sysroot, "/") == 0))
 		sysroot = NULL;
 	if (have_dir && stat(module_path, &s.mod_st) == 0)

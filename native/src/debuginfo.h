@@ -17,11 +17,14 @@
  * Order: ROOT/.build-id/xx/yyyy.debug for each root; then the .gnu_debuglink name in the module's
  * directory, its .debug/ subdirectory, and ROOT/<module's directory>/ for each root (the CRC must
  * match). A candidate must be an ELF of the same machine and, when both have one, the same
- * build-id. On success `out` is open and its path copied to found (may be NULL).
- * DWUNW_ERR_NOT_FOUND when there is none.
+ * build-id, and lie where only root writes: the file and every directory above it owned by root
+ * (or by the caller's user) and writable by no one else, unless sticky; the first candidate
+ * refused for that is named in refused, "PATH (why)" (may be NULL). On success `out` is open and
+ * its path copied to found (may be NULL). DWUNW_ERR_NOT_FOUND when there is none.
  */
 int dw_debug_file_open(struct dw_elf *e, const char *module_path, const char *sysroot,
-		       const char *debug_dirs, struct dw_elf *out, char *found, size_t foundlen);
+		       const char *debug_dirs, struct dw_elf *out, char *found, size_t foundlen,
+		       char *refused, size_t refusedlen);
 
 /* Open the debug file at path for e: only when both have a build id and they are equal. */
 int dw_debug_file_at(struct dw_elf *e, const char *path, struct dw_elf *out);

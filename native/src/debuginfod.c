@@ -54,7 +54,7 @@ static void do_one(struct dwunw_ctx_impl *c, struct dw_fetcher *f, struct fetch 
 		struct dw_elf d;
 		const char *mp = m->path && strchr(m->path, '/') ? m->path : NULL;
 		int local = !(c->cfg.flags & DWUNW_CFG_NO_DEBUG_FILES) &&
-			    dw_debug_file_open(&m->elf, mp, c->sysroot, c->debug_dirs, &d, NULL, 0) == DWUNW_OK;
+			    dw_debug_file_open(&m->elf, mp, c->sysroot, c->debug_dirs, &d, NULL, 0, NULL, 0) == DWUNW_OK;
 		if (local)
 			dw_elf_close(&d);
 		dw_module_put(m);

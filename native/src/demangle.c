@@ -41,7 +41,22 @@ static void copy_trunc(char *out, size_t outlen, const char *s, size_t len)
 	out[len] = 0;
 }
 
+static int demangle_base(const char *name, char *out, size_t outlen);
+
+/* A PLT stub's synthetic "name@plt" keeps its suffix (perf's and gdb's form); a version goes. */
 int dw_demangle(const char *name, char *out, size_t outlen)
+{
+	size_t n = name ? strlen(name) : 0;
+	int done = demangle_base(name, out, outlen);
+
+	if (n > 4 && !strcmp(name + n - 4, "@plt") && outlen > 0) {
+		size_t have = strlen(out);
+		copy_trunc(out + have, outlen - have, "@plt", 4);
+	}
+	return done;
+}
+
+static int demangle_base(const char *name, char *out, size_t outlen)
 {
 	char stack[256], *mangled = stack, *plain;
 	const char *at;

@@ -62,6 +62,8 @@ static const char *const sec_names[DW_SEC_COUNT] = {
 	[DW_SEC_DEBUG_STR_OFFSETS] = ".debug_str_offsets",
 	[DW_SEC_TEXT] = ".text",
 	[DW_SEC_GOT] = ".got",
+	[DW_SEC_RELA_PLT] = ".rela.plt",
+	[DW_SEC_RELA_DYN] = ".rela.dyn",
 };
 
 /*

@@ -5,6 +5,7 @@
 #include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -12,6 +13,7 @@
 #include "fetch_queue.h"
 #include "demangle.h"
 #include "dwarf_line.h"
+#include "plt_syms.h"
 #include "internal.h"
 #include "module.h"
 #include "symbols.h"
@@ -22,6 +24,7 @@ enum src {
 	SRC_DEBUG,       /* the separate debug file's .symtab */
 	SRC_DEBUGDATA,   /* MiniDebugInfo's .symtab */
 	SRC_DYNSYM,      /* the module's .dynsym */
+	SRC_PLT,         /* a synthetic name@plt for a PLT stub */
 };
 
 static const uint32_t src_flags[] = {
@@ -29,6 +32,7 @@ static const uint32_t src_flags[] = {
 	[SRC_DEBUG] = DWUNW_SYM_FROM_DEBUG_FILE,
 	[SRC_DEBUGDATA] = DWUNW_SYM_FROM_DEBUGDATA,
 	[SRC_DYNSYM] = DWUNW_SYM_DYNSYM,
+	[SRC_PLT] = DWUNW_SYM_PLT,
 };
 
 #define MAX_WALK_BACK 256   /* symbols examined below the candidate when symbols nest */
@@ -66,6 +70,7 @@ struct dw_symtab {
 	int have_mdi;
 	void *mdi_buf;
 	char dbg_path[PATH_MAX];
+	char *plt_names;         /* the name@plt strings */
 	struct dw_symtab *older;  /* the index this one replaced (a debug file came later): its
 				   * names may still be held by a reader until the module unloads */
 	uint32_t gen;            /* the module's generation when built */
@@ -382,6 +387,27 @@ static int finalize(struct dw_symtab *s, struct cands *c, uint64_t limit)
 
 /* ---- building ----------------------------------------------------------------------------------- */
 
+/* name@plt for each PLT stub, as perf and gdb name them (the stub sections have no symbols). */
+static int collect_plt(struct dw_elf *e, struct dw_symtab *s, struct cands *funcs)
+{
+	struct dw_plt_sym *v;
+	size_t n;
+	int rc = dw_plt_syms(e, &v, &n, &s->plt_names);
+
+	for (size_t i = 0; i < n && !rc; i++) {
+		struct cand c = {
+			.addr = v[i].addr,
+			.sec_end = v[i].end,
+			.name = v[i].name,
+			.src = SRC_PLT,
+			.is_func = 1,
+		};
+		rc = cands_push(funcs, &c);
+	}
+	free(v);
+	return rc;
+}
+
 static int has_data(struct dw_elf *e, enum dw_sec_id id)
 {
 	return e->sec[id].index && !e->sec[id].nobits;
@@ -408,9 +434,15 @@ int dw_symtab_build(const struct dwunw_ctx_impl *c, const struct dwunw_module *m
 	if (!(c->cfg.flags & DWUNW_CFG_NO_DEBUG_FILES) &&
 	    (!has_data(e, DW_SEC_SYMTAB) || !has_data(e, DW_SEC_DEBUG_LINE))) {
 		const char *path = m->path && strchr(m->path, '/') ? m->path : NULL;
+		char refused[PATH_MAX + 128];
 		if (dw_debug_file_open(e, path, c->sysroot, c->debug_dirs, &s->dbg, s->dbg_path,
-				       sizeof(s->dbg_path)) == DWUNW_OK)
+				       sizeof(s->dbg_path), refused, sizeof(refused)) == DWUNW_OK)
 			s->have_dbg = 1;
+		else if (refused[0] && c->cfg.warn) {
+			char line[sizeof(refused) + 64];
+			snprintf(line, sizeof(line), "dwunw: debug file refused: %s", refused);
+			c->cfg.warn(c->cfg.warn_arg, line);
+		}
 	}
 	/* One fetched from debuginfod (debuginfod.c), matched by build id. */
 	if (!s->have_dbg && !has_data(e, DW_SEC_SYMTAB) &&
@@ -429,6 +461,8 @@ int dw_symtab_build(const struct dwunw_ctx_impl *c, const struct dwunw_module *m
 		rc = collect(&s->mdi, DW_SEC_SYMTAB, SRC_DEBUGDATA, &funcs, &notype);
 	if (!rc)
 		rc = collect(e, DW_SEC_DYNSYM, SRC_DYNSYM, &funcs, &notype);
+	if (!rc)
+		rc = collect_plt(e, s, &funcs);
 
 	uint64_t limit = e->exec_hi ? e->exec_hi : UINT64_MAX;
 	if (!rc) {
@@ -470,6 +504,7 @@ void dw_symtab_free(struct dw_symtab *s)
 	if (s->have_mdi)
 		dw_elf_close(&s->mdi);
 	free(s->mdi_buf);
+	free(s->plt_names);
 	pthread_mutex_destroy(&s->lock);
 	free(s);
 }
