@@ -20,6 +20,7 @@ const COMMANDS: readonly CommandEntry[] = [
   { file: 'unwind-core', command: 'unwind-core <core>', describe: 'Unwind every thread of a core file (kernel core, gcore, qemu guest core), offline', load: () => import('../commands/unwind-core.js') },
   { file: 'memleak', command: 'memleak [args..]', describe: 'Outstanding allocations of a process by stack, with DWARF stacks (memleak; --demo: a side-by-side demo)', load: () => import('../commands/memleak.js') },
   { file: 'profile', command: 'profile [args..]', describe: 'CPU profile by stack, system-wide or of processes, with DWARF user stacks (folded, pprof, HTML flame graph, continuous export)', load: () => import('../commands/profile.js') },
+  { file: 'symbolize', command: 'symbolize <input>', describe: 'Name the unnamed frames of a pprof profile by build id (local debug files, debuginfod)', load: () => import('../commands/symbolize.js') },
   { file: 'offcputime', command: 'offcputime [args..]', describe: 'Time threads spend off CPU (blocked, waiting) by stack, with DWARF user stacks (folded, pprof, HTML flame graph)', load: () => import('../commands/offcputime.js') },
 ];
 export const commandTable = COMMANDS;

@@ -1,44 +1,54 @@
 // profile's samples (or offcputime's time off CPU: sample types switches/count and
 // off-cpu/nanoseconds) as a pprof profile (profile.proto, gzip'd), written with the npm package
 // pprof-format. CPU convention: sample types samples/count and cpu/nanoseconds, period_type
-// cpu/nanoseconds, period 1e9/Hz. Locations leaf first; ids dense 1..N (Parca rejects others);
-// mappings carry the module's path and build id; user frames are placed at their module address
-// (pc - load bias, the same in every process mapping the file), kernel frames at their pc.
+// cpu/nanoseconds, period 1e9/Hz. Locations leaf first; ids dense 1..N (Parca rejects others).
+// Made to be named later (`dwunw symbolize`, lib/symbolize.ts, or `pprof -symbolize`): a mapping
+// carries the module's path and build id and is described by the file's executable segment
+// (memory_start = its address, file_offset = its offset), so a location's address is the file's
+// own address (pc - load bias, the same in every process mapping the file); a return address is
+// placed at its call (pc - 1, inside the call instruction, as profile.proto allows), so that the
+// address is what a symbolizer looks up. A frame without a name has no line, and its mapping says
+// has_functions=false. Kernel frames are placed at their pc.
 import { gzipSync } from 'node:zlib';
 import { Function as PFunction, Label, Line, Location, Mapping, Profile, Sample, StringTable, ValueType } from 'pprof-format';
+import { execSegment } from './elf-load.js';
 import type { PrEntry, PrFrame, PrSummary } from './profile.js';
 import { frameName, leafFirst } from './profile.js';
 
 const KERNEL = '[kernel.kallsyms]';
 
+interface MappingAcc {
+  id: number;
+  path: string;
+  lo: bigint;
+  hi: bigint;
+  /** every location of it has a function */
+  named: boolean;
+  lines: boolean;
+}
+
 export function buildPprof(entries: PrEntry[], summary: PrSummary): Profile {
   const strings = new StringTable();
   const s = (v: string): number => strings.dedup(v);
   const buildIds = new Map(summary.modules.map((m) => [m.path, m.build_id]));
-  const mappings = new Map<string, Mapping & { lo: bigint; hi: bigint }>();
+  const mappings = new Map<string, MappingAcc>();
   const functions = new Map<string, PFunction>();
   const locations = new Map<string, Location>();
   const period = summary.period || (summary.frequency ? Math.round(1e9 / summary.frequency) : 0);
   // offcputime: count is microseconds off CPU; the values are switch-outs and nanoseconds
   const offCpu = summary.unit === 'microseconds';
 
-  const mappingFor = (path: string, addr: bigint): bigint => {
+  const mappingFor = (path: string, addr: bigint, named: boolean, line: boolean): number => {
     let m = mappings.get(path);
     if (!m) {
-      m = Object.assign(
-        new Mapping({
-          id: mappings.size + 1,
-          filename: s(path),
-          buildId: s(buildIds.get(path) ?? ''),
-          hasFunctions: true,
-        }),
-        { lo: addr, hi: addr + 1n },
-      );
+      m = { id: mappings.size + 1, path, lo: addr, hi: addr + 1n, named: true, lines: false };
       mappings.set(path, m);
     }
     if (addr < m.lo) m.lo = addr;
     if (addr + 1n > m.hi) m.hi = addr + 1n;
-    return BigInt(m.id);
+    m.named &&= named;
+    m.lines ||= line;
+    return m.id;
   };
   const functionFor = (name: string, file: string): number => {
     const key = `${name}\0${file}`;
@@ -49,18 +59,22 @@ export function buildPprof(entries: PrEntry[], summary: PrSummary): Profile {
     }
     return Number(f.id);
   };
-  const locationFor = (f: PrFrame | null, label: string | null, maddr: number, kernel: boolean): number => {
-    const name = f ? frameName(f) : label!;
+  const locationFor = (f: PrFrame | null, label: string | null, maddr: number, kernel: boolean, exact: boolean): number => {
     const module = f ? (kernel ? KERNEL : f.module) : null;
-    const addr = f ? (kernel || !maddr ? BigInt(f.pc) : BigInt(maddr)) : 0n;
-    const key = `${module ?? ''}\0${addr}\0${name}`;
+    const inFile = f !== null && !kernel && module !== null && maddr !== 0;
+    // a frame of a file without a name: no line, for a symbolizer to fill in
+    const unnamed = inFile && !f.symbol;
+    const name = f ? frameName(f) : label!;
+    const addr = f ? (inFile ? BigInt(maddr) - (exact ? 0n : 1n) : BigInt(f.pc)) : 0n;
+    const line = f?.line ?? 0;
+    const key = `${module ?? ''}\0${addr}\0${unnamed ? '' : name}\0${line}`;
     let l = locations.get(key);
     if (!l) {
       l = new Location({
         id: locations.size + 1,
-        mappingId: module ? mappingFor(module, addr) : 0,
+        mappingId: module ? mappingFor(module, addr, !unnamed, line > 0) : 0,
         address: addr,
-        line: [new Line({ functionId: functionFor(name, module ?? '') })],
+        line: unnamed ? [] : [new Line({ functionId: functionFor(name, f?.file ?? module ?? ''), line })],
       });
       locations.set(key, l);
     }
@@ -80,18 +94,22 @@ export function buildPprof(entries: PrEntry[], summary: PrSummary): Profile {
       }),
     );
   }
-  const mapping = [...mappings.values()].map(
-    (m) =>
-      new Mapping({
-        id: m.id,
-        memoryStart: m.lo,
-        memoryLimit: m.hi,
-        fileOffset: 0,
-        filename: m.filename,
-        buildId: m.buildId,
-        hasFunctions: true,
-      }),
-  );
+  const mapping = [...mappings.values()].map((m) => {
+    // the file's executable segment when it covers every location (the file read now is the one profiled)
+    const seg = m.path === KERNEL ? null : execSegment(m.path);
+    const fits = seg !== null && m.lo >= seg.vaddr && m.hi <= seg.vaddr + seg.memsz;
+    return new Mapping({
+      id: m.id,
+      memoryStart: fits ? seg.vaddr : m.lo,
+      memoryLimit: fits ? seg.vaddr + seg.memsz : m.hi,
+      fileOffset: fits ? seg.offset : 0,
+      filename: s(m.path),
+      buildId: s(buildIds.get(m.path) ?? ''),
+      hasFunctions: m.named,
+      hasFilenames: m.lines,
+      hasLineNumbers: m.lines,
+    });
+  });
   return new Profile({
     sampleType: offCpu
       ? [new ValueType({ type: s('switches'), unit: s('count') }), new ValueType({ type: s('off-cpu'), unit: s('nanoseconds') })]

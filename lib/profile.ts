@@ -19,6 +19,9 @@ export interface PrFrame {
   origin?: string;
   /** in anonymous executable memory (JIT code) */
   anon?: boolean;
+  /** with --lines: the source file and line, when the debug info has them */
+  file?: string;
+  line?: number;
 }
 
 export interface PrStack {
@@ -31,6 +34,8 @@ export interface PrStack {
   maddr?: number[];
   /** indices of frames recovered by frame pointers inside a DWARF walk */
   fp_frames?: number[];
+  /** indices of frames whose pc is not a return address (the leaf, after a signal frame) */
+  exact?: number[];
   /** pseudo-frame: why the stack is missing or stopped */
   reason?: string;
 }
@@ -163,17 +168,22 @@ export function rootFirst(e: PrEntry): { names: string[]; kernelFrom: number } {
 /**
  * An entry's frames leaf first, as pprof and OTLP stacks want them: kernel frames, the kernel
  * pseudo-frame (why it is missing or stopped), user frames, the user pseudo-frame. `at` maps each
- * (a frame, or null and the pseudo-frame's label) with the user frame's module address (0: none).
+ * (a frame, or null and the pseudo-frame's label) with the user frame's module address (0: none)
+ * and whether its pc is exact (not a return address: the address of its own instruction).
  */
-export function leafFirst<T>(e: PrEntry, at: (f: PrFrame | null, label: string | null, maddr: number, kernel: boolean) => T): T[] {
+export function leafFirst<T>(
+  e: PrEntry,
+  at: (f: PrFrame | null, label: string | null, maddr: number, kernel: boolean, exact: boolean) => T,
+): T[] {
   const out: T[] = [];
   if (e.kernel) {
-    for (const f of e.kernel.frames) out.push(at(f, null, 0, true));
-    if (e.kernel.reason) out.push(at(null, e.kernel.reason, 0, true));
+    e.kernel.frames.forEach((f, i) => out.push(at(f, null, 0, true, i === 0)));
+    if (e.kernel.reason) out.push(at(null, e.kernel.reason, 0, true, true));
   }
   if (e.user) {
-    e.user.frames.forEach((f, i) => out.push(at(f, null, e.user!.maddr?.[i] ?? 0, false)));
-    if (e.user.reason) out.push(at(null, e.user.reason, 0, false));
+    const exact = new Set(e.user.exact ?? [0]);
+    e.user.frames.forEach((f, i) => out.push(at(f, null, e.user!.maddr?.[i] ?? 0, false, exact.has(i))));
+    if (e.user.reason) out.push(at(null, e.user.reason, 0, false, true));
   }
   return out;
 }

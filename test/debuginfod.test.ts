@@ -12,6 +12,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t, { type Test } from 'tap';
+import { parseProfileJson } from '../lib/profile.js';
 import { bpfUnavailable, cliEnv, dwunwBin, root, skipOrFail, start, waitFor } from './helpers.js';
 
 const LIBC = '/usr/lib/x86_64-linux-gnu/libc.so.6';
@@ -255,33 +256,35 @@ t.test('profile (BPF) of python3.11: fetched while sampling, frames named before
     });
   };
   /**
-   * python3.11 is not PIE (its pcs are its file's addresses): its PLT stubs' range, from readelf.
-   * A sample in a stub (time_time's call of clock_gettime@plt) has no symbol in any debug file:
-   * dwunw does not make gdb's and perf's `name@plt` symbols yet, so such a frame stays [unknown]
-   * and is not what the server is asked for.
+   * python3.11 is not PIE (its pcs are its file's addresses): its PLT stubs as objdump labels them
+   * (`name@plt`; the first, PLT0, has no name of its own). A sample in a stub (time_time's call of
+   * clock_gettime@plt) is named so, with or without a debug file: no symbol table has the stubs.
    */
-  const plt = execFileSync('readelf', ['-SW', PYTHON], { encoding: 'utf8' })
-    .split('\n')
-    .map((l) => /\s\.plt(?:\.sec|\.got)?\s+PROGBITS\s+([0-9a-f]+)\s+[0-9a-f]+\s+([0-9a-f]+)/.exec(l))
-    .filter((m): m is RegExpExecArray => m !== null)
-    .map((m) => [BigInt(`0x${m[1]}`), BigInt(`0x${m[1]}`) + BigInt(`0x${m[2]}`)] as const);
-  t.ok(plt.length > 0, `readelf: ${PYTHON} has a .plt`);
-  const inPlt = (pc: string) => plt.some(([lo, hi]) => BigInt(pc) >= lo && BigInt(pc) < hi);
-  /** Frames of python3.11 (outside its PLT) and libc.so.6 left [unknown], weighted by samples, and every frame name. */
-  const unknown = (ndjson: string): { n: number; stubs: number; names: Set<string> } => {
+  const stubs = [...execFileSync('objdump', ['-d', '-j', '.plt', '-j', '.plt.sec', '-j', '.plt.got', PYTHON], { encoding: 'utf8', maxBuffer: 1 << 26 }).matchAll(/^([0-9a-f]+) <(.+)>:$/gm)]
+    .filter((m) => !/[+-]0x[0-9a-f]+$/.test(m[2]!))
+    .map((m) => [BigInt(`0x${m[1]}`), m[2]!] as const);
+  t.ok(stubs.length > 0, `objdump: ${PYTHON} has PLT stubs (${stubs.length})`);
+  /** objdump's name for the stub holding pc, or null when pc is in none (16-byte stubs). */
+  const stubOf = (pc: string): string | null => [...stubs].reverse().find(([a]) => BigInt(pc) >= a && BigInt(pc) < a + 16n)?.[1] ?? null;
+  /** Frames of python3.11 and libc.so.6 left [unknown], weighted by samples; PLT stubs named otherwise than objdump; every frame name. */
+  const unknown = (ndjson: string): { n: number; stubs: number; wrongStubs: string[]; names: Set<string> } => {
     let n = 0;
-    let stubs = 0;
+    let inStubs = 0;
+    const wrongStubs: string[] = [];
     const names = new Set<string>();
     for (const l of ndjson.split('\n').filter((x) => x.startsWith('{"pid"'))) {
       const s = JSON.parse(l) as { count: number; user?: { frames: { pc: string; symbol: string | null; module: string | null }[] } };
       for (const f of s.user?.frames ?? []) {
         if (f.symbol) names.add(f.symbol);
-        if (f.symbol || (f.module !== PYTHON && f.module !== LIBC)) continue;
-        if (f.module === PYTHON && inPlt(f.pc)) stubs += s.count;
-        else n += s.count;
+        const stub = f.module === PYTHON ? stubOf(f.pc) : null;
+        if (stub) {
+          inStubs += s.count;
+          if (f.symbol !== stub) wrongStubs.push(`${f.pc}: ${f.symbol} (objdump: ${stub})`);
+        }
+        if (!f.symbol && (f.module === PYTHON || f.module === LIBC)) n += s.count;
       }
     }
-    return { n, stubs, names };
+    return { n, stubs: inStubs, wrongStubs, names };
   };
   const before = prof(['--no-debuginfod'], {});
   t.equal(before.status, 0, `without the server: exit 0 ${before.stderr.slice(-300)}`);
@@ -292,7 +295,76 @@ t.test('profile (BPF) of python3.11: fetched while sampling, frames named before
   t.notMatch(after.stderr, /debuginfod/, 'no summary line: every file came');
   const a = unknown(after.stdout);
   t.equal(a.n, 0, `with the server: no python3.11 or libc frame left [unknown] (${a.stubs} samples in python3.11's PLT stubs)`);
+  t.same([...b.wrongStubs, ...a.wrongStubs], [], `PLT stubs named name@plt as objdump names them (${b.stubs} + ${a.stubs} samples)`);
   t.ok([...a.names].some((n) => plain(n) === 'list_sort_impl'), 'a static function of python3.11 named (list_sort_impl)');
+});
+
+/** `go tool pprof -raw`'s locations: mapping file and address -> the functions (inline chain) with their lines. */
+function rawLocations(file: string): Map<string, string> {
+  const r = spawnSync('go', ['tool', 'pprof', '-raw', file], { encoding: 'utf8', timeout: 120_000 });
+  if (r.status !== 0) throw new Error(`go tool pprof -raw ${file}: ${r.stderr.slice(-300)}`);
+  const text = r.stdout;
+  const files = new Map<string, string>();
+  for (const m of (text.split('\nMappings\n')[1] ?? '').matchAll(/^(\d+): \S+ (\S+)/gm)) files.set(m[1]!, m[2]!);
+  const out = new Map<string, string>();
+  let key: string | null = null;
+  for (const l of (text.split('\nLocations\n')[1] ?? '').split('\nMappings\n')[0]!.split('\n')) {
+    const m = /^\s+\d+: (0x[0-9a-f]+) M=(\d+) ?(.*?)(?: s=\d+)?$/.exec(l);
+    if (m) {
+      key = `${files.get(m[2]!) ?? '?'} ${m[1]}`;
+      out.set(key, m[3]!.trim());
+      continue;
+    }
+    const cont = /^\s{10,}(\S.*?)(?: s=\d+)?$/.exec(l);
+    if (cont && key) out.set(key, `${out.get(key)} | ${cont[1]!.trim()}`);
+  }
+  return out;
+}
+
+t.test('dwunw symbolize: a pprof taken with --no-debuginfod, named later, equals the pprof taken with the server (go tool pprof -raw)', async (t) => {
+  const why = bpfUnavailable('profile needs CAP_BPF, CAP_PERFMON', [[join(root, 'build', 'bpf', 'profile'), 'make bpf']]);
+  if (why) return skipOrFail(t, why, 'profile skipped');
+  if (!pyVersion || !existsSync(PYTHON)) return t.fail(`${PYTHON} is not installed`);
+  const py = 'import time\nt = time.time()\nwhile time.time() - t < 2: sorted(range(20000), key=lambda x: -x)\n';
+  const dwunw = (args: string[], env: Record<string, string>) => {
+    const e = cliEnv(env);
+    if (!('DEBUGINFOD_URLS' in env)) delete e.DEBUGINFOD_URLS;
+    return spawnSync(dwunwBin, args, { cwd: root, env: e, encoding: 'utf8', timeout: 180_000 });
+  };
+  const a = join(work, 'no-debuginfod.pb.gz');
+  const b = join(work, 'symbolized.pb.gz');
+  const c = join(work, 'with-debuginfod.pb.gz');
+  const profile = (out: string, args: string[], env: Record<string, string>) =>
+    dwunw(['profile', '-F', '199', '--debug-dir', empty, ...args, '--pprof', out, '--', PYTHON, '-c', py], env);
+  const ra = profile(a, ['--no-debuginfod'], {});
+  t.equal(ra.status, 0, `profile --no-debuginfod: exit 0 ${ra.stderr.slice(-300)}`);
+  const rc = profile(c, [], { ...urls(), DEBUGINFOD_CACHE_PATH: join(work, 'cache-pprof-live') });
+  t.equal(rc.status, 0, `profile with the server: exit 0 ${rc.stderr.slice(-300)}`);
+  const rb = dwunw(['symbolize', a, '-o', b, '--debug-dir', empty, '--json'], { ...urls(), DEBUGINFOD_CACHE_PATH: join(work, 'cache-pprof-later') });
+  t.equal(rb.status, 0, `symbolize: exit 0 ${rb.stderr.slice(-300)}`);
+
+  const before = rawLocations(a);
+  const later = rawLocations(b);
+  const live = rawLocations(c);
+  const ours = (k: string) => k.startsWith(`${PYTHON} `) || k.startsWith(`${LIBC} `);
+  const unnamedBefore = [...before].filter(([k, v]) => ours(k) && v === '').map(([k]) => k);
+  t.ok(unnamedBefore.length > 0, `without the server: python3.11 and libc locations without a function (${unnamedBefore.length}), has_functions=false`);
+  t.match(spawnSync('go', ['tool', 'pprof', '-raw', a], { encoding: 'utf8' }).stdout, new RegExp(`${PYTHON} [0-9a-f]{40} *\n`), 'python3.11\'s mapping: its build id, no [FN]');
+  const left = unnamedBefore.filter((k) => later.get(k) === '');
+  t.same(left, [], 'symbolize named every one of them');
+  // the same location (file and address) in both profiles: the same functions and lines
+  let shared = 0;
+  const differ: string[] = [];
+  for (const [k, v] of later) {
+    const w = live.get(k);
+    if (!ours(k) || w === undefined) continue;
+    shared++;
+    // the live profile has no lines (without --lines): compare the functions
+    const fn = (x: string) => x.split(' | ').map((f) => f.split(' ')[0]).join(' | ');
+    if (fn(v) !== fn(w)) differ.push(`${k}: ${v} vs ${w}`);
+  }
+  t.ok(shared >= 10, `locations in both profiles: ${shared}`);
+  t.same(differ, [], 'named later = named live, location by location');
 });
 
 t.test('the server stopped: one summary line names the module and why; the stacks are the same, unnamed', async (t) => {
@@ -311,4 +383,45 @@ t.test('the server stopped: one summary line names the module and why; the stack
     before.frames.map((f) => [f.pc, f.symbol]),
     'the same frames and names as without debuginfod',
   );
+});
+
+t.test('a server that stops mid-run (mid-request): one summary line naming the module and why; sampling never waits, every sample accounted for', async (t) => {
+  const profileBin = join(root, 'build', 'bpf', 'profile');
+  const why = bpfUnavailable('profile needs CAP_BPF, CAP_PERFMON', [[profileBin, 'make bpf']]);
+  if (why) return skipOrFail(t, why, 'profile skipped');
+  if (!pyVersion || !existsSync(PYTHON)) return t.fail(`${PYTHON} is not installed`);
+  // a server that takes each request, holds it while sampling goes on, then goes away
+  let asked = 0;
+  const sockets = new Set<import('node:net').Socket>();
+  const dying = createServer((s) => {
+    sockets.add(s);
+    s.once('data', () => {
+      asked++;
+      setTimeout(() => {
+        dying.close();
+        for (const x of sockets) x.destroy();
+      }, 1500);
+    });
+  });
+  await new Promise<void>((resolve) => dying.listen(0, '127.0.0.1', resolve));
+  const addr = dying.address();
+  const dport = typeof addr === 'object' && addr ? addr.port : 0;
+  t.teardown(() => {
+    dying.close();
+    for (const x of sockets) x.destroy();
+  });
+  const py = 'import time\nt = time.time()\nwhile time.time() - t < 3: sorted(range(20000), key=lambda x: -x)\n';
+  const e = cliEnv({ DEBUGINFOD_URLS: `http://127.0.0.1:${dport}`, DEBUGINFOD_CACHE_PATH: join(work, 'cache-dying'), DEBUGINFOD_TIMEOUT: '30' });
+  const r = await new Promise<{ status: number | null; stdout: string; stderr: string }>((resolve) => {
+    const c = start(profileBin, ['-U', '--json', '-F', '99', '--debug-dir', empty, '--', PYTHON, '-c', py], { env: e, timeoutMs: 180_000 });
+    void c.done.then((x) => resolve({ status: x.status, stdout: x.stdout, stderr: x.stderr }));
+  });
+  t.equal(r.status, 0, `exit 0 ${r.stderr.slice(-300)}`);
+  t.ok(asked > 0, `the server was asked (${asked} requests) before it stopped`);
+  const lines = r.stderr.split('\n').filter((l) => l.includes('debuginfod'));
+  t.equal(lines.length, 1, `one debuginfod line: ${lines[0]}`);
+  t.match(lines[0] ?? '', /^profile: debuginfod: no debug file for \d+ modules?: .*\bpython3\.11 \([^)]+\)/, 'it names python3.11 and the cause');
+  const out = parseProfileJson(r.stdout);
+  t.ok(out.summary && out.summary.samples > 0, `samples taken while the request hung (${out.summary?.samples})`);
+  t.equal(out.entries.reduce((a, s) => a + s.count, 0), out.summary?.samples, 'every sample in a stack');
 });

@@ -93,6 +93,20 @@ void stack_folded_line(FILE *o, const char *comm, const struct ustack *k, const 
 	}
 }
 
+/* The indices of the frames with any of `flags`, as a JSON array. */
+static void print_flagged(const struct ustack *s, uint32_t flags)
+{
+	bool c = false;
+
+	putchar('[');
+	for (uint32_t i = 0; i < s->nframes; i++)
+		if (s->frames[i].flags & flags) {
+			printf("%s%u", c ? "," : "", i);
+			c = true;
+		}
+	putchar(']');
+}
+
 void stack_print_json(const struct ustack *s, bool user)
 {
 	if (!s) {
@@ -114,14 +128,11 @@ void stack_print_json(const struct ustack *s, bool user)
 		printf(",\"maddr\":[");
 		for (uint32_t i = 0; i < s->nframes; i++)
 			printf("%s%" PRIu64, i ? "," : "", s->frames[i].maddr);
-		printf("],\"fp_frames\":[");
-		bool c = false;
-		for (uint32_t i = 0; i < s->nframes; i++)
-			if (s->frames[i].flags & UF_FP) {
-				printf("%s%u", c ? "," : "", i);
-				c = true;
-			}
-		printf("]");
+		printf("],\"fp_frames\":");
+		print_flagged(s, UF_FP);
+		/* pcs that are not return addresses: a symbolizer looks them up as they are, not as pc - 1 */
+		printf(",\"exact\":");
+		print_flagged(s, UF_EXACT);
 	}
 	if (s->label) {
 		printf(",\"reason\":");

@@ -26,7 +26,7 @@ void stack_print_text(const struct ustack *k, const struct ustack *u, const char
 void stack_folded_line(FILE *o, const char *comm, const struct ustack *k, const struct ustack *u,
 		       bool delimiter);
 
-/* {"frames":[...], user: "kind","complete","stop","maddr","fp_frames"; "reason"} or null. */
+/* {"frames":[...], user: "kind","complete","stop","maddr","fp_frames","exact"; "reason"} or null. */
 void stack_print_json(const struct ustack *s, bool user);
 
 #endif /* DWUNW_STACK_REPORT_H */
