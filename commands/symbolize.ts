@@ -4,6 +4,15 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import type { ArgumentsCamelCase, Argv } from 'yargs';
 import { CliError } from '../lib/output.js';
 
+/** A file error's cause, without node's "ENOENT: ..., open 'path'" wrapping. */
+const cause = (e: unknown): string => {
+  const x = e as NodeJS.ErrnoException;
+  if (x.code === 'ENOENT') return 'no such file or directory';
+  if (x.code === 'EACCES') return 'permission denied';
+  if (x.code === 'EISDIR') return 'is a directory';
+  return x.message;
+};
+
 interface Args {
   input: string;
   output: string;
@@ -35,7 +44,7 @@ export async function handler(argv: ArgumentsCamelCase<Args>): Promise<void> {
   try {
     bytes = readFileSync(argv.input);
   } catch (e) {
-    throw new CliError(argv.input, (e as Error).message.replace(/^[A-Z]+: /, ''));
+    throw new CliError(argv.input, cause(e));
   }
   const r = symbolizePprof(bytes, argv.input, {
     debugDirs: argv['debug-dir'],
@@ -45,7 +54,7 @@ export async function handler(argv: ArgumentsCamelCase<Args>): Promise<void> {
   try {
     writeFileSync(argv.output, r.profile);
   } catch (e) {
-    throw new CliError(argv.output, (e as Error).message.replace(/^[A-Z]+: /, ''));
+    throw new CliError(argv.output, cause(e));
   }
   if (argv.json) process.stdout.write(`${JSON.stringify({ unnamed: r.unnamed, named: r.named, summary: r.summary })}\n`);
   for (const l of r.summary) process.stderr.write(`${l}\n`);

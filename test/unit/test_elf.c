@@ -25,7 +25,7 @@ static char tmpdir[64];
 static const char *const names[DW_SEC_COUNT] = {
 	".eh_frame", ".eh_frame_hdr", ".debug_frame", ".symtab", ".strtab", ".dynsym", ".dynstr",
 	".gnu_debuglink", ".gnu_debugdata", ".debug_line", ".debug_line_str", ".debug_str",
-	".debug_info", ".debug_abbrev", ".debug_str_offsets", ".text", ".got",
+	".debug_info", ".debug_abbrev", ".debug_str_offsets", ".text", ".got", ".rela.plt", ".rela.dyn",
 };
 
 /* ---- helpers ------------------------------------------------------------------------------ */
