@@ -2,7 +2,7 @@
 // off-cpu/nanoseconds) as a pprof profile (profile.proto, gzip'd), written with the npm package
 // pprof-format. CPU convention: sample types samples/count and cpu/nanoseconds, period_type
 // cpu/nanoseconds, period 1e9/Hz. Locations leaf first; ids dense 1..N (Parca rejects others).
-// Made to be named later (`dwunw symbolize`, lib/symbolize.ts, or `pprof -symbolize`): a mapping
+// Made to be named later (`dwunw symbolize`, lib/symbolize.ts; pprof's own convention): a mapping
 // carries the module's path and build id and is described by the file's executable segment
 // (memory_start = its address, file_offset = its offset), so a location's address is the file's
 // own address (pc - load bias, the same in every process mapping the file); a return address is
