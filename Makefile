@@ -64,7 +64,7 @@ examples: native bpf
 # scripts/otlp-descriptors): not in `all` (Go builds take minutes cold); npm test builds them.
 .PHONY: engines otlp
 include test/engines/engines.mk
-engines: $(BUILD)/engines/otelcol otlp
+engines: $(BUILD)/engines/otelcol $(BUILD)/engines/pyroscope-push otlp
 otlp: $(BUILD)/otlp/profiles.desc
 $(BUILD)/otlp/profiles.desc: scripts/otlp-descriptors
 	@mkdir -p $(@D)

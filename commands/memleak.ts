@@ -2,21 +2,24 @@
 // (its own flags: -p, -c, -a, -o, -T, --unwind, --json, ...; `dwunw memleak --help` shows them),
 // and exits with its status. On a terminal its text report is colored line by line (stack
 // headers, symbol names, stop reasons); piped, or with --json/--folded, the output is memleak's
-// own, byte for byte.
+// own, byte for byte. With --export URL (lib/export.ts) each report is sent as it comes
+// (inuse_space, inuse_objects: lib/export-memleak.ts).
 //
 // dwunw memleak --demo [--rounds N] [--json]: builds what is missing, runs the workload
 // fixtures/x86_64/leaky (-O2 -fomit-frame-pointer) under two memleaks at once (--unwind=dwarf and
 // --unwind=fp), and prints each leak site's two stacks side by side, checked against the chains of
 // `leaky --manifest`, then a completeness summary (lib/memleak-demo.ts). `npm start` runs it.
-import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { constants as osConstants } from 'node:os';
 import type { ChalkInstance } from 'chalk';
 import type { ArgumentsCamelCase, Argv } from 'yargs';
-import { type PassthroughArgs, passthroughBuilder } from '../lib/passthrough.js';
+import { type PassthroughArgs, passthroughBuilder, runTool } from '../lib/passthrough.js';
 import { memleakPath } from '../lib/memleak.js';
 import { demoJson, demoText, runDemo } from '../lib/memleak-demo.js';
 import { CliError, ExitCode, colorsFor } from '../lib/output.js';
+import { ExportRun, type ExportOptions, exportHelp, exportSummary } from '../lib/export.js';
+import { ReportReader } from '../lib/export-memleak.js';
+import type { MlReport } from '../lib/memleak.js';
+import { type ExportArgs, exportOptions, newExportArgs, takeExportArg } from './export-options.js';
 
 type Args = PassthroughArgs;
 
@@ -34,7 +37,91 @@ export async function handler(argv: ArgumentsCamelCase<Args>): Promise<void> {
   const after = argv._.slice(1).map(String);
   if (before.includes('--demo')) await demo(before, after);
   // `-- PROG ARGS`: the program memleak runs and follows (yargs took the `--` away)
-  else await memleak(after.length ? [...before, '--', ...after] : before);
+  else {
+    const sp = splitArgs(before);
+    const eo = exportOptions(sp.exp, 'memleak');
+    if (eo) await memleakExport(sp, eo, after);
+    else await memleak(after.length ? [...before, '--', ...after] : before);
+  }
+}
+
+// ---- --export --------------------------------------------------------------------------------------
+
+/** memleak's options that take a value (bpf/memleak/memleak_opts.c): the rest are flags or positionals. */
+const ML_VALUED_SHORT = 'pcosTzZOS';
+const ML_VALUED_LONG = /^--(pid|older|command|sample-rate|top|min-size|max-size|obj|symbols-prefix|unwind|stack-size|buffer-size|max-stacks|expected-rate|max-frames|weight|table-budget)$/;
+
+interface Split {
+  exp: ExportArgs;
+  /** memleak's own arguments (before `--`), ours taken out */
+  rest: string[];
+  /** INTERVAL [COUNT] */
+  positionals: string[];
+  json: boolean;
+  top: boolean;
+}
+
+/** Our --export options taken out of memleak's arguments; memleak's positionals found. */
+export function splitArgs(args: string[]): Split {
+  const out: Split = { exp: newExportArgs(), rest: [], positionals: [], json: false, top: false };
+  for (let i = 0; i < args.length; i++) {
+    const a = args[i]!;
+    const j = takeExportArg(args, i, out.exp, 'memleak');
+    if (j >= 0) {
+      i = j;
+      continue;
+    }
+    out.rest.push(a);
+    if (a === '--json') out.json = true;
+    if (/^--top(=|$)|^-[a-zA-Z]*T/.test(a)) out.top = true;
+    if (ML_VALUED_LONG.test(a)) out.rest.push(args[++i] ?? '');
+    else if (/^-[^-]/.test(a)) {
+      // a cluster (-ap PID, -T5): the first valued letter takes the rest, or the next argument
+      const k = [...a.slice(1)].findIndex((ch) => ML_VALUED_SHORT.includes(ch));
+      if (k >= 0 && k === a.length - 2) out.rest.push(args[++i] ?? '');
+    } else if (!a.startsWith('-')) out.positionals.push(a);
+  }
+  return out;
+}
+
+/**
+ * memleak --json with a report per interval; each report, as it comes, goes to the destinations
+ * (inuse_space and inuse_objects, lib/export-memleak.ts). stdout: the program's own output, and
+ * the reports with --json; the export's summary on stderr.
+ */
+async function memleakExport(sp: Split, eo: ExportOptions, after: string[]): Promise<void> {
+  const bin = memleakPath();
+  if (!existsSync(bin)) throw new CliError('memleak', `${bin} is not built (run make bpf)`);
+  if (sp.positionals.length && sp.exp.interval !== undefined)
+    throw new CliError('memleak', `--interval and INTERVAL ${sp.positionals[0]} both given (see dwunw memleak --help)`, ExitCode.USAGE);
+  if (sp.positionals.length) {
+    const v = sp.positionals[0]!;
+    if (!/^\d+$/.test(v) || Number(v) < 1) throw new CliError('memleak', `INTERVAL ${v}: expected whole seconds with --export (see dwunw memleak --help)`, ExitCode.USAGE);
+    eo.intervalS = Number(v);
+  }
+  // every stack is exported, not the top 10 of the JSON report
+  const args = [...sp.rest, ...(sp.json ? [] : ['--json']), ...(sp.top ? [] : ['--top=1000000']), ...(sp.positionals.length ? [] : [String(eo.intervalS)]), ...(after.length ? ['--', ...after] : [])];
+  const exp = new ExportRun(eo);
+  const reader = new ReportReader(eo.intervalS);
+  const status = await runTool('memleak', bin, args, {
+    onLine: (l) => {
+      let r: MlReport | null = null;
+      if (l.startsWith('{"time":')) {
+        try {
+          r = JSON.parse(l) as MlReport;
+        } catch {
+          // a line cut short
+        }
+      }
+      if (r) exp.send(reader.report(r));
+      if (!r || sp.json) process.stdout.write(`${l}\n`);
+    },
+  });
+  process.exitCode = status;
+  const stats = await exp.finish(eo.timeoutMs);
+  if (status !== 0 && !exp.intervals) return; // memleak refused its arguments, or did not start
+  process.stderr.write(exportSummary(stats, exp.intervals, 'memleak'));
+  if (sp.json) process.stdout.write(`${JSON.stringify({ export: { intervals: exp.intervals, destinations: stats } })}\n`);
 }
 
 const DEMO_HELP = `
@@ -52,38 +139,10 @@ export async function memleak(args: string[]): Promise<void> {
   if (!existsSync(bin)) throw new CliError('memleak', `${bin} is not built (run make bpf)`);
   const c = colorsFor(process.stdout);
   const colored = c.level > 0;
-  // DWUNW_PARENT_PID: memleak dies with this process (PR_SET_PDEATHSIG), even of SIGKILL
-  const child = spawn(bin, args, {
-    stdio: ['inherit', colored ? 'pipe' : 'inherit', 'inherit'],
-    env: { ...process.env, DWUNW_PARENT_PID: String(process.pid) },
-  });
-  const forward = (sig: NodeJS.Signals) => () => {
-    if (child.exitCode === null && child.signalCode === null) child.kill(sig);
-  };
-  const handlers = (['SIGINT', 'SIGTERM', 'SIGHUP'] as const).map((s) => [s, forward(s)] as const);
-  for (const [s, h] of handlers) process.on(s, h);
-  // dwunw ending first (its stdout closed) must not leave memleak running
-  const onExit = () => forward('SIGTERM')();
-  process.on('exit', onExit);
-  if (colored) {
-    let rest = '';
-    child.stdout!.setEncoding('utf8').on('data', (d: string) => {
-      const lines = (rest + d).split('\n');
-      rest = lines.pop()!;
-      if (lines.length) process.stdout.write(`${lines.map((l) => colorLine(c, l)).join('\n')}\n`);
-    });
-    child.stdout!.on('end', () => {
-      if (rest) process.stdout.write(colorLine(c, rest));
-    });
-  }
-  const [status, signal] = await new Promise<[number | null, NodeJS.Signals | null]>((resolve, reject) => {
-    child.on('error', (e) => reject(new CliError('memleak', `${bin}: ${e.message}`)));
-    child.on('close', (code, sig) => resolve([code, sig]));
-  });
-  for (const [s, h] of handlers) process.removeListener(s, h);
-  process.removeListener('exit', onExit);
-  if (status === 0 && args.some((a) => a === '--help' || a === '-h')) process.stdout.write(DEMO_HELP);
-  process.exitCode = status ?? 128 + (signal ? (osConstants.signals[signal] ?? 0) : 0);
+  // colored line by line on a terminal; else memleak writes to stdout itself
+  const status = await runTool('memleak', bin, args, colored ? { onLine: (l, complete) => process.stdout.write(colorLine(c, l) + (complete ? '\n' : '')) } : {});
+  if (status === 0 && args.some((a) => a === '--help' || a === '-h')) process.stdout.write(DEMO_HELP + exportHelp('memleak'));
+  process.exitCode = status;
 }
 
 /** One line of memleak's text report, colored; other lines (JSON, folded) unchanged. */

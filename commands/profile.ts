@@ -5,17 +5,16 @@
 // graph, lib/profile-html.ts), and --export URL (continuous export, lib/export.ts: profile then
 // runs with --interval and each interval is sent while sampling goes on); with them, stdout
 // carries the folded lines with -f, the NDJSON with --json, else nothing (summaries on stderr).
-import { spawn } from 'node:child_process';
 import { existsSync, writeFileSync } from 'node:fs';
-import { constants as osConstants } from 'node:os';
 import type { ArgumentsCamelCase, Argv } from 'yargs';
-import { type PassthroughArgs, passthroughBuilder } from '../lib/passthrough.js';
+import { type PassthroughArgs, passthroughBuilder, runTool } from '../lib/passthrough.js';
 import { CliError, ExitCode } from '../lib/errors.js';
 import { parseProfileJson, profilePath } from '../lib/profile.js';
 import { flameHtml } from '../lib/profile-html.js';
 import { encodePprof } from '../lib/profile-pprof.js';
 import { VIEWS_HELP } from '../lib/stack-tool.js';
-import { EXPORT_DEFAULTS, ExportRun, type ExportOptions, exportHelp, exportSummary, parseBytes } from '../lib/export.js';
+import { ExportRun, exportHelp, exportSummary } from '../lib/export.js';
+import { type ExportArgs, exportOptions, newExportArgs, takeExportArg } from './export-options.js';
 
 type Args = PassthroughArgs;
 
@@ -27,42 +26,35 @@ export function builder(y: Argv): Argv<Args> {
   return passthroughBuilder(y, 'profile');
 }
 
-const EXTRA_HELP = `${VIEWS_HELP('profile')}${exportHelp}`;
+const EXTRA_HELP = `${VIEWS_HELP('profile')}${exportHelp('profile')}`;
 
-interface Split {
+interface Split extends ExportArgs {
   pprof?: string;
   html?: string;
   folded: boolean;
   json: boolean;
   rest: string[];
-  export: string[];
-  interval?: string;
-  service?: string;
-  headers: string[];
-  queue?: string;
-  timeout?: string;
 }
 
-const VALUED = /^--(pprof|html|export|interval|service|export-header|export-queue|export-timeout)(?:=(.*))?$/;
+const VALUED = /^--(pprof|html)(?:=(.*))?$/;
 
 /** Our options taken out of profile's. */
 export function splitArgs(args: string[]): Split {
-  const out: Split = { folded: false, json: false, rest: [], export: [], headers: [] };
+  const out: Split = { folded: false, json: false, rest: [], ...newExportArgs() };
   let i = 0;
   for (; i < args.length; i++) {
     const a = args[i]!;
     if (a === '--') break;
+    const j = takeExportArg(args, i, out, 'profile');
+    if (j >= 0) {
+      i = j;
+      continue;
+    }
     const m = VALUED.exec(a);
     if (m) {
       const v = m[2] ?? args[++i];
       if (!v || v === '--') throw new CliError('profile', `--${m[1]}: a value is expected`, ExitCode.USAGE);
-      switch (m[1]) {
-        case 'export': out.export.push(v); break;
-        case 'export-header': out.headers.push(v); break;
-        case 'export-queue': out.queue = v; break;
-        case 'export-timeout': out.timeout = v; break;
-        default: out[m[1] as 'pprof' | 'html' | 'interval' | 'service'] = v;
-      }
+      out[m[1] as 'pprof' | 'html'] = v;
       continue;
     }
     if (a === '--folded' || /^-[UKIdav]*f[UKIdav]*$/.test(a)) out.folded = true;
@@ -71,28 +63,6 @@ export function splitArgs(args: string[]): Split {
   }
   out.rest.push(...args.slice(i));
   return out;
-}
-
-export function exportOptions(sp: Split): ExportOptions | null {
-  if (!sp.export.length) {
-    for (const [k, v] of [['interval', sp.interval], ['service', sp.service], ['export-queue', sp.queue], ['export-timeout', sp.timeout]] as const)
-      if (v !== undefined) throw new CliError('profile', `--${k} is for --export`, ExitCode.USAGE);
-    if (sp.headers.length) throw new CliError('profile', '--export-header is for --export', ExitCode.USAGE);
-    return null;
-  }
-  const num = (v: string | undefined, what: string, def: number, max: number): number => {
-    if (v === undefined) return def;
-    if (!/^\d+$/.test(v) || Number(v) < 1 || Number(v) > max) throw new CliError('profile', `--${what} ${v}: expected 1 .. ${max} seconds`, ExitCode.USAGE);
-    return Number(v);
-  };
-  return {
-    urls: sp.export,
-    intervalS: num(sp.interval, 'interval', EXPORT_DEFAULTS.intervalS, 86400),
-    service: sp.service,
-    headers: sp.headers,
-    queueBytes: sp.queue === undefined ? EXPORT_DEFAULTS.queueBytes : parseBytes(sp.queue, '--export-queue'),
-    timeoutMs: num(sp.timeout, 'export-timeout', EXPORT_DEFAULTS.timeoutMs / 1000, 3600) * 1000,
-  };
 }
 
 export async function handler(argv: ArgumentsCamelCase<Args>): Promise<void> {
@@ -105,7 +75,7 @@ export async function profile(args: string[]): Promise<void> {
   const bin = profilePath();
   if (!existsSync(bin)) throw new CliError('profile', `${bin} is not built (run make bpf)`);
   const sp = splitArgs(args);
-  const eo = exportOptions(sp);
+  const eo = exportOptions(sp, 'profile');
   const exp = eo ? new ExportRun(eo) : null;
   const views = sp.pprof !== undefined || sp.html !== undefined || exp !== null;
   let run = sp.rest;
@@ -116,18 +86,9 @@ export async function profile(args: string[]): Promise<void> {
     const head = (dd < 0 ? run : run.slice(0, dd)).filter((a) => a !== '--json');
     run = [...head, '--json', ...(eo ? [`--interval=${eo.intervalS}`] : []), ...(dd < 0 ? [] : run.slice(dd))];
   }
-  const child = spawn(bin, run, { stdio: ['inherit', views ? 'pipe' : 'inherit', 'inherit'] });
-  const forward = (sig: NodeJS.Signals) => () => {
-    if (child.exitCode === null && child.signalCode === null) child.kill(sig);
-  };
-  const handlers = (['SIGINT', 'SIGTERM', 'SIGHUP'] as const).map((s) => [s, forward(s)] as const);
-  for (const [s, h] of handlers) process.on(s, h);
-  const onExit = () => forward('SIGTERM')();
-  process.on('exit', onExit);
   // the output, line by line: with --export every interval is handed over as it ends; what
   // follows the last interval line is the run's report (totals, folded lines, summary)
   let lines: string[] = [];
-  let partial = '';
   const onLine = (l: string) => {
     if (exp && l.startsWith('{"interval":')) lines = [];
     else lines.push(l);
@@ -138,25 +99,13 @@ export async function profile(args: string[]): Promise<void> {
       // a line cut short
     }
   };
-  if (views)
-    child.stdout!.on('data', (d: Buffer) => {
-      const ls = (partial + d.toString('utf8')).split('\n');
-      partial = ls.pop()!;
-      for (const l of ls) onLine(l);
-    });
-  const [status, signal] = await new Promise<[number | null, NodeJS.Signals | null]>((resolve, reject) => {
-    child.on('error', (e) => reject(new CliError('profile', `${bin}: ${e.message}`)));
-    child.on('close', (code, sig) => resolve([code, sig]));
-  });
-  if (partial) onLine(partial);
-  for (const [s, h] of handlers) process.removeListener(s, h);
-  process.removeListener('exit', onExit);
+  const status = await runTool('profile', bin, run, views ? { onLine } : {});
   if (status === 0 && args.some((a) => a === '--help' || a === '-h')) process.stdout.write(EXTRA_HELP);
-  process.exitCode = status ?? 128 + (signal ? (osConstants.signals[signal] ?? 0) : 0);
+  process.exitCode = status;
   let exportStats = null;
   if (exp) {
     exportStats = await exp.finish(eo!.timeoutMs);
-    process.stderr.write(exportSummary(exportStats, exp.intervals));
+    process.stderr.write(exportSummary(exportStats, exp.intervals, 'profile'));
   }
   if (!views || status !== 0) return;
   const out = parseProfileJson(lines.join('\n'));

@@ -35,9 +35,21 @@ export interface Interval {
   procs: Map<number, ProcInfo>;
   /** module path -> build id, of every module seen so far */
   buildIds: Map<string, string | null>;
-  /** the ns of one sample (1e9/Hz, or the -c period) */
-  periodNs: number;
+  /** what each sample's values are: one profile per measure */
+  measures: Measure[];
+  /** period_type and period (profile: cpu nanoseconds of one sample, 1e9/Hz or the -c period) */
+  period: { type: string; unit: string; value: number };
 }
+
+/** A sample type (OTLP: one profile each) and how an entry gives its value. */
+export interface Measure {
+  type: string;
+  unit: string;
+  value(e: PrEntry): number;
+}
+
+/** profile's samples: each entry's count. */
+export const CPU_MEASURES: Measure[] = [{ type: 'samples', unit: 'count', value: (e) => e.count }];
 
 /** A container id in a cgroup path: 64 hex digits (docker, containerd, cri-o, podman). */
 export function containerId(cgroup: string): string | null {
@@ -89,6 +101,14 @@ export class ProcCache {
   }
 }
 
+/** The processes of an interval's entries (attributes read now), then the cache's interval ends. */
+export function procsOf(entries: PrEntry[], cache: ProcCache): Map<number, ProcInfo> {
+  const procs = new Map<number, ProcInfo>();
+  for (const e of entries) if (!procs.has(e.pid)) procs.set(e.pid, cache.get(e.pid));
+  cache.endInterval();
+  return procs;
+}
+
 /** Assembles intervals from profile's NDJSON lines. */
 export class IntervalReader {
   private entries: PrEntry[] = [];
@@ -107,16 +127,15 @@ export class IntervalReader {
     if (!o.interval) return null;
     const line = o.interval;
     for (const m of line.modules) this.buildIds.set(m.path, m.build_id);
-    const procs = new Map<number, ProcInfo>();
-    for (const e of this.entries) if (!procs.has(e.pid)) procs.set(e.pid, this.procs.get(e.pid));
-    this.procs.endInterval();
+    const procs = procsOf(this.entries, this.procs);
     const iv: Interval = {
       line,
       entries: this.entries,
       host: this.host,
       procs,
       buildIds: this.buildIds,
-      periodNs: line.period || (line.frequency ? Math.round(1e9 / line.frequency) : 0),
+      measures: CPU_MEASURES,
+      period: { type: 'cpu', unit: 'nanoseconds', value: line.period || (line.frequency ? Math.round(1e9 / line.frequency) : 0) },
     };
     this.entries = [];
     return iv;

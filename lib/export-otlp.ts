@@ -1,7 +1,8 @@
 // An interval as an OTLP ExportProfilesServiceRequest (profiles v1development, lib/otlp-schema.ts):
 // one ResourceProfiles per process (host.name, process.pid, process.executable.name/path,
 // service.name, container.id), a dictionary shared by all of them (index 0 of every table is the
-// empty entry, as the spec asks). Samples: their stack, thread.id and thread.name, the count.
+// empty entry, as the spec asks). Samples: their stack, thread.id and thread.name, the value of
+// each measure (iv.measures: one profile each).
 // Locations: module address (pc - load bias) in a mapping of the module's file (memory_start 0,
 // so the address is the file's: symbolizable by the mapping's build id), profile.frame.type
 // (native, kernel; abort for dwunw's pseudo-frames) and dwunw.frame.origin.
@@ -95,17 +96,14 @@ export function otlpRequest(iv: Interval, service?: string): Record<string, unkn
     }));
   };
 
-  // one profile per process
-  const byPid = new Map<number, Record<string, unknown>[]>();
+  // one resource per process; in it one profile per measure (profile: samples; memleak:
+  // inuse_space, inuse_objects), their samples on the same stacks
+  const byPid = new Map<number, { stack_index: number; attribute_indices: number[]; e: (typeof iv.entries)[number] }[]>();
   const commOf = new Map<number, string>();
   for (const e of iv.entries) {
     const ids = leafFirst(e, locationFor);
     const stack = stacks.get(ids.join(','), () => ({ location_indices: ids }));
-    const sample = {
-      stack_index: stack,
-      attribute_indices: [attr('thread.id', int(e.tid ?? e.pid)), attr('thread.name', str(e.comm))],
-      values: [e.count],
-    };
+    const sample = { stack_index: stack, attribute_indices: [attr('thread.id', int(e.tid ?? e.pid)), attr('thread.name', str(e.comm))], e };
     let v = byPid.get(e.pid);
     if (!v) byPid.set(e.pid, (v = []));
     v.push(sample);
@@ -129,17 +127,15 @@ export function otlpRequest(iv: Interval, service?: string): Record<string, unkn
       scope_profiles: [
         {
           scope: { name: 'dwunw', version },
-          profiles: [
-            {
-              sample_type: { type_strindex: s('samples'), unit_strindex: s('count') },
-              samples,
-              time_unix_nano: BigInt(iv.line.start_unix_ns).toString(),
-              duration_nano: iv.line.duration_ns,
-              period_type: { type_strindex: s('cpu'), unit_strindex: s('nanoseconds') },
-              period: iv.periodNs,
-              profile_id: randomBytes(16),
-            },
-          ],
+          profiles: iv.measures.map((m) => ({
+            sample_type: { type_strindex: s(m.type), unit_strindex: s(m.unit) },
+            samples: samples.map(({ e, ...x }) => ({ ...x, values: [m.value(e)] })),
+            time_unix_nano: BigInt(iv.line.start_unix_ns).toString(),
+            duration_nano: iv.line.duration_ns,
+            period_type: { type_strindex: s(iv.period.type), unit_strindex: s(iv.period.unit) },
+            period: iv.period.value,
+            profile_id: randomBytes(16),
+          })),
         },
       ],
     };

@@ -1,4 +1,4 @@
-// Where intervals go: `--export URL` (otlp+grpc://, otlp+http://), each destination
+// Where intervals go: `--export URL` (otlp+grpc://, otlp+http://, pyroscope://), each destination
 // with its own bounded queue (bytes), one request in flight, retries with backoff, and counts of
 // what was sent and what was dropped (queue full, or given up at exit). Nothing here blocks
 // profile: it writes its intervals to a pipe that is read whatever the receivers do.
@@ -7,8 +7,9 @@ import http2 from 'node:http2';
 import { readFileSync } from 'node:fs';
 import { CliError, ExitCode } from './errors.js';
 import { OTLP_GRPC_PATH, OTLP_HTTP_PATH } from './otlp-schema.js';
+import { PYROSCOPE_PUSH_PATH } from './export-pyroscope.js';
 
-export type Scheme = 'otlp+grpc' | 'otlp+http';
+export type Scheme = 'otlp+grpc' | 'otlp+http' | 'pyroscope';
 
 export interface Destination {
   url: string;
@@ -17,21 +18,21 @@ export interface Destination {
   port: number;
 }
 
-export function parseDestination(url: string): Destination {
-  const m = /^(otlp\+grpc|otlp\+http):\/\/(\[[0-9a-fA-F:.]+\]|[^/:]+):(\d+)\/?$/.exec(url);
-  if (!m) throw new CliError('profile', `--export ${url}: expected otlp+grpc://HOST:PORT or otlp+http://HOST:PORT`, ExitCode.USAGE);
+export function parseDestination(url: string, tool = 'profile'): Destination {
+  const m = /^(otlp\+grpc|otlp\+http|pyroscope):\/\/(\[[0-9a-fA-F:.]+\]|[^/:]+):(\d+)\/?$/.exec(url);
+  if (!m) throw new CliError(tool, `--export ${url}: expected otlp+grpc://HOST:PORT, otlp+http://HOST:PORT or pyroscope://HOST:PORT`, ExitCode.USAGE);
   const port = Number(m[3]);
-  if (port < 1 || port > 65535) throw new CliError('profile', `--export ${url}: port out of range`, ExitCode.USAGE);
+  if (port < 1 || port > 65535) throw new CliError(tool, `--export ${url}: port out of range`, ExitCode.USAGE);
   return { url, scheme: m[1] as Scheme, host: m[2]!, port };
 }
 
 /** --export-header 'K: V' | @FILE (one 'K: V' per line) | env:VAR (its value is 'K: V'). Values never printed. */
-export function parseHeaders(specs: string[]): Record<string, string> {
+export function parseHeaders(specs: string[], tool = 'profile'): Record<string, string> {
   const out: Record<string, string> = {};
   const add = (line: string, from: string) => {
     const i = line.indexOf(':');
     const k = line.slice(0, i).trim().toLowerCase();
-    if (i <= 0 || !/^[!#$%&'*+.^_`|~0-9a-z-]+$/.test(k)) throw new CliError('profile', `--export-header ${from}: expected 'NAME: VALUE'`, ExitCode.USAGE);
+    if (i <= 0 || !/^[!#$%&'*+.^_`|~0-9a-z-]+$/.test(k)) throw new CliError(tool, `--export-header ${from}: expected 'NAME: VALUE'`, ExitCode.USAGE);
     out[k] = line.slice(i + 1).trim();
   };
   for (const [n, spec] of specs.entries()) {
@@ -40,12 +41,12 @@ export function parseHeaders(specs: string[]): Record<string, string> {
       try {
         text = readFileSync(spec.slice(1), 'utf8');
       } catch (e) {
-        throw new CliError('profile', `--export-header ${spec}: ${(e as NodeJS.ErrnoException).code ?? 'unreadable'}`, ExitCode.USAGE);
+        throw new CliError(tool, `--export-header ${spec}: ${(e as NodeJS.ErrnoException).code ?? 'unreadable'}`, ExitCode.USAGE);
       }
       for (const l of text.split('\n')) if (l.trim() && !l.trim().startsWith('#')) add(l, spec);
     } else if (spec.startsWith('env:')) {
       const v = process.env[spec.slice(4)];
-      if (v === undefined) throw new CliError('profile', `--export-header ${spec}: not set`, ExitCode.USAGE);
+      if (v === undefined) throw new CliError(tool, `--export-header ${spec}: not set`, ExitCode.USAGE);
       add(v, spec);
     } else {
       add(spec, `#${n + 1}`); // a value given inline is named by its place only
@@ -147,7 +148,8 @@ function grpcSender(d: Destination, headers: Record<string, string>): { send: Se
   return { send, close: () => session?.close() };
 }
 
-function httpSender(d: Destination, headers: Record<string, string>): { send: Sender; close(): void } {
+/** HTTP/1.1 POSTs of the body to path (OTLP/HTTP: protobuf, gzip; Pyroscope's push: Connect JSON). */
+function httpSender(d: Destination, headers: Record<string, string>, path: string, type: Record<string, string>): { send: Sender; close(): void } {
   const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
   const send: Sender = (p, timeoutMs) =>
     new Promise((resolve, reject) => {
@@ -156,9 +158,9 @@ function httpSender(d: Destination, headers: Record<string, string>): { send: Se
           host: d.host.replace(/^\[|\]$/g, ''),
           port: d.port,
           method: 'POST',
-          path: OTLP_HTTP_PATH,
+          path,
           agent,
-          headers: { ...headers, 'content-type': 'application/x-protobuf', 'content-encoding': 'gzip' },
+          headers: { ...headers, ...type },
         },
         (res) => {
           const chunks: Buffer[] = [];
@@ -209,7 +211,12 @@ export class Exporter {
     private o: QueueOptions,
   ) {
     this.stats = { url: dest.url, sent: 0, bytes_sent: 0, dropped: 0, dropped_bytes: 0, dropped_samples: 0, failures: 0, retries: 0, queued_max_bytes: 0, last_error: null };
-    this.sender = dest.scheme === 'otlp+grpc' ? grpcSender(dest, headers) : httpSender(dest, headers);
+    this.sender =
+      dest.scheme === 'otlp+grpc'
+        ? grpcSender(dest, headers)
+        : dest.scheme === 'otlp+http'
+          ? httpSender(dest, headers, OTLP_HTTP_PATH, { 'content-type': 'application/x-protobuf', 'content-encoding': 'gzip' })
+          : httpSender(dest, headers, PYROSCOPE_PUSH_PATH, { 'content-type': 'application/json' });
   }
 
   push(p: Payload): void {

@@ -1,13 +1,16 @@
 // `dwunw profile --export URL ...`: profile runs with --json --interval SEC; each interval read from
-// its stdout becomes one OTLP request (lib/export-otlp.ts), sent to each destination,
+// its stdout (or each report of `dwunw memleak --export`) becomes one OTLP request (lib/export-otlp.ts), sent to each destination,
 // queued in that destination's bounded queue (lib/export-send.ts). At the end the last, partial
 // interval is sent too, the queues get a deadline to drain, and the counts are reported.
 import { Exporter, type DestStats, parseDestination, parseHeaders } from './export-send.js';
-import { IntervalReader } from './export-interval.js';
+import { type Interval, IntervalReader } from './export-interval.js';
 import { encodeOtlp } from './export-otlp.js';
+import { encodePyroscope } from './export-pyroscope.js';
 import { CliError, ExitCode } from './errors.js';
 
 export interface ExportOptions {
+  /** profile or memleak: names the errors and summary lines */
+  tool: string;
   urls: string[];
   intervalS: number;
   service?: string;
@@ -19,11 +22,11 @@ export interface ExportOptions {
 export const EXPORT_DEFAULTS = { intervalS: 60, queueBytes: 16 << 20, timeoutMs: 10000 };
 
 /** A size: N, Nk, Nm (KiB, MiB). */
-export function parseBytes(v: string, what: string): number {
+export function parseBytes(v: string, what: string, tool: string): number {
   const m = /^(\d+)([kKmM]?)$/.exec(v);
-  if (!m) throw new CliError('profile', `${what} ${v}: expected BYTES, or N with k or m`, ExitCode.USAGE);
+  if (!m) throw new CliError(tool, `${what} ${v}: expected BYTES, or N with k or m`, ExitCode.USAGE);
   const n = Number(m[1]) * (m[2] ? (m[2].toLowerCase() === 'k' ? 1024 : 1 << 20) : 1);
-  if (n < 1024) throw new CliError('profile', `${what} ${v}: at least 1024 bytes`, ExitCode.USAGE);
+  if (n < 1024) throw new CliError(tool, `${what} ${v}: at least 1024 bytes`, ExitCode.USAGE);
   return n;
 }
 
@@ -34,21 +37,31 @@ export class ExportRun {
   samples = 0;
 
   constructor(private o: ExportOptions) {
-    const headers = parseHeaders(o.headers);
+    const headers = parseHeaders(o.headers, o.tool);
     this.exporters = o.urls.map(
-      (u) => new Exporter(parseDestination(u), headers, { maxBytes: o.queueBytes, timeoutMs: o.timeoutMs, backoffMs: 500, maxBackoffMs: 30000 }),
+      (u) => new Exporter(parseDestination(u, o.tool), headers, { maxBytes: o.queueBytes, timeoutMs: o.timeoutMs, backoffMs: 500, maxBackoffMs: 30000 }),
     );
   }
 
   /** A parsed line of profile's stdout. */
   line(v: unknown): void {
     const iv = this.reader.line(v);
-    if (!iv) return;
+    if (iv) this.send(iv);
+  }
+
+  /** An interval (profile's, or a memleak report: lib/export-memleak.ts) to every destination. */
+  send(iv: Interval): void {
     this.intervals++;
     this.samples += iv.line.samples;
     if (!iv.entries.length) return; // nothing sampled: nothing to send
-    const otlp = encodeOtlp(iv, this.o.service);
-    for (const x of this.exporters) x.push({ body: otlp, seq: iv.line.seq, samples: iv.line.samples });
+    // each format encoded once, for the destinations that take it
+    const bodies = new Map<string, Buffer>();
+    for (const x of this.exporters) {
+      const f = x.dest.scheme === 'pyroscope' ? 'pyroscope' : 'otlp';
+      let body = bodies.get(f);
+      if (!body) bodies.set(f, (body = f === 'otlp' ? encodeOtlp(iv, this.o.service) : encodePyroscope(iv, this.o.service)));
+      x.push({ body, seq: iv.line.seq, samples: iv.line.samples });
+    }
   }
 
   async finish(deadlineMs: number): Promise<DestStats[]> {
@@ -59,23 +72,25 @@ export class ExportRun {
 }
 
 /** The summary line of the export on stderr (header values never appear). */
-export function exportSummary(stats: DestStats[], intervals: number): string {
+export function exportSummary(stats: DestStats[], intervals: number, tool: string): string {
   return stats
     .map(
       (s) =>
-        `profile: export ${s.url}: ${intervals} intervals, ${s.sent} requests sent (${(s.bytes_sent / 1024).toFixed(1)} KiB), ${s.dropped} dropped` +
+        `${tool}: export ${s.url}: ${intervals} intervals, ${s.sent} requests sent (${(s.bytes_sent / 1024).toFixed(1)} KiB), ${s.dropped} dropped` +
         (s.failures ? `, ${s.failures} failed attempts (last: ${s.last_error})` : '') +
         `; queue peak ${(s.queued_max_bytes / 1024).toFixed(1)} KiB\n`,
     )
     .join('');
 }
 
-export const exportHelp = `
-dwunw profile exports continuously with:
-      --export=URL           send one profile per interval while sampling goes on (repeatable):
+export const exportHelp = (tool: string): string => `
+dwunw ${tool} exports continuously with:
+      --export=URL           send one profile per interval while ${tool === 'memleak' ? 'tracing' : 'sampling'} goes on (repeatable):
                              otlp+grpc://HOST:PORT, otlp+http://HOST:PORT (OTLP profiles,
-                             v1development, gzip)
-      --interval=SEC         seconds per interval (${EXPORT_DEFAULTS.intervalS}); the last, partial one is sent at exit
+                             v1development, gzip); pyroscope://HOST:PORT (pprof, its push API)
+      --interval=SEC         seconds per interval (${EXPORT_DEFAULTS.intervalS}); the last${tool === 'memleak' ? ' report' : ', partial one'} is sent at exit${tool === 'memleak' ? `
+                             (memleak: each report's outstanding allocations as inuse_space
+                             and inuse_objects; the reports on stdout with --json only)` : ''}
       --service=NAME         service.name (default: each process's executable name)
       --export-header=H      'NAME: VALUE', @FILE (one per line) or env:VAR; never printed
       --export-queue=BYTES   queue per destination (${EXPORT_DEFAULTS.queueBytes >> 20}m); beyond it the oldest

@@ -34,6 +34,9 @@ export interface MlAlloc {
 export interface MlStack {
   bytes: number;
   allocations: number;
+  /** following a tree (-c, -- PROG): the stack's process */
+  pid?: number;
+  comm?: string;
   frames: MlFrame[];
   /** dwarf: unwound by libdwunw; fp: frame-pointer stack; none: a pseudo-stack (reason). */
   kind: 'dwarf' | 'fp' | 'none';

@@ -27,16 +27,47 @@ interface MappingAcc {
   lines: boolean;
 }
 
-export function buildPprof(entries: PrEntry[], summary: PrSummary): Profile {
-  const strings = new StringTable();
-  const s = (v: string): number => strings.dedup(v);
-  const buildIds = new Map(summary.modules.map((m) => [m.path, m.build_id]));
-  const mappings = new Map<string, MappingAcc>();
-  const functions = new Map<string, PFunction>();
-  const locations = new Map<string, Location>();
+/** What a profile's samples are: their types, each entry's values, the period, and when. */
+export interface PprofShape {
+  sampleTypes: [string, string][];
+  values(e: PrEntry): number[];
+  periodType: [string, string];
+  period: number;
+  startNs: number;
+  durationNs: number;
+  /** module path -> build id */
+  buildIds: Map<string, string | null>;
+  comment: string;
+}
+
+/** profile's (samples, cpu nanoseconds) or offcputime's (switches, off-cpu nanoseconds) shape. */
+function summaryShape(summary: PrSummary): PprofShape {
   const period = summary.period || (summary.frequency ? Math.round(1e9 / summary.frequency) : 0);
   // offcputime: count is microseconds off CPU; the values are switch-outs and nanoseconds
   const offCpu = summary.unit === 'microseconds';
+  return {
+    sampleTypes: offCpu ? [['switches', 'count'], ['off-cpu', 'nanoseconds']] : [['samples', 'count'], ['cpu', 'nanoseconds']],
+    values: offCpu ? (e) => [e.switches ?? 0, e.count * 1000] : (e) => [e.count, e.count * period],
+    periodType: [offCpu ? 'off-cpu' : 'cpu', 'nanoseconds'],
+    period: offCpu ? 1000 : period,
+    startNs: summary.start_unix_ns,
+    durationNs: summary.duration_ns,
+    buildIds: new Map(summary.modules.map((m) => [m.path, m.build_id])),
+    comment: `dwunw ${offCpu ? 'offcputime' : 'profile'}: ${summary.event}, ${summary.unwind} unwinding`,
+  };
+}
+
+export function buildPprof(entries: PrEntry[], summary: PrSummary): Profile {
+  return pprofOf(entries, summaryShape(summary));
+}
+
+export function pprofOf(entries: PrEntry[], shape: PprofShape): Profile {
+  const strings = new StringTable();
+  const s = (v: string): number => strings.dedup(v);
+  const buildIds = shape.buildIds;
+  const mappings = new Map<string, MappingAcc>();
+  const functions = new Map<string, PFunction>();
+  const locations = new Map<string, Location>();
 
   const mappingFor = (path: string, addr: bigint, named: boolean, line: boolean): number => {
     let m = mappings.get(path);
@@ -89,7 +120,7 @@ export function buildPprof(entries: PrEntry[], summary: PrSummary): Profile {
     samples.push(
       new Sample({
         locationId: ids,
-        value: offCpu ? [e.switches ?? 0, e.count * 1000] : [e.count, e.count * period],
+        value: shape.values(e),
         label: [new Label({ key: kComm, str: s(e.comm) }), new Label({ key: kPid, num: e.pid })],
       }),
     );
@@ -111,18 +142,16 @@ export function buildPprof(entries: PrEntry[], summary: PrSummary): Profile {
     });
   });
   return new Profile({
-    sampleType: offCpu
-      ? [new ValueType({ type: s('switches'), unit: s('count') }), new ValueType({ type: s('off-cpu'), unit: s('nanoseconds') })]
-      : [new ValueType({ type: s('samples'), unit: s('count') }), new ValueType({ type: s('cpu'), unit: s('nanoseconds') })],
-    periodType: new ValueType({ type: s(offCpu ? 'off-cpu' : 'cpu'), unit: s('nanoseconds') }),
-    period: offCpu ? 1000 : period,
-    timeNanos: BigInt(summary.start_unix_ns),
-    durationNanos: summary.duration_ns,
+    sampleType: shape.sampleTypes.map(([type, unit]) => new ValueType({ type: s(type), unit: s(unit) })),
+    periodType: new ValueType({ type: s(shape.periodType[0]), unit: s(shape.periodType[1]) }),
+    period: shape.period,
+    timeNanos: BigInt(shape.startNs),
+    durationNanos: shape.durationNs,
     sample: samples,
     mapping,
     location: [...locations.values()],
     function: [...functions.values()],
-    comment: [s(`dwunw ${offCpu ? 'offcputime' : 'profile'}: ${summary.event}, ${summary.unwind} unwinding`)],
+    comment: [s(shape.comment)],
     stringTable: strings,
   });
 }

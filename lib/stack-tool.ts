@@ -4,10 +4,9 @@
 // lib/profile-html.ts); with them, stdout carries the tool's folded lines with -f (made by the
 // tool, -f --json), the NDJSON with --json, else nothing (the summary stays on stderr). The
 // tool's exit status is ours. (profile has its own runner, commands/profile.ts, for --export.)
-import { spawn } from 'node:child_process';
 import { existsSync, writeFileSync } from 'node:fs';
-import { constants as osConstants } from 'node:os';
 import { join } from 'node:path';
+import { runTool } from './passthrough.js';
 import { CliError, ExitCode } from './errors.js';
 import { parseProfileJson } from './profile.js';
 import { flameHtml } from './profile-html.js';
@@ -72,31 +71,12 @@ export async function runStackTool(tool: StackTool, args: string[]): Promise<voi
     const head = (dd < 0 ? run : run.slice(0, dd)).filter((a) => a !== '--json');
     run = [...head, '--json', ...(dd < 0 ? [] : run.slice(dd))];
   }
-  // DWUNW_PARENT_PID: a tool on the shared signal layer (offcputime) dies with this process
-  // (PR_SET_PDEATHSIG), even of SIGKILL
-  const child = spawn(bin, run, {
-    stdio: ['inherit', views ? 'pipe' : 'inherit', 'inherit'],
-    env: { ...process.env, DWUNW_PARENT_PID: String(process.pid) },
-  });
-  const forward = (sig: NodeJS.Signals) => () => {
-    if (child.exitCode === null && child.signalCode === null) child.kill(sig);
-  };
-  const handlers = (['SIGINT', 'SIGTERM', 'SIGHUP'] as const).map((s) => [s, forward(s)] as const);
-  for (const [s, h] of handlers) process.on(s, h);
-  const onExit = () => forward('SIGTERM')();
-  process.on('exit', onExit);
-  const chunks: Buffer[] = [];
-  if (views) child.stdout!.on('data', (d: Buffer) => chunks.push(d));
-  const [status, signal] = await new Promise<[number | null, NodeJS.Signals | null]>((resolve, reject) => {
-    child.on('error', (e) => reject(new CliError(tool.name, `${bin}: ${e.message}`)));
-    child.on('close', (code, sig) => resolve([code, sig]));
-  });
-  for (const [s, h] of handlers) process.removeListener(s, h);
-  process.removeListener('exit', onExit);
+  const lines: string[] = [];
+  const status = await runTool(tool.name, bin, run, views ? { onLine: (l, complete) => lines.push(complete ? `${l}\n` : l) } : {});
   if (status === 0 && args.some((a) => a === '--help' || a === '-h')) process.stdout.write(VIEWS_HELP(tool.name));
-  process.exitCode = status ?? 128 + (signal ? (osConstants.signals[signal] ?? 0) : 0);
+  process.exitCode = status;
   if (!views || status !== 0) return;
-  const text = Buffer.concat(chunks).toString('utf8');
+  const text = lines.join('');
   const out = parseProfileJson(text);
   if (!out.summary) throw new CliError(tool.name, `no summary in the output (${tool.name} stopped early?)`);
   if (sp.pprof !== undefined) {

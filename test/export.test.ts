@@ -1,6 +1,6 @@
 // `dwunw profile --export`: continuous export against a real OpenTelemetry Collector, built by
 // `make engines` from its Go modules (test/engines/otelcol, a pinned release) and started here on
-// loopback with the profiles feature gate, one pipeline per receiver protocol into a file
+// loopback (test/export-helpers.ts) with the profiles feature gate, one pipeline per receiver protocol into a file
 // exporter. What the Collector wrote is decoded and checked against the same run's output: every
 // sample accounted for (received + counted as dropped = sampled), the same stacks, the resource,
 // sample and location attributes present. Faults: the Collector stopped and restarted mid-run
@@ -10,18 +10,17 @@
 // Needs root and BPF (skipped with the reason, or failed under DWUNW_REQUIRE_BPF=1) and the
 // Collector (built here under a lock when missing: minutes with a cold Go module cache).
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { createServer, type Server, type Socket } from 'node:net';
 import { hostname, tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import t, { type Test } from 'tap';
-import { bpfUnavailable, cliEnv, dwunwBin, jsonLines, root, type Run, skipOrFail, start, type Started, until } from './helpers.js';
+import { bpfUnavailable, cliEnv, dwunwBin, root, skipOrFail, start, type Started, until } from './helpers.js';
+import { decode, ensureEngines, foldedMap, parseRun, startCollector, stopCollector } from './export-helpers.js';
 import { containerId, ProcCache } from '../lib/export-interval.js';
 import { parseHeaders, parseDestination } from '../lib/export-send.js';
 import { splitArgs } from '../commands/profile.js';
-import type { PrEntry, PrFolded, PrSummary } from '../lib/profile.js';
 
-const otelcol = join(root, 'build', 'engines', 'otelcol');
 const hot = join(root, 'fixtures', 'x86_64', 'build', 'hot');
 const profileBin = join(root, 'build', 'bpf', 'profile');
 
@@ -30,7 +29,7 @@ const profileBin = join(root, 'build', 'bpf', 'profile');
 t.test('options and their errors', async (tt) => {
   const sp = splitArgs(['-F', '99', '--export', 'otlp+grpc://127.0.0.1:4317', '--export=otlp+http://[::1]:4318', '--interval=5', '--service', 's', '--export-header', 'env:X', '--', 'cmd', '--export', 'y']);
   tt.same(sp.export, ['otlp+grpc://127.0.0.1:4317', 'otlp+http://[::1]:4318']);
-  tt.throws(() => parseDestination('pyroscope://127.0.0.1:4040'), /expected otlp\+grpc/, 'pyroscope:// is not offered (untested: no Pyroscope builds here)');
+  tt.equal(parseDestination('pyroscope://127.0.0.1:4040').scheme, 'pyroscope');
   tt.same(sp.rest, ['-F', '99', '--', 'cmd', '--export', 'y'], 'profile\'s own, and the command\'s, untouched');
   tt.equal(sp.interval, '5');
   tt.throws(() => parseDestination('http://x:1'), /--export http:\/\/x:1: expected otlp\+grpc/);
@@ -57,208 +56,10 @@ t.test('options and their errors', async (tt) => {
   tt.match(r.stderr, /--interval is for --export/);
 });
 
-// ---- The Collector --------------------------------------------------------------------------------
-
-/** Builds the Collector when missing (make engines takes a lock of its own via make's target). */
-function ensureCollector(): string | null {
-  if (!existsSync(otelcol)) {
-    try {
-      execFileSync('flock', [join(tmpdir(), 'dwunw-engines.lock'), 'make', '-s', 'engines'], { cwd: root, stdio: 'inherit', timeout: 1_500_000 });
-    } catch (e) {
-      return `make engines failed: ${(e as Error).message.split('\n')[0]}`;
-    }
-  }
-  return existsSync(otelcol) ? null : `${otelcol} not built (make engines)`;
-}
-
-/** A free loopback port (listen on 0, close). */
-async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const port = (s.address() as { port: number }).port;
-  await new Promise<void>((r) => s.close(() => r()));
-  return port;
-}
-
-interface Collector {
-  run: Started;
-  grpc: number;
-  http: number;
-  files: { grpc: string; http: string };
-}
-
-async function startCollector(dir: string, tag: string, ports?: { grpc: number; http: number }): Promise<Collector> {
-  const grpc = ports?.grpc ?? (await freePort());
-  const http = ports?.http ?? (await freePort());
-  const files = { grpc: join(dir, `grpc-${tag}.json`), http: join(dir, `http-${tag}.json`) };
-  const cfg = join(dir, `otelcol-${tag}.yaml`);
-  writeFileSync(
-    cfg,
-    `receivers:
-  otlp/grpc:
-    protocols:
-      grpc:
-        endpoint: 127.0.0.1:${grpc}
-  otlp/http:
-    protocols:
-      http:
-        endpoint: 127.0.0.1:${http}
-exporters:
-  file/grpc:
-    path: ${files.grpc}
-  file/http:
-    path: ${files.http}
-service:
-  telemetry:
-    metrics:
-      level: none
-  pipelines:
-    profiles/grpc:
-      receivers: [otlp/grpc]
-      exporters: [file/grpc]
-    profiles/http:
-      receivers: [otlp/http]
-      exporters: [file/http]
-`,
-  );
-  let log = '';
-  const run = start(otelcol, ['--config', cfg, '--feature-gates=+service.profilesSupport'], {
-    timeoutMs: 600_000,
-    onOutput: (o, e) => (log = o + e),
-  });
-  if (!(await until(() => /Everything is ready/.test(log) || run.child.exitCode !== null, 120_000)) || run.child.exitCode !== null)
-    throw new Error(`the Collector did not start: ${log.slice(-2000)}`);
-  return { run, grpc, http, files };
-}
-
-async function stopCollector(c: Collector): Promise<Run> {
-  c.run.child.kill('SIGTERM');
-  return c.run.done;
-}
-
-// ---- What the Collector wrote: its file exporter's JSON (pdata's OTLP JSON) ------------------------
-
-interface KV {
-  key: string;
-  value: { stringValue?: string; stringValueStrindex?: number; intValue?: string | number };
-}
-interface OtlpFile {
-  resourceProfiles?: {
-    resource?: { attributes?: KV[] };
-    scopeProfiles?: { profiles?: { profileId?: string; samples?: { stackIndex?: number; attributeIndices?: number[]; values?: (string | number)[] }[] }[] }[];
-  }[];
-  dictionary?: {
-    mappingTable?: { filenameStrindex?: number; attributeIndices?: number[] }[];
-    locationTable?: { mappingIndex?: number; address?: string; lines?: { functionIndex?: number }[]; attributeIndices?: number[] }[];
-    functionTable?: { nameStrindex?: number }[];
-    stringTable?: string[];
-    attributeTable?: { keyStrindex?: number; value?: KV['value'] }[];
-    stackTable?: { locationIndices?: number[] }[];
-  };
-}
-
-interface Received {
-  /** stack (names root first, comm first, '-' removed) -> samples */
-  stacks: Map<string, number>;
-  samples: number;
-  profiles: Set<string>;
-  resources: Record<string, string>[];
-  /** every sample had thread.id and thread.name */
-  threadAttrs: boolean;
-  /** every location had profile.frame.type and dwunw.frame.origin */
-  locationAttrs: boolean;
-  frameTypes: Set<string>;
-  /** mapping file -> its build id attribute */
-  buildIds: Map<string, string>;
-  requests: number;
-}
-
-/** An attribute's value (the Collector moves strings into the dictionary: stringValueStrindex). */
-const val = (v: KV['value'] | undefined, str: string[]): string =>
-  String(v?.stringValue ?? (v?.stringValueStrindex !== undefined ? str[v.stringValueStrindex] : undefined) ?? v?.intValue ?? '');
-
-function decode(files: string[]): Received {
-  const r: Received = { stacks: new Map(), samples: 0, profiles: new Set(), resources: [], threadAttrs: true, locationAttrs: true, frameTypes: new Set(), buildIds: new Map(), requests: 0 };
-  for (const f of files) {
-    if (!existsSync(f)) continue;
-    // whole lines only: the Collector may be writing the last one
-    const text = readFileSync(f, 'utf8');
-    for (const req of jsonLines<OtlpFile>(text.slice(0, text.lastIndexOf('\n') + 1))) {
-      r.requests++;
-      const d = req.dictionary!;
-      const str = d.stringTable ?? [];
-      const attr = (i: number) => d.attributeTable![i]!;
-      const attrs = (ix: number[] | undefined) => new Map((ix ?? []).map((i) => [str[attr(i).keyStrindex ?? 0]!, val(attr(i).value, str)]));
-      for (const [i, m] of (d.mappingTable ?? []).entries()) {
-        const b = attrs(m.attributeIndices).get('process.executable.build_id.gnu');
-        if (i && b) r.buildIds.set(str[m.filenameStrindex ?? 0]!, b);
-      }
-      const frame = (li: number): string => {
-        const l = d.locationTable![li]!;
-        const a = attrs(l.attributeIndices);
-        if (!a.has('profile.frame.type') || !a.has('dwunw.frame.origin')) r.locationAttrs = false;
-        r.frameTypes.add(a.get('profile.frame.type') ?? '');
-        if (l.lines?.length) return str[d.functionTable![l.lines[0]!.functionIndex ?? 0]!.nameStrindex ?? 0]!;
-        if (!l.mappingIndex) return '[unknown]';
-        const file = str[d.mappingTable![l.mappingIndex]!.filenameStrindex ?? 0]!;
-        return `[unknown] (${file.slice(file.lastIndexOf('/') + 1)})`;
-      };
-      for (const rp of req.resourceProfiles ?? []) {
-        r.resources.push(Object.fromEntries((rp.resource?.attributes ?? []).map((a) => [a.key ?? str[(a as { keyStrindex?: number }).keyStrindex ?? 0], val(a.value, str)])));
-        for (const sp of rp.scopeProfiles ?? [])
-          for (const p of sp.profiles ?? []) {
-            if (p.profileId && r.profiles.has(p.profileId)) continue; // a retried request delivered twice
-            if (p.profileId) r.profiles.add(p.profileId);
-            for (const s of p.samples ?? []) {
-              const a = attrs(s.attributeIndices);
-              if (!a.has('thread.id') || !a.has('thread.name')) r.threadAttrs = false;
-              const locs = d.stackTable![s.stackIndex ?? 0]!.locationIndices ?? [];
-              const names = [a.get('thread.name') ?? '?', ...[...locs].reverse().map(frame)];
-              const n = (s.values ?? []).reduce<number>((x, v) => x + Number(v), 0);
-              const k = names.join(';');
-              r.stacks.set(k, (r.stacks.get(k) ?? 0) + n);
-              r.samples += n;
-            }
-          }
-      }
-    }
-  }
-  return r;
-}
-
-/** The run's folded lines (profile's -f --json) without the '-' between user and kernel frames. */
-function foldedMap(folded: PrFolded[]): Map<string, number> {
-  const m = new Map<string, number>();
-  for (const l of folded) {
-    const k = l.folded
-      .split(';')
-      .filter((x) => x !== '-')
-      .join(';');
-    m.set(k, (m.get(k) ?? 0) + l.count);
-  }
-  return m;
-}
-
-interface ExportLine {
-  intervals: number;
-  destinations: { url: string; sent: number; dropped: number; dropped_samples: number; failures: number; retries: number }[];
-}
-
-function parseRun(r: Run): { entries: PrEntry[]; folded: PrFolded[]; summary: PrSummary | null; exp: ExportLine | null } {
-  const out = { entries: [] as PrEntry[], folded: [] as PrFolded[], summary: null as PrSummary | null, exp: null as ExportLine | null };
-  for (const o of jsonLines<{ summary?: PrSummary; export?: ExportLine; count?: number; folded?: string }>(r.stdout)) {
-    if (o.summary) out.summary = o.summary;
-    else if (o.export) out.exp = o.export;
-    else if (typeof o.folded === 'string') out.folded.push(o as unknown as PrFolded);
-    else if (typeof o.count === 'number') out.entries.push(o as unknown as PrEntry);
-  }
-  return out;
-}
-
 const dwunw = (args: string[], timeoutMs = 180_000): Started => start(process.execPath, [dwunwBin, 'profile', ...args], { timeoutMs, env: cliEnv() });
 
 function gate(tt: Test): boolean {
-  const why = bpfUnavailable('profile needs CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE', [[profileBin, 'make bpf'], [hot, 'make fixtures']]) ?? ensureCollector();
+  const why = bpfUnavailable('profile needs CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE', [[profileBin, 'make bpf'], [hot, 'make fixtures']]) ?? ensureEngines();
   if (why) {
     skipOrFail(tt, why, 'export to the Collector');
     return false;
