@@ -357,6 +357,7 @@ export async function unwindPid(o: UnwindPidOptions): Promise<void> {
     }
     // a planted map (another owner, a symlink) names nothing: said once
     if (perfMap?.rejected) process.stderr.write(`dwunw: ${perfMap.rejected}\n`);
+    perfMap?.close();
     const legend = legendLine(seen);
     if (!o.json && legend) await out.write(`\n${legend}\n`);
     if (o.json) await out.write(`${JSON.stringify(processJson(report), null, 1)}\n`);

@@ -97,6 +97,33 @@ const char *dwunw_errname(int err);
  */
 int dwunw_pid_file_open(int32_t pid, const char *path, char *why, size_t whylen);
 
+/*
+ * JIT symbols from a process's perf map, /tmp/perf-PID.map ("START SIZE name" per line, hex: what
+ * node --perf-basic-prof or perf-map-agent write for perf), the one parser the tools and the CLI
+ * share. The file is looked for in the process's own /tmp (/proc/PID/root/tmp) first, and opened
+ * by dwunw_pid_file_open's rule; a refused file is named in info.rejected. Needs no context; one
+ * map is not for concurrent use. File I/O in _open and _read_on only.
+ *
+ *  - dwunw_perf_map_open: reads the file as it is now (no file is not an error: an empty map).
+ *  - dwunw_perf_map_read_on: reads the lines appended since (the runtime names code as it
+ *    compiles it; a line still being written is left for the next read; a new or shorter file is
+ *    read from the start). Returns the entries added (>= 0) or a DWUNW_ERR_*.
+ *  - dwunw_perf_map_find: the name covering addr (the latest line wins where code was re-JITed at
+ *    the same address), valid until the next _read_on or _free; DWUNW_ERR_NOT_FOUND.
+ */
+struct dwunw_perf_map;
+struct dwunw_perf_map_info {
+	uint64_t entries;           /* entries known now */
+	uint64_t reads;             /* times the file was read or read on */
+	char path[64];              /* the file read, "" when there is none */
+	char rejected[512];         /* the line naming a file found but refused, "" when none */
+};
+int dwunw_perf_map_open(int32_t pid, struct dwunw_perf_map **out);
+int dwunw_perf_map_read_on(struct dwunw_perf_map *map);
+int dwunw_perf_map_find(const struct dwunw_perf_map *map, uint64_t addr, const char **name, uint64_t *start);
+int dwunw_perf_map_info(const struct dwunw_perf_map *map, struct dwunw_perf_map_info *out);
+void dwunw_perf_map_free(struct dwunw_perf_map *map);
+
 /* ---- Architectures ---------------------------------------------------------------------- */
 
 enum dwunw_arch {
