@@ -6,6 +6,7 @@ import { endianness } from 'node:os';
 import { join, resolve } from 'node:path';
 import koffi from 'koffi';
 import { CliError } from './errors.js';
+import { setLoadedLib } from './native-handle.js';
 import { DWUNW_MAX_REGS, DWUNW_ROW_MAX_REGS } from './native-consts.js';
 import { packageRoot } from './root.js';
 
@@ -355,6 +356,11 @@ export interface Lib {
   dwunw_errname(err: number): string;
   /** An fd (>= 0) or a DWUNW_ERR_*; why receives the line naming a refused file. */
   dwunw_pid_file_open(pid: number, path: string, why: Buffer, whylen: number): number;
+  dwunw_origin_name(origin: number): string | null;
+  dwunw_how_origin(how: number): number;
+  dwunw_origin_mark(origin: number): number;
+  dwunw_mark_name(mark: number): string | null;
+  dwunw_mark_legend(mark: number): string | null;
   dwunw_perf_map_open(pid: number, out: Pointer[]): number;
   dwunw_perf_map_read_on(map: Pointer): number;
   dwunw_perf_map_find(map: Pointer, addr: bigint, name: (string | null)[], start: (number | bigint)[]): number;
@@ -440,6 +446,11 @@ export function lib(): Lib {
     dwunw_strerror: f('const char *', 'dwunw_strerror', ['int']),
     dwunw_errname: f('const char *', 'dwunw_errname', ['int']),
     dwunw_pid_file_open: f('int', 'dwunw_pid_file_open', ['int32_t', 'const char *', 'char *', 'size_t']),
+    dwunw_origin_name: f('const char *', 'dwunw_origin_name', ['uint32_t']),
+    dwunw_how_origin: f('uint32_t', 'dwunw_how_origin', ['uint32_t']),
+    dwunw_origin_mark: f('int', 'dwunw_origin_mark', ['uint32_t']),
+    dwunw_mark_name: f('const char *', 'dwunw_mark_name', ['uint32_t']),
+    dwunw_mark_legend: f('const char *', 'dwunw_mark_legend', ['uint32_t']),
     dwunw_perf_map_open: f('int', 'dwunw_perf_map_open', ['int32_t', koffi.out(koffi.pointer(koffi.pointer(PerfMapT)))]),
     dwunw_perf_map_read_on: f('int', 'dwunw_perf_map_read_on', [koffi.pointer(PerfMapT)]),
     dwunw_perf_map_find: f('int', 'dwunw_perf_map_find', [
@@ -525,6 +536,7 @@ export function lib(): Lib {
     dwunw_py_stack: f('int', 'dwunw_py_stack', [ctxP, 'void *', 'int32_t', 'void *', koffi.inout(koffi.pointer('size_t'))]),
   };
   loaded = b as unknown as Lib;
+  setLoadedLib(loaded);
   return loaded;
 }
 

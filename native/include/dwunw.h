@@ -312,6 +312,49 @@ enum dwunw_how {
 	DWUNW_HOW_PROLOGUE = 5,     /* no CFI: the function's prologue (and epilogue) decoded */
 };
 
+/*
+ * Where a frame came from, as every dwunw output names it (JSON "origin"): what its registers rest
+ * on, so a reader knows which frames to trust. Only window, signal, kernel and kernel-walk rest on
+ * nothing but the state at the event and the CFI or the ABI.
+ */
+enum dwunw_origin {
+	DWUNW_ORIGIN_WINDOW = 0,      /* registers and stack captured at the event, stepped by CFI */
+	DWUNW_ORIGIN_FP,              /* frame pointers (no CFI at the callee) */
+	DWUNW_ORIGIN_PROLOGUE,        /* the callee's prologue decoded (no CFI) */
+	DWUNW_ORIGIN_LR,              /* the return address where the call leaves it (no CFI) */
+	DWUNW_ORIGIN_SIGNAL,          /* a signal frame's saved context */
+	DWUNW_ORIGIN_KERNEL,          /* a kernel frame (the kernel's own unwinder, at the event) */
+	DWUNW_ORIGIN_KERNEL_WALK,     /* a user frame walked in the kernel at the event */
+	DWUNW_ORIGIN_PYTHON,          /* a Python function from CPython's frame chain */
+	DWUNW_ORIGIN_LIVE,            /* rests on memory read from the process after the event */
+	DWUNW_ORIGIN_COUNT
+};
+/* "window", "fp", ...; NULL past the last. */
+const char *dwunw_origin_name(uint32_t origin);
+/* The origin of a frame stepped by libdwunw (enum dwunw_how); memory read live makes it LIVE,
+ * which the caller decides (DWUNW_FRAME_BEYOND_SNAPSHOT). */
+uint32_t dwunw_how_origin(uint32_t how);
+
+/*
+ * The text markers ("[live]") a frame printed as text carries, and the legend line that explains
+ * the ones shown ("frames marked [live] <legend>; [fp] <legend>"), in this order.
+ */
+enum dwunw_mark {
+	DWUNW_MARK_LIVE = 0,
+	DWUNW_MARK_FP,
+	DWUNW_MARK_PROLOGUE,
+	DWUNW_MARK_LR,
+	DWUNW_MARK_JIT,               /* named from the JIT's perf map */
+	DWUNW_MARK_UPROBE,            /* pc is the kernel's uretprobe trampoline */
+	DWUNW_MARK_PY,
+	DWUNW_MARK_COUNT
+};
+/* The origin's marker (enum dwunw_mark), or -1 for an origin that needs none. */
+int dwunw_origin_mark(uint32_t origin);
+/* "live" (printed "[live]"), and its legend text; NULL past the last. */
+const char *dwunw_mark_name(uint32_t mark);
+const char *dwunw_mark_legend(uint32_t mark);
+
 /* dwunw_frame.flags */
 #define DWUNW_FRAME_BEYOND_SNAPSHOT (1u << 0) /* needed memory read from the live process, not the snapshot */
 #define DWUNW_FRAME_EXACT_PC        (1u << 1) /* pc is exact (frame 0, after a signal frame): not a return address */
