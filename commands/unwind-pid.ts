@@ -14,16 +14,13 @@
 // Test hook: DWUNW_TEST_HOLD_MS=N makes dwunw stay attached N ms per thread after the reads (the
 // wait is asynchronous, so the signal handlers run meanwhile). test/cli-unwind-pid.test.ts uses it
 // to signal or kill dwunw, or the target, while a thread is held.
-import { readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
-import { constants as osConstants } from 'node:os';
-import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
+import { statSync, writeFileSync } from 'node:fs';
 import type { ArgumentsCamelCase, Argv } from 'yargs';
 import { DEFAULT_ATTACH_TIMEOUT_MS, DEFAULT_MAX_FRAMES, DEFAULT_STACK_SIZE } from '../lib/defaults.js';
-import type { ThreadCapture } from '../lib/dwunw.js';
-import { DWUNW_ERR_IO, DWUNW_ERR_PERM } from '../lib/native-consts.js';
+import { HOST_ARCH, attachFailure, attachTimedOut, guardHeldThreads, letSignalsIn, readComm, tgidOf, threadsOf } from '../lib/pid-threads.js';
 import { ChunkedWriter, CliError, ExitCode, colorsFor, reportError } from '../lib/output.js';
 import { type Snapshot, type SnapshotThread, snapshotToJson } from '../lib/snapshot.js';
-import { type Mark, legendLine } from '../lib/marks.js';
+import type { Mark } from '../lib/marks.js';
 import type { PerfMap } from '../lib/perf-map.js';
 import { debuginfodWanted, nameAfterFetch } from '../lib/debuginfod.js';
 import { type ProcessReport, type ThreadReport, processHeader, processJson, threadText } from '../lib/stacks.js';
@@ -134,105 +131,6 @@ export interface UnwindPidOptions {
   python?: boolean;
 }
 
-// ---- /proc ---------------------------------------------------------------------------------------
-
-function readComm(path: string): string | null {
-  try {
-    return readFileSync(path, 'utf8').replace(/\n$/, '');
-  } catch {
-    return null;
-  }
-}
-
-/** Tgid of a task, from its status file; null when unreadable. */
-function tgidOf(pid: number): number | null {
-  try {
-    const m = /^Tgid:\s*(\d+)$/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
-    return m ? Number(m[1]) : null;
-  } catch {
-    return null;
-  }
-}
-
-/** The process's threads, the main thread first; throws CliError when the process is gone. */
-function threadsOf(pid: number): number[] {
-  let names: string[];
-  try {
-    names = readdirSync(`/proc/${pid}/task`);
-  } catch (e) {
-    const code = (e as NodeJS.ErrnoException).code;
-    if (code === 'ENOENT' || code === 'ESRCH') throw new CliError(`pid ${pid}`, 'no such process', ExitCode.NO_PROCESS);
-    throw new CliError(`pid ${pid}`, `cannot list threads: ${(e as Error).message}`);
-  }
-  const tids = names.filter((n) => /^\d+$/.test(n)).map(Number);
-  if (tids.length === 0) throw new CliError(`pid ${pid}`, 'no such process', ExitCode.NO_PROCESS);
-  return tids.sort((a, b) => (a === pid ? -1 : b === pid ? 1 : a - b));
-}
-
-/** Node's process.arch -> the library's architecture names (when no thread gave its registers). */
-const HOST_ARCH: Record<string, string> = { x64: 'x86_64', arm64: 'arm64', mipsel: 'mips32' };
-
-const errnoName = (e: number): string | undefined =>
-  Object.entries(osConstants.errno).find(([, v]) => v === e)?.[0];
-
-/** Why attach failed, as one line: the library's text, the errno, and who traces the thread. */
-function attachFailure(pid: number, c: ThreadCapture): string {
-  const detail: string[] = [];
-  const name = c.attachErrno ? errnoName(c.attachErrno) : undefined;
-  if (name) detail.push(name);
-  if (c.stop === DWUNW_ERR_PERM) {
-    try {
-      const m = /^TracerPid:\s*(\d+)$/m.exec(readFileSync(`/proc/${pid}/task/${c.tid}/status`, 'utf8'));
-      if (m && m[1] !== '0') detail.push(`already traced by pid ${m[1]}`);
-    } catch {
-      // gone meanwhile: no detail
-    }
-  }
-  return `cannot attach: ${c.stopText}${detail.length ? ` (${detail.join('; ')})` : ''}`;
-}
-
-/** Attach gave up waiting for the thread to stop (the library has warned about it). */
-const attachTimedOut = (c: ThreadCapture): boolean =>
-  !c.attached && c.stop === DWUNW_ERR_IO && c.attachErrno === osConstants.errno.ETIMEDOUT;
-
-// ---- Signals -------------------------------------------------------------------------------------
-
-const GUARDED_SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
-
-/**
- * Until the returned function is called: on SIGINT/SIGTERM/SIGHUP resume every held thread, say
- * so, and die of the same signal; on any exit, resume every held thread.
- */
-function guardHeldThreads(detachAll: () => number): () => void {
-  const onSignal = (sig: NodeJS.Signals): void => {
-    const n = detachAll();
-    process.stderr.write(`dwunw: interrupted by ${sig}${n ? ` (resumed ${n} held thread${n > 1 ? 's' : ''})` : ''}\n`);
-    remove();
-    // With no listener left, the default action applies: die of the signal, as expected.
-    process.kill(process.pid, sig);
-  };
-  const onExit = (): void => {
-    detachAll();
-  };
-  const remove = (): void => {
-    for (const s of GUARDED_SIGNALS) process.removeListener(s, onSignal);
-    process.removeListener('exit', onExit);
-  };
-  for (const s of GUARDED_SIGNALS) process.on(s, onSignal);
-  process.on('exit', onExit);
-  return remove;
-}
-
-/**
- * Let a signal that arrived during the synchronous library calls be handled now. libuv notices
- * signals in its poll phase; one setImmediate may resolve in the current loop iteration's check
- * phase without passing through it, two cannot.
- */
-async function letSignalsIn(): Promise<void> {
-  await yieldToEventLoop();
-  await yieldToEventLoop();
-}
-
 // ---- The command ---------------------------------------------------------------------------------
 
 function checkOptions(o: UnwindPidOptions): { pid: number; holdMs: number } {
@@ -285,6 +183,7 @@ export async function unwindPid(o: UnwindPidOptions): Promise<void> {
   const { Dwunw, detachAll } = await import('../lib/dwunw.js');
   const { PerfMap, nameJitFrames } = await import('../lib/perf-map.js');
   const { placePython } = await import('../lib/python.js');
+  const { legendLine } = await import('../lib/marks.js');
   const d = new Dwunw({
     warn: (line) => process.stderr.write(`${line}\n`),
     audit: o.audit ? (line) => process.stderr.write(`${line}\n`) : undefined,
@@ -357,6 +256,7 @@ export async function unwindPid(o: UnwindPidOptions): Promise<void> {
     }
     // a planted map (another owner, a symlink) names nothing: said once
     if (perfMap?.rejected) process.stderr.write(`dwunw: ${perfMap.rejected}\n`);
+    perfMap?.close();
     const legend = legendLine(seen);
     if (!o.json && legend) await out.write(`\n${legend}\n`);
     if (o.json) await out.write(`${JSON.stringify(processJson(report), null, 1)}\n`);

@@ -42,7 +42,7 @@ import type { Module } from '../lib/dwunw.js';
 import { DWUNW_CFG_NO_REMOTE_READS } from '../lib/native-consts.js';
 import { ChunkedWriter, CliError, ExitCode, colorsFor } from '../lib/output.js';
 import { type Snapshot, SnapshotError, parseSnapshot } from '../lib/snapshot.js';
-import { type Mark, legendLine } from '../lib/marks.js';
+import type { Mark } from '../lib/marks.js';
 import { type ProcessReport, processHeader, processJson, threadText } from '../lib/stacks.js';
 
 // Option names as given (yargs also provides them camelCased to the handler).
@@ -99,6 +99,7 @@ export async function unwindSnapshot(
     throw new CliError('--max-frames', `not a number of frames (1-65536): ${o.maxFrames}`, ExitCode.USAGE);
   // the library (koffi) only now: --help and usage errors do without it
   const { Dwunw, DwunwError } = await import('../lib/dwunw.js');
+  const { legendLine } = await import('../lib/marks.js');
   const snap = readSnapshot(file, (name) => Dwunw.archByName(name)?.arch ?? null);
   const addrSize = Dwunw.archByName(snap.arch)?.addr_size ?? 8;
 

@@ -1,29 +1,44 @@
-// The text marker of a frame and the legend that explains the markers shown, as the tools print
-// them (bpf/runtime/report_fmt.c: fprint_frame_marks, fprint_marks_legend): a frame that rests on more than
-// the registers, the stack captured at the event and the CFI carries one marker; the legend line
-// `frames marked ...` names only the markers that were shown.
+// The text marker of a frame and the legend that explains the markers shown. The names and the
+// legend's words are libdwunw's (dwunw_mark_name, dwunw_mark_legend: native/src/marks.c), the
+// table the tools print from too: a frame that rests on more than the registers, the stack
+// captured at the event and the CFI carries one marker; the legend line `frames marked ...`
+// names only the markers that were shown, in the table's order.
+import { loadedLib as lib } from './native-handle.js';
 import type { Origin } from './origin.js';
+import { originCode } from './origin.js';
 
 export type Mark = 'live' | 'fp' | 'prologue' | 'lr' | 'jit' | 'uprobe' | 'py';
 
-/** The legend's text per marker, in the tools' order and words (uprobe: the CLI's own). */
-const LEGEND: readonly [Mark, string][] = [
-  ['live', 'rests on stack memory read from the process after the event (it may have changed since)'],
-  ['fp', 'found by frame pointers (no CFI there)'],
-  ['prologue', 'found by decoding the function\'s prologue (no CFI there)'],
-  ['lr', 'return address taken where the call left it (no CFI there)'],
-  ['jit', 'named from the JIT\'s /tmp/perf-PID.map'],
-  ['uprobe', 'pc is the kernel\'s uretprobe trampoline (the walk ends there: the return address it stands for is kept by the kernel)'],
-  ['py', 'a Python function (CPython\'s frame: qualified name, file:line), read while the thread was stopped, placed before the interpreter call that ran it'],
-];
+interface Table {
+  /** [mark, legend text] in libdwunw's order. */
+  legend: [Mark, string][];
+}
 
-/** The origin's marker: none for window, signal, kernel and kernel-walk (event-time state by CFI or the ABI). */
+let table: Table | undefined;
+
+/** Read libdwunw's table once (the library loads on first use, not when this module loads). */
+function marks(): Table {
+  if (table) return table;
+  const l = lib();
+  const legend: [Mark, string][] = [];
+  for (let i = 0; ; i++) {
+    const name = l.dwunw_mark_name(i);
+    if (name === null) break;
+    legend.push([name as Mark, l.dwunw_mark_legend(i) ?? '']);
+  }
+  return (table = { legend });
+}
+
+/** The origin's marker, or null (window, signal, kernel and kernel-walk: event-time state by CFI or the ABI). */
 export function originMark(origin: Origin): Mark | null {
-  return origin === 'live' || origin === 'fp' || origin === 'prologue' || origin === 'lr' ? origin : null;
+  const m = lib().dwunw_origin_mark(originCode(origin));
+  return m < 0 ? null : (marks().legend[m]?.[0] ?? null);
 }
 
 /** `frames marked [live] ...; [fp] ...` for the markers seen, or null when none was shown. */
 export function legendLine(seen: ReadonlySet<Mark>): string | null {
-  const parts = LEGEND.filter(([m]) => seen.has(m)).map(([m, text]) => `[${m}] ${text}`);
+  const parts = marks()
+    .legend.filter(([m]) => seen.has(m))
+    .map(([m, text]) => `[${m}] ${text}`);
   return parts.length ? `frames marked ${parts.join('; ')}` : null;
 }

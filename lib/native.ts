@@ -6,6 +6,7 @@ import { endianness } from 'node:os';
 import { join, resolve } from 'node:path';
 import koffi from 'koffi';
 import { CliError } from './errors.js';
+import { setLoadedLib } from './native-handle.js';
 import { DWUNW_MAX_REGS, DWUNW_ROW_MAX_REGS } from './native-consts.js';
 import { packageRoot } from './root.js';
 
@@ -17,6 +18,14 @@ export * from './native-consts.js';
 // dwunw_config and dwunw_stack_reader have their prototype (the CLI registers JS callbacks there).
 
 export const ModuleT = koffi.opaque('dwunw_module');
+export const PerfMapT = koffi.opaque('dwunw_perf_map');
+
+export const PerfMapInfoT = koffi.struct('dwunw_perf_map_info', {
+  entries: 'uint64_t',
+  reads: 'uint64_t',
+  path: koffi.array('char', 64, 'String'),
+  rejected: koffi.array('char', 512, 'String'),
+});
 
 /** void (*)(void *arg, const char *line): the audit and warn sinks. */
 export const LogFnT = koffi.proto('dwunw_log_fn', 'void', ['void *', 'const char *']);
@@ -267,6 +276,7 @@ export const STRUCTS = {
   dwunw_core_info: CoreInfoT,
   dwunw_py_runtime: PyRuntimeT,
   dwunw_py_frame: PyFrameT,
+  dwunw_perf_map_info: PerfMapInfoT,
 } as const;
 
 /** Nested anonymous structs: C name of the container member, and its koffi type. */
@@ -346,6 +356,16 @@ export interface Lib {
   dwunw_errname(err: number): string;
   /** An fd (>= 0) or a DWUNW_ERR_*; why receives the line naming a refused file. */
   dwunw_pid_file_open(pid: number, path: string, why: Buffer, whylen: number): number;
+  dwunw_origin_name(origin: number): string | null;
+  dwunw_how_origin(how: number): number;
+  dwunw_origin_mark(origin: number): number;
+  dwunw_mark_name(mark: number): string | null;
+  dwunw_mark_legend(mark: number): string | null;
+  dwunw_perf_map_open(pid: number, out: Pointer[]): number;
+  dwunw_perf_map_read_on(map: Pointer): number;
+  dwunw_perf_map_find(map: Pointer, addr: bigint, name: (string | null)[], start: (number | bigint)[]): number;
+  dwunw_perf_map_info(map: Pointer, out: Record<string, unknown>): number;
+  dwunw_perf_map_free(map: Pointer): void;
   dwunw_debuginfod_wait(ctx: Pointer, timeoutMs: number): number;
   dwunw_debuginfod_result(ctx: Pointer, i: number, out: Record<string, unknown>): number;
   dwunw_init(ctx: Pointer, cfg: Record<string, unknown>): number;
@@ -427,6 +447,21 @@ export function lib(): Lib {
     dwunw_strerror: f('const char *', 'dwunw_strerror', ['int']),
     dwunw_errname: f('const char *', 'dwunw_errname', ['int']),
     dwunw_pid_file_open: f('int', 'dwunw_pid_file_open', ['int32_t', 'const char *', 'char *', 'size_t']),
+    dwunw_origin_name: f('const char *', 'dwunw_origin_name', ['uint32_t']),
+    dwunw_how_origin: f('uint32_t', 'dwunw_how_origin', ['uint32_t']),
+    dwunw_origin_mark: f('int', 'dwunw_origin_mark', ['uint32_t']),
+    dwunw_mark_name: f('const char *', 'dwunw_mark_name', ['uint32_t']),
+    dwunw_mark_legend: f('const char *', 'dwunw_mark_legend', ['uint32_t']),
+    dwunw_perf_map_open: f('int', 'dwunw_perf_map_open', ['int32_t', koffi.out(koffi.pointer(koffi.pointer(PerfMapT)))]),
+    dwunw_perf_map_read_on: f('int', 'dwunw_perf_map_read_on', [koffi.pointer(PerfMapT)]),
+    dwunw_perf_map_find: f('int', 'dwunw_perf_map_find', [
+      koffi.pointer(PerfMapT),
+      'uint64_t',
+      koffi.out(koffi.pointer('const char *')),
+      koffi.out(koffi.pointer('uint64_t')),
+    ]),
+    dwunw_perf_map_info: f('int', 'dwunw_perf_map_info', [koffi.pointer(PerfMapT), koffi.out(koffi.pointer(PerfMapInfoT))]),
+    dwunw_perf_map_free: f('void', 'dwunw_perf_map_free', [koffi.pointer(PerfMapT)]),
     dwunw_init: f('int', 'dwunw_init', [ctxP, koffi.pointer(ConfigT)]),
     dwunw_debuginfod_wait: f('int', 'dwunw_debuginfod_wait', [ctxP, 'uint32_t']),
     dwunw_debuginfod_result: f('int', 'dwunw_debuginfod_result', [ctxP, 'uint32_t', koffi.out(koffi.pointer(DebuginfodResultT))]),
@@ -503,6 +538,7 @@ export function lib(): Lib {
     dwunw_py_stack: f('int', 'dwunw_py_stack', [ctxP, 'void *', 'int32_t', 'void *', koffi.inout(koffi.pointer('size_t'))]),
   };
   loaded = b as unknown as Lib;
+  setLoadedLib(loaded);
   return loaded;
 }
 

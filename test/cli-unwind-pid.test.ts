@@ -850,7 +850,7 @@ t.test('a planted /tmp/perf-PID.map (another owner, a symlink) names nothing and
   }
 });
 
-t.test('lib/perf-map.ts: ranges, latest line wins, read on after a miss, a new file from the start', async (t) => {
+t.test('the perf-map parser (libdwunw, through lib/perf-map.ts): ranges, latest line wins, read on after a miss, a new file from the start', async (t) => {
   const { PerfMap } = await import('../lib/perf-map.js');
   // a pid that no process has (above pid_max's default ceiling): only /tmp/perf-PID.map is read
   const pid = 4194304 + (process.pid % 1000000);
@@ -876,6 +876,7 @@ t.test('lib/perf-map.ts: ranges, latest line wins, read on after a miss, a new f
   t.same(m.lookup(0x5000n), { name: 'another process', start: 0x5000n }, 'a new file: read from the start');
   t.equal(m.lookup(0x1050n), null, 'the old file\'s entries are gone');
   t.equal(m.length, 1);
+  m.close();
 });
 
 t.test('unwind-snapshot errors are one line', async (t) => {

@@ -102,23 +102,6 @@ static void fill_anon(const struct frames *fr, struct uframe *f, pid_t pid)
 	f->flags |= UF_PERFMAP | UF_JIT;
 }
 
-#ifdef HAVE_DWUNW
-static enum uf_origin origin_of_how(uint32_t how)
-{
-	switch (how) {
-	case DWUNW_HOW_FP:
-		return UO_FP;
-	case DWUNW_HOW_PROLOGUE:
-		return UO_PROLOGUE;
-	case DWUNW_HOW_LR:
-		return UO_LR;
-	case DWUNW_HOW_SIGNAL:
-		return UO_SIGNAL;
-	default:
-		return UO_WINDOW;
-	}
-}
-#endif
 
 void fill_pc(struct frames *fr, pid_t pid, struct uframe *frames, uint32_t i, bool exact)
 {
@@ -380,7 +363,7 @@ static void fill_dwarf(void *arg, struct uframe *out, uint32_t n)
 		struct dwunw_symbol sym;
 
 		out[i].how = f->how;
-		uf_set_origin(&out[i], origin_of_how(f->how));
+		uf_set_origin(&out[i], (enum uf_origin)dwunw_how_origin(f->how));
 		/* as dwunw_symbolize_frame: not a return address (names looked up again later) */
 		if ((f->flags & (DWUNW_FRAME_EXACT_PC | DWUNW_FRAME_SIGTRAMP)) || !f->module_addr)
 			out[i].flags |= UF_EXACT;

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /*
- * JIT symbols from /tmp/perf-PID.map ("START SIZE name" per line, hex), the file runtimes write
- * for perf (node --perf-basic-prof, the JVM with perf-map-agent), read as perf does. Read once
- * per process; when a pc in anonymous executable memory is not found, the lines appended since
- * are read (the runtime names code as it compiles it), at most once per PERF_MAP_RECHECK_NS.
+ * JIT symbols from /tmp/perf-PID.map, parsed by libdwunw (dwunw_perf_map_*, the parser the CLI
+ * uses too). Read once per process; when a pc in anonymous executable memory is not found, the
+ * lines appended since are read (the runtime names code as it compiles it), at most once per
+ * PERF_MAP_RECHECK_NS. Names are interned (they outlive the process's map).
  */
 #ifndef DWUNW_PERF_MAP_H
 #define DWUNW_PERF_MAP_H
@@ -19,6 +19,9 @@
  * in anonymous executable memory, so a miss may be code named since the last read.
  */
 const char *perf_map_lookup(pid_t pid, uint64_t pc, bool jit, uint64_t *off);
+
+/* Drop pid's map (the process has exited and its last record is done). */
+void perf_map_forget(pid_t pid);
 
 /* Times the file was read or read on from where it ended (for -v and tests). */
 uint64_t perf_map_reads(void);

@@ -26,38 +26,28 @@ void json_str(const char *s)
 
 const char *frame_origin(const struct uframe *f)
 {
-	static const char *const names[] = {
-		[UO_WINDOW] = "window", [UO_FP] = "fp", [UO_PROLOGUE] = "prologue",
-		[UO_LR] = "lr", [UO_SIGNAL] = "signal", [UO_KERNEL] = "kernel",
-		[UO_KWALK] = "kernel-walk", [UO_PYTHON] = "python",
-	};
-	uint32_t o = uf_origin(f);
+	const char *name = dwunw_origin_name(f->flags & UF_LIVE ? DWUNW_ORIGIN_LIVE : uf_origin(f));
 
-	if (f->flags & UF_LIVE)
-		return "live";
-	return o < sizeof(names) / sizeof(names[0]) && names[o] ? names[o] : "window";
+	return name ? name : "window";
 }
 
 void fprint_frame_marks(FILE *out, const struct uframe *f, bool fp_marks, uint32_t *seen)
 {
 	uint32_t o = uf_origin(f), m = 0;
+	int mark = dwunw_origin_mark(f->flags & UF_LIVE ? DWUNW_ORIGIN_LIVE : o);
 
-	if (f->flags & UF_LIVE)
-		m = MARK_LIVE;
-	else if (o == UO_FP && fp_marks)
-		m = MARK_FP;
-	else if (o == UO_PROLOGUE)
-		m = MARK_PROLOGUE;
-	else if (o == UO_LR)
-		m = MARK_LR;
-	if (m)
-		fprintf(out, " [%s]", m == MARK_LIVE ? "live" : m == MARK_FP ? "fp" : m == MARK_PROLOGUE ? "prologue" : "lr");
+	if (mark == DWUNW_MARK_FP && !fp_marks)
+		mark = -1;
+	if (mark >= 0 && mark != DWUNW_MARK_PY) {
+		fprintf(out, " [%s]", dwunw_mark_name((uint32_t)mark));
+		m |= 1u << mark;
+	}
 	if (o == UO_PYTHON) {
-		fputs(" [py]", out);
+		fprintf(out, " [%s]", dwunw_mark_name(DWUNW_MARK_PY));
 		m |= MARK_PY;
 	}
 	if (f->flags & UF_PERFMAP) {
-		fputs(" [jit]", out);
+		fprintf(out, " [%s]", dwunw_mark_name(DWUNW_MARK_JIT));
 		m |= MARK_JIT;
 	}
 	if (seen)
@@ -66,26 +56,15 @@ void fprint_frame_marks(FILE *out, const struct uframe *f, bool fp_marks, uint32
 
 void fprint_marks_legend(FILE *out, const char *indent, uint32_t seen)
 {
-	static const struct {
-		uint32_t bit;
-		const char *text;
-	} v[] = {
-		{ MARK_LIVE, "[live] rests on stack memory read from the process after the event (it may have changed since)" },
-		{ MARK_FP, "[fp] found by frame pointers (no CFI there)" },
-		{ MARK_PROLOGUE, "[prologue] found by decoding the function's prologue (no CFI there)" },
-		{ MARK_LR, "[lr] return address taken where the call left it (no CFI there)" },
-		{ MARK_JIT, "[jit] named from the JIT's /tmp/perf-PID.map" },
-		{ MARK_PY, "[py] a Python function, read from the interpreter at the event (file:line)" },
-	};
-	bool first = true;
+	const char *sep = "";
 
 	if (!seen)
 		return;
 	fprintf(out, "%sframes marked ", indent);
-	for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)
-		if (seen & v[i].bit) {
-			fprintf(out, "%s%s", first ? "" : "; ", v[i].text);
-			first = false;
+	for (uint32_t i = 0; i < DWUNW_MARK_COUNT; i++)
+		if (seen & (1u << i)) {
+			fprintf(out, "%s[%s] %s", sep, dwunw_mark_name(i), dwunw_mark_legend(i));
+			sep = "; ";
 		}
 	fputc('\n', out);
 }

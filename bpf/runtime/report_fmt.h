@@ -9,32 +9,32 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <dwunw.h>
 #include "stack_store.h"
 
 /* s as a JSON string, quotes included. */
 void json_str(const char *s);
 
-/*
- * The frame's origin as JSON and the docs name it: "live" (UF_LIVE), else "window", "fp",
- * "prologue", "lr", "signal", "kernel".
- */
+/* The frame's origin as libdwunw names it (dwunw_origin_name): "live" (UF_LIVE), else its own. */
 const char *frame_origin(const struct uframe *f);
 
 /*
- * Text markers: " [live]", " [fp]", " [prologue]", " [lr]" for a frame that rests on memory read
- * after the event or on no CFI (one, in that order of precedence), then " [jit]" for a name from
- * the JIT's perf map. Marks what it printed in *seen (MARK_* bits) for the legend. Frames of a
- * frame-pointer stack in fp mode (every frame is one) are marked only with `fp_marks`.
+ * Text markers (libdwunw's, dwunw_mark_name): " [live]", " [fp]", " [prologue]", " [lr]" for a
+ * frame that rests on memory read after the event or on no CFI (one, in that order of
+ * precedence), " [py]" for a Python function, then " [jit]" for a name from the JIT's perf map.
+ * Marks what it printed in *seen (MARK_* bits) for the legend. Frames of a frame-pointer stack in
+ * fp mode (every frame is one) are marked only with `fp_marks`.
  */
-#define MARK_LIVE     (1u << 0)
-#define MARK_FP       (1u << 1)
-#define MARK_PROLOGUE (1u << 2)
-#define MARK_LR       (1u << 3)
-#define MARK_JIT      (1u << 4)
-#define MARK_PY       (1u << 5)
+#define MARK_LIVE     (1u << DWUNW_MARK_LIVE)
+#define MARK_FP       (1u << DWUNW_MARK_FP)
+#define MARK_PROLOGUE (1u << DWUNW_MARK_PROLOGUE)
+#define MARK_LR       (1u << DWUNW_MARK_LR)
+#define MARK_JIT      (1u << DWUNW_MARK_JIT)
+#define MARK_PY       (1u << DWUNW_MARK_PY)
 void fprint_frame_marks(FILE *out, const struct uframe *f, bool fp_marks, uint32_t *seen);
 
-/* One line that explains the markers in `seen` ("" when none): "frames marked [live]: ...". */
+/* One line that explains the markers in `seen` (nothing when none), in libdwunw's words:
+ * "frames marked [live] ...; [fp] ...". */
 void fprint_marks_legend(FILE *out, const char *indent, uint32_t seen);
 
 /*

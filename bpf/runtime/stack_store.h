@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <dwunw.h>
 
 struct uframe {
 	uint64_t pc;
@@ -37,15 +38,15 @@ struct uframe {
  * captured at the event and on the CFI or the ABI.
  */
 enum uf_origin {
-	UO_WINDOW = 0,         /* registers and stack window captured at the event, stepped by CFI */
-	UO_FP,                 /* frame pointers (no CFI at the callee's pc; or a frame-pointer stack) */
-	UO_PROLOGUE,           /* the callee's prologue decoded (no CFI) */
-	UO_LR,                 /* the return address where a call leaves it: link register, [sp] (no CFI) */
-	UO_SIGNAL,             /* a signal frame's saved context */
-	UO_KERNEL,             /* a kernel frame (the kernel's own unwinder, at the event) */
-	UO_KWALK,              /* a user frame walked in the BPF program at the event (--unwind=kernel) */
-	UO_PYTHON,             /* a Python function read from the interpreter at the event (py_merge.h):
-				* name = co_qualname, module = co_filename, offset = line (0: unknown) */
+	UO_WINDOW = DWUNW_ORIGIN_WINDOW,   /* registers and stack window captured at the event, stepped by CFI */
+	UO_FP = DWUNW_ORIGIN_FP,           /* frame pointers (no CFI at the callee's pc; or a frame-pointer stack) */
+	UO_PROLOGUE = DWUNW_ORIGIN_PROLOGUE, /* the callee's prologue decoded (no CFI) */
+	UO_LR = DWUNW_ORIGIN_LR,           /* the return address where a call leaves it: link register, [sp] (no CFI) */
+	UO_SIGNAL = DWUNW_ORIGIN_SIGNAL,   /* a signal frame's saved context */
+	UO_KERNEL = DWUNW_ORIGIN_KERNEL,   /* a kernel frame (the kernel's own unwinder, at the event) */
+	UO_KWALK = DWUNW_ORIGIN_KERNEL_WALK, /* a user frame walked in the BPF program at the event (--unwind=kernel) */
+	UO_PYTHON = DWUNW_ORIGIN_PYTHON,   /* a Python function read from the interpreter at the event (py_merge.h):
+					    * name = co_qualname, module = co_filename, offset = line (0: unknown) */
 };
 #define UF_ORIGIN_SHIFT 8
 #define UF_ORIGIN_MASK  (0xfu << UF_ORIGIN_SHIFT)

@@ -97,6 +97,33 @@ const char *dwunw_errname(int err);
  */
 int dwunw_pid_file_open(int32_t pid, const char *path, char *why, size_t whylen);
 
+/*
+ * JIT symbols from a process's perf map, /tmp/perf-PID.map ("START SIZE name" per line, hex: what
+ * node --perf-basic-prof or perf-map-agent write for perf), the one parser the tools and the CLI
+ * share. The file is looked for in the process's own /tmp (/proc/PID/root/tmp) first, and opened
+ * by dwunw_pid_file_open's rule; a refused file is named in info.rejected. Needs no context; one
+ * map is not for concurrent use. File I/O in _open and _read_on only.
+ *
+ *  - dwunw_perf_map_open: reads the file as it is now (no file is not an error: an empty map).
+ *  - dwunw_perf_map_read_on: reads the lines appended since (the runtime names code as it
+ *    compiles it; a line still being written is left for the next read; a new or shorter file is
+ *    read from the start). Returns the entries added (>= 0) or a DWUNW_ERR_*.
+ *  - dwunw_perf_map_find: the name covering addr (the latest line wins where code was re-JITed at
+ *    the same address), valid until the next _read_on or _free; DWUNW_ERR_NOT_FOUND.
+ */
+struct dwunw_perf_map;
+struct dwunw_perf_map_info {
+	uint64_t entries;           /* entries known now */
+	uint64_t reads;             /* times the file was read or read on */
+	char path[64];              /* the file read, "" when there is none */
+	char rejected[512];         /* the line naming a file found but refused, "" when none */
+};
+int dwunw_perf_map_open(int32_t pid, struct dwunw_perf_map **out);
+int dwunw_perf_map_read_on(struct dwunw_perf_map *map);
+int dwunw_perf_map_find(const struct dwunw_perf_map *map, uint64_t addr, const char **name, uint64_t *start);
+int dwunw_perf_map_info(const struct dwunw_perf_map *map, struct dwunw_perf_map_info *out);
+void dwunw_perf_map_free(struct dwunw_perf_map *map);
+
 /* ---- Architectures ---------------------------------------------------------------------- */
 
 enum dwunw_arch {
@@ -284,6 +311,49 @@ enum dwunw_how {
 	DWUNW_HOW_LR = 4,           /* no CFI, return address where the call left it: link register, or [sp] in a stub */
 	DWUNW_HOW_PROLOGUE = 5,     /* no CFI: the function's prologue (and epilogue) decoded */
 };
+
+/*
+ * Where a frame came from, as every dwunw output names it (JSON "origin"): what its registers rest
+ * on, so a reader knows which frames to trust. Only window, signal, kernel and kernel-walk rest on
+ * nothing but the state at the event and the CFI or the ABI.
+ */
+enum dwunw_origin {
+	DWUNW_ORIGIN_WINDOW = 0,      /* registers and stack captured at the event, stepped by CFI */
+	DWUNW_ORIGIN_FP,              /* frame pointers (no CFI at the callee) */
+	DWUNW_ORIGIN_PROLOGUE,        /* the callee's prologue decoded (no CFI) */
+	DWUNW_ORIGIN_LR,              /* the return address where the call leaves it (no CFI) */
+	DWUNW_ORIGIN_SIGNAL,          /* a signal frame's saved context */
+	DWUNW_ORIGIN_KERNEL,          /* a kernel frame (the kernel's own unwinder, at the event) */
+	DWUNW_ORIGIN_KERNEL_WALK,     /* a user frame walked in the kernel at the event */
+	DWUNW_ORIGIN_PYTHON,          /* a Python function from CPython's frame chain */
+	DWUNW_ORIGIN_LIVE,            /* rests on memory read from the process after the event */
+	DWUNW_ORIGIN_COUNT
+};
+/* "window", "fp", ...; NULL past the last. */
+const char *dwunw_origin_name(uint32_t origin);
+/* The origin of a frame stepped by libdwunw (enum dwunw_how); memory read live makes it LIVE,
+ * which the caller decides (DWUNW_FRAME_BEYOND_SNAPSHOT). */
+uint32_t dwunw_how_origin(uint32_t how);
+
+/*
+ * The text markers ("[live]") a frame printed as text carries, and the legend line that explains
+ * the ones shown ("frames marked [live] <legend>; [fp] <legend>"), in this order.
+ */
+enum dwunw_mark {
+	DWUNW_MARK_LIVE = 0,
+	DWUNW_MARK_FP,
+	DWUNW_MARK_PROLOGUE,
+	DWUNW_MARK_LR,
+	DWUNW_MARK_JIT,               /* named from the JIT's perf map */
+	DWUNW_MARK_UPROBE,            /* pc is the kernel's uretprobe trampoline */
+	DWUNW_MARK_PY,
+	DWUNW_MARK_COUNT
+};
+/* The origin's marker (enum dwunw_mark), or -1 for an origin that needs none. */
+int dwunw_origin_mark(uint32_t origin);
+/* "live" (printed "[live]"), and its legend text; NULL past the last. */
+const char *dwunw_mark_name(uint32_t mark);
+const char *dwunw_mark_legend(uint32_t mark);
 
 /* dwunw_frame.flags */
 #define DWUNW_FRAME_BEYOND_SNAPSHOT (1u << 0) /* needed memory read from the live process, not the snapshot */

@@ -104,16 +104,6 @@ struct seg {
 	uint32_t flags;             /* PF_* */
 };
 
-/* One mapping of the maps being built: `prefix` is the line up to the path. */
-struct ment {
-	uint64_t start, end;
-	char *prefix;               /* owned, or NULL when pre/plen point into the caller's text */
-	const char *pre;
-	size_t plen;
-	const char *path;
-	size_t pathlen;
-};
-
 struct core {
 	const uint8_t *p;
 	uint64_t size;
@@ -136,9 +126,11 @@ struct core {
 	size_t cap, nout;
 	uint32_t nthreads;
 	int32_t first_tid;
-	/* maps */
-	struct ment *m;
+	/* maps, as libdwunw's entries (paths owned in `names` or the caller's text copy) */
+	struct dwunw_map *m;
+	char **names;               /* owned paths, one per entry (NULL where path points elsewhere) */
 	size_t nm, mcap;
+	char *text;                 /* the caller's maps text, copied: the parser cuts it in place */
 	struct dwunw_module *vdso;    /* the vDSO image, held */
 };
 
@@ -413,34 +405,36 @@ static void parse_notes(struct core *k, const uint8_t *p, uint64_t len, uint64_t
 
 /* ---- Building the maps -------------------------------------------------------------------- */
 
-static int ment_add(struct core *k, uint64_t start, uint64_t end, char *prefix, const char *pre,
-		    size_t plen, const char *path, size_t pathlen)
-{
-	if (k->nm == k->mcap) {
-		size_t cap = k->mcap ? k->mcap * 2 : 64;
-		struct ment *n = realloc(k->m, cap * sizeof(*n));
-		if (!n) {
-			free(prefix);
-			return DWUNW_ERR_NOMEM;
-		}
-		k->m = n;
-		k->mcap = cap;
-	}
-	k->m[k->nm++] = (struct ment){ start, end, prefix, prefix ? prefix : pre,
-				       prefix ? strlen(prefix) : plen, path, pathlen };
-	return DWUNW_OK;
-}
-
+/* Add one mapping built here (NT_FILE, the core's segments): `path` is copied, since the core's
+ * names are not NUL-terminated; a " (deleted)" at its end becomes the flag, as the parser does. */
 static int ment_gen(struct core *k, uint64_t start, uint64_t end, uint32_t pf, uint64_t offset,
 		    const char *path, size_t pathlen)
 {
-	char *pre;
+	static const char del[] = " (deleted)";
+	uint32_t flags = (pf & PF_R ? DWUNW_MAP_R : 0) | (pf & PF_W ? DWUNW_MAP_W : 0) | (pf & PF_X ? DWUNW_MAP_X : 0);
+	char *name;
 
-	if (asprintf(&pre, "%llx-%llx %c%c%cp %08llx 00:00 0 ", (unsigned long long)start,
-		     (unsigned long long)end, pf & PF_R ? 'r' : '-', pf & PF_W ? 'w' : '-',
-		     pf & PF_X ? 'x' : '-', (unsigned long long)offset) < 0)
+	if (pathlen >= sizeof(del) - 1 && !memcmp(path + pathlen - (sizeof(del) - 1), del, sizeof(del) - 1)) {
+		flags |= DWUNW_MAP_DELETED;
+		pathlen -= sizeof(del) - 1;
+	}
+	if (k->nm == k->mcap) {
+		size_t cap = k->mcap ? k->mcap * 2 : 64;
+		struct dwunw_map *n = realloc(k->m, cap * sizeof(*n));
+		char **nn = n ? realloc(k->names, cap * sizeof(*nn)) : NULL;
+
+		if (n)
+			k->m = n;
+		if (!nn)
+			return DWUNW_ERR_NOMEM;
+		k->names = nn;
+		k->mcap = cap;
+	}
+	if (!(name = strndup(path, pathlen)))
 		return DWUNW_ERR_NOMEM;
-	return ment_add(k, start, end, pre, NULL, 0, path, pathlen);
+	k->names[k->nm] = name;
+	k->m[k->nm++] = (struct dwunw_map){ .start = start, .end = end, .offset = offset, .flags = flags, .path = name };
+	return DWUNW_OK;
 }
 
 /* NT_FILE: every file mapping, with the permissions of the PT_LOAD it lies in. */
@@ -524,55 +518,41 @@ static int maps_add_anon(struct core *k)
 	return DWUNW_OK;
 }
 
-/* Skip one field and the spaces after it. */
-static void skip_field(const char **s, const char *end)
-{
-	while (*s < end && **s != ' ')
-		(*s)++;
-	while (*s < end && **s == ' ')
-		(*s)++;
-}
-
-/* The caller's maps text: lines kept as they are, the path located for the --exe rewrite. */
+/* The caller's maps text, parsed by libdwunw's one parser on a copy (it works in place). */
 static int maps_from_text(struct core *k, const char *text, size_t len)
 {
-	const char *s = text, *end = text + len;
+	size_t n = 0;
 	int err;
 
-	while (s < end) {
-		const char *eol = memchr(s, '\n', (size_t)(end - s)), *p = s;
-		uint64_t start, stop;
-
-		if (!eol)
-			eol = end;
-		if (dw_parse_hex(&p, eol, &start) == 0 && p < eol && *p == '-' && (p++, dw_parse_hex(&p, eol, &stop) == 0) &&
-		    p < eol && *p == ' ') {
-			while (p < eol && *p == ' ')
-				p++;
-			for (int f = 0; f < 4; f++) /* perms, offset, dev, inode */
-				skip_field(&p, eol);
-			err = ment_add(k, start, stop, NULL, s, (size_t)(p - s), p, (size_t)(eol - p));
-			if (err)
-				return err;
-		}
-		s = eol + 1;
-	}
+	if (dwunw_maps_parse((char *)text, len, NULL, &n) != DWUNW_OK)
+		return DWUNW_OK; /* no mapping in it: the maps are corrupt, said below */
+	k->text = malloc(len + 1);
+	k->m = malloc(n * sizeof(*k->m));
+	k->names = calloc(n, sizeof(*k->names));
+	if (!k->text || !k->m || !k->names)
+		return DWUNW_ERR_NOMEM;
+	memcpy(k->text, text, len);
+	k->text[len] = 0;
+	err = dwunw_maps_parse(k->text, len, k->m, &n);
+	if (err)
+		return err;
+	k->nm = k->mcap = n;
 	return DWUNW_OK;
 }
 
-static int ment_is(const struct ment *m, const char *path)
+static int ment_is(const struct dwunw_map *m, const char *path)
 {
-	return m->pathlen == strlen(path) && !memcmp(m->path, path, m->pathlen);
+	return m->path && !strcmp(m->path, path);
 }
 
 /* The main executable: the file mapping holding AT_ENTRY, else the lowest file mapping. */
-static const struct ment *find_exe(const struct core *k)
+static const struct dwunw_map *find_exe(const struct core *k)
 {
-	const struct ment *low = NULL;
+	const struct dwunw_map *low = NULL;
 
 	for (size_t i = 0; i < k->nm; i++) {
-		const struct ment *m = &k->m[i];
-		if (!m->pathlen || m->path[0] != '/')
+		const struct dwunw_map *m = &k->m[i];
+		if (!m->path || m->path[0] != '/')
 			continue;
 		if (k->at_entry && k->at_entry >= m->start && k->at_entry < m->end)
 			return m;
@@ -582,34 +562,12 @@ static const struct ment *find_exe(const struct core *k)
 	return k->at_entry ? NULL : low;
 }
 
-static int maps_text(const struct core *k, const char *exe_from, const char *exe_to, char **out, size_t *len)
+/* The --exe rewrite: the executable's mappings name the caller's file. */
+static void maps_rename(struct core *k, const char *from, const char *to)
 {
-	size_t n = 0, cap = 1;
-	char *t, *q;
-
 	for (size_t i = 0; i < k->nm; i++)
-		cap += k->m[i].plen + (exe_from && ment_is(&k->m[i], exe_from) ? strlen(exe_to) : k->m[i].pathlen) + 1;
-	t = q = malloc(cap);
-	if (!t)
-		return DWUNW_ERR_NOMEM;
-	for (size_t i = 0; i < k->nm; i++) {
-		const struct ment *m = &k->m[i];
-		memcpy(q, m->pre, m->plen);
-		q += m->plen;
-		if (exe_from && ment_is(m, exe_from)) {
-			memcpy(q, exe_to, strlen(exe_to));
-			q += strlen(exe_to);
-		} else {
-			memcpy(q, m->path, m->pathlen);
-			q += m->pathlen;
-		}
-		*q++ = '\n';
-	}
-	n = (size_t)(q - t);
-	*q = 0;
-	*out = t;
-	*len = n;
-	return DWUNW_OK;
+		if (ment_is(&k->m[i], from))
+			k->m[i].path = to;
 }
 
 /*
@@ -677,9 +635,11 @@ static int keep_image(struct dwunw_ctx_impl *c, const char *name, const void *da
 
 static void core_free(struct core *k)
 {
-	for (size_t i = 0; i < k->nm; i++)
-		free(k->m[i].prefix);
+	for (size_t i = 0; i < k->nm && k->names; i++)
+		free(k->names[i]);
+	free(k->names);
 	free(k->m);
+	free(k->text);
 	free(k->segs);
 	if (k->vdso)
 		dw_module_put(k->vdso);
@@ -695,10 +655,11 @@ DWUNW_API int dwunw_core_load(struct dwunw_ctx *ctx, const char *core_path,
 	const uint8_t *phdrs;
 	uint64_t phnum;
 	void *data = NULL;
-	size_t size = 0, tlen = 0, cap = 0;
+	size_t size = 0, cap = 0;
 	int mapped = 0, err, maps_ok = 0;
-	char *text = NULL, exe_from[4096] = "", exe_abs[PATH_MAX], exe_rel[3 * PATH_MAX] = "";
-	const struct ment *exe;
+	char exe_from[4096] = "", exe_abs[PATH_MAX], exe_rel[3 * PATH_MAX] = "";
+	const struct dwunw_map *exe;
+	int exe_deleted = 0;
 	int32_t pid;
 
 	if (nthreads) {
@@ -788,17 +749,16 @@ DWUNW_API int dwunw_core_load(struct dwunw_ctx *ctx, const char *core_path,
 	if (!err && !o.maps_text)
 		err = maps_add_anon(&k);
 	exe = err ? NULL : find_exe(&k);
-	if (exe && exe->pathlen < sizeof(exe_from)) {
-		memcpy(exe_from, exe->path, exe->pathlen);
-		exe_from[exe->pathlen] = 0;
-	}
+	if (exe && strlen(exe->path) < sizeof(exe_from))
+		strcpy(exe_from, exe->path);
+	exe_deleted = exe && (exe->flags & DWUNW_MAP_DELETED);
 	if (!err && o.exe && exe_from[0] && c->sysroot && c->sysroot[0])
 		err = exe_in_sysroot(c->sysroot, o.exe, exe_rel, sizeof(exe_rel)) ? DWUNW_ERR_INVALID_ARG : DWUNW_OK;
-	if (!err)
-		err = maps_text(&k, o.exe && exe_from[0] ? exe_from : NULL, exe_rel[0] ? exe_rel : o.exe, &text, &tlen);
 	if (err)
 		goto out;
-	if (tlen && dwunw_maps_set(ctx, pid, text, tlen) == DWUNW_OK) {
+	if (o.exe && exe_from[0])
+		maps_rename(&k, exe_from, exe_rel[0] ? exe_rel : o.exe);
+	if (k.nm && dwunw_maps_set_entries(ctx, pid, k.m, k.nm) == DWUNW_OK) {
 		maps_ok = 1;
 		if (o.exe && exe_from[0])
 			k.flags |= DWUNW_CORE_EXE;
@@ -860,7 +820,7 @@ DWUNW_API int dwunw_core_load(struct dwunw_ctx *ctx, const char *core_path,
 		info->flags = k.flags;
 		info->nmaps = (uint32_t)k.nm;
 		memcpy(info->comm, k.comm, sizeof(k.comm));
-		snprintf(info->exe, sizeof(info->exe), "%s", exe_from);
+		snprintf(info->exe, sizeof(info->exe), "%s%s", exe_from, exe_deleted ? " (deleted)" : "");
 	}
 	err = k.corrupt ? DWUNW_ERR_CORRUPT : DWUNW_OK;
 out:
@@ -871,7 +831,6 @@ out:
 		if (info)
 			memset(info, 0, sizeof(*info));
 	}
-	free(text);
 	core_free(&k);
 	dw_core_buf_free(data, size, mapped);
 	return err;
