@@ -20,6 +20,7 @@
 #endif
 
 #define PR_COMM_CACHE 4096
+#define GEN_TOMB UINT32_MAX
 
 struct bpf_link;
 
@@ -40,11 +41,12 @@ struct profile_ctx {
 		const char *comm;
 		uint64_t ns;
 	} comm_cache[PR_COMM_CACHE];
-	/* pid -> exec generation: the address space of its samples (profile.c) */
+	/* pid -> image generation: the address space of its samples (profile.c) */
 	struct {
-		uint32_t *pid;          /* pid + 1 */
+		uint32_t *pid;          /* pid + 1; GEN_TOMB: a dropped entry */
 		uint32_t *gen;
-		size_t cap, n;
+		size_t cap, n, tomb;
+		uint32_t seq;           /* the last generation given */
 	} gens;
 #ifdef HAVE_KWALK
 	struct kw_track kwt;

@@ -638,6 +638,17 @@ void mappings_fork(struct mappings *ms, uint32_t parent, uint32_t child)
 		c->v[i].held = NULL; /* the parent's holds are released with its own ranges */
 }
 
+size_t mappings_held(const struct mappings *ms, uint64_t *bytes)
+{
+	*bytes = 0;
+	if (!ms)
+		return 0;
+	*bytes = ms->procs_cap * sizeof(*ms->procs) + ms->known_cap * sizeof(*ms->known);
+	for (size_t i = 0; i < ms->nprocs; i++)
+		*bytes += ms->procs[i].cap * sizeof(struct mv_map);
+	return ms->nprocs;
+}
+
 void mappings_forget(struct mappings *ms, uint32_t pid)
 {
 	struct mv_proc *p = proc_find(ms, pid);
@@ -647,6 +658,7 @@ void mappings_forget(struct mappings *ms, uint32_t pid)
 	mapped_files_release(pid, 0, ~0ull, ~0ull);
 	free(p->v);
 	*p = ms->procs[--ms->nprocs];
+	ms->last = 0;
 }
 
 int mappings_attach(struct bpf_object *obj, struct bpf_link ***links, size_t *nlinks)

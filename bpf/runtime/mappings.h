@@ -114,6 +114,9 @@ void mappings_seed(struct mappings *m, uint32_t pid);
  */
 void mappings_fork(struct mappings *m, uint32_t parent, uint32_t child);
 
+/* Processes with a view now, and the bytes their views take. */
+size_t mappings_held(const struct mappings *m, uint64_t *bytes);
+
 /* The process is gone: its view goes. */
 void mappings_forget(struct mappings *m, uint32_t pid);
 
