@@ -200,10 +200,12 @@ SEC("tp_btf/sched_process_exec")
 int BPF_PROG(pr_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
 {
 	struct pr_exec_rec r = {};
-	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u32 tgid = pid_tgid >> 32;
 	__u64 mm = (__u64)bpf_get_current_task_btf()->mm;
 
-	bpf_map_update_elem(&pr_mms, &tgid, &mm, BPF_ANY);
+	if (selected(tgid, (__u32)pid_tgid))
+		bpf_map_update_elem(&pr_mms, &tgid, &mm, BPF_ANY);
 	r.h.kind = PR_REC_EXEC;
 	r.h.hdr_size = sizeof(r);
 	r.pid = bpf_get_current_pid_tgid() >> 32;
