@@ -186,6 +186,16 @@ static void on_proc_exit(struct profile_ctx *pr, uint32_t pid)
 	py_merge_forget(&pr->py, pid);
 }
 
+/* mappings_sweep: a process gone whose exit record was lost */
+static void on_swept(void *arg, uint32_t pid)
+{
+	struct profile_ctx *pr = arg;
+
+	on_proc_exit(pr, pid);
+	pr->prs.exits--;
+	pr->prs.swept++;
+}
+
 static int64_t user_fp_stack(struct profile_ctx *pr, uint32_t pid, int32_t id)
 {
 	if (id == PR_STACK_NONE)
@@ -262,6 +272,8 @@ static int on_record(void *ctx, const void *data, size_t size)
 
 		if (uidx == FRAMES_BAD)
 			return 0;
+		if (rec->ts > pr->processed_ts)
+			pr->processed_ts = rec->ts;
 		if (uidx == FRAMES_FALLBACK)
 			uidx = user_fp_stack(pr, rec->pid, (int32_t)rec->aux);
 		uidx = py_merge_stack(&pr->py, uidx, rec->pid, rec->tid, space_of(pr, rec->pid), true);
@@ -566,7 +578,7 @@ int main(int argc, char **argv)
 	ptarget_release();
 
 	uint64_t t0 = mono_ns(), end = pr->opts.duration ? t0 + pr->opts.duration * 1000000000ull : 0;
-	uint64_t last_check = t0, ival_start = t0, ival_seq = 0;
+	uint64_t last_check = t0, last_sweep = t0, ival_start = t0, ival_seq = 0;
 
 	pr->prs.start_ns = t0;
 	while (!exiting) {
@@ -585,6 +597,10 @@ int main(int argc, char **argv)
 			pr_counters(pr, pr->skel->maps.pr_counters);
 			pr_print_interval(pr, ival_seq++, ival_start, now);
 			ival_start = now;
+		}
+		if (now - last_sweep >= 1000000000ull) {
+			last_sweep = now;
+			mappings_sweep(pr->fr.maps, pr->processed_ts, on_swept, pr);
 		}
 		if (now - last_check >= 50000000ull) {
 			last_check = now;

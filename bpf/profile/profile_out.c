@@ -395,6 +395,7 @@ void pr_held(const struct profile_ctx *pr, struct pr_held *h)
 	h->spaces = pr->gens.n;
 	h->forks = pr->prs.forks;
 	h->exits = pr->prs.exits;
+	h->swept = pr->prs.swept;
 	h->stacks = pr->st.n;
 	h->keys = pr->agg.n;
 	h->not_followed = pr->prs.bpf[PR_CNT_FOLLOW_FULL];
@@ -410,15 +411,16 @@ void pr_held_json(const struct pr_held *h)
 {
 	printf(",\"held\":{\"processes\":%" PRIu64 ",\"view_bytes\":%" PRIu64 ",\"files\":%" PRIu64
 	       ",\"spaces\":%" PRIu64 ",\"modules\":%" PRIu64 ",\"stacks\":%" PRIu64 ",\"keys\":%" PRIu64
-	       ",\"forks\":%" PRIu64 ",\"exits\":%" PRIu64 ",\"not_followed\":%" PRIu64 "}",
+	       ",\"forks\":%" PRIu64 ",\"exits\":%" PRIu64 ",\"swept\":%" PRIu64 ",\"not_followed\":%" PRIu64 "}",
 	       h->processes, h->view_bytes, h->files, h->spaces, h->modules, h->stacks, h->keys, h->forks, h->exits,
-	       h->not_followed);
+	       h->swept, h->not_followed);
 }
 
 void pr_held_text(const struct pr_held *h)
 {
 	fprintf(stderr, "profile: held: %" PRIu64 " processes' mappings (%.1f KiB), %" PRIu64 " files open, %" PRIu64
 		" address spaces, %" PRIu64 " modules cached; %" PRIu64 " stacks, %" PRIu64 " keys; %" PRIu64
-		" forks and %" PRIu64 " exits applied\n", h->processes, (double)h->view_bytes / 1024.0, h->files,
-		h->spaces, h->modules, h->stacks, h->keys, h->forks, h->exits);
+		" forks and %" PRIu64 " exits applied, %" PRIu64 " gone without an exit record (lost)\n", h->processes,
+		(double)h->view_bytes / 1024.0, h->files, h->spaces, h->modules, h->stacks, h->keys, h->forks, h->exits,
+		h->swept);
 }

@@ -30,6 +30,7 @@ struct pr_stats {
 	uint64_t kw_deferred;   /* fallbacks of processes not (yet) worth loading (-a) */
 	uint64_t kw_map_bytes, kw_table_bytes, kw_modules, kw_evictions, kw_mmaps_lost;
 	uint64_t forks, exits;  /* process records applied (per-process state made / freed) */
+	uint64_t swept;         /* processes found gone whose exit record was lost (mappings_sweep) */
 };
 
 /* What profile holds now (the summary's "held"): per-process state, caches, the report's tables. */
@@ -39,7 +40,7 @@ struct pr_held {
 	uint64_t spaces;                /* pids with an image generation */
 	uint64_t modules;               /* libdwunw's module cache: active + warm slots */
 	uint64_t stacks, keys;          /* the stack store, the aggregation */
-	uint64_t forks, exits;
+	uint64_t forks, exits, swept;
 	uint64_t not_followed;          /* -- COMMAND: children left out (filter map full) */
 };
 

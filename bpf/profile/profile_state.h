@@ -35,6 +35,7 @@ struct profile_ctx {
 	struct pr_stats prs;            /* the summary's figures */
 	uint64_t now_ns;                /* mono_ns(), refreshed every 256 records */
 	uint64_t poll_until;            /* on_record returns -EINTR from then on */
+	uint64_t processed_ts;          /* kernel time of the newest snapshot processed */
 	/* thread names, cached per tid for a second (profile.c) */
 	struct {
 		uint32_t tid;           /* tid + 1 */
