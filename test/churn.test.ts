@@ -23,6 +23,8 @@ import { type PrEntry, parseProfileJson } from '../lib/profile.js';
 const profileBin = join(root, 'build', 'bpf', 'profile');
 const hot = join(root, 'fixtures', 'x86_64', 'build', 'hot');
 const workload = join(root, 'scripts', 'churn-workload');
+const memleakBin = join(root, 'build', 'bpf', 'memleak');
+const forktree = join(root, 'fixtures', 'x86_64', 'build', 'forktree');
 const SECONDS = 40;
 /** the workload's programs (comm), each with a known chain */
 const WORKLOAD = new Set(['hot', 'true', 'sh', 'churn-workload']);
@@ -53,6 +55,8 @@ const names = (e: PrEntry): string[] => (e.user?.frames ?? []).map((f) => f.symb
 const why = bpfUnavailable('profile needs CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE', [
   [profileBin, 'make bpf'],
   [hot, 'make fixtures'],
+  [memleakBin, 'make bpf'],
+  [forktree, 'make fixtures'],
 ]);
 if (why) {
   skipOrFail(t, why, 'churn tests skipped');
@@ -121,6 +125,38 @@ if (why) {
     }
     tt.ok(mms.length > 0, `pr_mms read ${mms.length} times`);
     for (const m of mms) tt.ok(m.entries <= m.live + 32, `pr_mms entries ${m.entries} <= live processes ${m.live} (+32 in flight)`);
+  });
+
+  t.test('memleak -c: a forking tree of 1,000 short-lived children, their blocks kept, their state freed', async (tt) => {
+    const CHILDREN = 1000;
+    const BATCH = 16; // children alive at once (forktree's second argument)
+    const r = await start(memleakBin, ['--json', '-o', '0', '-T', '100000', '-c', `${forktree} ${CHILDREN} ${BATCH}`, '1'], { timeoutMs: 120_000 }).done;
+    tt.equal(r.status, 0, `exit status 0 ${r.stderr.slice(-800)}`);
+    interface Frame { symbol: string | null }
+    interface Stack { pid?: number; allocations: number; bytes: number; frames: Frame[]; complete: boolean | null; stop?: string }
+    interface Report { stacks: Stack[]; maps?: { forks: number; forgotten: number; held: { processes: number; files: number } } }
+    const reps = r.stdout.split('\n').filter((l) => l.startsWith('{"time"')).map((l) => JSON.parse(l) as Report);
+    const ft = JSON.parse(r.stdout.split('\n').find((l) => l.startsWith('{"children"')) ?? '{}') as { children?: number; block?: number };
+    tt.equal(ft.children, CHILDREN, 'forktree forked and reaped every child');
+    const last = reps[reps.length - 1];
+    if (!last) return void tt.fail('no report');
+    // every child's block, under its own pid, with its chain (ft_leak <- ft_child <- ft_spawn <- main)
+    const blocks = last.stacks.filter((s) => s.allocations && s.bytes === s.allocations * ft.block!);
+    const n = blocks.reduce((a, s) => a + s.allocations, 0);
+    tt.equal(n, CHILDREN, `${CHILDREN} blocks of ${ft.block} bytes kept`);
+    tt.equal(new Set(blocks.map((s) => s.pid)).size, CHILDREN, 'under their own pids');
+    const chain = ['ft_leak', 'ft_child', 'ft_spawn', 'main'];
+    const good = blocks.filter((s) => s.complete && chain.every((c, i) => s.frames.map((f) => f.symbol)[s.frames.findIndex((f) => f.symbol === 'ft_leak') + i] === c));
+    const stops = blocks.filter((s) => !good.includes(s)).map((s) => s.stop);
+    tt.ok(good.reduce((a, s) => a + s.allocations, 0) >= CHILDREN * 0.95, `>= 95 % complete through ${chain.join(' <- ')}: ${good.length}; others: ${JSON.stringify(stops.slice(0, 10))}`);
+    // per-child state: made at each fork, freed at each exit; never more than the live children held
+    tt.ok(last.maps, 'the maps summary');
+    tt.ok(last.maps!.forks >= CHILDREN, `views forked: ${last.maps!.forks}`);
+    tt.ok(last.maps!.forgotten >= CHILDREN, `views freed: ${last.maps!.forgotten}`);
+    for (const [i, rep] of reps.entries())
+      tt.ok(rep.maps && rep.maps.held.processes <= BATCH + 2, `report ${i}: ${rep.maps?.held.processes} views held (<= ${BATCH} children alive + the parent)`);
+    tt.equal(last.maps!.held.processes, 0, 'held processes back to the baseline at the end (the tree is gone)');
+    tt.equal(last.maps!.held.files, 0, 'no file held open');
   });
 
   // ---- kernel mode (--unwind=kernel): helper kchurn's part (the in-kernel walker's side) ----------

@@ -221,7 +221,6 @@ int BPF_PROG(pr_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 SEC("tp_btf/sched_process_fork")
 int BPF_PROG(pr_fork, struct task_struct *parent, struct task_struct *child)
 {
-	struct pr_proc_rec r = {};
 	__u32 ctgid = child->tgid;
 	__u64 mm = (__u64)child->mm;
 
@@ -234,13 +233,8 @@ int BPF_PROG(pr_fork, struct task_struct *parent, struct task_struct *child)
 			pr_count(PR_CNT_FOLLOW_FULL);
 	}
 	bpf_map_update_elem(&pr_mms, &ctgid, &mm, BPF_ANY);
-	if (!mmap_ev_enabled)
-		return 0;
-	r.h.kind = PR_REC_FORK;
-	r.h.hdr_size = sizeof(r);
-	r.pid = ctgid;
-	r.parent = parent->tgid;
-	cap_emit(ctx, &r, sizeof(r));
+	if (mmap_ev_enabled)
+		cap_emit_proc(ctx, CAP_PROC_FORK, ctgid, parent->tgid);
 	return 0;
 }
 
@@ -254,16 +248,10 @@ int BPF_PROG(pr_thread_exit, struct task_struct *p)
 
 	cap_thread_exit(tid);
 	if (p->signal->live.counter == 0) {
-		struct pr_proc_rec r = {};
-
 		if (follow_forks)
 			bpf_map_delete_elem(&tgids, &tgid);
-		if (bpf_map_delete_elem(&pr_mms, &tgid) == 0 || mmap_ev_enabled) {
-			r.h.kind = PR_REC_EXIT;
-			r.h.hdr_size = sizeof(r);
-			r.pid = tgid;
-			cap_emit(ctx, &r, sizeof(r));
-		}
+		if (bpf_map_delete_elem(&pr_mms, &tgid) == 0 || mmap_ev_enabled)
+			cap_emit_proc(ctx, CAP_PROC_EXIT, tgid, 0);
 	}
 	if (unwind_mode == PR_UNWIND_KERNEL && tid == tgid && selected(tgid, tid))
 		kw_track_exit(ctx, tgid);

@@ -297,13 +297,13 @@ static int on_record(void *ctx, const void *data, size_t size)
 			uidx = user_fp_stack(pr, r.pid, r.ustack);
 		}
 		count_sample(pr, r.pid, r.tid, kernel_stack(pr, r.kstack), uidx);
-	} else if ((h->kind == PR_REC_FORK || h->kind == PR_REC_EXIT) && size >= sizeof(struct pr_proc_rec)) {
-		struct pr_proc_rec r;
+	} else if (h->kind == CAP_KIND_PROC && size >= sizeof(struct cap_proc_rec)) {
+		struct cap_proc_rec r;
 
 		memcpy(&r, data, sizeof(r));
-		if (h->kind == PR_REC_FORK)
+		if (r.op == CAP_PROC_FORK)
 			on_fork(pr, r.pid, r.parent);
-		else
+		else if (r.op == CAP_PROC_EXIT)
 			on_proc_exit(pr, r.pid);
 	} else if (h->kind == PR_REC_EXEC && size >= sizeof(struct pr_exec_rec)) {
 		struct pr_exec_rec r;

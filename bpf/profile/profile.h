@@ -27,14 +27,6 @@ enum pr_unwind {
 enum pr_rec_kind {
 	PR_REC_SAMPLE = CAP_KIND_TOOL, /* fp mode, or no user stack to capture */
 	PR_REC_EXEC,                   /* a process exec'd: its maps and addresses changed */
-	PR_REC_FORK,                   /* a new process (struct pr_proc_rec: pid, parent) */
-	PR_REC_EXIT,                   /* a process's last thread exited (after its last sample) */
-};
-
-struct pr_proc_rec {
-	struct cap_rec_hdr h;
-	__u32 pid;
-	__u32 parent;        /* PR_REC_FORK */
 };
 
 struct pr_exec_rec {

@@ -636,6 +636,7 @@ void mappings_fork(struct mappings *ms, uint32_t parent, uint32_t child)
 		ms->procs = xrealloc(ms->procs, ms->procs_cap * sizeof(*ms->procs));
 	}
 	struct mv_proc *p = proc_find(ms, parent); /* after the realloc */
+	ms->stats.forks++;
 	c = &ms->procs[ms->nprocs++];
 	*c = (struct mv_proc){ .pid = child, .dirty = true, .n = p->n, .cap = p->n ? p->n : 1 };
 	c->v = xcalloc(c->cap, sizeof(*c->v));
@@ -687,6 +688,7 @@ void mappings_forget(struct mappings *ms, uint32_t pid)
 	if (!p)
 		return;
 	mapped_files_release(pid, 0, ~0ull, ~0ull);
+	ms->stats.forgotten++;
 	free(p->v);
 	*p = ms->procs[--ms->nprocs];
 	ms->last = 0;
@@ -716,13 +718,33 @@ void mappings_json(struct mappings *ms)
 	const struct mappings_stats *s = &ms->stats;
 
 	mapped_files_stats_get(&h);
+	uint64_t held_bytes;
+	size_t nheld = mappings_held(ms, &held_bytes);
+
 	printf(",\"maps\":{\"events\":%" PRIu64 ",\"mmaps\":%" PRIu64 ",\"unknown_files\":%" PRIu64
 	       ",\"mprotects\":%" PRIu64 ",\"mremaps\":%" PRIu64 ",\"munmaps\":%" PRIu64 ",\"execs\":%" PRIu64 ",\"seeds\":%" PRIu64
 	       ",\"records_flagged\":%" PRIu64 ",\"files_held\":%" PRIu64 ",\"files_missed\":%" PRIu64
 	       ",\"held_used\":%" PRIu64 ",\"anon_mmaps\":%" PRIu64 ",\"held_pinned\":%" PRIu64 ",\"held_late\":%" PRIu64
-	       ",\"hole_reads\":%" PRIu64 ",\"rewalks\":%" PRIu64 ",\"swept\":%" PRIu64 "}",
+	       ",\"hole_reads\":%" PRIu64 ",\"rewalks\":%" PRIu64 ",\"swept\":%" PRIu64 ",\"forks\":%" PRIu64
+	       ",\"forgotten\":%" PRIu64 ",\"held\":{\"processes\":%zu,\"view_bytes\":%" PRIu64 ",\"files\":%" PRIu64 "}}",
 	       s->events, s->mmaps, s->unknown, s->mprotects, s->mremaps, s->munmaps, s->execs, s->seeds, s->flagged, h.held, h.missed,
-	       h.used, s->anon_mmaps, s->held_pinned, s->held_late, s->hole_reads, s->rewalks, s->swept);
+	       h.used, s->anon_mmaps, s->held_pinned, s->held_late, s->hole_reads, s->rewalks, s->swept, s->forks, s->forgotten,
+	       nheld, held_bytes, h.open);
+}
+
+void mappings_held_text(struct mappings *ms, FILE *f)
+{
+	struct mapped_files_stats h;
+	uint64_t bytes;
+	size_t n;
+
+	if (!ms)
+		return;
+	n = mappings_held(ms, &bytes);
+	mapped_files_stats_get(&h);
+	fprintf(f, "held: %zu processes' mappings (%.1f KiB), %" PRIu64 " files open; %" PRIu64 " views forked, %" PRIu64
+		" freed (%" PRIu64 " of processes gone without an exit record)\n", n, (double)bytes / 1024.0, h.open,
+		ms->stats.forks, ms->stats.forgotten, ms->stats.swept);
 }
 
 void mappings_text(struct mappings *ms)
