@@ -599,6 +599,7 @@ int main(int argc, char **argv)
 	uint64_t last_check = t0, last_sweep = t0, ival_start = t0, ival_seq = 0;
 
 	pr->prs.start_ns = t0;
+	pr->prs.setup_cpu_ns = self_cpu_ns();
 	while (!exiting) {
 		pr->now_ns = mono_ns();
 		pr->poll_until = pr->now_ns + 50000000ull;

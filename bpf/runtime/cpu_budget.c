@@ -18,7 +18,7 @@ uint32_t cpu_budget_parse(const char *s)
 	return (uint32_t)v;
 }
 
-static uint64_t self_cpu_ns(void)
+uint64_t self_cpu_ns(void)
 {
 	struct rusage ru;
 

@@ -24,6 +24,9 @@ struct cpu_budget {
 	uint32_t max_stride;   /* the largest stride used */
 };
 
+/* The tool's own CPU time so far (user + system), in ns. */
+uint64_t self_cpu_ns(void);
+
 /* "--max-cpu PCT": 1..100 (percent of one CPU), else a usage error (tool_opts.h). */
 uint32_t cpu_budget_parse(const char *s);
 void cpu_budget_init(struct cpu_budget *b, uint32_t pct);
