@@ -261,10 +261,10 @@ static int on_record(void *ctx, const void *data, size_t size)
 		/* the thread's Python chain at the event: its stack record follows */
 	} else if (h->kind == CAP_KIND_MAPEV) {
 		if (pr->fr.maps) {
-			uint64_t t0 = mono_ns();
+			uint64_t t0 = thread_cpu_ns();
 
 			mappings_event(pr->fr.maps, data, size);
-			pr->prs.maps_ns += mono_ns() - t0;
+			pr->prs.maps_ns += thread_cpu_ns() - t0;
 		}
 	} else if (h->kind == CAP_KIND_SNAPSHOT) {
 		const struct cap_record *rec;
@@ -314,14 +314,14 @@ static int on_record(void *ctx, const void *data, size_t size)
 	} else if (h->kind == CAP_KIND_PROC && size >= sizeof(struct cap_proc_rec)) {
 		struct cap_proc_rec r;
 
-		uint64_t t0 = mono_ns();
+		uint64_t t0 = thread_cpu_ns();
 
 		memcpy(&r, data, sizeof(r));
 		if (r.op == CAP_PROC_FORK)
 			on_fork(pr, r.pid, r.parent);
 		else if (r.op == CAP_PROC_EXIT)
 			on_proc_exit(pr, r.pid);
-		pr->prs.maps_ns += mono_ns() - t0;
+		pr->prs.maps_ns += thread_cpu_ns() - t0;
 	} else if (h->kind == PR_REC_EXEC && size >= sizeof(struct pr_exec_rec)) {
 		struct pr_exec_rec r;
 
@@ -618,9 +618,11 @@ int main(int argc, char **argv)
 			ival_start = now;
 		}
 		if (now - last_sweep >= 1000000000ull) {
+			uint64_t c0 = thread_cpu_ns();
+
 			last_sweep = now;
 			mappings_sweep(pr->fr.maps, pr->processed_ts, on_swept, pr);
-			pr->prs.maps_ns += mono_ns() - now;
+			pr->prs.maps_ns += thread_cpu_ns() - c0;
 		}
 		if (now - last_check >= 50000000ull) {
 			last_check = now;

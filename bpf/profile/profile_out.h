@@ -31,7 +31,7 @@ struct pr_stats {
 	uint64_t kw_map_bytes, kw_table_bytes, kw_modules, kw_evictions, kw_mmaps_lost;
 	uint64_t forks, exits;  /* process records applied (per-process state made / freed) */
 	uint64_t swept;         /* processes found gone whose exit record was lost (mappings_sweep) */
-	uint64_t maps_ns;       /* time on mapping and process records and sweeps (per-process start-up) */
+	uint64_t maps_ns;       /* CPU on mapping and process records and sweeps (per-process start-up) */
 	uint64_t setup_cpu_ns;  /* profile's CPU before sampling began (BPF load, symbols, tables) */
 };
 

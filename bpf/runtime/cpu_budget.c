@@ -2,6 +2,7 @@
 /* The tool's CPU held under a budget by sampling: see cpu_budget.h. */
 #include <stdio.h>
 #include <sys/resource.h>
+#include <time.h>
 #include "cpu_budget.h"
 #include "intern.h"
 #include "tool_opts.h"
@@ -25,6 +26,14 @@ uint64_t self_cpu_ns(void)
 	getrusage(RUSAGE_SELF, &ru);
 	return ((uint64_t)ru.ru_utime.tv_sec + (uint64_t)ru.ru_stime.tv_sec) * 1000000000ull +
 	       ((uint64_t)ru.ru_utime.tv_usec + (uint64_t)ru.ru_stime.tv_usec) * 1000ull;
+}
+
+uint64_t thread_cpu_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 void cpu_budget_init(struct cpu_budget *b, uint32_t pct)

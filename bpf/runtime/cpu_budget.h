@@ -24,8 +24,9 @@ struct cpu_budget {
 	uint32_t max_stride;   /* the largest stride used */
 };
 
-/* The tool's own CPU time so far (user + system), in ns. */
+/* The tool's own CPU time so far (user + system), in ns; the calling thread's. */
 uint64_t self_cpu_ns(void);
+uint64_t thread_cpu_ns(void);
 
 /* "--max-cpu PCT": 1..100 (percent of one CPU), else a usage error (tool_opts.h). */
 uint32_t cpu_budget_parse(const char *s);
