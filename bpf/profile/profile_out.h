@@ -29,6 +29,21 @@ struct pr_stats {
 	uint64_t kw_loads, kw_mmaps, kw_exits; /* table (re)loads; mmap and exit records seen */
 	uint64_t kw_deferred;   /* fallbacks of processes not (yet) worth loading (-a) */
 	uint64_t kw_map_bytes, kw_table_bytes, kw_modules, kw_evictions, kw_mmaps_lost;
+	uint64_t forks, exits;  /* process records applied (per-process state made / freed) */
+	uint64_t swept;         /* processes found gone whose exit record was lost (mappings_sweep) */
+	uint64_t maps_ns;       /* CPU on mapping and process records and sweeps (per-process start-up) */
+	uint64_t setup_cpu_ns;  /* profile's CPU before sampling began (BPF load, symbols, tables) */
+};
+
+/* What profile holds now (the summary's "held"): per-process state, caches, the report's tables. */
+struct pr_held {
+	uint64_t processes, view_bytes; /* mapping views (runtime/mappings.h) */
+	uint64_t files;                 /* executable files held open (runtime/mapped_files.h) */
+	uint64_t spaces;                /* pids with an image generation */
+	uint64_t modules;               /* libdwunw's module cache: active + warm slots */
+	uint64_t stacks, keys;          /* the stack store, the aggregation */
+	uint64_t forks, exits, swept;
+	uint64_t not_followed;          /* -- COMMAND: children left out (filter map full) */
 };
 
 struct profile_ctx;
@@ -38,6 +53,9 @@ void pr_print_header(const struct profile_ctx *pr);
 /* Sum the BPF side's per-CPU counters into pr->prs.bpf. */
 void pr_counters(struct profile_ctx *pr, struct bpf_map *m);
 void pr_report(struct profile_ctx *pr);
+void pr_held(const struct profile_ctx *pr, struct pr_held *h);
+void pr_held_json(const struct pr_held *h);
+void pr_held_text(const struct pr_held *h);
 /* --interval: the stacks counted since the last call, then an interval line (NDJSON). */
 void pr_print_interval(struct profile_ctx *pr, uint64_t seq, uint64_t start_ns, uint64_t end_ns);
 

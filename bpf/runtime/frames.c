@@ -221,6 +221,7 @@ void frames_forget_pid(struct frames *fr, uint32_t pid)
 #endif
 	if (fr->maps)
 		mappings_forget(fr->maps, pid);
+	perf_map_forget((pid_t)pid);
 }
 
 void frames_refresh_pid(struct frames *fr, uint32_t pid)
