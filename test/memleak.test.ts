@@ -182,7 +182,7 @@ async function main(t: Test): Promise<void> {
   // Each scenario returns its runs; at most `POOL` of them at a time.
   const POOL = 3;
   const scenarios: Record<string, () => Promise<Record<string, Run>>> = {
-    dwarf: async () => ({ r: await dwunw([...JSONA, '-c', `${leaky} 3`, '600']).done }),
+    dwarf: async () => ({ r: await dwunw(['--unwind=dwarf', ...JSONA, '-c', `${leaky} 3`, '600']).done }),
     fp: async () => ({ r: await dwunw(['--unwind=fp', ...JSONA, '-c', `${leaky} 3`, '600']).done }),
     perf: async () => ({ r: await dwunw(['--perf-buffer', ...JSONA, '-c', `${leaky} 3`, '600']).done }),
     kernel: async () => ({ r: await dwunw(['--unwind=kernel', ...JSONA, '-c', `${leaky} 3`, '600']).done }),
@@ -191,8 +191,8 @@ async function main(t: Test): Promise<void> {
       const target = await stoppedLeaky(['2']);
       const p = String(target.pid);
       const runs = {
-        dwarf: dwunw([...JSONA, '-p', p, '600']),
-        dwarfC: dwunw(['--json', '-C', '-T', '100000', '-p', p, '600']),
+        dwarf: dwunw(['--unwind=dwarf', ...JSONA, '-p', p, '600']),
+        dwarfC: dwunw(['--unwind=dwarf', '--json', '-C', '-T', '100000', '-p', p, '600']),
         fp: dwunw(['--unwind=fp', '--json', '-o', '0', '-T', '100000', '-p', p, '600']),
         fpC: dwunw(['--unwind=fp', '--json', '-C', '-T', '100000', '-p', p, '600']),
         kernel: dwunw(['--unwind=kernel', ...JSONA, '-p', p, '600']),

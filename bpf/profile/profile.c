@@ -477,6 +477,11 @@ int main(int argc, char **argv)
 		      bpf_map__fd(pr->skel->maps.py_cost), pr->opts.verbose);
 	for (size_t i = 0; i < pr->opts.npids && !pr->opts.command; i++)
 		py_merge_add(&pr->py, pr->opts.pids[i]);
+#ifdef HAVE_KWALK
+	/* -p: the targets' tables in before their first sample (kernel mode; else a no-op) */
+	for (size_t i = 0; i < pr->opts.npids && !pr->opts.command; i++)
+		kw_track_reload(&pr->kwt, pr->opts.pids[i], true);
+#endif
 
 	reader = dwunw_cap_reader_new(pr->skel->obj, pr->opts.perfbuf, 8u << 20, on_record, pr);
 	if (!reader)

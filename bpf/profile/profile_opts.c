@@ -17,7 +17,7 @@ static const struct pr_opts opts_defaults = {
 	.freq = 49,
 	.cpu = -1,
 	.stack_storage = 16384,
-	.unwind = PR_UNWIND_DWARF,
+	.unwind = PR_UNWIND_AUTO,
 	.stack_size = CAP_DEF_STACK,
 	.max_stacks = 1u << 18,
 	.max_keys = 1u << 20,
@@ -85,11 +85,13 @@ static void usage(FILE *f)
 "  -f, --folded               folded stacks (comm;root;...;leaf COUNT) for flamegraph.pl\n"
 "  -d, --delimited            '--' between kernel and user stacks (text)\n"
 "      --stack-storage-size=N stack ids kept by bpf_get_stackid (16384)\n"
-"      --unwind=dwarf|fp|kernel\n"
-"                             user stacks: DWARF unwinding of a stack window (default),\n"
-"                             frame pointers (bpf_get_stackid), or DWARF tables walked in\n"
-"                             the BPF program (a walk that stops short falls back to the\n"
-"                             dwarf path for that sample; its tables load for the next)\n"
+"      --unwind=auto|kernel|dwarf|fp\n"
+"                             user stacks: kernel: DWARF tables walked in the BPF program\n"
+"                             (a walk that stops short falls back to the dwarf path for\n"
+"                             that sample; its tables load for the next), dwarf: DWARF\n"
+"                             unwinding of a stack window in user space, fp: frame\n"
+"                             pointers (bpf_get_stackid); auto (default): kernel where\n"
+"                             this kernel and build allow it, else dwarf (one line says why)\n"
 "      --stack-size=BYTES     stack window copied per sample (16384, max 65536; kernel:\n"
 "                             per fallback)\n"
 "      --table-budget=MIB     --unwind=kernel: memory for the tables' maps (64)\n"
@@ -210,14 +212,16 @@ void pr_parse_args(struct pr_opts *opts, int argc, char **argv)
 			break;
 		}
 		case OPT_UNWIND:
-			if (!strcmp(optarg, "dwarf"))
+			if (!strcmp(optarg, "auto"))
+				opts->unwind = PR_UNWIND_AUTO;
+			else if (!strcmp(optarg, "dwarf"))
 				opts->unwind = PR_UNWIND_DWARF;
 			else if (!strcmp(optarg, "fp"))
 				opts->unwind = PR_UNWIND_FP;
 			else if (!strcmp(optarg, "kernel"))
 				opts->unwind = PR_UNWIND_KERNEL;
 			else
-				tool_usage_error("--unwind: expected dwarf, fp or kernel, got %s", optarg);
+				tool_usage_error("--unwind: expected auto, kernel, dwarf or fp, got %s", optarg);
 			break;
 		case OPT_STACK_SIZE: {
 			uint64_t v = tool_opt_u64(optarg, "--stack-size", 0, UINT64_MAX);
@@ -289,6 +293,14 @@ void pr_parse_args(struct pr_opts *opts, int argc, char **argv)
 	{
 		const char *urls = getenv("DEBUGINFOD_URLS");
 		opts->debuginfod = debuginfod < 0 ? urls && *urls : debuginfod;
+	}
+	if (opts->unwind == PR_UNWIND_AUTO) {
+		/* -K: no user stacks, nothing to choose */
+		opts->unwind_auto = true;
+		opts->unwind = opts->user && tool_unwind_auto(opts->perfbuf ? "--perf-buffer" : NULL)
+				       ? PR_UNWIND_KERNEL : PR_UNWIND_DWARF;
+		if (opts->unwind == PR_UNWIND_DWARF)
+			opts->table_budget = 0;
 	}
 	if (opts->unwind == PR_UNWIND_KERNEL) {
 #ifndef HAVE_KWALK

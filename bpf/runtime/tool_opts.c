@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 #include "tool_opts.h"
 #include "tool_util.h"
@@ -162,4 +163,33 @@ const char *tool_pid_problem(int pid, int *status)
 		}
 	}
 	return NULL;
+}
+
+bool tool_unwind_auto(const char *conflict)
+{
+	const char *why = conflict;
+	char buf[160];
+
+#ifndef HAVE_KWALK
+	why = "this build has no in-kernel walker (x86_64 and arm64 only)";
+#else
+	struct utsname u;
+	unsigned major = 0, minor = 0;
+
+	if (!why && access("/sys/kernel/btf/vmlinux", R_OK))
+		why = "the kernel has no BTF (/sys/kernel/btf/vmlinux)";
+	if (!why && !uname(&u) && sscanf(u.release, "%u.%u", &major, &minor) == 2 &&
+	    (major < 5 || (major == 5 && minor < 17))) {
+		snprintf(buf, sizeof(buf), "Linux %u.%u has no bpf_loop (5.17)", major, minor);
+		why = buf;
+	}
+#endif
+	if (!why)
+		return true;
+	if (why == conflict) {
+		snprintf(buf, sizeof(buf), "%s takes dwarf mode", conflict);
+		why = buf;
+	}
+	fprintf(stderr, "%s: --unwind=auto: unwinding in user space (dwarf mode): %s\n", tool_name(), why);
+	return false;
 }
