@@ -29,6 +29,7 @@ enum {
 	OPT_STACK_SIZE,
 	OPT_JSON,
 	OPT_PERFBUF,
+	OPT_AGGREGATE,
 	OPT_MAX_STACKS,
 	OPT_MAX_KEYS,
 	OPT_TABLE_BUDGET,
@@ -57,6 +58,7 @@ static const struct option long_opts[] = {
 	{ "stack-size", required_argument, NULL, OPT_STACK_SIZE },
 	{ "json", no_argument, NULL, OPT_JSON },
 	{ "perf-buffer", no_argument, NULL, OPT_PERFBUF },
+	{ "aggregate", no_argument, NULL, OPT_AGGREGATE },
 	{ "max-stacks", required_argument, NULL, OPT_MAX_STACKS },
 	{ "max-keys", required_argument, NULL, OPT_MAX_KEYS },
 	{ "table-budget", required_argument, NULL, OPT_TABLE_BUDGET },
@@ -104,6 +106,8 @@ static void usage(FILE *f)
 "      --interval=SEC         with --json: every SEC seconds the stacks counted since the\n"
 "                             last interval (with thread ids), then an interval line\n"
 "      --perf-buffer          perf buffer instead of the ring buffer\n"
+"      --aggregate            kernel walks: stacks counted in BPF maps, drained each\n"
+"                             second (--interval: each interval); fallbacks as records"
 "      --max-stacks=N         distinct stacks kept (262144; more: [stack table full])\n"
 "      --max-keys=N           distinct (pid, comm, stacks) counted (1048576; more: per-pid\n"
 "                             [aggregation table full])\n"
@@ -257,6 +261,7 @@ void pr_parse_args(struct pr_opts *opts, int argc, char **argv)
 			break;
 		case OPT_JSON: opts->json = true; break;
 		case OPT_PERFBUF: opts->perfbuf = true; break;
+		case OPT_AGGREGATE: opts->aggregate = true; break;
 		case OPT_MAX_STACKS:
 			opts->max_stacks = tool_opt_u64(optarg, "--max-stacks", 0, UINT64_MAX);
 			if (opts->max_stacks < 16 || opts->max_stacks > (1u << 24))
@@ -310,6 +315,11 @@ void pr_parse_args(struct pr_opts *opts, int argc, char **argv)
 			tool_usage_error("--unwind=kernel sends its events on the ring buffer: drop --perf-buffer");
 	} else if (opts->table_budget) {
 		tool_usage_error("--table-budget is for --unwind=kernel");
+	}
+	if (opts->aggregate && (opts->unwind != PR_UNWIND_KERNEL || !opts->user)) {
+		if (!opts->unwind_auto)
+			tool_usage_error("--aggregate counts the in-kernel walks: it needs --unwind=kernel and user stacks");
+		opts->aggregate = false; /* auto chose dwarf: said on its line */
 	}
 }
 

@@ -24,6 +24,7 @@ struct pr_opts {
 	bool json;             /* --json */
 	bool verbose;          /* -v */
 	bool perfbuf;          /* --perf-buffer */
+	bool aggregate;        /* --aggregate: kernel walks counted in BPF maps */
 	bool all;              /* -a */
 	uint64_t freq;         /* -F */
 	uint64_t period;       /* -c (0: frequency mode) */
