@@ -299,7 +299,7 @@ void ml_parse_args(struct ml_env *env, int argc, char **argv)
 		    env->max_size);
 	if (env->unwind == ML_UNWIND_AUTO) {
 		env->unwind_auto = true;
-		env->unwind = tool_unwind_auto(env->perfbuf ? "--perf-buffer" : NULL) ? ML_UNWIND_KERNEL
+		env->unwind = tool_unwind_auto(env->perfbuf ? "--perf-buffer takes dwarf mode" : NULL) ? ML_UNWIND_KERNEL
 										   : ML_UNWIND_DWARF;
 		if (env->unwind == ML_UNWIND_DWARF)
 			env->table_budget = 0;

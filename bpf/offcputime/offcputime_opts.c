@@ -73,9 +73,9 @@ static void usage(void)
 "      --unwind=auto|kernel|dwarf|fp\n"
 "                               user stacks: DWARF tables walked in the BPF program\n"
 "                               (kernel), DWARF unwinding of the stack window copied at the\n"
-"                               switch-out (dwarf), frame pointers (fp, bpf_get_stackid);\n"
-"                               auto (default): kernel where this kernel and build allow\n"
-"                               it, else dwarf (one line says why)\n"
+"                               switch-out (dwarf, the default), frame pointers (fp,\n"
+"                               bpf_get_stackid); auto: kernel where this kernel and build\n"
+"                               allow it, else dwarf (one line says why)\n"
 "      --stack-size=BYTES       stack window copied per switch-out (16384, max 65536)\n"
 "      --table-budget=MIB       --unwind=kernel: memory for the tables' maps (64)\n"
 "      --json                   NDJSON: one line per stack (count: microseconds), with -f\n"
@@ -102,7 +102,7 @@ void oc_parse_args(struct oc_opts *o, int argc, char **argv)
 		.min_us = 1,
 		.max_us = UINT64_MAX,
 		.stack_storage = 16384,
-		.unwind = OC_UNWIND_AUTO,
+		.unwind = OC_UNWIND_DWARF, /* auto lost more spans under switch storms (doc/bench.md section 10) */
 		.stack_size = CAP_DEF_STACK,
 		.max_stacks = 1u << 18,
 		.max_keys = 1u << 20,

@@ -92,8 +92,9 @@ static void usage(FILE *f)
 "                             (a walk that stops short falls back to the dwarf path for\n"
 "                             that sample; its tables load for the next), dwarf: DWARF\n"
 "                             unwinding of a stack window in user space, fp: frame\n"
-"                             pointers (bpf_get_stackid); auto (default): kernel where\n"
-"                             this kernel and build allow it, else dwarf (one line says why)\n"
+"                             pointers (bpf_get_stackid); auto (default): kernel with -p\n"
+"                             or -- COMMAND where this kernel and build allow it, else\n"
+"                             dwarf (one line says why)\n"
 "      --stack-size=BYTES     stack window copied per sample (16384, max 65536; kernel:\n"
 "                             per fallback)\n"
 "      --table-budget=MIB     --unwind=kernel: memory for the tables' maps (64)\n"
@@ -302,8 +303,14 @@ void pr_parse_args(struct pr_opts *opts, int argc, char **argv)
 	if (opts->unwind == PR_UNWIND_AUTO) {
 		/* -K: no user stacks, nothing to choose */
 		opts->unwind_auto = true;
-		opts->unwind = opts->user && tool_unwind_auto(opts->perfbuf ? "--perf-buffer" : NULL)
-				       ? PR_UNWIND_KERNEL : PR_UNWIND_DWARF;
+		/* system-wide, a process's first samples fall back until it earns its tables: more
+		 * bytes and CPU per sample than dwarf mode (doc/bench.md section 10) */
+		const char *dwarf = opts->perfbuf ? "--perf-buffer takes dwarf mode"
+				    : !opts->npids && !opts->command
+					? "system-wide, most processes' samples would fall back (use -p or -- COMMAND)"
+					: NULL;
+
+		opts->unwind = opts->user && tool_unwind_auto(dwarf) ? PR_UNWIND_KERNEL : PR_UNWIND_DWARF;
 		if (opts->unwind == PR_UNWIND_DWARF)
 			opts->table_budget = 0;
 	}

@@ -168,13 +168,13 @@ const char *tool_pid_problem(int pid, int *status)
 bool tool_unwind_auto(const char *conflict)
 {
 	const char *why = conflict;
-	char buf[160];
 
 #ifndef HAVE_KWALK
 	why = "this build has no in-kernel walker (x86_64 and arm64 only)";
 #else
 	struct utsname u;
 	unsigned major = 0, minor = 0;
+	char buf[64];
 
 	if (!why && access("/sys/kernel/btf/vmlinux", R_OK))
 		why = "the kernel has no BTF (/sys/kernel/btf/vmlinux)";
@@ -186,10 +186,6 @@ bool tool_unwind_auto(const char *conflict)
 #endif
 	if (!why)
 		return true;
-	if (why == conflict) {
-		snprintf(buf, sizeof(buf), "%s takes dwarf mode", conflict);
-		why = buf;
-	}
 	fprintf(stderr, "%s: --unwind=auto: unwinding in user space (dwarf mode): %s\n", tool_name(), why);
 	return false;
 }

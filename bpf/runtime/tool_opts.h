@@ -59,7 +59,7 @@ size_t tool_opt_id_list(const char *s, uint32_t *out, size_t n, size_t max, cons
  * --unwind=auto (the default of memleak, profile, offcputime): true when the in-kernel walker can
  * run here (a build with it, kernel BTF, bpf_loop: Linux 5.17 or later) and `conflict` is NULL;
  * else false, after one line on stderr saying why auto unwinds in user space (dwarf mode)
- * instead. `conflict`: an option given that only dwarf mode takes (its name), or NULL.
+ * instead. `conflict`: why the tool wants dwarf mode here whatever the kernel (one phrase), or NULL.
  */
 bool tool_unwind_auto(const char *conflict);
 
