@@ -30,7 +30,7 @@ t.test('--help is memleak\'s help, plus --demo', async (tt) => {
   const r = await dwunw(['--help']).done;
   tt.equal(r.status, 0, 'exit status 0');
   tt.match(r.stdout, /^Usage: memleak \[OPTION\.\.\.\] \[INTERVAL \[COUNT\]\] \[-- PROG \[ARG\.\.\.\]\]$/m, 'memleak\'s usage line');
-  tt.match(r.stdout, /--unwind=dwarf\|fp/, 'its own flags');
+  tt.match(r.stdout, /--unwind=auto\|kernel\|dwarf\|fp/, 'its own flags');
   tt.match(r.stdout, /dwunw memleak --demo \[--rounds N\] \[--json\]/, 'and the demo');
   const h = await dwunw(['-h']).done;
   tt.equal(h.stdout, r.stdout, '-h: the same');

@@ -443,7 +443,10 @@ async function main(t: Test): Promise<void> {
       /^\d+ bytes in \d+ allocations from stack$/,
       /^\taddr = 0x[0-9a-f]+ size = \d+$/,
       /^\t\d+ \[<[0-9a-f]{16}>\] (\S+\+0x[0-9a-f]+ \[\/[^\]]+\]|\[unknown\]( \[\/[^\]]+\]| \[anon\])?)( \[(live|fp|prologue|lr)\])?$/,
-      /^dwarf: \d+ stacks, \d+ complete, \d+ stopped early.*, \d+ with frames read live after the event; \d+ records, [\d.]+ us\/unwind, \d+ patched$/,
+      // the default (auto) walks in the kernel here: its summary, and the walker's line (the
+      // first allocations, before the process's tables loaded, fell back: counted by reason)
+      /^(dwarf|kernel): \d+ stacks, \d+ complete, \d+ stopped early.*, \d+ with frames read live after the event; \d+ records, [\d.]+ us\/unwind, \d+ patched$/,
+      /^kernel walker: \d+ events, [\d.]+% fell back to the snapshot( \([a-z-]+ \d+(, [a-z-]+ \d+)*\))?; tables [\d.]+ MiB of [\d.]+ MiB of maps, \d+ modules$/,
       /^frames marked \[(live|fp|prologue|lr)\] /,
     ];
     const odd = lines.filter((l) => !pats.some((p) => p.test(l)));

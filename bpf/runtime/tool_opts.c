@@ -186,6 +186,8 @@ bool tool_unwind_auto(const char *conflict)
 #endif
 	if (!why)
 		return true;
+	if (tool_missing_privileges(false))
+		return false; /* the tool stops at that with its own one line */
 	fprintf(stderr, "%s: --unwind=auto: unwinding in user space (dwarf mode): %s\n", tool_name(), why);
 	return false;
 }
