@@ -71,7 +71,7 @@ if (why) {
     t.comment(`records: ${rec.samples} samples, ${(rec.bufferBytes / rec.samples).toFixed(0)} B/sample crossed; aggregated: ${agg.samples} samples, ${a.samples} counted in the kernel (${a.keys} keys, ${a.drains} drains), ${((agg.bufferBytes + a.drain_bytes) / agg.samples).toFixed(0)} B/sample crossed`);
     for (const [name, r] of [['records', rec], ['aggregated', agg]] as const) {
       t.equal(r.total, r.samples, `${name}: the folded counts add up to the samples (${r.total})`);
-      t.ok(r.samples >= 300, `${name}: ${r.samples} samples of hot`);
+      t.ok(r.samples >= 100, `${name}: ${r.samples} samples of hot`);
       for (const c of Object.keys(CHAINS)) {
         const share = (r.chains[c] ?? 0) / r.total;
         t.ok(Math.abs(share - r.cpu[c]!) <= 0.05, `${name} ${c}: ${(100 * share).toFixed(1)} % of samples vs ${(100 * r.cpu[c]!).toFixed(1)} % of hot's CPU`);

@@ -431,9 +431,10 @@ int main(int argc, char **argv)
 	pr->skel->rodata->include_idle = pr->opts.idle;
 	pr->skel->rodata->filter_tgid = pr->opts.npids || pr->opts.command;
 	pr->skel->rodata->filter_tid = pr->opts.ntids > 0;
-	/* dwarf mode on chosen processes: mapping changes in order with the samples (not
-	 * system-wide: every process's mmaps would be sent) */
-	if (pr->opts.unwind == PR_UNWIND_DWARF && pr->opts.user && (pr->opts.npids || pr->opts.command) &&
+	/* dwarf and kernel modes on chosen processes: mapping changes in order with the samples
+	 * (not system-wide: every process's mmaps would be sent); the files are then opened
+	 * through the process (another mount namespace, deleted files), for the walker's pcs too */
+	if (pr->opts.unwind != PR_UNWIND_FP && pr->opts.user && (pr->opts.npids || pr->opts.command) &&
 	    !(getenv("DWUNW_MAPEV") && !strcmp(getenv("DWUNW_MAPEV"), "0")))
 		pr->fr.maps = mappings_new();
 	pr->skel->rodata->mmap_ev_enabled = pr->fr.maps != NULL;
