@@ -1,5 +1,5 @@
 // The cost of memleak to the traced program: CPU time of fixtures/x86_64/leaky per malloc at a
-// fixed rate (`leaky --rate N`), untraced, under memleak --unwind=fp and under --unwind=dwarf, in
+// fixed rate (`leaky --rate N`), untraced, under memleak --unwind=fp, dwarf, kernel or auto, in
 // one run, with memleak's lost-record counter. Run by scripts/memleak-cost; `dwunw bench
 // --memleak` can call runMemleakCost() and costText()/costJson() the same way.
 //
@@ -15,7 +15,7 @@ import { CliError } from './errors.js';
 import { type MlReport, bpfUnavailable, killChild, leakyPath, parseReports, procState, startMemleak, within } from './memleak.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 
-export type CostMode = 'none' | 'fp' | 'dwarf';
+export type CostMode = 'none' | 'fp' | 'dwarf' | 'kernel' | 'auto';
 export type CostVariant = 'leak' | 'free';
 
 export interface CostOptions {

@@ -159,8 +159,8 @@ async function main(t: Test): Promise<void> {
     const files = [join(root, 'build', 'bpf', 'profile'), join(root, 'fixtures', 'x86_64', 'build', 'hot')];
     if (id && existsSync(dbg)) files.push(`${dbg}:${dbg}`);
     // then a short-lived hot: its samples are unwound after it is gone (TCG unwinds at ms per sample)
-    return { files, script: ['profile -U -F 999 --json -- /bin/hot 2 > profile.json 2> profile.err; echo $? > profile.rc',
-      'profile -U -F 999 --json -- /bin/hot 0.05 > short.json 2> short.err; echo $? > short.rc'].join('\n') };
+    return { files, script: ['profile -U --unwind=dwarf -F 999 --json -- /bin/hot 2 > profile.json 2> profile.err; echo $? > profile.rc',
+      'profile -U --unwind=dwarf -F 999 --json -- /bin/hot 0.05 > short.json 2> short.err; echo $? > short.rc'].join('\n') };
   };
   /** A cross memleak (as verify-cross.test.ts builds it, which may run at the same time: one make at a time). */
   const crossMemleak = async (x: string): Promise<string> => {
@@ -180,8 +180,8 @@ async function main(t: Test): Promise<void> {
   ];
 
   const guestScript = [
-    `memleak --json -a --nested -o 0 -T 100000 -c '/bin/leaky ${ROUNDS}' 600 > dwarf.json 2> dwarf.err; echo $? > dwarf.rc`,
-    `memleak --json -o 0 -T 100000 -c '/bin/leaky-static 1' 600 > static.json 2> static.err; echo $? > static.rc`,
+    `memleak --unwind=dwarf --json -a --nested -o 0 -T 100000 -c '/bin/leaky ${ROUNDS}' 600 > dwarf.json 2> dwarf.err; echo $? > dwarf.rc`,
+    `memleak --unwind=dwarf --json -o 0 -T 100000 -c '/bin/leaky-static 1' 600 > static.json 2> static.err; echo $? > static.rc`,
     '',
   ].join('\n');
 

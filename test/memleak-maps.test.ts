@@ -39,7 +39,7 @@ interface JReport { stacks: JStack[]; untracked: Record<string, number>; maps?: 
 async function trace(cmd: string, extra: string[], more: Record<string, string> = {}): Promise<{ code: number | null; last: JReport | null; stderr: string }> {
   const env = { ...process.env, ...more };
   delete env.NODE_OPTIONS;
-  const child = spawn(memleakBin, [...extra, '--json', '-a', '-o', '0', '-T', '100000', '-c', cmd, '600'],
+  const child = spawn(memleakBin, ['--unwind=dwarf', ...extra, '--json', '-a', '-o', '0', '-T', '100000', '-c', cmd, '600'],
     { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';

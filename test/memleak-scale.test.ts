@@ -43,7 +43,7 @@ interface JReport {
 async function trace(cmd: string): Promise<{ code: number | null; last: JReport | null; stderr: string }> {
   const env = { ...process.env };
   delete env.NODE_OPTIONS;
-  const child = spawn(memleakBin, ['--json', '-o', '0', '-T', '100000', '-c', cmd, '600'], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(memleakBin, ['--unwind=dwarf', '--json', '-o', '0', '-T', '100000', '-c', cmd, '600'], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
   child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));

@@ -91,7 +91,7 @@ if (why) {
     const cmd = `${leaky} --delay 1 --rate ${RATE} --count ${CALLS} --seconds ${LIMIT_S} --leak`;
     const env = { ...process.env };
     delete env.NODE_OPTIONS;
-    const child = spawn(memleakBin, ['--json', '-o', '0', '-T', '1000', '-c', cmd, String(INTERVAL)], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(memleakBin, ['--unwind=dwarf', '--json', '-o', '0', '-T', '1000', '-c', cmd, String(INTERVAL)], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
     t.teardown(() => {
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
     });

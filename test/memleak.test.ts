@@ -182,7 +182,7 @@ async function main(t: Test): Promise<void> {
   // Each scenario returns its runs; at most `POOL` of them at a time.
   const POOL = 3;
   const scenarios: Record<string, () => Promise<Record<string, Run>>> = {
-    dwarf: async () => ({ r: await dwunw([...JSONA, '-c', `${leaky} 3`, '600']).done }),
+    dwarf: async () => ({ r: await dwunw(['--unwind=dwarf', ...JSONA, '-c', `${leaky} 3`, '600']).done }),
     fp: async () => ({ r: await dwunw(['--unwind=fp', ...JSONA, '-c', `${leaky} 3`, '600']).done }),
     perf: async () => ({ r: await dwunw(['--perf-buffer', ...JSONA, '-c', `${leaky} 3`, '600']).done }),
     kernel: async () => ({ r: await dwunw(['--unwind=kernel', ...JSONA, '-c', `${leaky} 3`, '600']).done }),
@@ -191,8 +191,8 @@ async function main(t: Test): Promise<void> {
       const target = await stoppedLeaky(['2']);
       const p = String(target.pid);
       const runs = {
-        dwarf: dwunw([...JSONA, '-p', p, '600']),
-        dwarfC: dwunw(['--json', '-C', '-T', '100000', '-p', p, '600']),
+        dwarf: dwunw(['--unwind=dwarf', ...JSONA, '-p', p, '600']),
+        dwarfC: dwunw(['--unwind=dwarf', '--json', '-C', '-T', '100000', '-p', p, '600']),
         fp: dwunw(['--unwind=fp', '--json', '-o', '0', '-T', '100000', '-p', p, '600']),
         fpC: dwunw(['--unwind=fp', '--json', '-C', '-T', '100000', '-p', p, '600']),
         kernel: dwunw(['--unwind=kernel', ...JSONA, '-p', p, '600']),
@@ -443,7 +443,10 @@ async function main(t: Test): Promise<void> {
       /^\d+ bytes in \d+ allocations from stack$/,
       /^\taddr = 0x[0-9a-f]+ size = \d+$/,
       /^\t\d+ \[<[0-9a-f]{16}>\] (\S+\+0x[0-9a-f]+ \[\/[^\]]+\]|\[unknown\]( \[\/[^\]]+\]| \[anon\])?)( \[(live|fp|prologue|lr)\])?$/,
-      /^dwarf: \d+ stacks, \d+ complete, \d+ stopped early.*, \d+ with frames read live after the event; \d+ records, [\d.]+ us\/unwind, \d+ patched$/,
+      // the default (auto) walks in the kernel here: its summary, and the walker's line (the
+      // first allocations, before the process's tables loaded, fell back: counted by reason)
+      /^(dwarf|kernel): \d+ stacks, \d+ complete, \d+ stopped early.*, \d+ with frames read live after the event; \d+ records, [\d.]+ us\/unwind, \d+ patched$/,
+      /^kernel walker: \d+ events, [\d.]+% fell back to the snapshot( \([a-z-]+ \d+(, [a-z-]+ \d+)*\))?; tables [\d.]+ MiB of [\d.]+ MiB of maps, \d+ modules$/,
       /^frames marked \[(live|fp|prologue|lr)\] /,
     ];
     const odd = lines.filter((l) => !pats.some((p) => p.test(l)));

@@ -105,7 +105,7 @@ t.test('memleak -p: JS functions named from the perf map, stacks complete to nod
   // node never removes its perf map: ours to remove once the test is done
   tt.teardown(() => rmSync(`/tmp/perf-${pid}.map`, { force: true }));
   // only the fixture's blocks: SIZE .. SIZE + PER_ROUND - 1 (jit_leak.js)
-  const ml = start(memleakBin, ['--json', '-o', '0', '-T', '100000', '-z', '70000', '-Z', '70019', '-p', String(pid), '1'], 170_000);
+  const ml = start(memleakBin, ['--unwind=dwarf', '--json', '-o', '0', '-T', '100000', '-z', '70000', '-Z', '70019', '-p', String(pid), '1'], 170_000);
   tt.teardown(() => void ml.child.kill('SIGKILL'));
   await waitFor(ml, () => /^Attaching to pid \d+/m.test(ml.stderr), 60_000, 'memleak attached');
   process.kill(pid, 'SIGUSR2');
@@ -168,7 +168,7 @@ t.test('profile -p: JS names marked [jit], stacks to node::Start, no <null sym>'
   const pid = Number(/^ready (\d+)$/m.exec(node.stdout)![1]);
   // node never removes its perf map: ours to remove once the test is done
   tt.teardown(() => rmSync(`/tmp/perf-${pid}.map`, { force: true }));
-  const pr = start(profileBin, ['-U', '-F', '199', '-p', String(pid), '3'], 160_000);
+  const pr = start(profileBin, ['-U', '--unwind=dwarf', '-F', '199', '-p', String(pid), '3'], 160_000);
   tt.teardown(() => void pr.child.kill('SIGKILL'));
   const status = await pr.done;
   // SIGKILL: a signal node handles waits for its event loop, which the spin loop holds
@@ -221,7 +221,7 @@ t.test('profile -p: a planted perf map (another owner, a symlink) names nothing 
   for (const [what, plant, refused] of cases) {
     rmSync(mapPath, { force: true });
     plant();
-    const pr = start(profileBin, ['-U', '-f', '-F', '199', '-p', String(pid), '2'], 160_000);
+    const pr = start(profileBin, ['-U', '--unwind=dwarf', '-f', '-F', '199', '-p', String(pid), '2'], 160_000);
     tt.teardown(() => void pr.child.kill('SIGKILL'));
     tt.equal(await pr.done, 0, `${what}: profile exits 0`, { stderr: pr.stderr });
     const lines = pr.stderr.split('\n').filter((l) => /perf-\d+\.map/.test(l));

@@ -66,9 +66,10 @@ t.test('bad input: one line, the README\'s exit status', async (tt) => {
   oneLine(tt, await dwunw(['-F', '100000', '1']), /^profile: -F 100000: out of range \(1 \.\. 10000 Hz\) /, '-F 100000');
   oneLine(tt, await dwunw(['-C', '99', '1']), /^profile: -C 99: no such online CPU \(online: [-0-9,]+\) /, '-C 99');
   oneLine(tt, await dwunw(['-U', '-K', '1']), /^profile: -U and -K exclude each other /, '-U -K');
-  oneLine(tt, await dwunw(['--unwind=lbr', '1']), /^profile: --unwind: expected dwarf, fp or kernel, got lbr /, '--unwind=lbr');
+  oneLine(tt, await dwunw(['--unwind=lbr', '1']), /^profile: --unwind: expected auto, kernel, dwarf or fp, got lbr /, '--unwind=lbr');
   oneLine(tt, await dwunw(['--unwind=kernel', '--perf-buffer', '1']), /^profile: --unwind=kernel sends its events on the ring buffer: drop --perf-buffer /, '--unwind=kernel --perf-buffer');
-  oneLine(tt, await dwunw(['--table-budget=8', '1']), /^profile: --table-budget is for --unwind=kernel /, '--table-budget without kernel');
+  oneLine(tt, await dwunw(['--unwind=dwarf', '--table-budget=8', '1']), /^profile: --table-budget is for --unwind=kernel /, '--table-budget with dwarf');
+  oneLine(tt, await dwunw(['--unwind=dwarf', '--aggregate', '1']), /^profile: --aggregate counts the in-kernel walks: it needs --unwind=kernel and user stacks /, '--aggregate with dwarf');
   oneLine(tt, await dwunw(['0']), /^profile: invalid duration: 0/, 'duration 0');
   const nonRoot = await run('setpriv', ['--reuid=65534', '--regid=65534', '--clear-groups', profileBin, '1']);
   oneLine(tt, nonRoot, /^profile: need root \(CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE\)$/, 'not root', 7);

@@ -118,7 +118,7 @@ if (why) {
   let kernelPaths: Record<string, Map<string, number>> | null = null;
 
   t.test('dwarf: complete stacks, chain shares match the measured CPU split', async (tt) => {
-    const r = await run(profileBin, ['-U', '-F', '999', '--json', '--', hot, '4']);
+    const r = await run(profileBin, ['-U', '-F', '999', '--unwind=dwarf', '--json', '--', hot, '4']);
     tt.equal(r.status, 0, `exit status 0 ${r.stderr}`);
     const rep = hotReport(r.stdout);
     if (!rep) return void tt.fail(`no report from hot in: ${r.stdout.slice(-500)}`);

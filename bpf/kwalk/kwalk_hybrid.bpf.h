@@ -12,6 +12,14 @@
 
 #include "kwalk_track.h"
 
+/*
+ * A tool may take a complete walk itself instead of its event (profile's in-kernel counts):
+ * KW_HYBRID_TAKE(w, s, pid, tid, cookie, aux) is 1 when it did, 0 to send the event.
+ */
+#ifndef KW_HYBRID_TAKE
+#define KW_HYBRID_TAKE(w, s, pid, tid, cookie, aux) 0
+#endif
+
 /* 0, or a negative errno when the sample could not be output (the notice alone is no sample). */
 static __always_inline long kw_hybrid(void *ctx, struct pt_regs *regs, __u64 cookie, __s64 aux,
 				      struct cap_thread *t)
@@ -24,6 +32,10 @@ static __always_inline long kw_hybrid(void *ctx, struct pt_regs *regs, __u64 coo
 	long err = 0;
 
 	if (KW_ST_COMPLETE(w.status)) {
+		if (s && KW_HYBRID_TAKE(&w, s, pid, tid, cookie, aux)) {
+			kw_walk_done(s);
+			return 0;
+		}
 		ev = bpf_ringbuf_reserve(&cap_ringbuf, offsetof(struct kw_event, snap), 0);
 		if (ev) {
 			kw_event_fill(ev, &w, s, pid, tid, 0, cookie, aux);

@@ -39,7 +39,8 @@ static __always_inline void kw_track_rec(void *ctx, __u32 kind, __u32 pid)
 	r.h.kind = kind;
 	r.h.hdr_size = sizeof(r);
 	r.pid = pid;
-	if (cap_emit(ctx, &r, sizeof(r)) && kind == KW_KIND_MMAP)
+	/* a new module: wake the consumer now, its table is wanted before the next events */
+	if (cap_emit_wake(ctx, &r, sizeof(r), kind == KW_KIND_MMAP) && kind == KW_KIND_MMAP)
 		kw_track_count(KW_TC_LOST);
 }
 

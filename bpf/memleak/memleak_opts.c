@@ -23,7 +23,7 @@ static const struct ml_env env_defaults = {
 	.interval = 5,
 	.count = -1,
 #ifdef HAVE_DWUNW
-	.unwind = ML_UNWIND_DWARF,
+	.unwind = ML_UNWIND_AUTO,
 #else
 	.unwind = ML_UNWIND_FP,
 #endif
@@ -112,10 +112,12 @@ static void usage(FILE *f)
 "  -S, --symbols-prefix=PFX  allocator symbol prefix (e.g. je_)\n"
 "  -F, -P                    kernel-mode options: not supported in user-space mode\n"
 "  -v, --verbose             libbpf and unwinder diagnostics\n"
-"      --unwind=dwarf|fp|kernel\n"
+"      --unwind=auto|kernel|dwarf|fp\n"
 "                            stack source (default %s); kernel: DWARF tables walked in\n"
 "                            the BPF program, a walk that stops short falling back to\n"
-"                            the dwarf path for that allocation (x86_64, arm64)\n"
+"                            the dwarf path for that allocation (x86_64, arm64);\n"
+"                            auto: kernel where this kernel and build allow it, else\n"
+"                            dwarf (one line says why)\n"
 "      --stack-size=BYTES    stack window copied per allocation (16384, max 65536;\n"
 "                            kernel: per fallback)\n"
 "      --table-budget=MIB    --unwind=kernel: memory for the tables' maps (64)\n"
@@ -148,7 +150,7 @@ static void usage(FILE *f)
 "Following a tree, stacks are grouped by process (comm (pid)). SIGINT, SIGTERM, SIGHUP:\n"
 "last report, then exit 0; stdout closed: exit 0 at once. Exit status: see README.md.\n",
 #ifdef HAVE_DWUNW
-		"dwarf"
+		"auto"
 #else
 		"fp; dwarf needs a build with libdwunw"
 #endif
@@ -215,7 +217,13 @@ void ml_parse_args(struct ml_env *env, int argc, char **argv)
 		case 'v': env->verbose = true; break;
 		case 'h': usage(stdout); exit(0);
 		case OPT_UNWIND:
-			if (!strcmp(optarg, "dwarf")) {
+			if (!strcmp(optarg, "auto")) {
+#ifdef HAVE_DWUNW
+				env->unwind = ML_UNWIND_AUTO;
+#else
+				env->unwind = ML_UNWIND_FP; /* the only stack source of this build */
+#endif
+			} else if (!strcmp(optarg, "dwarf")) {
 #ifndef HAVE_DWUNW
 				usage_error("--unwind=dwarf needs a build with libdwunw (HAVE_DWUNW); this build unwinds with frame pointers only");
 #endif
@@ -228,7 +236,7 @@ void ml_parse_args(struct ml_env *env, int argc, char **argv)
 #endif
 				env->unwind = ML_UNWIND_KERNEL;
 			} else {
-				usage_error("--unwind: expected dwarf, fp or kernel, got %s", optarg);
+				usage_error("--unwind: expected auto, kernel, dwarf or fp, got %s", optarg);
 			}
 			break;
 		case OPT_STACK_SIZE: {
@@ -297,6 +305,13 @@ void ml_parse_args(struct ml_env *env, int argc, char **argv)
 	if (env->min_size > env->max_size)
 		usage_error("min size (%" PRIu64 ") is larger than max size (%" PRIu64 ")", env->min_size,
 		    env->max_size);
+	if (env->unwind == ML_UNWIND_AUTO) {
+		env->unwind_auto = true;
+		env->unwind = tool_unwind_auto(env->perfbuf ? "--perf-buffer takes dwarf mode" : NULL) ? ML_UNWIND_KERNEL
+										   : ML_UNWIND_DWARF;
+		if (env->unwind == ML_UNWIND_DWARF)
+			env->table_budget = 0;
+	}
 	if (env->unwind == ML_UNWIND_KERNEL) {
 		if (env->perfbuf)
 			usage_error("--unwind=kernel sends its events on the ring buffer: drop --perf-buffer");

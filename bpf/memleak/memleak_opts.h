@@ -28,7 +28,8 @@ struct ml_env {
 	bool verbose;
 	int interval;
 	long count;            /* reports, -1 = forever */
-	int unwind;            /* enum ml_unwind */
+	int unwind;            /* enum ml_unwind, or ML_UNWIND_AUTO until parsed */
+	bool unwind_auto;      /* the unwind mode was auto's choice */
 	uint32_t stack_size;
 	bool folded, json;
 	bool nested;
@@ -42,6 +43,9 @@ struct ml_env {
 	bool no_multi;          /* one link per probe even where multi-uprobe links exist */
 	uint64_t table_budget;  /* --table-budget (bytes; 0: the walker's default) */
 };
+
+/* --unwind=auto while parsing: kernel or dwarf after (tool_unwind_auto) */
+#define ML_UNWIND_AUTO (-1)
 
 /* Parses argv into *env (defaults first); a usage error is one line and exit 2 (tool_opts.h). */
 void ml_parse_args(struct ml_env *env, int argc, char **argv);

@@ -426,6 +426,11 @@ int main(int argc, char **argv)
 	err = frames_init(&c->fr, cache_slots_for_machine(), 0, NULL);
 	if (err)
 		die("libdwunw: %s", dwunw_strerror(err));
+#ifdef HAVE_KWALK
+	/* -p: the targets' tables in before their first switch-out (kernel mode; else a no-op) */
+	for (size_t i = 0; i < c->o.npids; i++)
+		kw_track_reload(&c->kwt, c->o.pids[i], true);
+#endif
 	reader = dwunw_cap_reader_new(skel->obj, false, 8u << 20, on_record, c);
 	if (!reader)
 		die("cannot open the ring buffer: %s", strerror(errno));

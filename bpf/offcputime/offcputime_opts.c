@@ -73,9 +73,12 @@ static void usage(void)
 "  -d, --delimited              '-' between kernel and user stacks\n"
 "      --stack-storage-size=N   stack ids kept by bpf_get_stackid (16384)\n"
 "      --perf-max-stack-depth=N accepted (frame-pointer stacks hold 127 frames)\n"
-"      --unwind=dwarf|fp|kernel user stacks: DWARF unwinding of the stack window copied at\n"
-"                               the switch-out (default), frame pointers (bpf_get_stackid),\n"
-"                               or DWARF tables walked in the BPF program\n"
+"      --unwind=auto|kernel|dwarf|fp\n"
+"                               user stacks: DWARF tables walked in the BPF program\n"
+"                               (kernel), DWARF unwinding of the stack window copied at the\n"
+"                               switch-out (dwarf, the default), frame pointers (fp,\n"
+"                               bpf_get_stackid); auto: kernel where this kernel and build\n"
+"                               allow it, else dwarf (one line says why)\n"
 "      --stack-size=BYTES       stack window copied per switch-out (16384, max 65536)\n"
 "      --table-budget=MIB       --unwind=kernel: memory for the tables' maps (64)\n"
 "      --json                   NDJSON: one line per stack (count: microseconds), with -f\n"
@@ -104,7 +107,7 @@ void oc_parse_args(struct oc_opts *o, int argc, char **argv)
 		.min_us = 1,
 		.max_us = UINT64_MAX,
 		.stack_storage = 16384,
-		.unwind = OC_UNWIND_DWARF,
+		.unwind = OC_UNWIND_DWARF, /* auto lost more spans under switch storms (doc/bench.md section 10) */
 		.stack_size = CAP_DEF_STACK,
 		.max_stacks = 1u << 18,
 		.max_keys = 1u << 20,
@@ -139,14 +142,16 @@ void oc_parse_args(struct oc_opts *o, int argc, char **argv)
 			break;
 		case OPT_MAX_DEPTH: tool_opt_u64(optarg, "--perf-max-stack-depth", 8, 127); break;
 		case OPT_UNWIND:
-			if (!strcmp(optarg, "dwarf"))
+			if (!strcmp(optarg, "auto"))
+				o->unwind = OC_UNWIND_AUTO;
+			else if (!strcmp(optarg, "dwarf"))
 				o->unwind = OC_UNWIND_DWARF;
 			else if (!strcmp(optarg, "fp"))
 				o->unwind = OC_UNWIND_FP;
 			else if (!strcmp(optarg, "kernel"))
 				o->unwind = OC_UNWIND_KERNEL;
 			else
-				tool_usage_error("--unwind: expected dwarf, fp or kernel, got %s", optarg);
+				tool_usage_error("--unwind: expected auto, kernel, dwarf or fp, got %s", optarg);
 			break;
 		case OPT_STACK_SIZE:
 			o->stack_size = (uint32_t)(tool_opt_u64(optarg, "--stack-size", 64, CAP_MAX_STACK) & ~7ull);
@@ -180,6 +185,13 @@ void oc_parse_args(struct oc_opts *o, int argc, char **argv)
 	if (o->min_us > o->max_us)
 		tool_usage_error("-m %llu is above -M %llu", (unsigned long long)o->min_us,
 				 (unsigned long long)o->max_us);
+	if (o->unwind == OC_UNWIND_AUTO) {
+		/* -K: no user stacks, nothing to choose */
+		o->unwind_auto = true;
+		o->unwind = o->user && tool_unwind_auto(NULL) ? OC_UNWIND_KERNEL : OC_UNWIND_DWARF;
+		if (o->unwind == OC_UNWIND_DWARF)
+			o->table_budget = 0;
+	}
 	if (o->unwind == OC_UNWIND_KERNEL) {
 #ifndef HAVE_KWALK
 		tool_usage_error("--unwind=kernel: not in this build (the in-kernel walker is x86_64 and arm64 only)");

@@ -8,6 +8,9 @@
 #include <stdint.h>
 #include "offcputime.h"
 
+/* --unwind=auto while parsing: kernel or dwarf after (tool_unwind_auto) */
+#define OC_UNWIND_AUTO 0xffffffffu
+
 struct oc_opts {
 	uint32_t pids[OC_MAX_FILTER];
 	size_t npids;
@@ -23,7 +26,8 @@ struct oc_opts {
 	uint64_t min_us, max_us; /* -m, -M */
 	uint32_t stack_storage;/* --stack-storage-size */
 	uint64_t duration;     /* seconds */
-	uint32_t unwind;       /* enum oc_unwind */
+	uint32_t unwind;       /* enum oc_unwind, or OC_UNWIND_AUTO until parsed */
+	bool unwind_auto;      /* the unwind mode was auto's choice */
 	uint32_t stack_size;   /* --stack-size */
 	size_t max_stacks;     /* --max-stacks */
 	uint32_t max_cpu;      /* --max-cpu (percent of one CPU; 0: no budget) */

@@ -91,14 +91,20 @@ static const char *comm_of(struct profile_ctx *pr, uint32_t tid)
 	return pr->comm_cache[i].comm;
 }
 
-static void count_sample(struct profile_ctx *pr, uint32_t pid, uint32_t tid, int64_t kidx,
-			 int64_t uidx)
+static void count_samples(struct profile_ctx *pr, uint32_t pid, uint32_t tid, int64_t kidx,
+			  int64_t uidx, uint64_t n)
 {
 	struct pr_key k = { .pid = pid, .tid = pr->opts.interval ? tid : 0, .comm = comm_of(pr, tid),
 			    .kstack = kidx, .ustack = uidx };
 
 	pr_note_pid(pr, pid);
-	pr_agg_add(&pr->agg, &pr->st, &k, 1);
+	pr_agg_add(&pr->agg, &pr->st, &k, n);
+}
+
+static void count_sample(struct profile_ctx *pr, uint32_t pid, uint32_t tid, int64_t kidx,
+			 int64_t uidx)
+{
+	count_samples(pr, pid, tid, kidx, uidx, 1);
 }
 
 /*
@@ -227,7 +233,7 @@ static bool kw_selected(void *arg, uint32_t pid)
 	return false;
 }
 
-static void on_kwalk(struct profile_ctx *pr, const void *data, size_t size)
+void pr_on_kwalk(struct profile_ctx *pr, const void *data, size_t size, uint64_t n)
 {
 	struct kwalk_info ki;
 	uint32_t pid = kw_record_pid(data, size);
@@ -239,7 +245,7 @@ static void on_kwalk(struct profile_ctx *pr, const void *data, size_t size)
 		uidx = user_fp_stack(pr, ki.pid, (int32_t)ki.aux);
 	uidx = py_merge_stack(&pr->py, uidx, ki.pid, ki.tid, space_of(pr, ki.pid), true);
 	py_merge_add(&pr->py, ki.pid);
-	count_sample(pr, ki.pid, ki.tid, kernel_stack(pr, PR_COOKIE_KSTACK(ki.cookie)), uidx);
+	count_samples(pr, ki.pid, ki.tid, kernel_stack(pr, PR_COOKIE_KSTACK(ki.cookie)), uidx, n);
 }
 #endif
 
@@ -319,13 +325,20 @@ static int on_record(void *ctx, const void *data, size_t size)
 		memcpy(&r, data, sizeof(r));
 		if (r.op == CAP_PROC_FORK)
 			on_fork(pr, r.pid, r.parent);
-		else if (r.op == CAP_PROC_EXIT)
+		else if (r.op == CAP_PROC_EXIT) {
+#ifdef HAVE_KWALK
+			pr_kagg_drain_pid(pr, r.pid); /* its counts named before its state goes */
+#endif
 			on_proc_exit(pr, r.pid);
+		}
 		pr->prs.maps_ns += thread_cpu_ns() - t0;
 	} else if (h->kind == PR_REC_EXEC && size >= sizeof(struct pr_exec_rec)) {
 		struct pr_exec_rec r;
 
 		memcpy(&r, data, sizeof(r));
+#ifdef HAVE_KWALK
+		pr_kagg_drain_pid(pr, r.pid); /* its counts before the exec: the old program's maps */
+#endif
 		on_exec(pr, r.pid);
 		py_merge_forget(&pr->py, r.pid);
 		/* a selected process: described now, its samples carry chains from here on */
@@ -339,9 +352,13 @@ static int on_record(void *ctx, const void *data, size_t size)
 				kw_track_reload(&pr->kwt, r.pid, true);
 		}
 	} else if (h->kind == KW_KIND_EVENT) {
-		on_kwalk(pr, data, size);
-	} else if (kw_track_record(&pr->kwt, data, size)) {
-		/* an executable mapping or an exit: tables loaded or dropped */
+		pr_on_kwalk(pr, data, size, 1);
+	} else if (h->kind == KW_KIND_MMAP || h->kind == KW_KIND_EXIT) {
+		/* an executable mapping or an exit: tables loaded or dropped; an exit drains the
+		 * counts first (the process's samples named with its maps) */
+		if (h->kind == KW_KIND_EXIT && size >= sizeof(struct kw_track_rec))
+			pr_kagg_drain_pid(pr, ((const struct kw_track_rec *)data)->pid);
+		kw_track_record(&pr->kwt, data, size);
 #endif
 	}
 	return 0;
@@ -494,8 +511,13 @@ int main(int argc, char **argv)
 	pr->skel->rodata->filter_tid = pr->opts.ntids > 0;
 	pr->skel->rodata->follow_forks = pr->opts.command != NULL;
 	/* dwarf mode: mapping changes in order with the samples (every process's without -p), so a
-	 * process gone before its samples are processed is unwound like any other */
-	if (pr->opts.unwind == PR_UNWIND_DWARF && pr->opts.user &&
+	 * process gone before its samples are processed is unwound like any other; kernel mode on
+	 * chosen processes too (not system-wide: the walker's own tracker serves there): the files
+	 * are then opened through the process (another mount namespace, deleted files), for the
+	 * walker's pcs too */
+	if (pr->opts.user &&
+	    (pr->opts.unwind == PR_UNWIND_DWARF ||
+	     (pr->opts.unwind != PR_UNWIND_FP && (pr->opts.npids || pr->opts.command))) &&
 	    !(getenv("DWUNW_MAPEV") && !strcmp(getenv("DWUNW_MAPEV"), "0")))
 		pr->fr.maps = mappings_new();
 	pr->skel->rodata->mmap_ev_enabled = pr->fr.maps != NULL;
@@ -513,7 +535,12 @@ int main(int argc, char **argv)
 	if (!err && pr->opts.unwind == PR_UNWIND_KERNEL && pr->opts.user)
 		err = kw_size_maps(pr->skel->obj, &kwo);
 	pr->skel->rodata->kw_track_enabled = pr->opts.unwind == PR_UNWIND_KERNEL && pr->opts.user;
+	pr->skel->rodata->aggregate = pr->kagg.on = pr->opts.aggregate;
 #endif
+	if (!err && !pr->opts.aggregate) /* the maps of --aggregate unused: one entry each */
+		err = bpf_map__set_max_entries(pr->skel->maps.agg_stacks, 1) ?:
+		      bpf_map__set_max_entries(pr->skel->maps.agg_counts0, 1) ?:
+		      bpf_map__set_max_entries(pr->skel->maps.agg_counts1, 1);
 	if (err)
 		die("cannot size the maps: %s", strerror(-err));
 	err = profile_bpf__load(pr->skel);
@@ -523,6 +550,8 @@ int main(int argc, char **argv)
 #ifdef HAVE_KWALK
 	if (pr->opts.unwind == PR_UNWIND_KERNEL && pr->opts.user) {
 		pr->kwt.l = kw_loader_new(pr->skel->obj, &kwo);
+		if (pr->kagg.on)
+			pr->kagg.ev = xcalloc(1, sizeof(*pr->kagg.ev));
 		if (!pr->kwt.l)
 			die("cannot set up the in-kernel walker's tables: %s", strerror(errno));
 		pr->kwt.fr = &pr->fr;
@@ -552,6 +581,11 @@ int main(int argc, char **argv)
 		      bpf_map__fd(pr->skel->maps.py_cost), pr->opts.verbose);
 	for (size_t i = 0; i < pr->opts.npids && !pr->opts.command; i++)
 		py_merge_add(&pr->py, pr->opts.pids[i]);
+#ifdef HAVE_KWALK
+	/* -p: the targets' tables in before their first sample (kernel mode; else a no-op) */
+	for (size_t i = 0; i < pr->opts.npids && !pr->opts.command; i++)
+		kw_track_reload(&pr->kwt, pr->opts.pids[i], true);
+#endif
 
 	reader = dwunw_cap_reader_new(pr->skel->obj, pr->opts.perfbuf, 8u << 20, on_record, pr);
 	if (!reader)
@@ -596,7 +630,7 @@ int main(int argc, char **argv)
 	ptarget_release();
 
 	uint64_t t0 = mono_ns(), end = pr->opts.duration ? t0 + pr->opts.duration * 1000000000ull : 0;
-	uint64_t last_check = t0, last_sweep = t0, ival_start = t0, ival_seq = 0;
+	uint64_t last_check = t0, last_sweep = t0, ival_start = t0, ival_seq = 0, last_drain = t0;
 
 	pr->prs.start_ns = t0;
 	pr->prs.setup_cpu_ns = self_cpu_ns();
@@ -612,6 +646,13 @@ int main(int argc, char **argv)
 		uint64_t now = mono_ns();
 		if (end && now >= end)
 			break;
+#ifdef HAVE_KWALK
+		/* --aggregate: the kernel's counts each interval, or each second */
+		if (pr->kagg.on && now - last_drain >= (pr->opts.interval ? pr->opts.interval : 1) * 1000000000ull) {
+			last_drain = now;
+			pr_kagg_drain(pr);
+		}
+#endif
 		if (pr->opts.interval && now - ival_start >= pr->opts.interval * 1000000000ull) {
 			pr_counters(pr, pr->skel->maps.pr_counters);
 			pr_print_interval(pr, ival_seq++, ival_start, now);
@@ -639,6 +680,9 @@ int main(int argc, char **argv)
 	pr->prs.end_ns = mono_ns();
 	pr->poll_until = UINT64_MAX;
 	dwunw_cap_reader_consume(reader); /* the samples already taken */
+#ifdef HAVE_KWALK
+	pr_kagg_drain(pr); /* and those counted in the kernel (the events are detached) */
+#endif
 	{
 		uint64_t capc[CAP_CNT_MAX];
 

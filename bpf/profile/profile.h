@@ -4,6 +4,7 @@
 #define DWUNW_PROFILE_H
 
 #include "runtime/capture.h"
+#include "kwalk/kwalk_format.h"
 
 #define PR_MAX_STACK_DEPTH 127       /* frames in a bpf_get_stackid() stack */
 #define PR_MAX_FILTER 1024           /* -p / -L entries */
@@ -65,7 +66,38 @@ enum pr_counter {
 	PR_CNT_REC_LOST,        /* no record at all could be sent */
 	PR_CNT_PY_LOST,         /* a Python chain could not be sent (its stack shows native frames only) */
 	PR_CNT_FOLLOW_FULL,     /* -- COMMAND: a child not followed (the filter map full) */
+	PR_CNT_AGG,             /* --aggregate: complete walks counted in agg_counts (no record) */
+	PR_CNT_AGG_FULL,        /* --aggregate: a map was full, the walk went as a record */
 	PR_CNT_MAX = 8,
 };
+
+/*
+ * --aggregate (kernel mode): complete walks counted in BPF maps, drained by user space per
+ * interval and at exit, instead of one record per sample. A walked stack is stored once under
+ * its key (a 64-bit hash of its pcs and origins, its length and end status); a count per
+ * (pid, tid, kernel stack id, stack key). Two count maps: BPF counts into agg_counts[agg_gen & 1]
+ * while user space drains the other (flipped, then waited out with agg_inflight).
+ */
+struct pr_agg_skey {
+	__u64 hash;
+	__u32 n;             /* frames */
+	__u32 status;        /* enum kw_status (a complete one) */
+};
+
+struct pr_agg_stack {        /* laid out as kw_scratch's pcs then how (copied from there at once) */
+	__u64 pcs[KW_MAX_FRAMES];
+	__u8 how[KW_MAX_FRAMES];
+};
+
+struct pr_agg_ckey {
+	__u32 pid;
+	__u32 tid;
+	__s32 kstack;
+	__u32 pad;
+	struct pr_agg_skey s;
+};
+
+#define PR_AGG_STACKS 16384  /* distinct walked stacks (~1.2 KB each, allocated as used) */
+#define PR_AGG_KEYS 65536    /* distinct (pid, tid, stacks) per interval, per count map */
 
 #endif /* DWUNW_PROFILE_H */

@@ -18,7 +18,7 @@ static const struct pr_opts opts_defaults = {
 	.freq = 49,
 	.cpu = -1,
 	.stack_storage = 16384,
-	.unwind = PR_UNWIND_DWARF,
+	.unwind = PR_UNWIND_AUTO,
 	.stack_size = CAP_DEF_STACK,
 	.max_stacks = 1u << 18,
 	.max_keys = 1u << 20,
@@ -30,6 +30,7 @@ enum {
 	OPT_STACK_SIZE,
 	OPT_JSON,
 	OPT_PERFBUF,
+	OPT_AGGREGATE,
 	OPT_MAX_STACKS,
 	OPT_MAX_KEYS,
 	OPT_TABLE_BUDGET,
@@ -59,6 +60,7 @@ static const struct option long_opts[] = {
 	{ "stack-size", required_argument, NULL, OPT_STACK_SIZE },
 	{ "json", no_argument, NULL, OPT_JSON },
 	{ "perf-buffer", no_argument, NULL, OPT_PERFBUF },
+	{ "aggregate", no_argument, NULL, OPT_AGGREGATE },
 	{ "max-stacks", required_argument, NULL, OPT_MAX_STACKS },
 	{ "max-keys", required_argument, NULL, OPT_MAX_KEYS },
 	{ "table-budget", required_argument, NULL, OPT_TABLE_BUDGET },
@@ -88,11 +90,14 @@ static void usage(FILE *f)
 "  -f, --folded               folded stacks (comm;root;...;leaf COUNT) for flamegraph.pl\n"
 "  -d, --delimited            '--' between kernel and user stacks (text)\n"
 "      --stack-storage-size=N stack ids kept by bpf_get_stackid (16384)\n"
-"      --unwind=dwarf|fp|kernel\n"
-"                             user stacks: DWARF unwinding of a stack window (default),\n"
-"                             frame pointers (bpf_get_stackid), or DWARF tables walked in\n"
-"                             the BPF program (a walk that stops short falls back to the\n"
-"                             dwarf path for that sample; its tables load for the next)\n"
+"      --unwind=auto|kernel|dwarf|fp\n"
+"                             user stacks: kernel: DWARF tables walked in the BPF program\n"
+"                             (a walk that stops short falls back to the dwarf path for\n"
+"                             that sample; its tables load for the next), dwarf: DWARF\n"
+"                             unwinding of a stack window in user space, fp: frame\n"
+"                             pointers (bpf_get_stackid); auto (default): kernel with -p\n"
+"                             or -- COMMAND where this kernel and build allow it, else\n"
+"                             dwarf (one line says why)\n"
 "      --stack-size=BYTES     stack window copied per sample (16384, max 65536; kernel:\n"
 "                             per fallback)\n"
 "      --table-budget=MIB     --unwind=kernel: memory for the tables' maps (64)\n"
@@ -107,6 +112,8 @@ static void usage(FILE *f)
 "      --interval=SEC         with --json: every SEC seconds the stacks counted since the\n"
 "                             last interval (with thread ids), then an interval line\n"
 "      --perf-buffer          perf buffer instead of the ring buffer\n"
+"      --aggregate            kernel walks: stacks counted in BPF maps, drained each\n"
+"                             second (--interval: each interval); fallbacks as records"
 "      --max-stacks=N         distinct stacks kept (262144; more: [stack table full])\n"
 "      --max-keys=N           distinct (pid, comm, stacks) counted (1048576; more: per-pid\n"
 "                             [aggregation table full])\n"
@@ -215,14 +222,16 @@ void pr_parse_args(struct pr_opts *opts, int argc, char **argv)
 			break;
 		}
 		case OPT_UNWIND:
-			if (!strcmp(optarg, "dwarf"))
+			if (!strcmp(optarg, "auto"))
+				opts->unwind = PR_UNWIND_AUTO;
+			else if (!strcmp(optarg, "dwarf"))
 				opts->unwind = PR_UNWIND_DWARF;
 			else if (!strcmp(optarg, "fp"))
 				opts->unwind = PR_UNWIND_FP;
 			else if (!strcmp(optarg, "kernel"))
 				opts->unwind = PR_UNWIND_KERNEL;
 			else
-				tool_usage_error("--unwind: expected dwarf, fp or kernel, got %s", optarg);
+				tool_usage_error("--unwind: expected auto, kernel, dwarf or fp, got %s", optarg);
 			break;
 		case OPT_STACK_SIZE: {
 			uint64_t v = tool_opt_u64(optarg, "--stack-size", 0, UINT64_MAX);
@@ -261,6 +270,7 @@ void pr_parse_args(struct pr_opts *opts, int argc, char **argv)
 			break;
 		case OPT_JSON: opts->json = true; break;
 		case OPT_PERFBUF: opts->perfbuf = true; break;
+		case OPT_AGGREGATE: opts->aggregate = true; break;
 		case OPT_MAX_STACKS:
 			opts->max_stacks = tool_opt_u64(optarg, "--max-stacks", 0, UINT64_MAX);
 			if (opts->max_stacks < 16 || opts->max_stacks > (1u << 24))
@@ -298,6 +308,20 @@ void pr_parse_args(struct pr_opts *opts, int argc, char **argv)
 		const char *urls = getenv("DEBUGINFOD_URLS");
 		opts->debuginfod = debuginfod < 0 ? urls && *urls : debuginfod;
 	}
+	if (opts->unwind == PR_UNWIND_AUTO) {
+		/* -K: no user stacks, nothing to choose */
+		opts->unwind_auto = true;
+		/* system-wide, a process's first samples fall back until it earns its tables: more
+		 * bytes and CPU per sample than dwarf mode (doc/bench.md section 10) */
+		const char *dwarf = opts->perfbuf ? "--perf-buffer takes dwarf mode"
+				    : !opts->npids && !opts->command
+					? "system-wide, most processes' samples would fall back (use -p or -- COMMAND)"
+					: NULL;
+
+		opts->unwind = opts->user && tool_unwind_auto(dwarf) ? PR_UNWIND_KERNEL : PR_UNWIND_DWARF;
+		if (opts->unwind == PR_UNWIND_DWARF)
+			opts->table_budget = 0;
+	}
 	if (opts->unwind == PR_UNWIND_KERNEL) {
 #ifndef HAVE_KWALK
 		tool_usage_error("--unwind=kernel: not in this build (the in-kernel walker is x86_64 and arm64 only)");
@@ -306,6 +330,11 @@ void pr_parse_args(struct pr_opts *opts, int argc, char **argv)
 			tool_usage_error("--unwind=kernel sends its events on the ring buffer: drop --perf-buffer");
 	} else if (opts->table_budget) {
 		tool_usage_error("--table-budget is for --unwind=kernel");
+	}
+	if (opts->aggregate && (opts->unwind != PR_UNWIND_KERNEL || !opts->user)) {
+		if (!opts->unwind_auto)
+			tool_usage_error("--aggregate counts the in-kernel walks: it needs --unwind=kernel and user stacks");
+		opts->aggregate = false; /* auto chose dwarf: said on its line */
 	}
 }
 

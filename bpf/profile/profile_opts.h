@@ -8,6 +8,8 @@
 #include <stdint.h>
 #include "profile.h"
 
+/* --unwind=auto while parsing: kernel or dwarf after (tool_unwind_auto) */
+#define PR_UNWIND_AUTO 0xffffffffu
 #define PR_MAX_FREQ 10000   /* Hz per CPU: above, copying stack windows dominates the CPU */
 
 struct pr_opts {
@@ -22,13 +24,15 @@ struct pr_opts {
 	bool json;             /* --json */
 	bool verbose;          /* -v */
 	bool perfbuf;          /* --perf-buffer */
+	bool aggregate;        /* --aggregate: kernel walks counted in BPF maps */
 	bool all;              /* -a */
 	uint64_t freq;         /* -F */
 	uint64_t period;       /* -c (0: frequency mode) */
 	int cpu;               /* -C, -1: all */
 	uint32_t stack_storage;/* --stack-storage-size */
 	uint64_t duration;     /* seconds, 0: until Ctrl-C */
-	uint32_t unwind;       /* enum pr_unwind */
+	uint32_t unwind;       /* enum pr_unwind, or PR_UNWIND_AUTO until parsed */
+	bool unwind_auto;      /* the unwind mode was auto's choice */
 	uint32_t stack_size;   /* --stack-size */
 	size_t max_stacks;     /* --max-stacks */
 	size_t max_keys;       /* --max-keys */

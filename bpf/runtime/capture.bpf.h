@@ -648,17 +648,23 @@ static __always_inline long cap_snapshot(void *ctx, struct pt_regs *regs, __u64 
 }
 
 /* Emit a small fixed-size record of the tool's own (same channel as the snapshots). */
-static __always_inline long cap_emit(void *ctx, void *data, __u32 size)
+/* cap_emit waking the consumer at once (ring buffer): for a record the next events depend on */
+static __always_inline long cap_emit_wake(void *ctx, void *data, __u32 size, bool now)
 {
 	long err;
 
 	if (!cap_use_perfbuf)
-		err = bpf_ringbuf_output(&cap_ringbuf, data, size, cap_rb_wakeup());
+		err = bpf_ringbuf_output(&cap_ringbuf, data, size, now ? BPF_RB_FORCE_WAKEUP : cap_rb_wakeup());
 	else
 		err = bpf_perf_event_output(ctx, &cap_perfbuf, BPF_F_CURRENT_CPU, data, size);
 	if (err)
 		cap_count(CAP_CNT_OUTPUT_FAILED);
 	return err;
+}
+
+static __always_inline long cap_emit(void *ctx, void *data, __u32 size)
+{
+	return cap_emit_wake(ctx, data, size, false);
 }
 
 /* A process record (capture.h) in the channel, in order with the process's own records. */

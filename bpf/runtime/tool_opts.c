@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 #include "tool_opts.h"
 #include "tool_util.h"
@@ -162,4 +163,31 @@ const char *tool_pid_problem(int pid, int *status)
 		}
 	}
 	return NULL;
+}
+
+bool tool_unwind_auto(const char *conflict)
+{
+	const char *why = conflict;
+
+#ifndef HAVE_KWALK
+	why = "this build has no in-kernel walker (x86_64 and arm64 only)";
+#else
+	struct utsname u;
+	unsigned major = 0, minor = 0;
+	char buf[64];
+
+	if (!why && access("/sys/kernel/btf/vmlinux", R_OK))
+		why = "the kernel has no BTF (/sys/kernel/btf/vmlinux)";
+	if (!why && !uname(&u) && sscanf(u.release, "%u.%u", &major, &minor) == 2 &&
+	    (major < 5 || (major == 5 && minor < 17))) {
+		snprintf(buf, sizeof(buf), "Linux %u.%u has no bpf_loop (5.17)", major, minor);
+		why = buf;
+	}
+#endif
+	if (!why)
+		return true;
+	if (tool_missing_privileges(false))
+		return false; /* the tool stops at that with its own one line */
+	fprintf(stderr, "%s: --unwind=auto: unwinding in user space (dwarf mode): %s\n", tool_name(), why);
+	return false;
 }

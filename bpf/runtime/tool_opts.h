@@ -55,6 +55,14 @@ size_t tool_opt_id_list(const char *s, uint32_t *out, size_t n, size_t max, cons
 #define TOOL_MAX_FRAMES_DEFAULT 128
 #define TOOL_MAX_FRAMES_LIMIT 65536
 
+/*
+ * --unwind=auto (the default of memleak, profile, offcputime): true when the in-kernel walker can
+ * run here (a build with it, kernel BTF, bpf_loop: Linux 5.17 or later) and `conflict` is NULL;
+ * else false, after one line on stderr saying why auto unwinds in user space (dwarf mode)
+ * instead. `conflict`: why the tool wants dwarf mode here whatever the kernel (one phrase), or NULL.
+ */
+bool tool_unwind_auto(const char *conflict);
+
 /* Why the privileges do not suffice, or NULL: root, or CAP_BPF + CAP_PERFMON (or CAP_SYS_ADMIN),
  * plus CAP_SYS_PTRACE when `ptrace`. */
 const char *tool_missing_privileges(bool ptrace);
