@@ -1,17 +1,23 @@
 // The loaded libdwunw binding for modules that commands import before the library is needed
 // (lib/marks.ts, lib/origin.ts: a command's --help must not load koffi). lib/native.ts registers
 // the binding when it loads the library; these modules run only after frames were unwound, so
-// it is there by then.
-import type { Lib } from './native.js';
+// it is there by then. Only the calls they make are named here (native.ts's Lib has them).
+export interface TableLib {
+  dwunw_origin_name(origin: number): string | null;
+  dwunw_how_origin(how: number): number;
+  dwunw_origin_mark(origin: number): number;
+  dwunw_mark_name(mark: number): string | null;
+  dwunw_mark_legend(mark: number): string | null;
+}
 
-let current: Lib | undefined;
+let current: TableLib | undefined;
 
-export function setLoadedLib(l: Lib): void {
+export function setLoadedLib(l: TableLib): void {
   current = l;
 }
 
 /** The binding lib/native.ts loaded; an error when nothing has loaded it yet (a bug). */
-export function loadedLib(): Lib {
+export function loadedLib(): TableLib {
   if (!current) throw new Error('libdwunw is not loaded yet: call lib() from lib/native.ts first');
   return current;
 }

@@ -233,7 +233,7 @@ static bool kw_selected(void *arg, uint32_t pid)
 	return false;
 }
 
-void pr_on_kwalk(struct profile_ctx *pr, const void *data, size_t size, uint64_t n)
+static void pr_on_kwalk(struct profile_ctx *pr, const void *data, size_t size, uint64_t n)
 {
 	struct kwalk_info ki;
 	uint32_t pid = kw_record_pid(data, size);
@@ -550,8 +550,10 @@ int main(int argc, char **argv)
 #ifdef HAVE_KWALK
 	if (pr->opts.unwind == PR_UNWIND_KERNEL && pr->opts.user) {
 		pr->kwt.l = kw_loader_new(pr->skel->obj, &kwo);
-		if (pr->kagg.on)
+		if (pr->kagg.on) {
+			pr->kagg.on_walk = pr_on_kwalk;
 			pr->kagg.ev = xcalloc(1, sizeof(*pr->kagg.ev));
+		}
 		if (!pr->kwt.l)
 			die("cannot set up the in-kernel walker's tables: %s", strerror(errno));
 		pr->kwt.fr = &pr->fr;

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
-#include "profile.h"
+#include "profile_rec.h"
 #include "profile.skel.h"
 #include "profile_kagg.h"
 #include "profile_state.h"
@@ -118,7 +118,7 @@ void pr_kagg_drain(struct profile_ctx *pr)
 		a->ev->aux = PR_STACK_NONE;
 		a->ev->nframes = (uint16_t)k->s.n;
 		a->ev->status = (uint8_t)k->s.status;
-		pr_on_kwalk(pr, a->ev, offsetof(struct kw_event, snap), a->counts[i]);
+		a->on_walk(pr, a->ev, offsetof(struct kw_event, snap), a->counts[i]);
 		/* the walker's figures per sample, as if each had come as its record */
 		pr->prs.kw.events += a->counts[i] - 1;
 		pr->prs.kw.kernel += a->counts[i] - 1;

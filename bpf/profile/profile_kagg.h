@@ -20,8 +20,6 @@ struct profile_ctx;
 void pr_kagg_drain(struct profile_ctx *pr);
 /* Before pid's exec or exit record: drain when pid has counts not yet drained. */
 void pr_kagg_drain_pid(struct profile_ctx *pr, uint32_t pid);
-/* A walker record (profile.c): its stack counted n times. */
-void pr_on_kwalk(struct profile_ctx *pr, const void *data, size_t size, uint64_t n);
 #endif
 
 #endif /* DWUNW_PROFILE_KAGG_H */

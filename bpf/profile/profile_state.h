@@ -25,9 +25,13 @@
 #define PR_COMM_CACHE 4096
 #define GEN_TOMB UINT32_MAX
 
+struct profile_ctx;
+
 /* --aggregate's drain (profile_kagg.c) */
 struct pr_kagg {
 	bool on;
+	/* profile.c's walker-record handling: each drained key's record, its stack counted n times */
+	void (*on_walk)(struct profile_ctx *pr, const void *data, size_t size, uint64_t n);
 	struct kw_event *ev;            /* the record made of each drained key */
 	struct pr_agg_ckey *keys;       /* one drain's keys and counts */
 	uint64_t *counts;
