@@ -18,29 +18,16 @@
 #include "kwalk/kwalk.bpf.h"
 #include "kwalk/kwalk_hybrid.bpf.h"
 #include "profile.h"
+#include "runtime/select.bpf.h"   /* -p / -- COMMAND: tgids; -L: tids */
 
 char LICENSE[] SEC("license") = "GPL";
+
+PERCPU_COUNTERS(tool_counters, tool_count, PR_CNT_MAX) /* enum pr_counter */
 
 const volatile __u32 unwind_mode = PR_UNWIND_DWARF;
 const volatile __u32 want_user = 1;          /* not -K */
 const volatile __u32 want_kernel = 1;        /* not -U */
 const volatile __u32 include_idle = 0;       /* -I */
-const volatile __u32 filter_tgid = 0;        /* -p / -- COMMAND: only tgids in `tgids` */
-const volatile __u32 filter_tid = 0;         /* -L: only tids in `tids` */
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, PR_MAX_FILTER);
-	__type(key, __u32);
-	__type(value, __u8);
-} tgids SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, PR_MAX_FILTER);
-	__type(key, __u32);
-	__type(value, __u8);
-} tids SEC(".maps");
 
 /* max_entries set by user space (--stack-storage-size) */
 struct {
@@ -58,35 +45,16 @@ struct {
 	__type(value, char[PR_COMM_LEN]);
 } comms SEC(".maps");
 
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, PR_CNT_MAX);
-	__type(key, __u32);
-	__type(value, __u64);
-} pr_counters SEC(".maps");
-
-static __always_inline void pr_count(__u32 idx)
-{
-	__u64 *v = bpf_map_lookup_elem(&pr_counters, &idx);
-
-	if (v)
-		__sync_fetch_and_add(v, 1);
-}
-
 static __always_inline int selected(__u32 tgid, __u32 tid)
 {
 	if (!include_idle && tid == 0)
 		return 0;
-	if (filter_tgid && !bpf_map_lookup_elem(&tgids, &tgid))
-		return 0;
-	if (filter_tid && !bpf_map_lookup_elem(&tids, &tid))
-		return 0;
-	return 1;
+	return sel_thread(tgid, tid);
 }
 
 /* the mapping tracker's consumers: -p / -- COMMAND, mapping changes in order with the samples
  * (mappings.h); --unwind=kernel: executable mappings of the selected processes */
-#define MMAP_EV_TRACED(tgid) (filter_tgid && bpf_map_lookup_elem(&tgids, &(__u32){ (tgid) }))
+#define MMAP_EV_TRACED(tgid) sel_tgid_named(tgid)
 #include "runtime/mmap_ev.bpf.h"
 #define KW_TRACK_SELECTED(tgid, tid) selected(tgid, tid)
 #include "kwalk/kwalk_track.bpf.h"
@@ -117,9 +85,9 @@ int sample(struct bpf_perf_event_data *ctx)
 	int kid = PR_STACK_NONE, uid = PR_STACK_NONE;
 	int has_user = task->mm != NULL, exec = has_user && in_exec(task);
 
-	pr_count(PR_CNT_SAMPLES);
+	tool_count(PR_CNT_SAMPLES);
 	if (!selected(tgid, tid)) {
-		pr_count(PR_CNT_FILTERED);
+		tool_count(PR_CNT_FILTERED);
 		return 0;
 	}
 	bpf_get_current_comm(comm, sizeof(comm));
@@ -138,10 +106,10 @@ int sample(struct bpf_perf_event_data *ctx)
 		struct cap_thread *t = cap_thread_get(tid, 1);
 
 		if (py_emit(ctx, tgid, tid) < 0)
-			pr_count(PR_CNT_PY_LOST);
+			tool_count(PR_CNT_PY_LOST);
 		if (cap_snapshot(ctx, uregs, PR_COOKIE(kid, bpf_get_smp_processor_id()), uid, 0, t) == 0)
 			return 0;
-		pr_count(PR_CNT_SNAP_LOST);
+		tool_count(PR_CNT_SNAP_LOST);
 		r.flags |= PR_S_LOST_SNAP;
 	}
 	if (want_user && has_user && unwind_mode == PR_UNWIND_KERNEL) {
@@ -149,10 +117,10 @@ int sample(struct bpf_perf_event_data *ctx)
 		struct cap_thread *t = cap_thread_get(tid, 1);
 
 		if (py_emit(ctx, tgid, tid) < 0)
-			pr_count(PR_CNT_PY_LOST);
+			tool_count(PR_CNT_PY_LOST);
 		if (kw_hybrid(ctx, uregs, PR_COOKIE(kid, bpf_get_smp_processor_id()), uid, t) == 0)
 			return 0;
-		pr_count(PR_CNT_SNAP_LOST);
+		tool_count(PR_CNT_SNAP_LOST);
 		r.flags |= PR_S_LOST_SNAP;
 	}
 	r.h.kind = PR_REC_SAMPLE;
@@ -165,7 +133,7 @@ int sample(struct bpf_perf_event_data *ctx)
 	if (!has_user && !exec)
 		r.flags |= PR_S_KTHREAD;
 	if (cap_emit(ctx, &r, sizeof(r)))
-		pr_count(PR_CNT_REC_LOST);
+		tool_count(PR_CNT_REC_LOST);
 	return 0;
 }
 
