@@ -4,6 +4,10 @@
 // cpu/nanoseconds, period 1e9/Hz. Locations leaf first; ids dense 1..N (Parca rejects others);
 // mappings carry the module's path and build id; user frames are placed at their module address
 // (pc - load bias, the same in every process mapping the file), kernel frames at their pc.
+// --wall (entries with a state): the time is on-CPU samples' and off-CPU spans' in one unit;
+// values samples-or-switches/count and wall/nanoseconds, a label state=on-cpu|off-cpu, and the
+// off-CPU stacks' leaf an [off-CPU] location. --waker: labels waker_comm and waker_pid (the
+// waker's stacks are in the NDJSON and the flame graph, not in a pprof stack).
 import { gzipSync } from 'node:zlib';
 import { Function as PFunction, Label, Line, Location, Mapping, Profile, Sample, StringTable, ValueType } from 'pprof-format';
 import type { PrEntry, PrFrame, PrSummary } from './profile.js';
@@ -70,13 +74,22 @@ export function buildPprof(entries: PrEntry[], summary: PrSummary): Profile {
   const samples: Sample[] = [];
   const kComm = s('comm');
   const kPid = s('pid');
+  const kState = s('state');
+  const kWaker = s('waker_comm');
+  const kWakerPid = s('waker_pid');
+  const wall = entries.some((e) => e.state !== undefined);
   for (const e of entries) {
     const ids = leafFirst(e, locationFor);
     samples.push(
       new Sample({
         locationId: ids,
-        value: offCpu ? [e.switches ?? 0, e.count * 1000] : [e.count, e.count * period],
-        label: [new Label({ key: kComm, str: s(e.comm) }), new Label({ key: kPid, num: e.pid })],
+        value: offCpu ? [e.switches ?? e.samples ?? 0, e.count * 1000] : [e.count, e.count * period],
+        label: [
+          new Label({ key: kComm, str: s(e.comm) }),
+          new Label({ key: kPid, num: e.pid }),
+          ...(e.state ? [new Label({ key: kState, str: s(e.state === 'on' ? 'on-cpu' : 'off-cpu') })] : []),
+          ...(e.waker ? [new Label({ key: kWaker, str: s(e.waker.comm) }), new Label({ key: kWakerPid, num: e.waker.pid })] : []),
+        ],
       }),
     );
   }
@@ -93,10 +106,12 @@ export function buildPprof(entries: PrEntry[], summary: PrSummary): Profile {
       }),
   );
   return new Profile({
-    sampleType: offCpu
+    sampleType: wall
+      ? [new ValueType({ type: s('events'), unit: s('count') }), new ValueType({ type: s('wall'), unit: s('nanoseconds') })]
+      : offCpu
       ? [new ValueType({ type: s('switches'), unit: s('count') }), new ValueType({ type: s('off-cpu'), unit: s('nanoseconds') })]
       : [new ValueType({ type: s('samples'), unit: s('count') }), new ValueType({ type: s('cpu'), unit: s('nanoseconds') })],
-    periodType: new ValueType({ type: s(offCpu ? 'off-cpu' : 'cpu'), unit: s('nanoseconds') }),
+    periodType: new ValueType({ type: s(wall ? 'wall' : offCpu ? 'off-cpu' : 'cpu'), unit: s('nanoseconds') }),
     period: offCpu ? 1000 : period,
     timeNanos: BigInt(summary.start_unix_ns),
     durationNanos: summary.duration_ns,
@@ -104,7 +119,7 @@ export function buildPprof(entries: PrEntry[], summary: PrSummary): Profile {
     mapping,
     location: [...locations.values()],
     function: [...functions.values()],
-    comment: [s(`dwunw ${offCpu ? 'offcputime' : 'profile'}: ${summary.event}, ${summary.unwind} unwinding`)],
+    comment: [s(`dwunw ${wall ? 'profile --wall' : offCpu ? 'offcputime' : 'profile'}: ${summary.event}, ${summary.unwind} unwinding`)],
     stringTable: strings,
   });
 }
