@@ -7,10 +7,12 @@
 #   dwunw-dwarf   build/bpf/offcputime --unwind=dwarf (a stack window copied per switch-out)
 #   dwunw-kernel  build/bpf/offcputime --unwind=kernel
 #   dwunw-wall    build/bpf/offcputime --wall (dwarf, plus 99 Hz on-CPU samples)
+#   dwunw-waker-fp / dwunw-waker  --waker (each wakeup's stacks too), fp / dwarf
 # Each run: the tracer starts, the bench runs (-l LOOPS), the tracer is stopped with SIGINT.
-# Printed per tracer: the bench's usecs/op (median of REPS runs), its overhead against no tracer,
-# and from dwunw's own summary the switch-outs it counted per second and what it lost (counted:
-# spans lost, switch-out records lost, unmatched). Usage: bench/offcpu-cost.sh [LOOPS [REPS]]
+# Printed per tracer: the bench's CPU us per round trip (median of REPS runs), its overhead against no tracer,
+# and from dwunw's own summary (last run): the spans it received per second of the bench, the
+# spans it lost (counted: the ring buffer was full) and its own CPU time. libbpf-tools offcputime
+# sums in the kernel and loses nothing but stacks. Usage: bench/offcpu-cost.sh [LOOPS [REPS]]
 set -u
 cd "$(dirname "$0")/.."
 LOOPS=${1:-100000}
@@ -19,7 +21,14 @@ OC=build/bpf/offcputime
 TMP=$(mktemp -d /tmp/dwunw-offcpu-cost.XXXXXX)
 trap 'rm -rf "$TMP"' EXIT
 
-bench() { perf bench sched pipe -l "$LOOPS" 2>/dev/null | awk '/usecs\/op/ { print $1 }'; }
+# one run: the CPU time (user + sys, both processes) per round trip in us: on a loaded machine the
+# wall time per round trip is mostly waiting for a CPU; the tracer's programs run on the bench's
+# own CPU time (sched_switch, sched_waking of its processes)
+bench() {
+	local TIMEFORMAT='%U %S'
+	{ time perf bench sched pipe -l "$LOOPS" >/dev/null 2>&1; } 2>"$TMP/cpu"
+	awk -v n="$LOOPS" '{ printf "%.3f\n", ($1 + $2) * 1e6 / n }' "$TMP/cpu"
+}
 
 median() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 
@@ -46,15 +55,15 @@ run_under() {
 	local med=$(printf '%s\n' "${us[@]}" | median)
 	local extra=""
 	if [ "$name" != none ] && [ "$name" != upstream ]; then
-		# the last run's own summary: switch-outs in its duration, and its losses
-		extra=$(awk '/switch-outs,/ {
-			sw = $2; for (i = 1; i <= NF; i++) if ($i == "in") { d = $(i + 1) + 0 }
-			lost = "none"; if (match($0, /spans lost: [0-9]+/)) lost = substr($0, RSTART, RLENGTH)
-			if (match($0, /lost at the switch-out \(buffer full\): [0-9]+/)) lost = lost ", " substr($0, RSTART, RLENGTH)
-			if (match($0, /not matched: [0-9]+/)) lost = lost ", unmatched " substr($0, RSTART + 13, RLENGTH - 13)
-			printf "%d switch-outs/s | %s", (d > 0 ? sw / d : 0), lost }' "$TMP/err.$((REPS - 1))")
-		local self=$(grep -o 'self: CPU [0-9.]* s' "$TMP/err.$((REPS - 1))")
-		extra="$extra | $self"
+		# the last run's own summary: spans received per second of the bench, and what was lost
+		local tt=$(awk '{ print $2 - $1 }' "$TMP/times.$((REPS - 1))")
+		extra=$(awk -v t="$tt" '/switch-outs,/ {
+			sw = $2; sl = 0; so = 0
+			if (match($0, /spans lost: [0-9]+/)) sl = substr($0, RSTART + 12, RLENGTH - 12)
+			if (match($0, /lost at the switch-out \(buffer full\): [0-9]+/)) so = substr($0, RSTART + 38, RLENGTH - 38)
+			printf "%d/s | %.0f%% (%d spans; %d stacks at the switch-out)", sw / t, 100 * sl / (sw + sl), sl, so }' "$TMP/err.$((REPS - 1))")
+		local self=$(grep -o 'self: CPU [0-9.]* s' "$TMP/err.$((REPS - 1))" | awk '{ print $3 }')
+		extra="$extra | $self s"
 	fi
 	printf '%s\t%s\t%s\n' "$name" "$med" "$extra"
 }
@@ -66,13 +75,15 @@ run_under() {
 	run_under dwunw-dwarf "$OC" --unwind=dwarf
 	run_under dwunw-kernel "$OC" --unwind=kernel
 	run_under dwunw-wall "$OC" --wall
+	run_under dwunw-waker-fp "$OC" --waker --unwind=fp
+	run_under dwunw-waker "$OC" --waker --unwind=dwarf
 } >"$TMP/rows"
 base=$(awk -F'\t' '$1 == "none" { print $2 }' "$TMP/rows")
-echo "perf bench sched pipe -l $LOOPS, median of $REPS; $(nproc) CPUs, $(uname -r)"
-echo "| tracer | usecs/op | overhead | tracer's count | self |"
-echo "|---|---|---|---|---|"
+echo "perf bench sched pipe -l $LOOPS, median of $REPS; $(nproc) CPUs, $(uname -r), load average $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "| tracer | bench CPU us/round trip | overhead | spans received (per s of the bench) | spans lost | tracer's own CPU |"
+echo "|---|---|---|---|---|---|"
 awk -F'\t' -v b="$base" '{
 	split($3, x, " \\| ")
-	printf "| %s | %.2f | %s | %s | %s |\n", $1, $2, ($1 == "none" ? "-" : sprintf("%+.0f%%", 100 * ($2 - b) / b)),
-		(x[1] == "" ? "-" : x[1] " (lost: " x[2] ")"), (x[3] == "" ? "-" : x[3])
+	printf "| %s | %.2f | %s | %s | %s | %s |\n", $1, $2, ($1 == "none" ? "-" : sprintf("%+.0f%%", 100 * ($2 - b) / b)),
+		(x[1] == "" ? "-" : x[1]), (x[2] == "" ? "-" : x[2]), (x[3] == "" ? "-" : x[3])
 }' "$TMP/rows"

@@ -144,9 +144,11 @@ static __always_inline long send_span(void *ctx, __u32 kind, struct task_struct 
 				      const struct oc_start *s, __u64 ns, const struct oc_waker *w)
 {
 	struct oc_off_rec r = {};
+	/* without --waker the record ends before `waker`: 40 bytes less a span in the buffer */
+	__u32 size = want_waker ? sizeof(r) : offsetof(struct oc_off_rec, waker);
 
 	r.h.kind = kind;
-	r.h.hdr_size = sizeof(r);
+	r.h.hdr_size = size;
 	r.pid = t->tgid;
 	r.tid = t->pid;
 	r.seq = s->seq;
@@ -155,9 +157,9 @@ static __always_inline long send_span(void *ctx, __u32 kind, struct task_struct 
 	r.ustack = s->ustack;
 	r.delta_ns = ns;
 	BPF_CORE_READ_STR_INTO(&r.comm, t, comm);
-	if (w)
+	if (w && want_waker)
 		r.waker = *w;
-	return cap_emit(ctx, &r, sizeof(r));
+	return cap_emit(ctx, &r, size);
 }
 
 #define TASK_DEAD_STATE 0x80 /* TASK_DEAD: the thread's last switch-out, it never runs again */

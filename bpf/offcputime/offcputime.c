@@ -311,10 +311,12 @@ static int on_record(void *arg, const void *data, size_t size)
 		if (uidx == FRAMES_FALLBACK)
 			uidx = user_fp_stack(c, rec->pid, (int32_t)rec->aux);
 		pending_set(c, rec->tid, rec->cookie, uidx);
-	} else if ((h->kind == OC_REC_OFF || h->kind == OC_REC_ON) && size >= sizeof(struct oc_off_rec)) {
-		struct oc_off_rec r;
+	} else if ((h->kind == OC_REC_OFF || h->kind == OC_REC_ON) &&
+		   size >= offsetof(struct oc_off_rec, waker)) {
+		struct oc_off_rec r = { 0 };
 
-		memcpy(&r, data, sizeof(r));
+		/* the waker's part only with --waker */
+		memcpy(&r, data, size < sizeof(r) ? size : sizeof(r));
 		c->stats.on_records += h->kind == OC_REC_ON;
 		on_span(c, &r);
 	} else if (h->kind == OC_REC_EXEC && size >= sizeof(struct oc_exec_rec)) {

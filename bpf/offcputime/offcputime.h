@@ -59,7 +59,7 @@ struct oc_off_rec {
 	__s32 ustack;        /* frame-pointer id */
 	__u64 delta_ns;      /* switch-out -> switch-in */
 	char comm[OC_COMM_LEN];
-	struct oc_waker waker; /* with OC_F_WOKEN */
+	struct oc_waker waker; /* --waker only (the record ends before it otherwise); OC_F_WOKEN */
 };
 
 struct oc_exec_rec {
