@@ -5,6 +5,9 @@
 // graph, lib/profile-html.ts), and --export URL (continuous export, lib/export.ts: profile then
 // runs with --interval and each interval is sent while sampling goes on); with them, stdout
 // carries the folded lines with -f, the NDJSON with --json, else nothing (summaries on stderr).
+// --wall (a wall-clock profile: on-CPU samples and off-CPU time of the same threads in one unit,
+// microseconds) runs build/bpf/offcputime --wall, the off-CPU tracer with a cpu-clock sampler
+// beside it: its options are offcputime's plus -F (-L is taken as its -t).
 import { existsSync, writeFileSync } from 'node:fs';
 import type { ArgumentsCamelCase, Argv } from 'yargs';
 import { type PassthroughArgs, passthroughBuilder, runTool } from '../lib/passthrough.js';
@@ -12,7 +15,7 @@ import { CliError, ExitCode } from '../lib/errors.js';
 import { parseProfileJson, profilePath } from '../lib/profile.js';
 import { flameHtml } from '../lib/profile-html.js';
 import { encodePprof } from '../lib/profile-pprof.js';
-import { VIEWS_HELP } from '../lib/stack-tool.js';
+import { runStackTool, VIEWS_HELP } from '../lib/stack-tool.js';
 import { ExportRun, exportHelp, exportSummary } from '../lib/export.js';
 import { type ExportArgs, exportOptions, newExportArgs, takeExportArg } from './export-options.js';
 
@@ -26,7 +29,12 @@ export function builder(y: Argv): Argv<Args> {
   return passthroughBuilder(y, 'profile');
 }
 
-const EXTRA_HELP = `${VIEWS_HELP('profile')}${exportHelp('profile')}`;
+const WALL_HELP = `
+      --wall                 wall-clock profile: on-CPU samples and off-CPU time of the same
+                             threads in microseconds (runs offcputime --wall; its options
+                             and -F; dwunw offcputime --help); off-CPU stacks end in [off-CPU]
+`;
+const EXTRA_HELP = `${VIEWS_HELP('profile')}${WALL_HELP}${exportHelp('profile')}`;
 
 interface Split extends ExportArgs {
   pprof?: string;
@@ -71,7 +79,17 @@ export async function handler(argv: ArgumentsCamelCase<Args>): Promise<void> {
   await profile([...before, ...(after.length ? ['--', ...after] : [])]);
 }
 
+/** --wall before any `--`: the arguments for offcputime --wall (profile's -L is its -t) */
+export function wallArgs(args: string[]): string[] | null {
+  const dd = args.indexOf('--');
+  const head = dd < 0 ? args : args.slice(0, dd);
+  if (!head.includes('--wall')) return null;
+  return [...head.map((a) => (a === '-L' ? '-t' : a)), ...(dd < 0 ? [] : args.slice(dd))];
+}
+
 export async function profile(args: string[]): Promise<void> {
+  const wall = wallArgs(args);
+  if (wall) return runStackTool({ name: 'offcputime', flags: 'ukUKdv' }, wall);
   const bin = profilePath();
   if (!existsSync(bin)) throw new CliError('profile', `${bin} is not built (run make bpf)`);
   const sp = splitArgs(args);

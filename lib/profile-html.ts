@@ -50,7 +50,10 @@ const escapeHtml = (s: string): string =>
 export function flameHtml(entries: PrEntry[], summary: PrSummary | null, title = 'dwunw profile'): string {
   const tree = JSON.stringify(flameTree(entries)).replace(/</g, '\\u003c');
   const pct = summary && summary.user_samples ? ((100 * summary.user_complete) / summary.user_samples).toFixed(1) : null;
-  const what = summary?.unit === 'microseconds' ? `${(summary.samples / 1000).toFixed(1)} ms off CPU` : `${summary?.samples} samples`;
+  const w = summary?.wall;
+  const what = w
+    ? `${((w.on_cpu_us + w.off_cpu_us) / 1000).toFixed(1)} ms wall: ${((100 * w.on_cpu_us) / Math.max(1, w.on_cpu_us + w.off_cpu_us)).toFixed(1)}% on CPU, off CPU under [off-CPU]`
+    : summary?.unit === 'microseconds' ? `${(summary.samples / 1000).toFixed(1)} ms off CPU` : `${summary?.samples} samples`;
   const info = summary
     ? `${what}, ${summary.event}, ${summary.unwind} unwinding` + (pct !== null ? `, ${pct}% of user stacks complete` : '')
     : '';

@@ -9,6 +9,10 @@
 // placed at its call (pc - 1, inside the call instruction, as profile.proto allows), so that the
 // address is what a symbolizer looks up. A frame without a name has no line, and its mapping says
 // has_functions=false. Kernel frames are placed at their pc.
+// --wall (entries with a state): the time is on-CPU samples' and off-CPU spans' in one unit;
+// values events/count and wall/nanoseconds, a label state=on-cpu|off-cpu, and the off-CPU
+// stacks' leaf an [off-CPU] location. --waker: labels waker_comm and waker_pid (the waker's
+// stacks are in the NDJSON and the flame graph, not in a pprof stack).
 import { gzipSync } from 'node:zlib';
 import { Function as PFunction, Label, Line, Location, Mapping, Profile, Sample, StringTable, ValueType } from 'pprof-format';
 import { execSegment } from './elf-load.js';
@@ -41,24 +45,30 @@ export interface PprofShape {
 }
 
 /** profile's (samples, cpu nanoseconds) or offcputime's (switches, off-cpu nanoseconds) shape. */
-function summaryShape(summary: PrSummary): PprofShape {
+function summaryShape(summary: PrSummary, entries: PrEntry[]): PprofShape {
   const period = summary.period || (summary.frequency ? Math.round(1e9 / summary.frequency) : 0);
   // offcputime: count is microseconds off CPU; the values are switch-outs and nanoseconds
   const offCpu = summary.unit === 'microseconds';
+  // --wall: on-CPU samples and off-CPU spans, both in microseconds
+  const wall = entries.some((e) => e.state !== undefined);
   return {
-    sampleTypes: offCpu ? [['switches', 'count'], ['off-cpu', 'nanoseconds']] : [['samples', 'count'], ['cpu', 'nanoseconds']],
-    values: offCpu ? (e) => [e.switches ?? 0, e.count * 1000] : (e) => [e.count, e.count * period],
-    periodType: [offCpu ? 'off-cpu' : 'cpu', 'nanoseconds'],
+    sampleTypes: wall
+      ? [['events', 'count'], ['wall', 'nanoseconds']]
+      : offCpu
+        ? [['switches', 'count'], ['off-cpu', 'nanoseconds']]
+        : [['samples', 'count'], ['cpu', 'nanoseconds']],
+    values: offCpu ? (e) => [e.switches ?? e.samples ?? 0, e.count * 1000] : (e) => [e.count, e.count * period],
+    periodType: [wall ? 'wall' : offCpu ? 'off-cpu' : 'cpu', 'nanoseconds'],
     period: offCpu ? 1000 : period,
     startNs: summary.start_unix_ns,
     durationNs: summary.duration_ns,
     buildIds: new Map(summary.modules.map((m) => [m.path, m.build_id])),
-    comment: `dwunw ${offCpu ? 'offcputime' : 'profile'}: ${summary.event}, ${summary.unwind} unwinding`,
+    comment: `dwunw ${wall ? 'profile --wall' : offCpu ? 'offcputime' : 'profile'}: ${summary.event}, ${summary.unwind} unwinding`,
   };
 }
 
 export function buildPprof(entries: PrEntry[], summary: PrSummary): Profile {
-  return pprofOf(entries, summaryShape(summary));
+  return pprofOf(entries, summaryShape(summary, entries));
 }
 
 export function pprofOf(entries: PrEntry[], shape: PprofShape): Profile {
@@ -115,13 +125,21 @@ export function pprofOf(entries: PrEntry[], shape: PprofShape): Profile {
   const samples: Sample[] = [];
   const kComm = s('comm');
   const kPid = s('pid');
+  const kState = s('state');
+  const kWaker = s('waker_comm');
+  const kWakerPid = s('waker_pid');
   for (const e of entries) {
     const ids = leafFirst(e, locationFor);
     samples.push(
       new Sample({
         locationId: ids,
         value: shape.values(e),
-        label: [new Label({ key: kComm, str: s(e.comm) }), new Label({ key: kPid, num: e.pid })],
+        label: [
+          new Label({ key: kComm, str: s(e.comm) }),
+          new Label({ key: kPid, num: e.pid }),
+          ...(e.state ? [new Label({ key: kState, str: s(e.state === 'on' ? 'on-cpu' : 'off-cpu') })] : []),
+          ...(e.waker ? [new Label({ key: kWaker, str: s(e.waker.comm) }), new Label({ key: kWakerPid, num: e.waker.pid })] : []),
+        ],
       }),
     );
   }

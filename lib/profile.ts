@@ -49,6 +49,12 @@ export interface PrEntry {
   count: number;
   /** offcputime: switch-outs summed in count */
   switches?: number;
+  /** --wall: on-CPU samples summed in count (each its period) */
+  samples?: number;
+  /** --wall: on CPU (sampled) or off CPU (switch-out to switch-in); off-CPU stacks end in OFF_CPU_FRAME */
+  state?: 'on' | 'off';
+  /** offcputime --waker: the thread that woke it (comm "[interrupt]", pid 0: an interrupt did) */
+  waker?: { pid: number; comm: string; user: PrStack | null; kernel: PrStack | null };
   user: PrStack | null;
   kernel: PrStack | null;
 }
@@ -83,6 +89,21 @@ export interface PrSummary {
   buffer_bytes: number;
   self: { user_s: number; sys_s: number; max_rss_kib: number };
   modules: { path: string; build_id: string | null }[];
+  /** offcputime --waker: wakeups recorded, lost to a full table, spans woken from interrupt context */
+  waker?: { wakeups: number; table_full: number; from_interrupt: number };
+  /** offcputime --wall (dwunw profile --wall): on-CPU samples beside the off-CPU spans, one unit */
+  wall?: {
+    on_cpu_us: number;
+    off_cpu_us: number;
+    period_ns: number;
+    cpus: number;
+    /** samples summed in the entries (state "on") */
+    on_samples: number;
+    /** samples of selected threads the BPF program took: on_records + on_lost */
+    on_samples_bpf: number;
+    on_lost: number;
+    on_records: number;
+  };
   /** --unwind=kernel: where the user stacks came from (the in-kernel walker or its fallback) */
   kernel_walk?: KernelWalk;
 }
@@ -143,6 +164,9 @@ export function parseProfileJson(text: string): PrOutput {
   return out;
 }
 
+/** --wall: the leaf frame added to off-CPU stacks (as offcputime's folded lines show it). */
+export const OFF_CPU_FRAME = '[off-CPU]';
+
 /** A frame's name as the folded form shows it. */
 export function frameName(f: PrFrame): string {
   if (f.symbol) return f.symbol;
@@ -150,7 +174,8 @@ export function frameName(f: PrFrame): string {
   return '[unknown]';
 }
 
-/** Frames of an entry root first: comm, [user stop/loss], user root..leaf, then kernel root..leaf. */
+/** Frames of an entry root first: comm, [user stop/loss], user root..leaf, then kernel root..leaf
+ * ([off-CPU] with --wall; "--" and the waker leaf..root, its comm, with --waker). */
 export function rootFirst(e: PrEntry): { names: string[]; kernelFrom: number } {
   const names = [e.comm];
   if (e.user) {
@@ -161,6 +186,16 @@ export function rootFirst(e: PrEntry): { names: string[]; kernelFrom: number } {
   if (e.kernel) {
     if (e.kernel.reason) names.push(e.kernel.reason);
     for (let i = e.kernel.frames.length - 1; i >= 0; i--) names.push(frameName(e.kernel.frames[i]!));
+  }
+  if (e.state === 'off') names.push(OFF_CPU_FRAME);
+  if (e.waker) {
+    // as offwaketime's flame graphs: "--", then the waker's stacks leaf first, its comm on top
+    names.push('--');
+    for (const st of [e.waker.kernel, e.waker.user]) {
+      for (const f of st?.frames ?? []) names.push(frameName(f));
+      if (st?.reason) names.push(st.reason);
+    }
+    names.push(e.waker.comm);
   }
   return { names, kernelFrom };
 }
@@ -176,6 +211,7 @@ export function leafFirst<T>(
   at: (f: PrFrame | null, label: string | null, maddr: number, kernel: boolean, exact: boolean) => T,
 ): T[] {
   const out: T[] = [];
+  if (e.state === 'off') out.push(at(null, OFF_CPU_FRAME, 0, false, true));
   if (e.kernel) {
     e.kernel.frames.forEach((f, i) => out.push(at(f, null, 0, true, i === 0)));
     if (e.kernel.reason) out.push(at(null, e.kernel.reason, 0, true, true));

@@ -10,11 +10,23 @@
 //
 // Needs root, the kernel's BTF and BPF: without them the checks that trace are skipped with the
 // reason, unless DWUNW_REQUIRE_BPF=1 (CI), which makes that a failure.
-import { existsSync, rmSync, statSync } from 'node:fs';
+//
+// `dwunw profile --wall` (offcputime --wall: on-CPU samples beside the spans) on `waits --mixed`
+// (main -> chain_mixed spinning MS of CPU then sleeping MS, in turn, measuring its own wall and
+// CPU time): chain_mixed's on/off split within 5 points of the program's, its wall time within
+// 10 %, every on-CPU sample accounted for (taken = received + lost, all in the entries), the folded
+// lines' [off-CPU] leaf and the pprof's state label carrying the same split.
+//
+// --waker (offwaketime) on waits: main's pipe reads are woken by writer_thread's write, its mutex
+// waits by holder_thread's unlock, its nanosleeps by the timer interrupt ([interrupt]); the waker
+// stacks complete, nearly all of each wait's time under its known waker.
+import { existsSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { gunzipSync } from 'node:zlib';
+import { Profile } from 'pprof-format';
 import { join } from 'node:path';
 import t, { type Test } from 'tap';
 import { bpfUnavailable, cliEnv, dwunwBin, root, type Run, skipOrFail, start } from './helpers.js';
-import { parseProfileJson, type PrEntry } from '../lib/profile.js';
+import { OFF_CPU_FRAME, parseProfileJson, type PrEntry } from '../lib/profile.js';
 
 const bin = join(root, 'build', 'bpf', 'offcputime');
 const waits = join(root, 'fixtures', 'x86_64', 'build', 'waits');
@@ -33,6 +45,7 @@ t.test('usage errors: exit 2, one line naming dwunw offcputime --help', async (t
     [['--unwind=lbr'], /^offcputime: --unwind: expected auto, kernel, dwarf or fp, got lbr /],
     [['0'], /^offcputime: duration: 0 out of range /],
     [['--html'], /^dwunw: offcputime: --html: a file name is expected /],
+    [['-F', '99'], /^offcputime: -F is for --wall /],
   ];
   for (const [args, re] of cases) {
     const r = await dwunw(args);
@@ -161,5 +174,83 @@ if (why) {
       rmSync(pb, { force: true });
       rmSync(file, { force: true });
     }
+  });
+  t.test('profile --wall -f --pprof -- waits --mixed: on/off split of the program\'s own, every sample accounted for', async (tt) => {
+    const pb = join('/tmp', `dwunw-wall-${process.pid}.pb.gz`);
+    try {
+      const r = await start(process.execPath, [dwunwBin, 'profile', '--wall', '-F', '499', '-f', '--json', '--pprof', pb, '--', waits, '--mixed', '--rounds', '30', '--ms', '10'], {
+        timeoutMs: 120_000,
+        env: cliEnv(),
+      }).done;
+      tt.equal(r.status, 0, `exit status 0 ${r.stderr.slice(-400)}`);
+      const own = /^mixed (\d+) (\d+) (\d+)$/m.exec(r.stdout);
+      tt.ok(own, 'the program\'s own line: mixed WALL_US CPU_US ROUNDS');
+      const out = parseProfileJson(r.stdout);
+      const w = out.summary?.wall;
+      tt.ok(w, 'a summary with the wall split');
+      if (!own || !w) return;
+      const [wallUs, cpuUs] = [Number(own[1]), Number(own[2])];
+      // every on-CPU sample: taken in BPF = received + lost; received = summed in the entries
+      tt.equal(w.on_samples_bpf, w.on_records + w.on_lost, `samples taken ${w.on_samples_bpf} = received ${w.on_records} + lost ${w.on_lost}`);
+      tt.equal(w.on_samples, w.on_records, 'every sample received is in the profile');
+      const onEntries = out.entries.filter((e) => e.state === 'on');
+      tt.equal(onEntries.reduce((a, e) => a + (e.samples ?? 0), 0), w.on_samples, 'the entries\' samples add up to the summary\'s');
+      tt.same(out.entries.filter((e) => e.state !== 'on' && e.state !== 'off').length, 0, 'every entry says on or off');
+      tt.same(onEntries.filter((e) => e.count !== Math.floor(((e.samples ?? 0) * w.period_ns) / 1000)), [], `on-CPU time: each sample its period (${w.period_ns} ns)`);
+      // chain_mixed's split against the program's
+      const inChain = out.entries.filter((e) => (e.user?.frames ?? []).some((f) => f.symbol === 'chain_mixed'));
+      const on = inChain.filter((e) => e.state === 'on').reduce((a, e) => a + e.count, 0);
+      const off = inChain.filter((e) => e.state === 'off').reduce((a, e) => a + e.count, 0);
+      const share = (100 * on) / (on + off);
+      const ownShare = (100 * cpuUs) / wallUs;
+      tt.ok(Math.abs(share - ownShare) <= 5, `chain_mixed on CPU ${share.toFixed(1)}% of ${on + off} us, the program measured ${ownShare.toFixed(1)}% of ${wallUs} us`);
+      tt.ok(Math.abs(on + off - wallUs) <= 0.1 * wallUs, `chain_mixed's wall time: ${on + off} us, the program's ${wallUs} us`);
+      tt.ok(on > 0 && off > 0, 'both sides seen');
+      // the folded lines: off-CPU stacks end in [off-CPU], their time the summary's off-CPU time
+      const offFolded = out.folded.filter((l) => l.folded.endsWith(`;${OFF_CPU_FRAME}`));
+      const offSum = offFolded.reduce((a, l) => a + l.count, 0);
+      const onSum = out.folded.filter((l) => !l.folded.endsWith(`;${OFF_CPU_FRAME}`)).reduce((a, l) => a + l.count, 0);
+      tt.ok(offSum <= w.off_cpu_us && offSum >= w.off_cpu_us - offFolded.length, `folded [off-CPU] lines: ${offSum} us, summary ${w.off_cpu_us} us`);
+      tt.ok(onSum <= w.on_cpu_us && onSum >= w.on_cpu_us - out.folded.length, `folded on-CPU lines: ${onSum} us, summary ${w.on_cpu_us} us`);
+      // the pprof: a state label on every sample, the same split
+      const prof = Profile.decode(gunzipSync(readFileSync(pb)));
+      const str = (i: number | bigint) => String(prof.stringTable.strings[Number(i)]);
+      const byState = new Map<string, number>();
+      for (const smp of prof.sample) {
+        const st = smp.label.find((l) => str(l.key) === 'state');
+        const k = st ? str(st.str) : 'none';
+        byState.set(k, (byState.get(k) ?? 0) + Number(smp.value[1]) / 1000);
+      }
+      tt.same([...byState.keys()].sort(), ['off-cpu', 'on-cpu'], 'pprof: every sample labelled state=on-cpu or off-cpu');
+      tt.equal(byState.get('on-cpu'), onEntries.reduce((a, e) => a + e.count, 0), 'pprof: the on-CPU time of the entries');
+      tt.equal(str(prof.sampleType[1]!.type), 'wall', 'pprof: sample type wall/nanoseconds');
+    } finally {
+      rmSync(pb, { force: true });
+    }
+  });
+  t.test('--waker -- waits: the known wakers (pipe writer, mutex holder, timer interrupt)', async (tt) => {
+    const file = join('/tmp', `dwunw-offcpu-${process.pid}-waker.dat`);
+    const r = await dwunw(['--waker', '--json', '--', waits, '--file', file]);
+    tt.equal(r.status, 0, `exit status 0 ${r.stderr.slice(-300)}`);
+    const out = parseProfileJson(r.stdout);
+    tt.ok(out.summary?.waker?.wakeups, 'the summary counts the wakeups recorded');
+    tt.match(r.stderr, /wakeups recorded: \d+/, 'and says so on stderr');
+    const own = measured(r.stdout);
+    const fn = (st: { frames: { symbol?: string }[] } | null | undefined) => (st?.frames ?? []).map((f) => f.symbol ?? '');
+    const cases: [string, string, (e: PrEntry) => boolean][] = [
+      ['wait_pipe', 'writer_thread', (e) => fn(e.waker?.user).includes('writer_thread') && fn(e.waker?.user).includes('write')],
+      ['wait_mutex', 'holder_thread', (e) => fn(e.waker?.user).includes('holder_thread')],
+      ['wait_sleep', '[interrupt] (hrtimer_wakeup)', (e) => e.waker?.comm === '[interrupt]' && fn(e.waker?.kernel).includes('hrtimer_wakeup') && e.waker.user === null],
+    ];
+    for (const [wait, waker, isWaker] of cases) {
+      const es = out.entries.filter((e) => fn(e.user)[0] !== wait && fn(e.user).includes(wait) && !fn(e.user).some((s) => /clock_gettime|now_ns|^note$/.test(s)));
+      const all = es.reduce((a, e) => a + e.count, 0);
+      const known = es.filter(isWaker);
+      const byWaker = known.reduce((a, e) => a + e.count, 0);
+      tt.ok(known.length > 0, `${wait}: woken by ${waker}`);
+      tt.ok(byWaker >= 0.9 * all, `${wait}: ${byWaker} of ${all} us under that waker (the program measured ${own.get(`main ${wait}`)?.off} us)`);
+      tt.same(known.filter((e) => e.waker?.user && !e.waker.user.complete).map((e) => fn(e.waker?.user).join(';')), [], `${wait}: the waker's user stacks complete`);
+    }
+    rmSync(file, { force: true });
   });
 }

@@ -13,24 +13,12 @@
 #define DWUNW_KWALK_TRACK_BPF_H
 
 #include "kwalk_track.h"
+#include "runtime/counters.bpf.h"
 #include "runtime/mmap_call.bpf.h"
 
 const volatile __u32 kw_track_enabled = 0;   /* set by the tool before load */
 
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, KW_TC_MAX);
-	__type(key, __u32);
-	__type(value, __u64);
-} kw_track_counters SEC(".maps");
-
-static __always_inline void kw_track_count(__u32 idx)
-{
-	__u64 *v = bpf_map_lookup_elem(&kw_track_counters, &idx);
-
-	if (v)
-		__sync_fetch_and_add(v, 1);
-}
+PERCPU_COUNTERS(kw_track_counters, kw_track_count, KW_TC_MAX)
 
 static __always_inline void kw_track_rec(void *ctx, __u32 kind, __u32 pid)
 {

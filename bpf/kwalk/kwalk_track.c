@@ -8,6 +8,7 @@
 #include "runtime/frames.h"
 #include "kwalk_track_user.h"
 #include "kwalk_user.h"
+#include "runtime/counters.h"
 #include "runtime/mmap_track.h"
 #include "runtime/tool_util.h"
 
@@ -114,14 +115,5 @@ int kw_track_record(struct kw_track *t, const void *data, size_t size)
 
 void kw_track_counters(struct bpf_object *obj, uint64_t out[KW_TC_MAX])
 {
-	struct bpf_map *m = bpf_object__find_map_by_name(obj, "kw_track_counters");
-	int ncpu = libbpf_num_possible_cpus();
-	uint64_t *v = ncpu > 0 ? calloc((size_t)ncpu, sizeof(*v)) : NULL;
-
-	memset(out, 0, KW_TC_MAX * sizeof(out[0]));
-	for (uint32_t k = 0; v && m && k < KW_TC_MAX; k++)
-		if (bpf_map_lookup_elem(bpf_map__fd(m), &k, v) == 0)
-			for (int c = 0; c < ncpu; c++)
-				out[k] += v[c];
-	free(v);
+	percpu_counters_read(obj, "kw_track_counters", out, KW_TC_MAX);
 }

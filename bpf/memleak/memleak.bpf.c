@@ -32,6 +32,8 @@
 
 char LICENSE[] SEC("license") = "GPL";
 
+PERCPU_COUNTERS(tool_counters, tool_count, ML_CNT_MAX) /* enum ml_counter */
+
 const volatile __u32 target_tgid = 0;        /* -p; 0: any process (or the tree: follow.bpf.h) */
 const volatile __u32 unwind_mode = ML_UNWIND_FP;
 const volatile __u64 min_size = 0;
@@ -67,20 +69,6 @@ struct {
 	__uint(value_size, ML_MAX_STACK_DEPTH * sizeof(__u64));
 } stack_traces SEC(".maps");
 
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, ML_CNT_MAX);
-	__type(key, __u32);
-	__type(value, __u64);
-} ml_counters SEC(".maps");
-
-static __always_inline void ml_count(__u32 idx)
-{
-	__u64 *v = bpf_map_lookup_elem(&ml_counters, &idx);
-
-	if (v)
-		__sync_fetch_and_add(v, 1);
-}
 
 static __always_inline int ml_target(__u64 pid_tgid)
 {
@@ -126,7 +114,7 @@ static __always_inline void combined_add(__u64 key, __u64 size)
 		bpf_map_update_elem(&combined_allocs, &key, &init, BPF_NOEXIST);
 		c = bpf_map_lookup_elem(&combined_allocs, &key);
 		if (!c) {
-			ml_count(ML_CNT_COMBINED_FULL);
+			tool_count(ML_CNT_COMBINED_FULL);
 			return;
 		}
 	}
@@ -177,7 +165,7 @@ static __always_inline int alloc_enter(struct pt_regs *ctx, __u64 size, __u64 ar
 		return 0;
 	t = cap_thread_get((__u32)pid_tgid, 1);
 	if (!t) {
-		ml_count(ML_CNT_NO_PENDING);
+		tool_count(ML_CNT_NO_PENDING);
 		return 0;
 	}
 	cap_entry_ret(ctx, &slot, &ret);
@@ -186,7 +174,7 @@ static __always_inline int alloc_enter(struct pt_regs *ctx, __u64 size, __u64 ar
 		flags |= ML_P_NESTED;
 		if (!record_nested) {
 			flags |= ML_P_SKIP;
-			ml_count(ML_CNT_NESTED);
+			tool_count(ML_CNT_NESTED);
 		}
 	}
 	if (size < min_size || size > max_size)
@@ -218,7 +206,7 @@ static __always_inline int alloc_enter(struct pt_regs *ctx, __u64 size, __u64 ar
 #endif
 	e = cap_push(t, ctx, slot, ret);
 	if (!e) {
-		ml_count(ML_CNT_NO_PENDING);
+		tool_count(ML_CNT_NO_PENDING);
 		return 0;
 	}
 	e->arg0 = size;
@@ -280,7 +268,7 @@ static __always_inline int alloc_exit(struct pt_regs *ctx, __u64 addr)
 		long id = bpf_get_stackid(ctx, &stack_traces, BPF_F_USER_STACK);
 
 		if (id < 0) {
-			ml_count(ML_CNT_STACKID_FAILED);
+			tool_count(ML_CNT_STACKID_FAILED);
 			info.key = ML_KEY_FPERR | (__u64)(-id);
 		} else {
 			info.key = (__u64)id;
@@ -295,7 +283,7 @@ static __always_inline int alloc_exit(struct pt_regs *ctx, __u64 addr)
 			combined_sub(old->key, old->size);
 	}
 	if (bpf_map_update_elem(&allocs, &key, &info, BPF_ANY)) {
-		ml_count(ML_CNT_ALLOCS_FULL);
+		tool_count(ML_CNT_ALLOCS_FULL);
 		return 0;
 	}
 	if (keep_combined)

@@ -22,19 +22,8 @@
 #include "memleak.skel.h"
 #include "runtime/report_fmt.h"
 #include "runtime/stack_store.h"
+#include "runtime/counters.h"
 #include "runtime/tool_util.h"
-
-static uint64_t counter_sum(struct bpf_map *m, uint32_t idx)
-{
-	int ncpu = libbpf_num_possible_cpus();
-	uint64_t *v = xcalloc(ncpu, sizeof(*v)), sum = 0;
-
-	if (bpf_map_lookup_elem(bpf_map__fd(m), &idx, v) == 0)
-		for (int c = 0; c < ncpu; c++)
-			sum += v[c];
-	free(v);
-	return sum;
-}
 
 /* qsort_r: stacks by outstanding bytes, then allocations, then index */
 static int cmp_stack_bytes(const void *a, const void *b, void *arg)
@@ -227,9 +216,12 @@ void ml_report(struct memleak_ctx *ml)
 		lost = cap_pump_reader_lost(ml->pump);
 	uint64_t qdropped = cap_pump_dropped(ml->pump);
 	lost += qdropped;
-	uint64_t allocs_full = counter_sum(ml->skel->maps.ml_counters, ML_CNT_ALLOCS_FULL);
-	uint64_t no_pending = counter_sum(ml->skel->maps.ml_counters, ML_CNT_NO_PENDING);
-	uint64_t combined_full = counter_sum(ml->skel->maps.ml_counters, ML_CNT_COMBINED_FULL);
+	uint64_t cnt[ML_CNT_MAX];
+
+	tool_counters_read(ml->skel->obj, cnt, ML_CNT_MAX);
+	uint64_t allocs_full = cnt[ML_CNT_ALLOCS_FULL];
+	uint64_t no_pending = cnt[ML_CNT_NO_PENDING];
+	uint64_t combined_full = cnt[ML_CNT_COMBINED_FULL];
 
 	/* unwind summary over the stacks shown in this report's aggregate */
 	size_t n_dwarf = 0, n_complete = 0, n_stopped = 0, n_fp = 0, n_pseudo = 0, n_beyond = 0, n_stale = 0;

@@ -17,8 +17,11 @@
 #include "kwalk/kwalk_hybrid.bpf.h"
 #include "runtime/follow.bpf.h"
 #include "offcputime.h"
+#include "runtime/select.bpf.h"   /* -p: tgids (or the command's tree); -t: tids */
 
 char LICENSE[] SEC("license") = "GPL";
+
+PERCPU_COUNTERS(tool_counters, tool_count, OC_CNT_MAX) /* enum oc_counter */
 
 #define PF_KTHREAD 0x00200000
 
@@ -28,8 +31,7 @@ const volatile __u32 want_kernel = 1;        /* not -U */
 const volatile __u32 user_threads_only = 0;  /* -u */
 const volatile __u32 kernel_threads_only = 0; /* -k */
 const volatile __s64 state_filter = -1;      /* --state, -1: any */
-const volatile __u32 filter_tgid = 0;        /* -p: only tgids in `tgids` */
-const volatile __u32 filter_tid = 0;         /* -t: only tids in `tids` */
+const volatile __u32 want_waker = 0;         /* --waker */
 const volatile __u64 min_ns = 1000;          /* -m */
 const volatile __u64 max_ns = ~0ull;         /* -M */
 
@@ -37,24 +39,18 @@ __u32 oc_seq;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, OC_MAX_FILTER);
-	__type(key, __u32);
-	__type(value, __u8);
-} tgids SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, OC_MAX_FILTER);
-	__type(key, __u32);
-	__type(value, __u8);
-} tids SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, OC_MAX_THREADS);
 	__type(key, __u32);
 	__type(value, struct oc_start);
 } start SEC(".maps");
+
+/* --waker: wakee tid -> its waker, from the wakeup until the wakee's switch-in */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, OC_MAX_THREADS);
+	__type(key, __u32);
+	__type(value, struct oc_waker);
+} wakers SEC(".maps");
 
 /* max_entries set by user space (--stack-storage-size) */
 struct {
@@ -64,33 +60,12 @@ struct {
 	__uint(value_size, OC_MAX_STACK_DEPTH * sizeof(__u64));
 } stack_traces SEC(".maps");
 
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, OC_CNT_MAX);
-	__type(key, __u32);
-	__type(value, __u64);
-} oc_counters SEC(".maps");
-
-static __always_inline void oc_count(__u32 idx)
-{
-	__u64 *v = bpf_map_lookup_elem(&oc_counters, &idx);
-
-	if (v)
-		__sync_fetch_and_add(v, 1);
-}
-
-static __always_inline int tgid_selected(__u32 tgid)
-{
-	if (follow_tree)
-		return follow_match(tgid, 0);
-	return !filter_tgid || bpf_map_lookup_elem(&tgids, &tgid);
-}
 
 /* the mapping tracker's consumers: -p / -- COMMAND, mapping changes in order with the records
  * (mappings.h); --unwind=kernel: executable mappings of the selected processes */
-#define MMAP_EV_TRACED(tgid) ((filter_tgid || follow_tree) && tgid_selected(tgid))
+#define MMAP_EV_TRACED(tgid) sel_tgid_named(tgid)
 #include "runtime/mmap_ev.bpf.h"
-#define KW_TRACK_SELECTED(tgid, tid) tgid_selected(tgid)
+#define KW_TRACK_SELECTED(tgid, tid) sel_tgid(tgid)
 #include "kwalk/kwalk_track.bpf.h"
 #define MT_CONSUMERS(X) X(mmap_ev) X(kw_track)
 #include "runtime/mmap_track.bpf.h"
@@ -106,7 +81,8 @@ static __always_inline long task_state(struct task_struct *t)
 	return BPF_CORE_READ((struct task_struct___o *)t, state);
 }
 
-static __always_inline int selected(struct task_struct *t, __u32 tgid, __u32 tid)
+/* the thread is one of those asked for (not its wait state: on-CPU samples have none) */
+static __always_inline int thread_selected(struct task_struct *t, __u32 tgid, __u32 tid)
 {
 	int kthread = BPF_CORE_READ(t, flags) & PF_KTHREAD;
 
@@ -114,13 +90,7 @@ static __always_inline int selected(struct task_struct *t, __u32 tgid, __u32 tid
 		return 0;
 	if ((user_threads_only && kthread) || (kernel_threads_only && !kthread))
 		return 0;
-	if (state_filter != -1 && task_state(t) != state_filter)
-		return 0;
-	if (!tgid_selected(tgid))
-		return 0;
-	if (filter_tid && !bpf_map_lookup_elem(&tids, &tid))
-		return 0;
-	return 1;
+	return sel_thread(tgid, tid);
 }
 
 /* inside execve the registers and the memory may be two programs' (profile.bpf.c) */
@@ -131,73 +101,143 @@ static __always_inline int in_exec(struct task_struct *t)
 	return BPF_CORE_READ_BITFIELD_PROBED(t, in_execve);
 }
 
-/* prev is `current`: its stacks, and the user stack's record in dwarf/kernel mode */
-static __always_inline void switch_out(void *ctx, struct task_struct *prev, __u64 now)
+/* t is `current`: its kernel stack id, and its user stack by --unwind (in dwarf/kernel mode a
+ * record sent now, paired with the span's by s->seq) */
+static __always_inline void take_stacks(void *ctx, struct task_struct *t, __u32 tid,
+					struct oc_start *s, __u32 seq_bit)
 {
-	__u32 tgid = prev->tgid, tid = prev->pid;
-	struct oc_start s = { .ts = now, .kstack = OC_STACK_NONE, .ustack = OC_STACK_NONE };
-	int has_user = prev->mm != NULL && !(prev->flags & PF_KTHREAD);
+	int has_user = t->mm != NULL && !(t->flags & PF_KTHREAD);
 
-	if (!selected(prev, tgid, tid))
-		return;
-	oc_count(OC_CNT_SWITCHES);
-	s.seq = __sync_fetch_and_add(&oc_seq, 1);
+	s->kstack = OC_STACK_NONE;
+	s->ustack = OC_STACK_NONE;
+	s->seq = (__sync_fetch_and_add(&oc_seq, 1) & ~OC_SEQ_WAKER) | seq_bit;
 	if (want_kernel)
-		s.kstack = bpf_get_stackid(ctx, &stack_traces, 0);
+		s->kstack = bpf_get_stackid(ctx, &stack_traces, 0);
 	if (!has_user)
-		s.flags |= OC_F_KTHREAD;
-	else if (in_exec(prev))
-		s.flags |= OC_F_IN_EXEC;
-	if (want_user && has_user && !(s.flags & OC_F_IN_EXEC)) {
-		s.ustack = bpf_get_stackid(ctx, &stack_traces, BPF_F_USER_STACK);
-		if (unwind_mode != OC_UNWIND_FP) {
-			struct pt_regs *uregs = (struct pt_regs *)bpf_task_pt_regs(prev);
-			struct cap_thread *t = cap_thread_get(tid, 1);
-			__u64 cookie = OC_COOKIE(s.kstack, s.seq);
-			long err;
+		s->flags |= OC_F_KTHREAD;
+	else if (in_exec(t))
+		s->flags |= OC_F_IN_EXEC;
+	if (!want_user || !has_user || (s->flags & OC_F_IN_EXEC))
+		return;
+	s->ustack = bpf_get_stackid(ctx, &stack_traces, BPF_F_USER_STACK);
+	if (unwind_mode != OC_UNWIND_FP) {
+		struct pt_regs *uregs = (struct pt_regs *)bpf_task_pt_regs(t);
+		struct cap_thread *ct = cap_thread_get(tid, 1);
+		__u64 cookie = OC_COOKIE(s->kstack, s->seq);
+		long err;
 
-			if (unwind_mode == OC_UNWIND_KERNEL)
-				err = kw_hybrid(ctx, uregs, cookie, s.ustack, t);
-			else
-				err = cap_snapshot(ctx, uregs, cookie, s.ustack, 0, t);
-			if (err) {
-				oc_count(OC_CNT_SNAP_LOST);
-				s.flags |= OC_F_LOST_SNAP;
-			} else {
-				s.flags |= OC_F_SENT;
-			}
+		if (unwind_mode == OC_UNWIND_KERNEL)
+			err = kw_hybrid(ctx, uregs, cookie, s->ustack, ct);
+		else
+			err = cap_snapshot(ctx, uregs, cookie, s->ustack, 0, ct);
+		if (err) {
+			tool_count(OC_CNT_SNAP_LOST);
+			s->flags |= OC_F_LOST_SNAP;
+		} else {
+			s->flags |= OC_F_SENT;
 		}
 	}
-	if (bpf_map_update_elem(&start, &tid, &s, BPF_ANY))
-		oc_count(OC_CNT_START_FULL);
 }
 
-/* next runs again: its span off CPU */
-static __always_inline void switch_in(void *ctx, struct task_struct *next, __u64 now)
+/* A span's or a sample's record: who, the stacks taken (s), the time, the waker (w: --waker). */
+static __always_inline long send_span(void *ctx, __u32 kind, struct task_struct *t,
+				      const struct oc_start *s, __u64 ns, const struct oc_waker *w)
 {
-	__u32 tid = next->pid;
-	struct oc_start *s = bpf_map_lookup_elem(&start, &tid);
 	struct oc_off_rec r = {};
+	/* without --waker the record ends before `waker`: 40 bytes less a span in the buffer */
+	__u32 size = want_waker ? sizeof(r) : offsetof(struct oc_off_rec, waker);
 
-	if (!s)
-		return;
-	r.delta_ns = now - s->ts;
+	r.h.kind = kind;
+	r.h.hdr_size = size;
+	r.pid = t->tgid;
+	r.tid = t->pid;
 	r.seq = s->seq;
 	r.flags = s->flags;
 	r.kstack = s->kstack;
 	r.ustack = s->ustack;
+	r.delta_ns = ns;
+	BPF_CORE_READ_STR_INTO(&r.comm, t, comm);
+	if (w && want_waker)
+		r.waker = *w;
+	return cap_emit(ctx, &r, size);
+}
+
+#define TASK_DEAD_STATE 0x80 /* TASK_DEAD: the thread's last switch-out, it never runs again */
+
+static __always_inline void switch_out(void *ctx, struct task_struct *prev, __u64 now)
+{
+	__u32 tgid = prev->tgid, tid = prev->pid;
+	struct oc_start s = { .ts = now };
+	long state;
+
+	if (!thread_selected(prev, tgid, tid))
+		return;
+	state = task_state(prev);
+	if (state & TASK_DEAD_STATE)
+		return; /* a stamp would stay until the tid is reused, then make a false span */
+	if (state_filter != -1 && state != state_filter)
+		return;
+	tool_count(OC_CNT_SWITCHES);
+	take_stacks(ctx, prev, tid, &s, 0);
+	if (want_waker) /* a wakeup before this switch-out woke an earlier wait */
+		bpf_map_delete_elem(&wakers, &tid);
+	if (bpf_map_update_elem(&start, &tid, &s, BPF_ANY))
+		tool_count(OC_CNT_START_FULL);
+}
+
+/* next runs again: its span off CPU (and --waker: who woke it) */
+static __always_inline void switch_in(void *ctx, struct task_struct *next, __u64 now)
+{
+	__u32 tid = next->pid;
+	struct oc_start *sp = bpf_map_lookup_elem(&start, &tid);
+	struct oc_waker w = {}, *wp;
+	struct oc_start s;
+
+	if (!sp)
+		return;
+	s = *sp;
 	bpf_map_delete_elem(&start, &tid);
-	if (r.delta_ns < min_ns || r.delta_ns > max_ns) {
-		oc_count(OC_CNT_OUT_OF_RANGE);
+	if (want_waker && (wp = bpf_map_lookup_elem(&wakers, &tid))) {
+		w = *wp;
+		s.flags |= OC_F_WOKEN;
+		bpf_map_delete_elem(&wakers, &tid);
+	}
+	if (now - s.ts < min_ns || now - s.ts > max_ns) {
+		tool_count(OC_CNT_OUT_OF_RANGE);
 		return;
 	}
-	r.h.kind = OC_REC_OFF;
-	r.h.hdr_size = sizeof(r);
-	r.pid = next->tgid;
-	r.tid = tid;
-	BPF_CORE_READ_STR_INTO(&r.comm, next, comm);
-	if (cap_emit(ctx, &r, sizeof(r)))
-		oc_count(OC_CNT_REC_LOST);
+	if (send_span(ctx, OC_REC_OFF, next, &s, now - s.ts, &w))
+		tool_count(OC_CNT_REC_LOST);
+}
+
+/*
+ * --waker: a selected thread is being woken; `current` is its waker: its stacks as a switch-out's
+ * (its user stack's record seq | OC_SEQ_WAKER). The kernel stack is always taken: user space
+ * tells a wakeup from interrupt context (a timer, I/O completion; `current` is then whichever task
+ * was interrupted, not a waker) by its interrupt frames. (__preempt_count would say it here, but
+ * a kernel without CONFIG_KALLSYMS_ALL gives no address for it and the program would not load.)
+ */
+SEC("tp_btf/sched_waking")
+int BPF_PROG(oc_waking, struct task_struct *p)
+{
+	struct task_struct *cur = bpf_get_current_task_btf();
+	__u32 wtid = p->pid;
+	struct oc_start s = {};
+	struct oc_waker w = {};
+
+	if (!thread_selected(p, p->tgid, wtid))
+		return 0;
+	tool_count(OC_CNT_WAKEUPS);
+	take_stacks(ctx, cur, cur->pid, &s, OC_SEQ_WAKER);
+	w.seq = s.seq;
+	w.flags = s.flags;
+	w.kstack = want_kernel ? s.kstack : bpf_get_stackid(ctx, &stack_traces, 0);
+	w.ustack = s.ustack;
+	w.pid = cur->tgid;
+	BPF_CORE_READ_STR_INTO(&w.comm, cur, comm);
+	if (bpf_map_update_elem(&wakers, &wtid, &w, BPF_ANY))
+		tool_count(OC_CNT_WAKER_FULL);
+	return 0;
 }
 
 SEC("tp_btf/sched_switch")
@@ -207,6 +247,27 @@ int BPF_PROG(oc_switch, bool preempt, struct task_struct *prev, struct task_stru
 
 	switch_out(ctx, prev, now);
 	switch_in(ctx, next, now);
+	return 0;
+}
+
+/*
+ * --wall: the selected threads on CPU, sampled by cpu-clock at a fixed period (one perf event a
+ * CPU); each sample counts as its period, the unit of the spans.
+ */
+const volatile __u64 sample_period_ns = 0;
+
+SEC("perf_event")
+int oc_sample(struct bpf_perf_event_data *ctx)
+{
+	struct task_struct *t = bpf_get_current_task_btf();
+	struct oc_start s = {};
+
+	if (!thread_selected(t, t->tgid, t->pid))
+		return 0;
+	tool_count(OC_CNT_ON_SAMPLES);
+	take_stacks(ctx, t, t->pid, &s, 0);
+	if (send_span(ctx, OC_REC_ON, t, &s, sample_period_ns, NULL))
+		tool_count(OC_CNT_ON_LOST);
 	return 0;
 }
 
@@ -226,7 +287,7 @@ int BPF_PROG(oc_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 SEC("tp_btf/sched_process_fork")
 int BPF_PROG(oc_fork, struct task_struct *parent, struct task_struct *child)
 {
-	if (!mmap_ev_enabled || parent->tgid == child->tgid || !tgid_selected(parent->tgid))
+	if (!mmap_ev_enabled || parent->tgid == child->tgid || !sel_tgid(parent->tgid))
 		return 0;
 	cap_emit_proc(ctx, CAP_PROC_FORK, child->tgid, parent->tgid);
 	return 0;
@@ -239,11 +300,13 @@ int BPF_PROG(oc_thread_exit, struct task_struct *p)
 	__u32 tid = BPF_CORE_READ(p, pid), tgid = BPF_CORE_READ(p, tgid);
 
 	bpf_map_delete_elem(&start, &tid);
+	if (want_waker)
+		bpf_map_delete_elem(&wakers, &tid);
 	cap_thread_exit(tid);
 	/* the last thread: its view and held files go after its last record */
-	if (mmap_ev_enabled && p->signal->live.counter == 0 && tgid_selected(tgid))
+	if (mmap_ev_enabled && p->signal->live.counter == 0 && sel_tgid(tgid))
 		cap_emit_proc(ctx, CAP_PROC_EXIT, tgid, 0);
-	if (unwind_mode == OC_UNWIND_KERNEL && tid == tgid && tgid_selected(tgid))
+	if (unwind_mode == OC_UNWIND_KERNEL && tid == tgid && sel_tgid(tgid))
 		kw_track_exit(ctx, tgid);
 	return 0;
 }

@@ -18,6 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <linux/perf_event.h>
+#include <sys/syscall.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "runtime/capture_user.h"
@@ -32,6 +34,7 @@
 #include "runtime/stack_store.h"
 #include "runtime/tool_opts.h"
 #include "runtime/tool_signals.h"
+#include "runtime/counters.h"
 #include "runtime/tool_util.h"
 #include "offcputime.h"
 #include "offcputime.skel.h"
@@ -62,7 +65,7 @@ struct oc_ctx {
 		uint32_t tid;      /* tid + 1 */
 		uint32_t seq;
 		int64_t ustack;
-	} *pending;
+	} *pending, *wpending; /* wpending: --waker's stacks, direct-mapped by seq */
 	size_t npending;
 	/* pid -> exec generation: the address space of its stacks (same pcs after an exec are
 	 * another program's) */
@@ -128,51 +131,118 @@ static int64_t user_fp_stack(struct oc_ctx *c, uint32_t pid, int32_t id)
 	return idx;
 }
 
-/* A switch-out's user stack, kept until its span arrives. */
+/* Where a user stack sent ahead of its span waits: a switch-out's by tid, a waker's by seq. */
+static struct pending *slot_of(struct oc_ctx *c, uint32_t tid, uint32_t seq)
+{
+	if (seq & OC_SEQ_WAKER)
+		return &c->wpending[hash64(1, seq) & (c->npending - 1)];
+	return &c->pending[hash64(0, tid) & (c->npending - 1)];
+}
+
 static void pending_set(struct oc_ctx *c, uint32_t tid, uint64_t cookie, int64_t uidx)
 {
-	struct pending *p = &c->pending[hash64(0, tid) & (c->npending - 1)];
+	struct pending *p = slot_of(c, tid, OC_COOKIE_SEQ(cookie));
 
 	p->tid = tid + 1;
 	p->seq = OC_COOKIE_SEQ(cookie);
 	p->ustack = uidx;
 }
 
-static void on_span(struct oc_ctx *c, const struct oc_off_rec *r)
+/* The user stack of a span's switch-out or of its waker: sent ahead (found by tid and seq),
+ * lost (a pseudo-stack saying why), or a frame-pointer stack id. */
+static int64_t user_stack(struct oc_ctx *c, uint32_t flags, uint32_t pid, uint32_t tid,
+			  uint32_t seq, int32_t fp_id)
 {
-	const struct oc_opts *o = &c->o;
-	int64_t uidx = -1;
+	bool waker = seq & OC_SEQ_WAKER;
 
-	if (o->user && (r->flags & OC_F_IN_EXEC)) {
+	if (!c->o.user)
+		return -1;
+	if (flags & (OC_F_IN_EXEC | OC_F_LOST_SNAP)) {
 		c->stats.ulost++;
-		uidx = pseudo_stack(&c->st, "[stack lost: switched out inside execve]");
-	} else if (o->user && (r->flags & OC_F_LOST_SNAP)) {
-		c->stats.ulost++;
-		uidx = pseudo_stack(&c->st, "[stack lost: ring buffer full]");
-	} else if (r->flags & OC_F_SENT) {
-		struct pending *p = &c->pending[hash64(0, r->tid) & (c->npending - 1)];
-
-		if (p->tid == r->tid + 1 && p->seq == r->seq) {
-			uidx = p->ustack;
-			p->tid = 0;
-		} else {
-			c->stats.unmatched++;
-			uidx = pseudo_stack(&c->st, "[stack lost: switch-out record not seen]");
-		}
-	} else if (o->user) {
-		uidx = user_fp_stack(c, r->pid, r->ustack);
+		return pseudo_stack(&c->st, flags & OC_F_IN_EXEC ? "[stack lost: switched out inside execve]" :
+				    "[stack lost: ring buffer full]");
 	}
+	if (!(flags & OC_F_SENT))
+		return user_fp_stack(c, pid, fp_id);
+	struct pending *p = slot_of(c, tid, seq);
+
+	if (p->tid && p->seq == seq && (waker || p->tid == tid + 1)) {
+		p->tid = 0;
+		return p->ustack;
+	}
+	c->stats.unmatched++;
+	return pseudo_stack(&c->st, waker ? "[stack lost: wakeup record not seen]" :
+			    "[stack lost: switch-out record not seen]");
+}
+
+static const char *comm_of(const char raw[OC_COMM_LEN])
+{
 	char comm[OC_COMM_LEN + 1];
 
-	memcpy(comm, r->comm, OC_COMM_LEN);
+	memcpy(comm, raw, OC_COMM_LEN);
 	comm[OC_COMM_LEN] = 0;
+	return intern(comm);
+}
+
+/* A wakeup's kernel stack ran in interrupt context (hard IRQ, NMI, a softirq): the task that was
+ * running then was interrupted, it did not wake anyone. */
+static bool interrupt_path(const struct ustack *k)
+{
+	static const char *const prefixes[] = {
+		"asm_sysvec_", "asm_common_interrupt", "asm_exc_nmi", "sysvec_", "__sysvec_",
+		"common_interrupt", "handle_softirqs", "__do_softirq", "irq_exit_rcu", "__irq_exit_rcu",
+		"hrtimer_interrupt", "handle_irq_event", "asm_call_irq_on_stack",
+	};
+
+	for (uint32_t i = 0; i < k->nframes; i++) {
+		const char *n = k->frames[i].name;
+
+		for (size_t j = 0; n && j < sizeof(prefixes) / sizeof(prefixes[0]); j++)
+			if (!strncmp(n, prefixes[j], strlen(prefixes[j])))
+				return true;
+	}
+	return false;
+}
+
+/* --waker: the span's waker in its key (none: preempted, or woken before it switched out) */
+static void waker_key(struct oc_ctx *c, const struct oc_off_rec *r, struct oc_key *k)
+{
+	const struct oc_waker *w = &r->waker;
+
+	k->wkstack = k->wustack = -1;
+	if (!(r->flags & OC_F_WOKEN))
+		return;
+	k->woken = true;
+	k->wkstack = kstack_of(&c->st, &c->kcache, bpf_map__fd(c->skel->maps.stack_traces),
+			       w->kstack, "try_to_wake_up", &c->stats.klost);
+	if (k->wkstack >= 0 && interrupt_path(&c->st.v[k->wkstack])) {
+		k->wcomm = intern("[interrupt]");
+		c->stats.irq_wakeups++;
+		if (!c->o.kernel)
+			k->wkstack = -1;
+		return;
+	}
+	if (!c->o.kernel)
+		k->wkstack = -1;
+	k->wcomm = comm_of(w->comm);
+	k->wpid = w->pid;
+	k->wustack = user_stack(c, w->flags, w->pid, 0, w->seq, w->ustack);
+}
+
+/* A span off CPU, or (--wall) a sample on CPU: its stacks, summed under its key. */
+static void on_span(struct oc_ctx *c, const struct oc_off_rec *r)
+{
 	struct oc_key k = {
 		.pid = r->pid,
-		.comm = intern(comm),
+		.comm = comm_of(r->comm),
 		.kstack = kstack_of(&c->st, &c->kcache, bpf_map__fd(c->skel->maps.stack_traces),
 				    r->kstack, "__schedule", &c->stats.klost),
-		.ustack = uidx,
+		.ustack = user_stack(c, r->flags, r->pid, r->tid, r->seq, r->ustack),
+		.on = r->h.kind == OC_REC_ON,
 	};
+
+	if (c->o.waker)
+		waker_key(c, r, &k);
 	oc_sums_add(&c->sums, &c->st, &k, r->delta_ns);
 }
 
@@ -253,10 +323,13 @@ static int on_record(void *arg, const void *data, size_t size)
 		if (uidx == FRAMES_FALLBACK)
 			uidx = user_fp_stack(c, rec->pid, (int32_t)rec->aux);
 		pending_set(c, rec->tid, rec->cookie, uidx);
-	} else if (h->kind == OC_REC_OFF && size >= sizeof(struct oc_off_rec)) {
-		struct oc_off_rec r;
+	} else if ((h->kind == OC_REC_OFF || h->kind == OC_REC_ON) &&
+		   size >= offsetof(struct oc_off_rec, waker)) {
+		struct oc_off_rec r = { 0 };
 
-		memcpy(&r, data, sizeof(r));
+		/* the waker's part only with --waker */
+		memcpy(&r, data, size < sizeof(r) ? size : sizeof(r));
+		c->stats.on_records += h->kind == OC_REC_ON;
 		on_span(c, &r);
 	} else if (h->kind == OC_REC_EXEC && size >= sizeof(struct oc_exec_rec)) {
 		struct oc_exec_rec r;
@@ -281,18 +354,6 @@ static int on_record(void *arg, const void *data, size_t size)
 	return 0;
 }
 
-static void set_filters(struct oc_ctx *c)
-{
-	uint8_t one = 1;
-
-	for (size_t i = 0; i < c->o.npids; i++)
-		if (bpf_map_update_elem(bpf_map__fd(c->skel->maps.tgids), &c->o.pids[i], &one, BPF_ANY))
-			die("cannot set the pid filter: %s", strerror(errno));
-	for (size_t i = 0; i < c->o.ntids; i++)
-		if (bpf_map_update_elem(bpf_map__fd(c->skel->maps.tids), &c->o.tids[i], &one, BPF_ANY))
-			die("cannot set the thread filter: %s", strerror(errno));
-}
-
 static uint32_t cache_slots_for_machine(void)
 {
 	long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
@@ -302,18 +363,36 @@ static uint32_t cache_slots_for_machine(void)
 	return (uint32_t)(slots < 256 ? 256 : slots > 4096 ? 4096 : slots);
 }
 
-static void counters(struct oc_ctx *c)
+/*
+ * --wall: one cpu-clock event a CPU at a fixed period (not a frequency: every sample is then the
+ * same time on CPU, the spans' unit) running oc_sample. Its links in *links.
+ */
+static size_t wall_attach(struct oc_ctx *c, struct bpf_link ***links)
 {
 	int ncpu = libbpf_num_possible_cpus();
-	uint64_t *v = xcalloc((size_t)ncpu, sizeof(*v));
+	size_t n = 0;
 
-	for (uint32_t k = 0; k < OC_CNT_MAX; k++) {
-		c->stats.bpf[k] = 0;
-		if (bpf_map_lookup_elem(bpf_map__fd(c->skel->maps.oc_counters), &k, v) == 0)
-			for (int i = 0; i < ncpu; i++)
-				c->stats.bpf[k] += v[i];
+	*links = xcalloc((size_t)(ncpu > 0 ? ncpu : 1), sizeof(**links));
+	for (int cpu = 0; cpu < ncpu; cpu++) {
+		struct perf_event_attr a = {
+			.size = sizeof(a),
+			.type = PERF_TYPE_SOFTWARE,
+			.config = PERF_COUNT_SW_CPU_CLOCK,
+			.sample_period = c->stats.period_ns,
+		};
+		int fd = (int)syscall(__NR_perf_event_open, &a, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+
+		if (fd < 0 && errno == ENODEV)
+			continue; /* offline CPU */
+		if (fd < 0)
+			die("perf_event_open (cpu-clock, CPU %d): %s", cpu, strerror(errno));
+		(*links)[n] = bpf_program__attach_perf_event(c->skel->progs.oc_sample, fd);
+		if (!(*links)[n])
+			die("cannot attach to the cpu-clock event of CPU %d: %s", cpu, strerror(errno));
+		n++;
 	}
-	free(v);
+	c->stats.cpus = (uint32_t)n;
+	return n;
 }
 
 static bool targets_gone(struct oc_ctx *c, struct command *cmd)
@@ -375,6 +454,9 @@ int main(int argc, char **argv)
 	skel->rodata->follow_tree = c->o.command != NULL;
 	skel->rodata->min_ns = c->o.min_us * 1000;
 	skel->rodata->max_ns = c->o.max_us == UINT64_MAX ? UINT64_MAX : c->o.max_us * 1000;
+	c->stats.period_ns = c->o.wall ? 1000000000ull / c->o.freq : 0;
+	skel->rodata->sample_period_ns = c->stats.period_ns;
+	skel->rodata->want_waker = c->o.waker;
 	bool stacks_out = c->o.user && c->o.unwind != OC_UNWIND_FP;
 	/* dwarf mode, and kernel mode's snapshots (a walk that stopped short; a forked child's
 	 * first switch-outs, before its tables load), on chosen processes: their mapping changes
@@ -418,11 +500,13 @@ int main(int argc, char **argv)
 			kw_preload_command(c->kwt.l, c->o.command[0]);
 	}
 #endif
-	set_filters(c);
+	tool_select_set(skel->obj, c->o.pids, c->o.npids, c->o.tids, c->o.ntids);
 	c->kcache.n = c->o.stack_storage;
 	c->kcache.map = xcalloc(c->kcache.n, sizeof(*c->kcache.map));
 	c->npending = 1u << 16;
 	c->pending = xcalloc(c->npending, sizeof(*c->pending));
+	if (c->o.waker)
+		c->wpending = xcalloc(c->npending, sizeof(*c->wpending));
 	err = frames_init(&c->fr, cache_slots_for_machine(), 0, NULL);
 	if (err)
 		die("libdwunw: %s", dwunw_strerror(err));
@@ -457,12 +541,18 @@ int main(int argc, char **argv)
 			kw_track_reload(&c->kwt, c->o.pids[i], true);
 	}
 #endif
+	struct bpf_link **wall_links = NULL;
+	size_t nwall = c->o.wall ? wall_attach(c, &wall_links) : 0;
+	static const char *const wk[] = { "oc_waking" };
+	if (c->o.waker && (err = tool_links_attach(skel->obj, wk, 1, &links, &nlinks)))
+		die("cannot attach sched_waking: %s", strerror(-err));
 	static const char *const sw[] = { "oc_switch" };
 	if ((err = tool_links_attach(skel->obj, sw, 1, &links, &nlinks)))
 		die("cannot attach sched_switch: %s", strerror(-err));
 
 	FILE *hf = c->o.folded || c->o.json ? stderr : stdout;
-	fprintf(hf, "Tracing off-CPU time (us) of %s by %s stack (%s unwinding)",
+	fprintf(hf, "Tracing %s time (us) of %s by %s stack (%s unwinding)",
+		c->o.wall ? "on-CPU (sampled) and off-CPU" : "off-CPU",
 		c->o.command ? "the command" : c->o.npids ? "the given processes" :
 		c->o.ntids ? "the given threads" : "all threads",
 		c->o.user && c->o.kernel ? "user + kernel" : c->o.user ? "user" : "kernel",
@@ -503,6 +593,9 @@ int main(int argc, char **argv)
 	/* the spans until now: sched_switch first, so no span ends after the report's time */
 	bpf_link__destroy(links[nlinks - 1]);
 	links[--nlinks] = NULL;
+	for (size_t i = 0; i < nwall; i++) /* now: a perf event's detach is quick */
+		bpf_link__destroy(wall_links[i]);
+	free(wall_links);
 	c->stats.end_ns = mono_ns();
 	c->poll_until = UINT64_MAX;
 	dwunw_cap_reader_consume(reader);
@@ -513,7 +606,7 @@ int main(int argc, char **argv)
 		c->stats.output_failed = capc[CAP_CNT_OUTPUT_FAILED];
 		c->stats.read_failed = capc[CAP_CNT_READ_FAILED];
 	}
-	counters(c);
+	tool_counters_read(skel->obj, c->stats.bpf, OC_CNT_MAX);
 	if (!tool_stdout_closed())
 		oc_report(&c->o, &c->sums, &c->stats, &c->fr);
 	dwunw_cap_reader_free(reader);

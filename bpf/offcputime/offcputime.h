@@ -4,9 +4,9 @@
 #define DWUNW_OFFCPUTIME_H
 
 #include "runtime/capture.h"
+#include "runtime/select.h"
 
 #define OC_MAX_STACK_DEPTH 127       /* frames in a bpf_get_stackid() stack */
-#define OC_MAX_FILTER 1024           /* -p / -t entries */
 #define OC_COMM_LEN 16
 #define OC_MAX_THREADS 65536         /* threads off CPU at once (the `start` map) */
 
@@ -22,13 +22,32 @@ enum oc_unwind {
 enum oc_rec_kind {
 	OC_REC_OFF = CAP_KIND_TOOL, /* a thread ran again: its time off CPU */
 	OC_REC_EXEC,                /* a process exec'd: its maps and addresses changed */
+	OC_REC_ON,                  /* --wall: an on-CPU sample (an oc_off_rec, delta_ns its period) */
 };
 
 /*
- * At the switch-in of a thread whose switch-out was recorded. In dwarf and kernel modes its user
+ * At the switch-in of a thread whose switch-out was recorded (OC_REC_OFF), or at an on-CPU
+ * sample (OC_REC_ON, --wall: its stacks taken as a switch-out's, delta_ns the sampling period). In dwarf and kernel modes its user
  * stack went out at the switch-out (a snapshot or walker event whose cookie is OC_COOKIE(kstack,
  * seq)); `seq` pairs the two. In fp mode, or when that record was lost, the ids are here.
  */
+/*
+ * --waker: who woke the thread (sched_waking, in the waker's context), kept by wakee tid until
+ * its switch-in and sent with its span. Its user stack as a switch-out's: in dwarf/kernel mode a
+ * record with seq | OC_SEQ_WAKER sent at the wakeup, else a frame-pointer id.
+ */
+struct oc_waker {
+	__u32 pid;
+	__u32 seq;
+	__u32 flags;         /* OC_F_* of its stacks */
+	__s32 kstack;        /* taken with -U too: an interrupt's frames say there is no waker task */
+	__s32 ustack;
+	__u32 pad;
+	char comm[OC_COMM_LEN];
+};
+
+#define OC_SEQ_WAKER (1u << 31) /* a waker's record (switch-outs' seqs have it clear) */
+
 struct oc_off_rec {
 	struct cap_rec_hdr h;
 	__u32 pid;
@@ -39,6 +58,7 @@ struct oc_off_rec {
 	__s32 ustack;        /* frame-pointer id */
 	__u64 delta_ns;      /* switch-out -> switch-in */
 	char comm[OC_COMM_LEN];
+	struct oc_waker waker; /* --waker only (the record ends before it otherwise); OC_F_WOKEN */
 };
 
 struct oc_exec_rec {
@@ -51,6 +71,7 @@ struct oc_exec_rec {
 #define OC_F_KTHREAD   (1u << 1) /* no user context */
 #define OC_F_LOST_SNAP (1u << 2) /* the switch-out record could not be sent */
 #define OC_F_IN_EXEC   (1u << 3) /* switched out inside execve: no user stack taken */
+#define OC_F_WOKEN     (1u << 4) /* --waker: the span's waker is in `waker` */
 
 #define OC_COOKIE(kid, seq) ((__u64)(__u32)(kid) | ((__u64)(seq) << 32))
 #define OC_COOKIE_KSTACK(c) ((__s32)(__u32)(c))
@@ -71,7 +92,11 @@ enum oc_counter {
 	OC_CNT_SNAP_LOST,      /* switch-out record not sent (buffer full) */
 	OC_CNT_REC_LOST,       /* switch-in record not sent: that span is lost */
 	OC_CNT_START_FULL,     /* `start` map full: that span is lost */
-	OC_CNT_MAX = 8,
+	OC_CNT_ON_SAMPLES,     /* --wall: on-CPU samples of selected threads */
+	OC_CNT_ON_LOST,        /* --wall: on-CPU sample records not sent (buffer full) */
+	OC_CNT_WAKEUPS,        /* --waker: wakeups of selected threads recorded */
+	OC_CNT_WAKER_FULL,     /* --waker: `wakers` map full: that span shows no waker */
+	OC_CNT_MAX = 10,
 };
 
 #endif /* DWUNW_OFFCPUTIME_H */

@@ -23,6 +23,8 @@ enum {
 	OPT_MAX_KEYS,
 	OPT_TABLE_BUDGET,
 	OPT_MAX_CPU,
+	OPT_WALL,
+	OPT_WAKER,
 };
 
 static const struct option long_opts[] = {
@@ -48,6 +50,9 @@ static const struct option long_opts[] = {
 	{ "max-cpu", required_argument, NULL, OPT_MAX_CPU },
 	{ "max-keys", required_argument, NULL, OPT_MAX_KEYS },
 	{ "table-budget", required_argument, NULL, OPT_TABLE_BUDGET },
+	{ "wall", no_argument, NULL, OPT_WALL },
+	{ "waker", no_argument, NULL, OPT_WAKER },
+	{ "frequency", required_argument, NULL, 'F' },
 	{},
 };
 
@@ -88,6 +93,14 @@ static void usage(void)
 "      --max-cpu=PCT            offcputime's own CPU under PCT %% of one CPU: 1 in N\n"
 "                               snapshots unwound, the others under [not unwound: --max-cpu]\n"
 "      --max-keys=N             distinct (pid, comm, stacks) summed (1048576)\n"
+"      --wall                   wall-clock profile: also sample the selected threads on CPU\n"
+"                               (cpu-clock, -F) and count each sample as its period, so\n"
+"                               on-CPU and off-CPU time share one unit; off-CPU stacks end\n"
+"                               in an [off-CPU] frame (JSON: \"state\":\"on\"|\"off\")\n"
+"  -F, --frequency=HZ           --wall: on-CPU samples per second per CPU (99)\n"
+"      --waker                  as offwaketime: also the stacks of the thread that woke each\n"
+"                               one (taken at the wakeup; [interrupt] when an interrupt woke\n"
+"                               it); folded: wakee;...;--;waker leaf..root;waker comm\n"
 "  -v, --verbose                libbpf and unwinder diagnostics\n"
 "  -h, --help                   this help\n"
 "\n"
@@ -111,7 +124,9 @@ void oc_parse_args(struct oc_opts *o, int argc, char **argv)
 		.stack_size = CAP_DEF_STACK,
 		.max_stacks = 1u << 18,
 		.max_keys = 1u << 20,
+		.freq = 99,
 	};
+	bool freq_given = false;
 	for (int i = 1; i < argc; i++)
 		if (!strcmp(argv[i], "--")) {
 			n = i;
@@ -122,16 +137,22 @@ void oc_parse_args(struct oc_opts *o, int argc, char **argv)
 			break;
 		}
 	opterr = 0;
-	while ((c = getopt_long(n, argv, ":p:t:ukUKm:M:fdvh", long_opts, NULL)) != -1) {
+	while ((c = getopt_long(n, argv, ":p:t:ukUKm:M:F:fdvh", long_opts, NULL)) != -1) {
 		switch (c) {
-		case 'p': o->npids = tool_opt_id_list(optarg, o->pids, o->npids, OC_MAX_FILTER, "pid", "-p"); break;
-		case 't': o->ntids = tool_opt_id_list(optarg, o->tids, o->ntids, OC_MAX_FILTER, "tid", "-t"); break;
+		case 'p': o->npids = tool_opt_id_list(optarg, o->pids, o->npids, SEL_MAX_FILTER, "pid", "-p"); break;
+		case 't': o->ntids = tool_opt_id_list(optarg, o->tids, o->ntids, SEL_MAX_FILTER, "tid", "-t"); break;
 		case 'u': o->user_threads = true; break;
 		case 'k': o->kernel_threads = true; break;
 		case 'U': user_only = true; break;
 		case 'K': kernel_only = true; break;
 		case 'm': o->min_us = tool_opt_u64(optarg, "-m", 0, UINT64_MAX / 1000); break;
 		case 'M': o->max_us = tool_opt_u64(optarg, "-M", 1, UINT64_MAX / 1000); break;
+		case 'F':
+			o->freq = (uint32_t)tool_opt_u64(optarg, "-F", 1, 10000);
+			freq_given = true;
+			break;
+		case OPT_WALL: o->wall = true; break;
+		case OPT_WAKER: o->waker = true; break;
 		case 'f': o->folded = true; break;
 		case 'd': o->delimiter = true; break;
 		case 'v': o->verbose = true; break;
@@ -182,6 +203,10 @@ void oc_parse_args(struct oc_opts *o, int argc, char **argv)
 		o->user = false;
 	if (o->npids && o->command)
 		tool_usage_error("-p and -- COMMAND exclude each other");
+	if (freq_given && !o->wall)
+		tool_usage_error("-F is for --wall");
+	if (o->wall && o->state != -1)
+		tool_usage_error("--wall and --state exclude each other (on-CPU samples have no wait state)");
 	if (o->min_us > o->max_us)
 		tool_usage_error("-m %llu is above -M %llu", (unsigned long long)o->min_us,
 				 (unsigned long long)o->max_us);

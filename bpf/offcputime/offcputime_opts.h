@@ -12,9 +12,9 @@
 #define OC_UNWIND_AUTO 0xffffffffu
 
 struct oc_opts {
-	uint32_t pids[OC_MAX_FILTER];
+	uint32_t pids[SEL_MAX_FILTER];
 	size_t npids;
-	uint32_t tids[OC_MAX_FILTER];
+	uint32_t tids[SEL_MAX_FILTER];
 	size_t ntids;
 	bool user_threads, kernel_threads; /* -u, -k */
 	bool user, kernel;     /* stacks wanted (-U: user only, -K: kernel only) */
@@ -33,6 +33,9 @@ struct oc_opts {
 	uint32_t max_cpu;      /* --max-cpu (percent of one CPU; 0: no budget) */
 	size_t max_keys;       /* --max-keys */
 	uint64_t table_budget; /* --table-budget (bytes; 0: the walker's default) */
+	bool wall;             /* --wall: on-CPU samples too, in the same unit */
+	uint32_t freq;         /* -F: --wall's sampling frequency (Hz) */
+	bool waker;            /* --waker: each span's waker stack too (as offwaketime) */
 	char **command;        /* -- COMMAND ARGS... (NULL-terminated), or NULL */
 };
 

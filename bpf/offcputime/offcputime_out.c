@@ -18,7 +18,22 @@ static uint64_t key_hash(const struct oc_key *k)
 
 	h = hash64(h, (uint64_t)(uintptr_t)k->comm);
 	h = hash64(h, (uint64_t)k->kstack);
-	return hash64(h, (uint64_t)k->ustack);
+	h = hash64(h, (uint64_t)k->ustack);
+	h = hash64(h, k->on);
+	if (!k->woken)
+		return h;
+	h = hash64(h, (uint64_t)(uintptr_t)k->wcomm);
+	h = hash64(h, k->wpid);
+	h = hash64(h, (uint64_t)k->wkstack);
+	return hash64(h, (uint64_t)k->wustack);
+}
+
+static bool key_eq(const struct oc_key *a, const struct oc_key *b)
+{
+	return a->pid == b->pid && a->comm == b->comm && a->kstack == b->kstack &&
+	       a->ustack == b->ustack && a->on == b->on && a->woken == b->woken &&
+	       (!a->woken || (a->wpid == b->wpid && a->wcomm == b->wcomm && a->wkstack == b->wkstack &&
+			      a->wustack == b->wustack));
 }
 
 static void reindex(struct oc_sums *s, size_t cap)
@@ -46,8 +61,7 @@ void oc_sums_add(struct oc_sums *s, struct stack_store *st, const struct oc_key 
 		for (i = key_hash(&k) & (s->index_cap - 1); s->index[i]; i = (i + 1) & (s->index_cap - 1)) {
 			struct oc_entry *e = &s->v[s->index[i] - 1];
 
-			if (e->k.pid == k.pid && e->k.comm == k.comm && e->k.kstack == k.kstack &&
-			    e->k.ustack == k.ustack) {
+			if (key_eq(&e->k, &k)) {
 				e->ns += ns;
 				e->spans++;
 				if (pass)
@@ -60,6 +74,7 @@ void oc_sums_add(struct oc_sums *s, struct stack_store *st, const struct oc_key 
 		/* full: the process's time goes under one key that says so */
 		k.kstack = -1;
 		k.ustack = pseudo_stack(st, "[aggregation table full]");
+		k.woken = false;
 	}
 	if (s->n == s->cap) {
 		s->cap = s->cap ? s->cap * 2 : 1024;
@@ -95,14 +110,30 @@ static const char *unwind_name(const struct oc_opts *o)
 	return o->unwind == OC_UNWIND_KERNEL ? "kernel" : o->unwind == OC_UNWIND_DWARF ? "dwarf" : "fp";
 }
 
-static void print_json(const struct stack_store *st, const struct oc_entry *e)
+/* --wall: the frame that ends an off-CPU stack (the flame graph and folded lines tell on from off) */
+#define OFF_CPU_FRAME "[off-CPU]"
+
+static void print_json(const struct oc_opts *o, const struct stack_store *st, const struct oc_entry *e)
 {
 	printf("{\"pid\":%u,\"comm\":", e->k.pid);
 	json_str(e->k.comm);
-	printf(",\"count\":%" PRIu64 ",\"switches\":%" PRIu64 ",\"user\":", e->ns / 1000, e->spans);
+	printf(",\"count\":%" PRIu64 ",\"%s\":%" PRIu64, e->ns / 1000,
+	       e->k.on ? "samples" : "switches", e->spans);
+	if (o->wall)
+		printf(",\"state\":\"%s\"", e->k.on ? "on" : "off");
+	printf(",\"user\":");
 	stack_print_json(stack_at(st, e->k.ustack), true);
 	printf(",\"kernel\":");
 	stack_print_json(stack_at(st, e->k.kstack), false);
+	if (e->k.woken) {
+		printf(",\"waker\":{\"pid\":%u,\"comm\":", e->k.wpid);
+		json_str(e->k.wcomm);
+		printf(",\"user\":");
+		stack_print_json(stack_at(st, e->k.wustack), true);
+		printf(",\"kernel\":");
+		stack_print_json(stack_at(st, e->k.wkstack), false);
+		printf("}");
+	}
 	printf("}\n");
 }
 
@@ -112,7 +143,7 @@ void oc_report(const struct oc_opts *o, const struct oc_sums *s, const struct oc
 	const struct stack_store *st = fr->st;
 	uint32_t *order = xcalloc(s->n + 1, sizeof(*order));
 	struct folded_line *fl = o->folded ? xcalloc(s->n + 1, sizeof(*fl)) : NULL;
-	uint64_t total_ns = 0, spans = 0, uns = 0, ucomplete_ns = 0;
+	uint64_t total_ns = 0, spans = 0, uns = 0, ucomplete_ns = 0, on_ns = 0, on_samples = 0;
 	uint32_t marks = 0;
 	size_t nfl = 0;
 
@@ -125,7 +156,12 @@ void oc_report(const struct oc_opts *o, const struct oc_sums *s, const struct oc
 		const struct ustack *u = stack_at(st, e->k.ustack);
 
 		total_ns += e->ns;
-		spans += e->spans;
+		if (e->k.on) {
+			on_ns += e->ns;
+			on_samples += e->spans;
+		} else {
+			spans += e->spans;
+		}
 		if (u && u->kind != SK_PSEUDO) {
 			uns += e->ns;
 			if (stack_reaches_bottom(u))
@@ -134,7 +170,7 @@ void oc_report(const struct oc_opts *o, const struct oc_sums *s, const struct oc
 		if (e->ns < 1000)
 			continue; /* under a microsecond in all: nothing to print */
 		if (o->json)
-			print_json(st, e);
+			print_json(o, st, e);
 		if (o->folded) {
 			size_t len = 0;
 			FILE *f = open_memstream(&fl[nfl].text, &len);
@@ -143,11 +179,28 @@ void oc_report(const struct oc_opts *o, const struct oc_sums *s, const struct oc
 				die("out of memory");
 			stack_folded_line(f, e->k.comm, o->kernel ? stack_at(st, e->k.kstack) : NULL,
 					  o->user ? u : NULL, o->delimiter);
+			if (o->wall && !e->k.on)
+				fputs(";" OFF_CPU_FRAME, f);
+			if (e->k.woken) { /* offwaketime's: the waker above, leaf first, its comm on top */
+				fputs(";--", f);
+				stack_folded_leaf_first(f, o->kernel ? stack_at(st, e->k.wkstack) : NULL);
+				stack_folded_leaf_first(f, o->user ? stack_at(st, e->k.wustack) : NULL);
+				fprintf(f, ";%s", e->k.wcomm);
+			}
 			fclose(f);
 			fl[nfl].weight = e->ns / 1000;
 			fl[nfl].rank = (uint32_t)nfl;
 			nfl++;
 		} else if (!o->json) {
+			if (e->k.woken) {
+				printf("    %-16s %s (%u)\n", "waker:", e->k.wcomm, e->k.wpid);
+				stack_print_text(o->kernel ? stack_at(st, e->k.wkstack) : NULL,
+						 o->user ? stack_at(st, e->k.wustack) : NULL, NULL, 0, 0,
+						 o->delimiter, o->unwind != OC_UNWIND_FP, &marks);
+				printf("    %-16s %s\n", "--", "--");
+			}
+			if (o->wall && !e->k.on)
+				printf("    %s\n", OFF_CPU_FRAME);
 			stack_print_text(o->kernel ? stack_at(st, e->k.kstack) : NULL, o->user ? u : NULL,
 					 e->k.comm, e->k.pid, e->ns / 1000, o->delimiter,
 					 o->unwind != OC_UNWIND_FP, &marks);
@@ -182,12 +235,23 @@ void oc_report(const struct oc_opts *o, const struct oc_sums *s, const struct oc
 		       ",\"keys\":%zu,\"overflow_us\":%" PRIu64 ",\"stacks\":%zu,\"stack_table_full\":%" PRIu64
 		       ",\"records\":%" PRIu64 ",\"buffer_bytes\":%" PRIu64
 		       ",\"self\":{\"user_s\":%.3f,\"sys_s\":%.3f,\"max_rss_kib\":%ld}",
-		       total_ns / 1000, spans, total_ns / 1000, p->end_ns - p->start_ns,
+		       total_ns / 1000, spans, (total_ns - on_ns) / 1000, p->end_ns - p->start_ns,
 		       (uint64_t)time(NULL) * UINT64_C(1000000000) - (p->end_ns - p->start_ns),
 		       unwind_name(o), uns / 1000, ucomplete_ns / 1000, lost,
 		       p->bpf[OC_CNT_SNAP_LOST], p->unmatched, p->bpf[OC_CNT_OUT_OF_RANGE], p->ulost,
 		       p->klost, s->n, s->overflow_ns / 1000, st->n, st->full, p->records,
 		       p->buffer_bytes, ucpu, scpu, ru.ru_maxrss);
+		if (o->waker)
+			printf(",\"waker\":{\"wakeups\":%" PRIu64 ",\"table_full\":%" PRIu64
+			       ",\"from_interrupt\":%" PRIu64 "}", p->bpf[OC_CNT_WAKEUPS],
+			       p->bpf[OC_CNT_WAKER_FULL], p->irq_wakeups);
+		if (o->wall)
+			printf(",\"wall\":{\"on_cpu_us\":%" PRIu64 ",\"off_cpu_us\":%" PRIu64
+			       ",\"period_ns\":%" PRIu64 ",\"cpus\":%u,\"on_samples\":%" PRIu64
+			       ",\"on_samples_bpf\":%" PRIu64 ",\"on_lost\":%" PRIu64
+			       ",\"on_records\":%" PRIu64 "}",
+			       on_ns / 1000, (total_ns - on_ns) / 1000, p->period_ns, p->cpus, on_samples,
+			       p->bpf[OC_CNT_ON_SAMPLES], p->bpf[OC_CNT_ON_LOST], p->on_records);
 		printf(",\"modules\":[");
 		print_modules_json(mods, nmods);
 		printf("]}}\n");
@@ -195,7 +259,12 @@ void oc_report(const struct oc_opts *o, const struct oc_sums *s, const struct oc
 	}
 	fprintf(stderr, "offcputime: %" PRIu64 " switch-outs, %.3f s off CPU in %.1f s (%s unwinding); "
 		"user stacks: %.1f%% of the time complete to _start/__libc_start_main/thread start",
-		spans, (double)total_ns / 1e9, secs, unwind_name(o), pct);
+		spans, (double)(total_ns - on_ns) / 1e9, secs, unwind_name(o), pct);
+	if (o->wall)
+		fprintf(stderr, "; wall: %.3f s on CPU (%" PRIu64 " samples of %" PRIu64 " us), %.1f%% of %.3f s"
+			"; on-CPU samples lost: %" PRIu64, (double)on_ns / 1e9, on_samples,
+			p->period_ns / 1000, total_ns ? 100.0 * (double)on_ns / (double)total_ns : 0.0,
+			(double)total_ns / 1e9, p->bpf[OC_CNT_ON_LOST]);
 	if (lost)
 		fprintf(stderr, "; spans lost: %" PRIu64 " (buffer or thread table full)", lost);
 	if (p->bpf[OC_CNT_SNAP_LOST])
@@ -209,6 +278,9 @@ void oc_report(const struct oc_opts *o, const struct oc_sums *s, const struct oc
 		fprintf(stderr, "; %.3f s under [aggregation table full]", (double)s->overflow_ns / 1e9);
 	if (st->full)
 		fprintf(stderr, "; %" PRIu64 " stacks not stored (stack table full)", st->full);
+	if (o->waker)
+		fprintf(stderr, "; wakeups recorded: %" PRIu64 "%s", p->bpf[OC_CNT_WAKEUPS],
+			p->bpf[OC_CNT_WAKER_FULL] ? " (some lost: waker table full)" : "");
 	if (o->unwind == OC_UNWIND_KERNEL)
 		fprintf(stderr, "; kernel walker: %" PRIu64 " events, %" PRIu64 " fell back to the snapshot",
 			p->kw.events, p->kw.snapshot);

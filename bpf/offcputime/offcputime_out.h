@@ -7,6 +7,7 @@
 #ifndef DWUNW_OFFCPUTIME_OUT_H
 #define DWUNW_OFFCPUTIME_OUT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include "runtime/frames.h"
@@ -18,12 +19,18 @@ struct oc_key {
 	const char *comm;      /* interned */
 	int64_t kstack;        /* stack store index, -1: none */
 	int64_t ustack;
+	bool on;               /* --wall: on-CPU samples (else off-CPU spans) */
+	/* --waker: who woke it (woken false: preempted, or woken before it switched out) */
+	bool woken;
+	uint32_t wpid;         /* 0 with [interrupt] */
+	const char *wcomm;     /* interned; "[interrupt]": woken from interrupt context */
+	int64_t wkstack, wustack;
 };
 
 struct oc_entry {
 	struct oc_key k;
 	uint64_t ns;           /* time off CPU */
-	uint64_t spans;        /* switch-outs summed */
+	uint64_t spans;        /* switch-outs summed (--wall on-CPU: samples) */
 };
 
 struct oc_sums {
@@ -44,6 +51,10 @@ struct oc_stats {
 	uint64_t bpf[OC_CNT_MAX];
 	uint64_t records, buffer_bytes;
 	struct kwalk_seen kw;   /* --unwind=kernel */
+	uint64_t on_records;    /* --wall: on-CPU samples received */
+	uint64_t period_ns;     /* --wall: the sampling period (each sample's time) */
+	uint32_t cpus;          /* --wall: CPUs sampled */
+	uint64_t irq_wakeups;   /* --waker: spans woken from interrupt context */
 };
 
 /* Adds a span; a full table's time goes under a pseudo-stack interned in st. */

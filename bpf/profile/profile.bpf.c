@@ -17,6 +17,7 @@
 #include "runtime/python.bpf.h"
 #include "kwalk/kwalk.bpf.h"
 #include "profile.h"
+#include "runtime/select.bpf.h"   /* -p / -- COMMAND: tgids; -L: tids */
 
 #ifndef EEXIST
 #define EEXIST 17
@@ -24,30 +25,16 @@
 
 char LICENSE[] SEC("license") = "GPL";
 
+PERCPU_COUNTERS(tool_counters, tool_count, PR_CNT_MAX) /* enum pr_counter */
+
 const volatile __u32 unwind_mode = PR_UNWIND_DWARF;
 const volatile __u32 want_user = 1;          /* not -K */
 const volatile __u32 want_kernel = 1;        /* not -U */
 const volatile __u32 include_idle = 0;       /* -I */
-const volatile __u32 filter_tgid = 0;        /* -p / -- COMMAND: only tgids in `tgids` */
-const volatile __u32 filter_tid = 0;         /* -L: only tids in `tids` */
 const volatile __u32 follow_forks = 0;       /* -- COMMAND: its children join `tgids` (its tree) */
 const volatile __u32 aggregate = 0;          /* --aggregate: complete walks counted here */
 volatile __u32 agg_gen = 0;                  /* the count map BPF writes: agg_counts(agg_gen & 1) */
 volatile __u32 agg_pids_full = 0;            /* a pid could not be flagged in agg_pids */
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, PR_MAX_FILTER);
-	__type(key, __u32);
-	__type(value, __u8);
-} tgids SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, PR_MAX_FILTER);
-	__type(key, __u32);
-	__type(value, __u8);
-} tids SEC(".maps");
 
 /* max_entries set by user space (--stack-storage-size) */
 struct {
@@ -64,21 +51,6 @@ struct {
 	__type(key, __u32);
 	__type(value, char[PR_COMM_LEN]);
 } comms SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, PR_CNT_MAX);
-	__type(key, __u32);
-	__type(value, __u64);
-} pr_counters SEC(".maps");
-
-static __always_inline void pr_count(__u32 idx)
-{
-	__u64 *v = bpf_map_lookup_elem(&pr_counters, &idx);
-
-	if (v)
-		__sync_fetch_and_add(v, 1);
-}
 
 /* ---- --aggregate: walked stacks counted in maps (profile.h) ---------------------------------- */
 
@@ -169,7 +141,7 @@ static __always_inline int pr_agg_take(struct kw_walk *w, struct kw_scratch *s, 
 	k.s.status = w->status;
 	err = bpf_map_update_elem(&agg_stacks, &k.s, s->pcs, BPF_NOEXIST);
 	if (err && err != -EEXIST) {
-		pr_count(PR_CNT_AGG_FULL);
+		tool_count(PR_CNT_AGG_FULL);
 		return 0;
 	}
 	busy = bpf_map_lookup_elem(&agg_inflight, &zero);
@@ -187,7 +159,7 @@ static __always_inline int pr_agg_take(struct kw_walk *w, struct kw_scratch *s, 
 		if (bpf_map_update_elem(&agg_pids, &pid, &one, BPF_ANY))
 			agg_pids_full = 1; /* then every exec and exit drains */
 	}
-	pr_count(ok ? PR_CNT_AGG : PR_CNT_AGG_FULL);
+	tool_count(ok ? PR_CNT_AGG : PR_CNT_AGG_FULL);
 	return ok;
 }
 #define KW_HYBRID_TAKE(w, s, pid, tid, cookie, aux) pr_agg_take(w, s, pid, tid, cookie)
@@ -197,17 +169,13 @@ static __always_inline int selected(__u32 tgid, __u32 tid)
 {
 	if (!include_idle && tid == 0)
 		return 0;
-	if (filter_tgid && !bpf_map_lookup_elem(&tgids, &tgid))
-		return 0;
-	if (filter_tid && !bpf_map_lookup_elem(&tids, &tid))
-		return 0;
-	return 1;
+	return sel_thread(tgid, tid);
 }
 
 /* the mapping tracker's consumers: dwarf mode, mapping changes in order with the samples
  * (mappings.h) of the selected processes (every process without -p); --unwind=kernel: executable
  * mappings of the selected processes */
-#define MMAP_EV_TRACED(tgid) (!filter_tgid || bpf_map_lookup_elem(&tgids, &(__u32){ (tgid) }))
+#define MMAP_EV_TRACED(tgid) sel_tgid(tgid)
 #include "runtime/mmap_ev.bpf.h"
 #define KW_TRACK_SELECTED(tgid, tid) selected(tgid, tid)
 #include "kwalk/kwalk_track.bpf.h"
@@ -259,9 +227,9 @@ int sample(struct bpf_perf_event_data *ctx)
 	int has_user = task->mm != NULL;
 	__u32 exec = has_user ? exec_state(task, tgid) : 0;
 
-	pr_count(PR_CNT_SAMPLES);
+	tool_count(PR_CNT_SAMPLES);
 	if (!selected(tgid, tid)) {
-		pr_count(PR_CNT_FILTERED);
+		tool_count(PR_CNT_FILTERED);
 		return 0;
 	}
 	bpf_get_current_comm(comm, sizeof(comm));
@@ -280,10 +248,10 @@ int sample(struct bpf_perf_event_data *ctx)
 		struct cap_thread *t = cap_thread_get(tid, 1);
 
 		if (py_emit(ctx, tgid, tid) < 0)
-			pr_count(PR_CNT_PY_LOST);
+			tool_count(PR_CNT_PY_LOST);
 		if (cap_snapshot(ctx, uregs, PR_COOKIE(kid, bpf_get_smp_processor_id()), uid, 0, t) == 0)
 			return 0;
-		pr_count(PR_CNT_SNAP_LOST);
+		tool_count(PR_CNT_SNAP_LOST);
 		r.flags |= PR_S_LOST_SNAP;
 	}
 	if (want_user && has_user && unwind_mode == PR_UNWIND_KERNEL) {
@@ -291,10 +259,10 @@ int sample(struct bpf_perf_event_data *ctx)
 		struct cap_thread *t = cap_thread_get(tid, 1);
 
 		if (py_emit(ctx, tgid, tid) < 0)
-			pr_count(PR_CNT_PY_LOST);
+			tool_count(PR_CNT_PY_LOST);
 		if (kw_hybrid(ctx, uregs, PR_COOKIE(kid, bpf_get_smp_processor_id()), uid, t) == 0)
 			return 0;
-		pr_count(PR_CNT_SNAP_LOST);
+		tool_count(PR_CNT_SNAP_LOST);
 		r.flags |= PR_S_LOST_SNAP;
 	}
 	r.h.kind = PR_REC_SAMPLE;
@@ -307,7 +275,7 @@ int sample(struct bpf_perf_event_data *ctx)
 	if (!has_user && !exec)
 		r.flags |= PR_S_KTHREAD;
 	if (cap_emit(ctx, &r, sizeof(r)))
-		pr_count(PR_CNT_REC_LOST);
+		tool_count(PR_CNT_REC_LOST);
 	return 0;
 }
 
@@ -349,7 +317,7 @@ int BPF_PROG(pr_fork, struct task_struct *parent, struct task_struct *child)
 		__u8 one = 1;
 
 		if (bpf_map_update_elem(&tgids, &ctgid, &one, BPF_ANY))
-			pr_count(PR_CNT_FOLLOW_FULL);
+			tool_count(PR_CNT_FOLLOW_FULL);
 	}
 	bpf_map_update_elem(&pr_mms, &ctgid, &mm, BPF_ANY);
 	if (mmap_ev_enabled)

@@ -44,6 +44,7 @@
 #include "runtime/stack_store.h"
 #include "runtime/py_merge.h"
 #include "runtime/tool_opts.h"
+#include "runtime/counters.h"
 #include "runtime/tool_util.h"
 #ifdef HAVE_KWALK
 #include "kwalk/kwalk_preload.h"
@@ -420,18 +421,6 @@ static void attach_events(struct profile_ctx *pr)
 		die("no online CPU to sample");
 }
 
-static void set_filters(const struct profile_ctx *pr)
-{
-	uint8_t one = 1;
-
-	for (size_t i = 0; i < pr->opts.npids; i++)
-		if (bpf_map_update_elem(bpf_map__fd(pr->skel->maps.tgids), &pr->opts.pids[i], &one, BPF_ANY))
-			die("cannot set the pid filter: %s", strerror(errno));
-	for (size_t i = 0; i < pr->opts.ntids; i++)
-		if (bpf_map_update_elem(bpf_map__fd(pr->skel->maps.tids), &pr->opts.tids[i], &one, BPF_ANY))
-			die("cannot set the thread filter: %s", strerror(errno));
-}
-
 /* ---- Main -------------------------------------------------------------------------------------- */
 
 /* Module cache for the machine: a slot per executable file a busy host maps (bounded by RAM). */
@@ -572,7 +561,7 @@ int main(int argc, char **argv)
 		pr->opts.pids[pr->opts.npids++] = pid;
 		atexit(ptarget_stop);
 	}
-	set_filters(pr);
+	tool_select_set(pr->skel->obj, pr->opts.pids, pr->opts.npids, pr->opts.tids, pr->opts.ntids);
 	pr->kcache.n = pr->opts.stack_storage;
 	pr->kcache.map = xcalloc(pr->kcache.n, sizeof(*pr->kcache.map));
 	err = frames_init(&pr->fr, cache_slots_for_machine(), pr->opts.debuginfod ? DWUNW_CFG_DEBUGINFOD : 0,
@@ -656,7 +645,7 @@ int main(int argc, char **argv)
 		}
 #endif
 		if (pr->opts.interval && now - ival_start >= pr->opts.interval * 1000000000ull) {
-			pr_counters(pr, pr->skel->maps.pr_counters);
+			tool_counters_read(pr->skel->obj, pr->prs.bpf, PR_CNT_MAX);
 			pr_print_interval(pr, ival_seq++, ival_start, now);
 			ival_start = now;
 		}
@@ -694,7 +683,7 @@ int main(int argc, char **argv)
 			pr->prs.output_failed = dwunw_cap_reader_lost(reader);
 		pr->prs.read_failed = capc[CAP_CNT_READ_FAILED];
 	}
-	pr_counters(pr, pr->skel->maps.pr_counters);
+	tool_counters_read(pr->skel->obj, pr->prs.bpf, PR_CNT_MAX);
 	if (pr->opts.interval) /* the last, partial interval */
 		pr_print_interval(pr, ival_seq, ival_start, pr->prs.end_ns);
 #ifdef HAVE_KWALK

@@ -6,9 +6,9 @@
 #include "runtime/capture.h"
 #include "kwalk/kwalk_format.h"
 #include "profile_rec.h"
+#include "runtime/select.h"
 
 #define PR_MAX_STACK_DEPTH 127       /* frames in a bpf_get_stackid() stack */
-#define PR_MAX_FILTER 1024           /* -p / -L entries */
 #define PR_COMM_LEN 16
 
 enum pr_unwind {

@@ -182,8 +182,8 @@ void pr_parse_args(struct pr_opts *opts, int argc, char **argv)
 	opterr = 0; /* tool_bad_option says it in one line */
 	while ((c = getopt_long(n, argv, ":p:L:UKF:c:C:Ifdavh", long_opts, NULL)) != -1) {
 		switch (c) {
-		case 'p': opts->npids = tool_opt_id_list(optarg, opts->pids, opts->npids, PR_MAX_FILTER, "pid", "-p"); break;
-		case 'L': opts->ntids = tool_opt_id_list(optarg, opts->tids, opts->ntids, PR_MAX_FILTER, "tid", "-L"); break;
+		case 'p': opts->npids = tool_opt_id_list(optarg, opts->pids, opts->npids, SEL_MAX_FILTER, "pid", "-p"); break;
+		case 'L': opts->ntids = tool_opt_id_list(optarg, opts->tids, opts->ntids, SEL_MAX_FILTER, "tid", "-L"); break;
 		case 'U': user_only = true; break;
 		case 'K': kernel_only = true; break;
 		case 'F':

@@ -13,9 +13,9 @@
 #define PR_MAX_FREQ 10000   /* Hz per CPU: above, copying stack windows dominates the CPU */
 
 struct pr_opts {
-	uint32_t pids[PR_MAX_FILTER];
+	uint32_t pids[SEL_MAX_FILTER];
 	size_t npids;
-	uint32_t tids[PR_MAX_FILTER];
+	uint32_t tids[SEL_MAX_FILTER];
 	size_t ntids;
 	bool user, kernel;     /* stacks wanted (-U: user only, -K: kernel only) */
 	bool idle;             /* -I */

@@ -58,20 +58,6 @@ void pr_note_pid(struct profile_ctx *pr, uint32_t pid)
 	pr->prs.npids++;
 }
 
-void pr_counters(struct profile_ctx *pr, struct bpf_map *m)
-{
-	int ncpu = libbpf_num_possible_cpus();
-	uint64_t *v = xcalloc((size_t)ncpu, sizeof(*v));
-
-	for (uint32_t k = 0; k < PR_CNT_MAX && k < 8; k++) {
-		pr->prs.bpf[k] = 0;
-		if (bpf_map_lookup_elem(bpf_map__fd(m), &k, v) == 0)
-			for (int c = 0; c < ncpu; c++)
-				pr->prs.bpf[k] += v[c];
-	}
-	free(v);
-}
-
 static const char *unwind_name(const struct profile_ctx *pr)
 {
 	return pr->opts.unwind == PR_UNWIND_KERNEL ? "kernel" : pr->opts.unwind == PR_UNWIND_DWARF ? "dwarf" : "fp";

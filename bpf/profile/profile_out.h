@@ -20,7 +20,7 @@ struct pr_stats {
 	struct unwind_stats unw;
 	uint64_t ulost, klost; /* samples whose user / kernel stack was lost */
 	uint64_t output_failed, read_failed;
-	uint64_t bpf[8];       /* enum pr_counter */
+	uint64_t bpf[PR_CNT_MAX]; /* enum pr_counter */
 	uint64_t npids;
 	uint64_t records;       /* records received */
 	uint64_t buffer_bytes;  /* bytes of records received (snapshots and samples) */
@@ -50,8 +50,6 @@ struct profile_ctx;
 
 void pr_note_pid(struct profile_ctx *pr, uint32_t pid);
 void pr_print_header(const struct profile_ctx *pr);
-/* Sum the BPF side's per-CPU counters into pr->prs.bpf. */
-void pr_counters(struct profile_ctx *pr, struct bpf_map *m);
 void pr_report(struct profile_ctx *pr);
 void pr_held(const struct profile_ctx *pr, struct pr_held *h);
 void pr_held_json(const struct pr_held *h);

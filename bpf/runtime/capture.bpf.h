@@ -28,6 +28,7 @@
 #define DWUNW_CAPTURE_BPF_H
 
 #include "capture.h"
+#include "counters.bpf.h"
 
 #ifndef EFAULT
 #define EFAULT 14
@@ -92,12 +93,7 @@ struct {
 	__type(value, struct cap_thread);
 } cap_zero SEC(".maps");
 
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, CAP_CNT_MAX);
-	__type(key, __u32);
-	__type(value, __u64);
-} cap_counters SEC(".maps");
+PERCPU_COUNTERS(cap_counters, cap_count, CAP_CNT_MAX)
 
 /* ---- Architecture ------------------------------------------------------------------------ */
 
@@ -200,16 +196,6 @@ static __always_inline __u64 cap_uretprobe_tramp(void)
 
 	return BPF_CORE_READ(task, mm, uprobes_state.xol_area, vaddr);
 #endif
-}
-
-/* ---- Counters ------------------------------------------------------------------------------ */
-
-static __always_inline void cap_count(__u32 idx)
-{
-	__u64 *v = bpf_map_lookup_elem(&cap_counters, &idx);
-
-	if (v)
-		__sync_fetch_and_add(v, 1); /* atomic: the program can be preempted */
 }
 
 /* ---- Pending calls per thread ---------------------------------------------------------------- */

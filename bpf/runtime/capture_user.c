@@ -11,6 +11,7 @@
 #include "dwunw.h"
 #endif
 #include "capture_user.h"
+#include "counters.h"
 
 struct dwunw_cap_reader {
 	struct ring_buffer *rb;
@@ -58,24 +59,7 @@ int dwunw_cap_size_maps(struct bpf_object *obj, int perfbuf, size_t ring_bytes)
 
 int dwunw_cap_counters(struct bpf_object *obj, uint64_t out[CAP_CNT_MAX])
 {
-	struct bpf_map *m = bpf_object__find_map_by_name(obj, "cap_counters");
-	int ncpu = libbpf_num_possible_cpus();
-	uint64_t *vals;
-
-	memset(out, 0, CAP_CNT_MAX * sizeof(out[0]));
-	if (!m || ncpu <= 0)
-		return -ENOENT;
-	vals = calloc(ncpu, sizeof(*vals));
-	if (!vals)
-		return -ENOMEM;
-	for (uint32_t k = 0; k < CAP_CNT_MAX; k++) {
-		if (bpf_map_lookup_elem(bpf_map__fd(m), &k, vals))
-			continue;
-		for (int c = 0; c < ncpu; c++)
-			out[k] += vals[c];
-	}
-	free(vals);
-	return 0;
+	return percpu_counters_read(obj, "cap_counters", out, CAP_CNT_MAX);
 }
 
 static int ring_cb(void *ctx, void *data, size_t size)

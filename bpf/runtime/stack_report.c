@@ -61,6 +61,8 @@ void stack_print_text(const struct ustack *k, const struct ustack *u, const char
 		printf("    --\n");
 	if (u)
 		text_stack(u, fp_marks, marks_seen);
+	if (!comm)
+		return; /* the frames only (offcputime --waker's waker) */
 	printf("    %-16s %s (%u)\n", "-", comm, pid);
 	printf("        %" PRIu64 "\n\n", count);
 }
@@ -73,6 +75,18 @@ static void folded_frame(FILE *o, const struct uframe *f)
 		fputs(f->name, o);
 	else
 		fprint_unknown(o, f, "(%s)", true);
+}
+
+void stack_folded_leaf_first(FILE *o, const struct ustack *s)
+{
+	if (!s)
+		return;
+	for (uint32_t i = 0; i < s->nframes; i++) {
+		fputc(';', o);
+		folded_frame(o, &s->frames[i]);
+	}
+	if (s->label)
+		fprintf(o, ";%s", s->label);
 }
 
 static void folded_stack(FILE *o, const struct ustack *s)

@@ -8,6 +8,7 @@
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+#include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "tool_util.h"
 
@@ -134,4 +135,22 @@ int tool_libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ar
 	if ((level == LIBBPF_DEBUG || level == LIBBPF_INFO) && !tool_verbose())
 		return 0;
 	return vfprintf(stderr, fmt, args);
+}
+
+static void select_fill(struct bpf_object *obj, const char *map, const uint32_t *ids, size_t n,
+			const char *what)
+{
+	int fd = bpf_object__find_map_fd_by_name(obj, map);
+	uint8_t one = 1;
+
+	for (size_t i = 0; i < n; i++)
+		if (fd < 0 || bpf_map_update_elem(fd, &ids[i], &one, BPF_ANY))
+			die("cannot set the %s filter: %s", what, strerror(fd < 0 ? -fd : errno));
+}
+
+void tool_select_set(struct bpf_object *obj, const uint32_t *pids, size_t npids,
+		     const uint32_t *tids, size_t ntids)
+{
+	select_fill(obj, "tgids", pids, npids, "pid");
+	select_fill(obj, "tids", tids, ntids, "thread");
 }

@@ -42,4 +42,8 @@ bool have_privileges(bool ptrace);
 /* libbpf print callback: warnings always, info and debug with tool_verbose(). */
 int tool_libbpf_print(enum libbpf_print_level level, const char *fmt, va_list args);
 
+/* The selection lists (select.bpf.h): pids into `tgids`, tids into `tids`; dies when one fails. */
+void tool_select_set(struct bpf_object *obj, const uint32_t *pids, size_t npids,
+		     const uint32_t *tids, size_t ntids);
+
 #endif /* DWUNW_TOOL_UTIL_H */
