@@ -126,6 +126,11 @@ int sample(struct bpf_perf_event_data *ctx)
 	bpf_map_update_elem(&comms, &tid, comm, BPF_ANY);
 	if (want_kernel)
 		kid = bpf_get_stackid(ctx, &stack_traces, 0);
+	if (exec && unwind_mode == PR_UNWIND_KERNEL && want_user) {
+		/* before the point of no return: still the calling image (kwalk_procmap.bpf.h) */
+		exec = kw_exec_gone(task, tgid);
+		kw_track_count(exec ? KW_TC_EXEC_GONE : KW_TC_EXEC_WALK);
+	}
 	if (exec) {
 		r.flags |= PR_S_IN_EXEC;
 		has_user = 0;

@@ -262,7 +262,9 @@ static int on_record(void *ctx, const void *data, size_t size)
 #ifdef HAVE_KWALK
 		if (pr->kwt.l && kw_selected(pr, r.pid)) {
 			kw_track_forget(&pr->kwt, r.pid);
-			if (pr->opts.npids) /* a target: its new program's tables at once */
+			/* a target: its new program's tables at once (the BPF side made its entry
+			 * already, and tells of a module it could not enter) */
+			if (pr->opts.npids && !pr->kwt.inbpf)
 				kw_track_reload(&pr->kwt, r.pid, true);
 		}
 	} else if (h->kind == KW_KIND_EVENT) {
@@ -433,11 +435,17 @@ int main(int argc, char **argv)
 	if (!err)
 		err = bpf_map__set_max_entries(pr->skel->maps.stack_traces, pr->opts.stack_storage);
 #ifdef HAVE_KWALK
-	struct kw_opts kwo = { .budget = pr->opts.table_budget };
+	/* the whole system: rows for the whole budget (many programs' modules at once, not
+	 * evicting each other); given processes: the default row count within it */
+	struct kw_opts kwo = { .budget = pr->opts.table_budget, .rows = pr->opts.npids || pr->opts.command ? 0 : UINT32_MAX };
 
 	if (!err && pr->opts.unwind == PR_UNWIND_KERNEL && pr->opts.user)
 		err = kw_size_maps(pr->skel->obj, &kwo);
 	pr->skel->rodata->kw_track_enabled = pr->opts.unwind == PR_UNWIND_KERNEL && pr->opts.user;
+	/* new processes' mappings entered by the BPF side, from exec, fork and mmap */
+	pr->skel->rodata->kw_pm_enabled = pr->skel->rodata->kw_track_enabled;
+	if (pr->skel->rodata->kw_pm_enabled)
+		kw_track_prepare(&pr->kwt, pr->skel->obj);
 #endif
 	if (err)
 		die("cannot size the maps: %s", strerror(-err));
@@ -566,24 +574,7 @@ int main(int argc, char **argv)
 	pr_counters(pr, pr->skel->maps.pr_counters);
 	if (pr->opts.interval) /* the last, partial interval */
 		pr_print_interval(pr, ival_seq, ival_start, pr->prs.end_ns);
-#ifdef HAVE_KWALK
-	if (pr->kwt.l) {
-		struct kw_stats ks;
-		uint64_t tc[KW_TC_MAX];
-
-		kw_get_stats(pr->kwt.l, &ks);
-		kw_track_counters(pr->skel->obj, tc);
-		pr->prs.kw_map_bytes = ks.map_bytes;
-		pr->prs.kw_table_bytes = ks.table_bytes;
-		pr->prs.kw_modules = ks.modules;
-		pr->prs.kw_evictions = ks.evictions;
-		pr->prs.kw_loads = pr->kwt.loads;
-		pr->prs.kw_mmaps = pr->kwt.mmaps;
-		pr->prs.kw_exits = pr->kwt.exits;
-		pr->prs.kw_deferred = pr->kwt.deferred;
-		pr->prs.kw_mmaps_lost = tc[KW_TC_LOST];
-	}
-#endif
+	pr_kw_stats(pr);
 	if (pr->opts.debuginfod)
 		frames_name_fetched(&pr->fr, 60000);
 	pr_report(pr);

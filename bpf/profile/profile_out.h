@@ -29,6 +29,10 @@ struct pr_stats {
 	uint64_t kw_loads, kw_mmaps, kw_exits; /* table (re)loads; mmap and exit records seen */
 	uint64_t kw_deferred;   /* fallbacks of processes not (yet) worth loading (-a) */
 	uint64_t kw_map_bytes, kw_table_bytes, kw_modules, kw_evictions, kw_mmaps_lost;
+	uint64_t kw_procs, kw_files, kw_recycled; /* kw_procs entries, kw_files entries, slots reused */
+	uint64_t kw_tc[16];     /* the BPF side's tracking counters (enum kw_track_counter) */
+	uint64_t kw_load_ns;    /* time spent in table loads */
+	uint64_t kw_files_told, kw_files_stale, kw_files_big; /* files the BPF side told of */
 };
 
 struct profile_ctx;
@@ -38,6 +42,8 @@ void pr_print_header(const struct profile_ctx *pr);
 /* Sum the BPF side's per-CPU counters into pr->prs.bpf. */
 void pr_counters(struct profile_ctx *pr, struct bpf_map *m);
 void pr_report(struct profile_ctx *pr);
+/* --unwind=kernel: the walker's tables and process entries into pr->prs (no-op otherwise). */
+void pr_kw_stats(struct profile_ctx *pr);
 /* --interval: the stacks counted since the last call, then an interval line (NDJSON). */
 void pr_print_interval(struct profile_ctx *pr, uint64_t seq, uint64_t start_ns, uint64_t end_ns);
 
