@@ -7,10 +7,10 @@
  *   mmap   a file mapped executable is merged in (mappings it overlaps are dropped)
  *   exit   the entry is freed (kw_track_exit)
  * The module of a mapping comes from kw_files, which user space fills as it loads modules; a
- * file not there is told to user space (KW_KIND_MMAP), which loads it (kwalk_track.c). Also the
- * point of no return of an execve (kw_exec_gone): past it the user registers are the old image's
- * but the memory the new one's. Included by kwalk_track.bpf.h; on with kw_pm_enabled.
- * (Tracepoints only: this machine's kernel has no kprobes nor fentry.)
+ * file not there is told to user space with its path (KW_KIND_FILE), which loads it by that
+ * path and enters the mapping (kwalk_track.c). A sample inside execve walks the entry of the
+ * calling image, which stays until sched_process_exec. Included by kwalk_track.bpf.h; on with
+ * kw_pm_enabled. (Tracepoints only: this machine's kernel has no kprobes nor fentry.)
  */
 #ifndef DWUNW_KWALK_PROCMAP_BPF_H
 #define DWUNW_KWALK_PROCMAP_BPF_H
@@ -30,14 +30,6 @@ struct {
 	__type(key, __u32);
 	__type(value, struct kw_proc);
 } kw_pm_scratch SEC(".maps");
-
-/* tgid -> its mm when it entered execve (kw_exec_enter), until sched_process_exec */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 4096);
-	__type(key, __u32);
-	__type(value, __u64);
-} kw_exec_mm SEC(".maps");
 
 /* A VMA as read in bpf_find_vma's callback (its pointer is valid only there). */
 struct kw_pm_vma {
@@ -272,7 +264,6 @@ static __always_inline int kw_pm_exec(void *ctx, struct task_struct *task, __u32
 	struct mm_struct *mm;
 	int miss = 0, n = 0;
 
-	bpf_map_delete_elem(&kw_exec_mm, &tgid);
 	if (!kw_pm_enabled)
 		return 0;
 	s = bpf_map_lookup_elem(&kw_pm_scratch, &kw_zero_key);
@@ -333,50 +324,11 @@ static __always_inline void kw_pm_fork(__u32 parent, __u32 child)
 		kw_track_count(KW_TC_PM_FORK);
 }
 
-/* At exit: the entry and any execve mark go. */
+/* At exit: the entry goes. */
 static __always_inline void kw_pm_exit(__u32 tgid)
 {
-	bpf_map_delete_elem(&kw_exec_mm, &tgid);
 	if (kw_pm_enabled && !bpf_map_delete_elem(&kw_procs, &tgid))
 		kw_track_count(KW_TC_PM_EXIT);
-}
-
-/*
- * A sample inside execve (task->in_execve): until begin_new_exec installs the new mm, the user
- * registers and memory are both the calling image's, whose entry kw_procs still holds (made
- * anew only at sched_process_exec): walkable. Past it the registers are the old image's, the
- * memory the new one's: no user stack. So: walkable while the task's mm is the one it entered
- * execve with. 1 when gone, or unknown (no mark: the tracker not attached, or its map full).
- */
-static __always_inline int kw_exec_gone(struct task_struct *task, __u32 tgid)
-{
-	__u64 *mm = bpf_map_lookup_elem(&kw_exec_mm, &tgid);
-
-	return !mm || *mm != (__u64)task->mm;
-}
-
-#if defined(__TARGET_ARCH_x86)
-#define KW_NR_EXECVE   59
-#define KW_NR_EXECVEAT 322
-#else
-#define KW_NR_EXECVE   221
-#define KW_NR_EXECVEAT 281
-#endif
-
-/* At every system call's entry (the mapping tracker's sys_enter, MT_SYS_ENTER_HOOK): an
- * execve's caller marks its mm (kw_exec_gone). */
-static __always_inline void kw_exec_enter(long id)
-{
-	struct task_struct *task;
-	__u32 tgid;
-	__u64 mm;
-
-	if (!kw_pm_enabled || (id != KW_NR_EXECVE && id != KW_NR_EXECVEAT))
-		return;
-	task = bpf_get_current_task_btf();
-	tgid = task->tgid;
-	mm = (__u64)task->mm;
-	bpf_map_update_elem(&kw_exec_mm, &tgid, &mm, BPF_ANY);
 }
 
 #endif /* DWUNW_KWALK_PROCMAP_BPF_H */

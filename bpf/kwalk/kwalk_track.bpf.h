@@ -83,7 +83,6 @@ static __always_inline bool kw_track_mt_on(__u32 tgid, __u32 tid)
 #define kw_track_mt_enter(ctx, c) kw_track_wants(c)
 #define kw_track_mt_exit(ctx, c, ret, tgid) kw_track_mmap(ctx, ret, tgid)
 #define kw_track_mt_lost() kw_track_count(KW_TC_LOST)
-#define MT_SYS_ENTER_HOOK(id) kw_exec_enter(id)
 
 /* exec and fork of a followed process, the BPF side's entries (kw_track_prepare loads these) */
 SEC("?tp_btf/sched_process_exec")

@@ -165,6 +165,9 @@ int main(int argc, char **argv)
 	    !(getenv("DWUNW_MAPEV") && !strcmp(getenv("DWUNW_MAPEV"), "0")))
 		ml->fr.maps = mappings_new();
 	ml->skel->rodata->mmap_ev_enabled = ml->fr.maps != NULL;
+	/* a followed tree's forks and exits in order with the records: a child's view starts as its
+	 * parent's, and goes (with its held files) after its last record */
+	ml->skel->rodata->follow_records = ml->following && ml->fr.maps;
 	ml->skel->rodata->cap_scratch_slots = dwunw_cap_scratch_slots(ml->env.perfbuf);
 	ring_bytes = ml->env.buffer_size && !ml->env.perfbuf ? ml->env.buffer_size : ml_ring_bytes(ml->env.expected_rate);
 	ml->skel->rodata->cap_wakeup_bytes = ring_bytes / 8;

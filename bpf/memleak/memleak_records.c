@@ -119,6 +119,14 @@ int ml_on_record(void *ctx, const void *data, size_t size)
 	} else if (h->kind == CAP_KIND_MAPEV) {
 		if (ml->fr.maps)
 			mappings_event(ml->fr.maps, data, size);
+	} else if (h->kind == CAP_KIND_PROC && size >= sizeof(struct cap_proc_rec)) {
+		struct cap_proc_rec r;
+
+		memcpy(&r, data, sizeof(r));
+		if (r.op == CAP_PROC_FORK)
+			mappings_fork(ml->fr.maps, r.parent, r.pid);
+		else if (r.op == CAP_PROC_EXIT)
+			frames_forget_pid(&ml->fr, r.pid); /* its blocks stay: leaks at its exit */
 #ifdef HAVE_KWALK
 	} else if (h->kind == KW_KIND_EVENT) {
 		on_kwalk(ml, data, size);

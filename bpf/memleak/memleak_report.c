@@ -350,6 +350,8 @@ void ml_report(struct memleak_ctx *ml)
 			       ml->stats.patched);
 		ml_print_kwalk(ml, false);
 		mappings_text(ml->fr.maps);
+		if (ml->following) /* a tree: what is held per process, freed at each one's exit */
+			mappings_held_text(ml->fr.maps, stdout);
 		if (ml->env.unwind == ML_UNWIND_DWARF && (n_beyond || n_stale))
 			/* a rewrite that leaves the sampled words as they were is not seen: the complete
 			 * ones among them are marked [live], counted here, never vouched for */

@@ -226,15 +226,9 @@ int BPF_PROG(oc_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 SEC("tp_btf/sched_process_fork")
 int BPF_PROG(oc_fork, struct task_struct *parent, struct task_struct *child)
 {
-	struct oc_fork_rec r = {};
-
 	if (!mmap_ev_enabled || parent->tgid == child->tgid || !tgid_selected(parent->tgid))
 		return 0;
-	r.h.kind = OC_REC_FORK;
-	r.h.hdr_size = sizeof(r);
-	r.parent = parent->tgid;
-	r.child = child->tgid;
-	cap_emit(ctx, &r, sizeof(r));
+	cap_emit_proc(ctx, CAP_PROC_FORK, child->tgid, parent->tgid);
 	return 0;
 }
 
@@ -246,6 +240,9 @@ int BPF_PROG(oc_thread_exit, struct task_struct *p)
 
 	bpf_map_delete_elem(&start, &tid);
 	cap_thread_exit(tid);
+	/* the last thread: its view and held files go after its last record */
+	if (mmap_ev_enabled && p->signal->live.counter == 0 && tgid_selected(tgid))
+		cap_emit_proc(ctx, CAP_PROC_EXIT, tgid, 0);
 	if (unwind_mode == OC_UNWIND_KERNEL && tid == tgid && tgid_selected(tgid))
 		kw_track_exit(ctx, tgid);
 	return 0;

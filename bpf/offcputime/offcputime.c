@@ -177,7 +177,9 @@ static void on_span(struct oc_ctx *c, const struct oc_off_rec *r)
 static void on_exec(struct oc_ctx *c, uint32_t pid)
 {
 	(*gen_slot(c, pid, true))++;
-	frames_forget_pid(&c->fr, pid);
+	/* with mapping events the view follows the exec by its own record (mappings.c) */
+	if (!c->fr.maps)
+		frames_forget_pid(&c->fr, pid);
 #ifdef HAVE_KWALK
 	if (c->kwt.l) {
 		kw_track_forget(&c->kwt, pid);
@@ -251,11 +253,14 @@ static int on_record(void *arg, const void *data, size_t size)
 
 		memcpy(&r, data, sizeof(r));
 		on_exec(c, r.pid);
-	} else if (h->kind == OC_REC_FORK && size >= sizeof(struct oc_fork_rec)) {
-		struct oc_fork_rec r;
+	} else if (h->kind == CAP_KIND_PROC && size >= sizeof(struct cap_proc_rec)) {
+		struct cap_proc_rec r;
 
 		memcpy(&r, data, sizeof(r));
-		mappings_fork(c->fr.maps, r.parent, r.child);
+		if (r.op == CAP_PROC_FORK)
+			mappings_fork(c->fr.maps, r.parent, r.pid);
+		else if (r.op == CAP_PROC_EXIT)
+			frames_forget_pid(&c->fr, r.pid);
 #ifdef HAVE_KWALK
 	} else if (h->kind == KW_KIND_EVENT) {
 		on_kwalk(c, data, size);

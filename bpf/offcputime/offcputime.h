@@ -22,7 +22,6 @@ enum oc_unwind {
 enum oc_rec_kind {
 	OC_REC_OFF = CAP_KIND_TOOL, /* a thread ran again: its time off CPU */
 	OC_REC_EXEC,                /* a process exec'd: its maps and addresses changed */
-	OC_REC_FORK,                /* a selected process forked: the child's maps are its copy */
 };
 
 /*
@@ -46,12 +45,6 @@ struct oc_exec_rec {
 	struct cap_rec_hdr h;
 	__u32 pid;
 	__u32 pad;
-};
-
-struct oc_fork_rec {
-	struct cap_rec_hdr h;
-	__u32 parent;
-	__u32 child;
 };
 
 #define OC_F_SENT      (1u << 0) /* the user stack went out at the switch-out (seq) */

@@ -27,6 +27,7 @@ const volatile __u32 want_kernel = 1;        /* not -U */
 const volatile __u32 include_idle = 0;       /* -I */
 const volatile __u32 filter_tgid = 0;        /* -p / -- COMMAND: only tgids in `tgids` */
 const volatile __u32 filter_tid = 0;         /* -L: only tids in `tids` */
+const volatile __u32 follow_forks = 0;       /* -- COMMAND: its children join `tgids` (its tree) */
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -84,9 +85,10 @@ static __always_inline int selected(__u32 tgid, __u32 tid)
 	return 1;
 }
 
-/* the mapping tracker's consumers: -p / -- COMMAND, mapping changes in order with the samples
- * (mappings.h); --unwind=kernel: executable mappings of the selected processes */
-#define MMAP_EV_TRACED(tgid) (filter_tgid && bpf_map_lookup_elem(&tgids, &(__u32){ (tgid) }))
+/* the mapping tracker's consumers: dwarf mode, mapping changes in order with the samples
+ * (mappings.h) of the selected processes (every process without -p); --unwind=kernel: executable
+ * mappings of the selected processes */
+#define MMAP_EV_TRACED(tgid) (!filter_tgid || bpf_map_lookup_elem(&tgids, &(__u32){ (tgid) }))
 #include "runtime/mmap_ev.bpf.h"
 #define KW_TRACK_SELECTED(tgid, tid) selected(tgid, tid)
 #include "kwalk/kwalk_track.bpf.h"
@@ -94,16 +96,36 @@ static __always_inline int selected(__u32 tgid, __u32 tid)
 #include "runtime/mmap_track.bpf.h"
 
 /*
+ * tgid -> the mm its image runs in, set at fork (the child's) and at exec (the new image's),
+ * deleted at the process's exit: bounded by the live processes (not preallocated).
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, __u32);
+	__type(value, __u64);
+} pr_mms SEC(".maps");
+
+/*
  * Inside execve the new program's memory is installed before its registers (the loader sets
  * them, then sched_process_exec fires): a sample there may pair the old program's pc and sp
- * with the new one's maps and stack, or the new entry point with maps not yet told to user
- * space. No user stack is taken then; the sample says why.
+ * with the new one's maps and stack. Until the new mm is installed, the registers and the memory
+ * are the old image's, whose mappings user space still has (the exec record is not applied yet):
+ * such a sample is taken like any other. After it, no user stack is taken; the sample says why:
+ * PR_S_EXEC_NEW when the mm is known to be the new one, PR_S_IN_EXEC alone when the process's mm
+ * was never seen (it started before profile).
  */
-static __always_inline int in_exec(struct task_struct *t)
+static __always_inline __u32 exec_state(struct task_struct *t, __u32 tgid)
 {
-	if (!bpf_core_field_exists(t->in_execve))
+	__u64 *mm;
+
+	if (!bpf_core_field_exists(t->in_execve) || !BPF_CORE_READ_BITFIELD_PROBED(t, in_execve))
 		return 0;
-	return BPF_CORE_READ_BITFIELD_PROBED(t, in_execve);
+	mm = bpf_map_lookup_elem(&pr_mms, &tgid);
+	if (mm && *mm == (__u64)t->mm)
+		return 0; /* the old image still installed (or the new one complete: exec record sent) */
+	return mm ? PR_S_IN_EXEC | PR_S_EXEC_NEW : PR_S_IN_EXEC;
 }
 
 SEC("perf_event")
@@ -115,7 +137,8 @@ int sample(struct bpf_perf_event_data *ctx)
 	struct pr_sample_rec r = {};
 	char comm[PR_COMM_LEN];
 	int kid = PR_STACK_NONE, uid = PR_STACK_NONE;
-	int has_user = task->mm != NULL, exec = has_user && in_exec(task);
+	int has_user = task->mm != NULL;
+	__u32 exec = has_user ? exec_state(task, tgid) : 0;
 
 	pr_count(PR_CNT_SAMPLES);
 	if (!selected(tgid, tid)) {
@@ -126,13 +149,13 @@ int sample(struct bpf_perf_event_data *ctx)
 	bpf_map_update_elem(&comms, &tid, comm, BPF_ANY);
 	if (want_kernel)
 		kid = bpf_get_stackid(ctx, &stack_traces, 0);
-	if (exec && unwind_mode == PR_UNWIND_KERNEL && want_user) {
-		/* before the point of no return: still the calling image (kwalk_procmap.bpf.h) */
-		exec = kw_exec_gone(task, tgid);
+	/* --unwind=kernel inside execve: walked while the old image is installed (its kw_procs
+	 * entry stays until sched_process_exec), else counted with why */
+	if (unwind_mode == PR_UNWIND_KERNEL && want_user && has_user && bpf_core_field_exists(task->in_execve) &&
+	    BPF_CORE_READ_BITFIELD_PROBED(task, in_execve))
 		kw_track_count(exec ? KW_TC_EXEC_GONE : KW_TC_EXEC_WALK);
-	}
 	if (exec) {
-		r.flags |= PR_S_IN_EXEC;
+		r.flags |= exec;
 		has_user = 0;
 	}
 	if (want_user && has_user)
@@ -182,7 +205,12 @@ SEC("tp_btf/sched_process_exec")
 int BPF_PROG(pr_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
 {
 	struct pr_exec_rec r = {};
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u32 tgid = pid_tgid >> 32;
+	__u64 mm = (__u64)bpf_get_current_task_btf()->mm;
 
+	if (selected(tgid, (__u32)pid_tgid))
+		bpf_map_update_elem(&pr_mms, &tgid, &mm, BPF_ANY);
 	r.h.kind = PR_REC_EXEC;
 	r.h.hdr_size = sizeof(r);
 	r.pid = bpf_get_current_pid_tgid() >> 32;
@@ -190,13 +218,46 @@ int BPF_PROG(pr_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 	return 0;
 }
 
-/* forget the thread's cached stack VMA when it exits; --unwind=kernel: the process's tables */
+/*
+ * A new process (not a thread): its mm, and in dwarf mode with mapping events a record so user
+ * space starts its view as a copy of the parent's (mappings_fork): a child sampled before its
+ * exec, or gone before its first sample is processed, is unwound against what it had mapped.
+ */
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(pr_fork, struct task_struct *parent, struct task_struct *child)
+{
+	__u32 ctgid = child->tgid;
+	__u64 mm = (__u64)child->mm;
+
+	if (parent->tgid == ctgid || !selected(parent->tgid, parent->pid))
+		return 0;
+	if (follow_forks && filter_tgid) {
+		__u8 one = 1;
+
+		if (bpf_map_update_elem(&tgids, &ctgid, &one, BPF_ANY))
+			pr_count(PR_CNT_FOLLOW_FULL);
+	}
+	bpf_map_update_elem(&pr_mms, &ctgid, &mm, BPF_ANY);
+	if (mmap_ev_enabled)
+		cap_emit_proc(ctx, CAP_PROC_FORK, ctgid, parent->tgid);
+	return 0;
+}
+
+/* forget the thread's cached stack VMA when it exits; --unwind=kernel: the process's tables; the
+ * last thread's exit (signal->live already decremented): a record after the process's last
+ * sample, user space frees what it held for it */
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(pr_thread_exit, struct task_struct *p)
 {
 	__u32 tid = BPF_CORE_READ(p, pid), tgid = BPF_CORE_READ(p, tgid);
 
 	cap_thread_exit(tid);
+	if (p->signal->live.counter == 0) {
+		if (follow_forks)
+			bpf_map_delete_elem(&tgids, &tgid);
+		if (bpf_map_delete_elem(&pr_mms, &tgid) == 0 || mmap_ev_enabled)
+			cap_emit_proc(ctx, CAP_PROC_EXIT, tgid, 0);
+	}
 	if (unwind_mode == PR_UNWIND_KERNEL && tid == tgid && selected(tgid, tid))
 		kw_track_exit(ctx, tgid);
 	return 0;

@@ -102,19 +102,21 @@ static void count_sample(struct profile_ctx *pr, uint32_t pid, uint32_t tid, int
 }
 
 /*
- * The address space of pid's samples in the stack store: the pid and its exec generation (the
- * same pcs after an exec are another program's).
+ * The address space of pid's samples in the stack store: the pid and its image's generation (the
+ * same pcs after an exec are another program's; a pid reused after an exit is another process):
+ * each fork and exec seen takes a new generation, an exit drops the pid's entry.
  */
 static uint32_t *gen_slot(struct profile_ctx *pr, uint32_t pid, bool add)
 {
 	size_t i;
 
-	if (add && (pr->gens.n + 1) * 2 > pr->gens.cap) {
-		size_t ncap = pr->gens.cap ? pr->gens.cap * 2 : 256;
+	if (add && (pr->gens.n + pr->gens.tomb + 1) * 2 > pr->gens.cap) {
+		/* grown when live entries fill it, rehashed in place when dropped ones do */
+		size_t ncap = !pr->gens.cap ? 256 : pr->gens.n * 4 > pr->gens.cap ? pr->gens.cap * 2 : pr->gens.cap;
 		uint32_t *np = xcalloc(ncap, sizeof(*np)), *ng = xcalloc(ncap, sizeof(*ng));
 
 		for (size_t k = 0; k < pr->gens.cap; k++)
-			if (pr->gens.pid[k]) {
+			if (pr->gens.pid[k] && pr->gens.pid[k] != GEN_TOMB) {
 				for (i = hash64(0, pr->gens.pid[k]) & (ncap - 1); np[i]; i = (i + 1) & (ncap - 1))
 					;
 				np[i] = pr->gens.pid[k];
@@ -125,6 +127,7 @@ static uint32_t *gen_slot(struct profile_ctx *pr, uint32_t pid, bool add)
 		pr->gens.pid = np;
 		pr->gens.gen = ng;
 		pr->gens.cap = ncap;
+		pr->gens.tomb = 0;
 	}
 	if (!pr->gens.cap)
 		return NULL;
@@ -138,6 +141,17 @@ static uint32_t *gen_slot(struct profile_ctx *pr, uint32_t pid, bool add)
 	return &pr->gens.gen[i];
 }
 
+static void gen_drop(struct profile_ctx *pr, uint32_t pid)
+{
+	uint32_t *g = gen_slot(pr, pid, false);
+
+	if (!g)
+		return;
+	pr->gens.pid[g - pr->gens.gen] = GEN_TOMB;
+	pr->gens.n--;
+	pr->gens.tomb++;
+}
+
 static uint64_t space_of(struct profile_ctx *pr, uint32_t pid)
 {
 	uint32_t *g = gen_slot(pr, pid, false);
@@ -148,8 +162,38 @@ static uint64_t space_of(struct profile_ctx *pr, uint32_t pid)
 static void on_exec(struct profile_ctx *pr, uint32_t pid)
 {
 	pr->comm_cache[hash64(0, pid) & (COMM_CACHE - 1)].tid = 0;
-	(*gen_slot(pr, pid, true))++;
+	*gen_slot(pr, pid, true) = ++pr->gens.seq;
+	/* with mapping events the view follows the exec by its own record (mappings.c) */
+	if (!pr->fr.maps)
+		frames_forget_pid(&pr->fr, pid);
+}
+
+/* A new process: its own address space; its view a copy of its parent's. */
+static void on_fork(struct profile_ctx *pr, uint32_t pid, uint32_t parent)
+{
+	pr->prs.forks++;
+	*gen_slot(pr, pid, true) = ++pr->gens.seq;
+	mappings_fork(pr->fr.maps, parent, pid);
+}
+
+/* A process's last record: what was held for it goes (its counts stay in the report). */
+static void on_proc_exit(struct profile_ctx *pr, uint32_t pid)
+{
+	pr->prs.exits++;
+	gen_drop(pr, pid);
+	pr->comm_cache[hash64(0, pid) & (COMM_CACHE - 1)].tid = 0;
 	frames_forget_pid(&pr->fr, pid);
+	py_merge_forget(&pr->py, pid);
+}
+
+/* mappings_sweep: a process gone whose exit record was lost */
+static void on_swept(void *arg, uint32_t pid)
+{
+	struct profile_ctx *pr = arg;
+
+	on_proc_exit(pr, pid);
+	pr->prs.exits--;
+	pr->prs.swept++;
 }
 
 static int64_t user_fp_stack(struct profile_ctx *pr, uint32_t pid, int32_t id)
@@ -228,6 +272,8 @@ static int on_record(void *ctx, const void *data, size_t size)
 
 		if (uidx == FRAMES_BAD)
 			return 0;
+		if (rec->ts > pr->processed_ts)
+			pr->processed_ts = rec->ts;
 		if (uidx == FRAMES_FALLBACK)
 			uidx = user_fp_stack(pr, rec->pid, (int32_t)rec->aux);
 		uidx = py_merge_stack(&pr->py, uidx, rec->pid, rec->tid, space_of(pr, rec->pid), true);
@@ -240,7 +286,9 @@ static int on_record(void *ctx, const void *data, size_t size)
 		memcpy(&r, data, sizeof(r));
 		if ((r.flags & PR_S_IN_EXEC) && pr->opts.user) {
 			pr->prs.ulost++;
-			uidx = pseudo_stack(&pr->st, "[stack lost: sampled inside execve]");
+			uidx = pseudo_stack(&pr->st, r.flags & PR_S_EXEC_NEW
+				? "[stack lost: sampled inside execve: new image installed, registers still the old one's]"
+				: "[stack lost: sampled inside execve: process not seen since before profile started]");
 		} else if (r.flags & PR_S_LOST_SNAP) {
 			pr->prs.ulost++;
 			uidx = pseudo_stack(&pr->st, pr->opts.perfbuf ? "[stack lost: perf buffer full]"
@@ -249,6 +297,14 @@ static int on_record(void *ctx, const void *data, size_t size)
 			uidx = user_fp_stack(pr, r.pid, r.ustack);
 		}
 		count_sample(pr, r.pid, r.tid, kernel_stack(pr, r.kstack), uidx);
+	} else if (h->kind == CAP_KIND_PROC && size >= sizeof(struct cap_proc_rec)) {
+		struct cap_proc_rec r;
+
+		memcpy(&r, data, sizeof(r));
+		if (r.op == CAP_PROC_FORK)
+			on_fork(pr, r.pid, r.parent);
+		else if (r.op == CAP_PROC_EXIT)
+			on_proc_exit(pr, r.pid);
 	} else if (h->kind == PR_REC_EXEC && size >= sizeof(struct pr_exec_rec)) {
 		struct pr_exec_rec r;
 
@@ -420,9 +476,10 @@ int main(int argc, char **argv)
 	pr->skel->rodata->include_idle = pr->opts.idle;
 	pr->skel->rodata->filter_tgid = pr->opts.npids || pr->opts.command;
 	pr->skel->rodata->filter_tid = pr->opts.ntids > 0;
-	/* dwarf mode on chosen processes: mapping changes in order with the samples (not
-	 * system-wide: every process's mmaps would be sent) */
-	if (pr->opts.unwind == PR_UNWIND_DWARF && pr->opts.user && (pr->opts.npids || pr->opts.command) &&
+	pr->skel->rodata->follow_forks = pr->opts.command != NULL;
+	/* dwarf mode: mapping changes in order with the samples (every process's without -p), so a
+	 * process gone before its samples are processed is unwound like any other */
+	if (pr->opts.unwind == PR_UNWIND_DWARF && pr->opts.user &&
 	    !(getenv("DWUNW_MAPEV") && !strcmp(getenv("DWUNW_MAPEV"), "0")))
 		pr->fr.maps = mappings_new();
 	pr->skel->rodata->mmap_ev_enabled = pr->fr.maps != NULL;
@@ -494,6 +551,8 @@ int main(int argc, char **argv)
 		die("cannot attach sched_process_exit: %s", strerror(-err));
 	if (!bpf_program__attach(pr->skel->progs.pr_exec))
 		die("cannot attach sched_process_exec: %s", strerror(errno));
+	if (!bpf_program__attach(pr->skel->progs.pr_fork))
+		die("cannot attach sched_process_fork: %s", strerror(errno));
 	if (pr->fr.maps) {
 		struct bpf_link **ml = NULL;
 		size_t nml = 0;
@@ -527,7 +586,7 @@ int main(int argc, char **argv)
 	ptarget_release();
 
 	uint64_t t0 = mono_ns(), end = pr->opts.duration ? t0 + pr->opts.duration * 1000000000ull : 0;
-	uint64_t last_check = t0, ival_start = t0, ival_seq = 0;
+	uint64_t last_check = t0, last_sweep = t0, ival_start = t0, ival_seq = 0;
 
 	pr->prs.start_ns = t0;
 	while (!exiting) {
@@ -546,6 +605,10 @@ int main(int argc, char **argv)
 			pr_counters(pr, pr->skel->maps.pr_counters);
 			pr_print_interval(pr, ival_seq++, ival_start, now);
 			ival_start = now;
+		}
+		if (now - last_sweep >= 1000000000ull) {
+			last_sweep = now;
+			mappings_sweep(pr->fr.maps, pr->processed_ts, on_swept, pr);
 		}
 		if (now - last_check >= 50000000ull) {
 			last_check = now;

@@ -48,6 +48,7 @@ struct pr_sample_rec {
 #define PR_S_KTHREAD   (1u << 0) /* no user context (kernel thread) */
 #define PR_S_LOST_SNAP (1u << 1) /* dwarf mode: the snapshot could not be sent; ustack is fp */
 #define PR_S_IN_EXEC   (1u << 2) /* inside execve: the user registers and memory may be two programs' */
+#define PR_S_EXEC_NEW  (1u << 3) /* ... the new image's memory installed, the registers still the old one's */
 
 /*
  * A dwarf-mode snapshot's cookie: kernel stack id in the low 32 bits, cpu above; its aux: the
@@ -63,6 +64,7 @@ enum pr_counter {
 	PR_CNT_SNAP_LOST,       /* snapshot not sent (buffer full); a small record went instead */
 	PR_CNT_REC_LOST,        /* no record at all could be sent */
 	PR_CNT_PY_LOST,         /* a Python chain could not be sent (its stack shows native frames only) */
+	PR_CNT_FOLLOW_FULL,     /* -- COMMAND: a child not followed (the filter map full) */
 	PR_CNT_MAX = 8,
 };
 

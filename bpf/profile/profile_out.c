@@ -12,6 +12,8 @@
 #include "profile_agg.h"
 #include "profile_opts.h"
 #include "profile_out.h"
+#include "runtime/mapped_files.h"
+#include "runtime/mappings.h"
 #include "profile_state.h"
 #include "runtime/report_fmt.h"
 #include "runtime/stack_report.h"
@@ -321,6 +323,9 @@ void pr_report(struct profile_ctx *pr)
 	double secs = (double)(pr->prs.end_ns - pr->prs.start_ns) / 1e9;
 	double pct = usamples ? 100.0 * (double)ucomplete / (double)usamples : 0.0;
 
+	struct pr_held hd;
+
+	pr_held(pr, &hd);
 	if (pr->opts.json) {
 		printf("{\"summary\":{\"samples\":%" PRIu64 ",\"event\":\"%s\",\"frequency\":%" PRIu64
 		       ",\"period\":%" PRIu64 ",\"cpus\":%d,\"duration_ns\":%" PRIu64
@@ -352,6 +357,7 @@ void pr_report(struct profile_ctx *pr)
 		       scpu, ru.ru_maxrss);
 		print_modules_json(mods, nmods);
 		printf("]");
+		pr_held_json(&hd);
 		if (pr->opts.unwind == PR_UNWIND_KERNEL) {
 			printf(",\"kernel_walk\":{\"events\":%" PRIu64 ",\"from_kernel\":%" PRIu64
 			       ",\"fallback\":%" PRIu64 ",\"fallback_pct\":%.2f,\"bad\":%" PRIu64
@@ -417,6 +423,9 @@ void pr_report(struct profile_ctx *pr)
 		fprintf(stderr, "; kernel stacks lost: %" PRIu64, pr->prs.klost);
 	if (pr->prs.bpf[PR_CNT_REC_LOST])
 		fprintf(stderr, "; samples lost (buffer full): %" PRIu64, pr->prs.bpf[PR_CNT_REC_LOST]);
+	if (pr->prs.bpf[PR_CNT_FOLLOW_FULL])
+		fprintf(stderr, "; %" PRIu64 " children of the command not followed (filter map full)",
+			pr->prs.bpf[PR_CNT_FOLLOW_FULL]);
 	if (pr->agg.overflow)
 		fprintf(stderr, "; %" PRIu64 " samples under [aggregation table full]", pr->agg.overflow);
 	if (pr->st.full)
@@ -424,4 +433,46 @@ void pr_report(struct profile_ctx *pr)
 	fprintf(stderr, "\nprofile: self: CPU %.2f s (user %.2f, sys %.2f), max RSS %.1f MiB; %" PRIu64
 		" processes, %zu modules seen\n", ucpu + scpu, ucpu, scpu, ru.ru_maxrss / 1024.0,
 		pr->prs.npids, nmods);
+	pr_held_text(&hd);
+}
+
+void pr_held(const struct profile_ctx *pr, struct pr_held *h)
+{
+	struct mapped_files_stats mf;
+
+	memset(h, 0, sizeof(*h));
+	h->processes = mappings_held(pr->fr.maps, &h->view_bytes);
+	mapped_files_stats_get(&mf);
+	h->files = mf.open;
+	h->spaces = pr->gens.n;
+	h->forks = pr->prs.forks;
+	h->exits = pr->prs.exits;
+	h->swept = pr->prs.swept;
+	h->stacks = pr->st.n;
+	h->keys = pr->agg.n;
+	h->not_followed = pr->prs.bpf[PR_CNT_FOLLOW_FULL];
+#ifdef HAVE_DWUNW
+	struct dwunw_cache_stats cs;
+
+	if (pr->fr.dctx_ok && dwunw_cache_stats((struct dwunw_ctx *)&pr->fr.dctx, &cs) == DWUNW_OK)
+		h->modules = cs.active + cs.warm;
+#endif
+}
+
+void pr_held_json(const struct pr_held *h)
+{
+	printf(",\"held\":{\"processes\":%" PRIu64 ",\"view_bytes\":%" PRIu64 ",\"files\":%" PRIu64
+	       ",\"spaces\":%" PRIu64 ",\"modules\":%" PRIu64 ",\"stacks\":%" PRIu64 ",\"keys\":%" PRIu64
+	       ",\"forks\":%" PRIu64 ",\"exits\":%" PRIu64 ",\"swept\":%" PRIu64 ",\"not_followed\":%" PRIu64 "}",
+	       h->processes, h->view_bytes, h->files, h->spaces, h->modules, h->stacks, h->keys, h->forks, h->exits,
+	       h->swept, h->not_followed);
+}
+
+void pr_held_text(const struct pr_held *h)
+{
+	fprintf(stderr, "profile: held: %" PRIu64 " processes' mappings (%.1f KiB), %" PRIu64 " files open, %" PRIu64
+		" address spaces, %" PRIu64 " modules cached; %" PRIu64 " stacks, %" PRIu64 " keys; %" PRIu64
+		" forks and %" PRIu64 " exits applied, %" PRIu64 " gone without an exit record (lost)\n", h->processes,
+		(double)h->view_bytes / 1024.0, h->files, h->spaces, h->modules, h->stacks, h->keys, h->forks, h->exits,
+		h->swept);
 }

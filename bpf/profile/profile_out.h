@@ -33,6 +33,19 @@ struct pr_stats {
 	uint64_t kw_tc[16];     /* the BPF side's tracking counters (enum kw_track_counter) */
 	uint64_t kw_load_ns;    /* time spent in table loads */
 	uint64_t kw_files_told, kw_files_stale, kw_files_big; /* files the BPF side told of */
+	uint64_t forks, exits;  /* process records applied (per-process state made / freed) */
+	uint64_t swept;         /* processes found gone whose exit record was lost (mappings_sweep) */
+};
+
+/* What profile holds now (the summary's "held"): per-process state, caches, the report's tables. */
+struct pr_held {
+	uint64_t processes, view_bytes; /* mapping views (runtime/mappings.h) */
+	uint64_t files;                 /* executable files held open (runtime/mapped_files.h) */
+	uint64_t spaces;                /* pids with an image generation */
+	uint64_t modules;               /* libdwunw's module cache: active + warm slots */
+	uint64_t stacks, keys;          /* the stack store, the aggregation */
+	uint64_t forks, exits, swept;
+	uint64_t not_followed;          /* -- COMMAND: children left out (filter map full) */
 };
 
 struct profile_ctx;
@@ -44,6 +57,9 @@ void pr_counters(struct profile_ctx *pr, struct bpf_map *m);
 void pr_report(struct profile_ctx *pr);
 /* --unwind=kernel: the walker's tables and process entries into pr->prs (no-op otherwise). */
 void pr_kw_stats(struct profile_ctx *pr);
+void pr_held(const struct profile_ctx *pr, struct pr_held *h);
+void pr_held_json(const struct pr_held *h);
+void pr_held_text(const struct pr_held *h);
 /* --interval: the stacks counted since the last call, then an interval line (NDJSON). */
 void pr_print_interval(struct profile_ctx *pr, uint64_t seq, uint64_t start_ns, uint64_t end_ns);
 

@@ -20,6 +20,7 @@
 #endif
 
 #define PR_COMM_CACHE 4096
+#define GEN_TOMB UINT32_MAX
 
 struct bpf_link;
 
@@ -34,17 +35,19 @@ struct profile_ctx {
 	struct pr_stats prs;            /* the summary's figures */
 	uint64_t now_ns;                /* mono_ns(), refreshed every 256 records */
 	uint64_t poll_until;            /* on_record returns -EINTR from then on */
+	uint64_t processed_ts;          /* kernel time of the newest snapshot processed */
 	/* thread names, cached per tid for a second (profile.c) */
 	struct {
 		uint32_t tid;           /* tid + 1 */
 		const char *comm;
 		uint64_t ns;
 	} comm_cache[PR_COMM_CACHE];
-	/* pid -> exec generation: the address space of its samples (profile.c) */
+	/* pid -> image generation: the address space of its samples (profile.c) */
 	struct {
-		uint32_t *pid;          /* pid + 1 */
+		uint32_t *pid;          /* pid + 1; GEN_TOMB: a dropped entry */
 		uint32_t *gen;
-		size_t cap, n;
+		size_t cap, n, tomb;
+		uint32_t seq;           /* the last generation given */
 	} gens;
 #ifdef HAVE_KWALK
 	struct kw_track kwt;

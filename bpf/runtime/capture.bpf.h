@@ -661,4 +661,13 @@ static __always_inline long cap_emit(void *ctx, void *data, __u32 size)
 	return err;
 }
 
+/* A process record (capture.h) in the channel, in order with the process's own records. */
+static __always_inline void cap_emit_proc(void *ctx, __u32 op, __u32 pid, __u32 parent)
+{
+	struct cap_proc_rec r = { .h = { .kind = CAP_KIND_PROC, .hdr_size = sizeof(r) }, .op = op, .pid = pid,
+				  .parent = parent };
+
+	cap_emit(ctx, &r, sizeof(r));
+}
+
 #endif /* DWUNW_CAPTURE_BPF_H */

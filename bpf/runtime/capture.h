@@ -52,7 +52,22 @@ enum cap_kind {
 	CAP_KIND_SNAPSHOT = 1, /* struct cap_record */
 	CAP_KIND_MAPEV = 2,    /* struct mmap_ev_rec: a mapping change (mmap_ev.h) */
 	CAP_KIND_PY = 3,       /* struct py_rec: the thread's Python frames, just before its stack (py.h) */
+	CAP_KIND_PROC = 4,     /* struct cap_proc_rec: a process forked or gone, in order with its records */
 	CAP_KIND_TOOL = 16,
+};
+
+/* A process's life as the tools' user sides need it (mapping views, what is held per process). */
+enum cap_proc_op {
+	CAP_PROC_FORK = 1,     /* pid is a new process forked by parent (its view: a copy of parent's) */
+	CAP_PROC_EXIT,         /* pid's last thread exited: no record of pid follows */
+};
+
+struct cap_proc_rec {
+	struct cap_rec_hdr h;  /* kind CAP_KIND_PROC */
+	__u32 op;              /* enum cap_proc_op */
+	__u32 pid;             /* tgid */
+	__u32 parent;          /* CAP_PROC_FORK: the parent's tgid */
+	__u32 pad;
 };
 
 /* struct cap_record.flags */

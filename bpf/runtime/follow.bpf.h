@@ -14,6 +14,7 @@
 #include "follow.h"
 
 const volatile __u32 follow_tree = 0;
+const volatile __u32 follow_records = 0; /* fork and exit records (CAP_KIND_PROC) in the capture channel */
 
 __u32 follow_next_slot = FOLLOW_ROOT_SLOT + 1;
 __u64 follow_full = 0;                   /* forks not followed: follow_procs full */
@@ -90,6 +91,8 @@ int BPF_PROG(follow_fork, struct task_struct *parent, struct task_struct *child)
 	p.slot = follow_new_slot(ctgid);
 	if (bpf_map_update_elem(&follow_procs, &ctgid, &p, BPF_ANY))
 		__sync_fetch_and_add(&follow_full, 1);
+	else if (follow_records)
+		cap_emit_proc(ctx, CAP_PROC_FORK, ctgid, ptgid);
 	return 0;
 }
 
@@ -125,6 +128,8 @@ int BPF_PROG(follow_exit, struct task_struct *task)
 		return 0;
 	follow_slot_flag(p->slot, FOLLOW_F_EXITED);
 	bpf_map_delete_elem(&follow_procs, &tgid);
+	if (follow_records)
+		cap_emit_proc(ctx, CAP_PROC_EXIT, tgid, 0);
 	return 0;
 }
 

@@ -404,6 +404,10 @@ void mapped_files_release(uint32_t pid, uint64_t start, uint64_t end, uint64_t t
 void mapped_files_stats_get(struct mapped_files_stats *out)
 {
 	pthread_mutex_lock(&mu);
+	init_locked();
 	*out = stats;
+	out->open = 0;
+	for (size_t i = 0; i < MAPPED_FILES_MAX; i++)
+		out->open += holds[i].fd >= 0;
 	pthread_mutex_unlock(&mu);
 }

@@ -22,6 +22,7 @@ struct mapped_files_stats {
 	uint64_t missed;       /* ... whose mapping and file were gone when the event was seen */
 	uint64_t evicted;      /* holds closed early: more than MAPPED_FILES_MAX at once */
 	uint64_t used;         /* mappings unwound through a held file (their path named another) */
+	uint64_t open;         /* held now (released at munmap, exec and the process's exit) */
 };
 
 #define MAPPED_FILES_MAX 256

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /* Mappings of traced processes in record order: see mappings.h. */
 #include <errno.h>
+#include <signal.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +34,7 @@ struct mv_map {
 struct mv_proc {
 	uint32_t pid;
 	bool dirty;            /* changed since last given to libdwunw */
+	uint64_t dead_at;      /* mappings_sweep: kernel time it was found gone (0: alive) */
 	uint64_t gone_chk;     /* mapped_files_hold_changes() + 1 when pin_gone last looked */
 	struct mv_map *v;      /* sorted by start, not overlapping */
 	size_t n, cap;
@@ -620,8 +622,12 @@ void mappings_fork(struct mappings *ms, uint32_t parent, uint32_t child)
 {
 	struct mv_proc *c;
 
-	if (!ms || proc_find(ms, child))
+	if (!ms)
 		return;
+	/* a fork record names a new process: a view under its pid is a dead one's (its exit record
+	 * lost with a full buffer) */
+	if (proc_find(ms, child))
+		mappings_forget(ms, child);
 	/* a parent not seen yet (it forks before its first record is processed): its view now */
 	if (!proc_find(ms, parent) && (!proc_get(ms, parent)->n))
 		return;
@@ -630,12 +636,49 @@ void mappings_fork(struct mappings *ms, uint32_t parent, uint32_t child)
 		ms->procs = xrealloc(ms->procs, ms->procs_cap * sizeof(*ms->procs));
 	}
 	struct mv_proc *p = proc_find(ms, parent); /* after the realloc */
+	ms->stats.forks++;
 	c = &ms->procs[ms->nprocs++];
 	*c = (struct mv_proc){ .pid = child, .dirty = true, .n = p->n, .cap = p->n ? p->n : 1 };
 	c->v = xcalloc(c->cap, sizeof(*c->v));
 	memcpy(c->v, p->v, p->n * sizeof(*p->v));
 	for (size_t i = 0; i < c->n; i++)
 		c->v[i].held = NULL; /* the parent's holds are released with its own ranges */
+}
+
+void mappings_sweep(struct mappings *ms, uint64_t processed_ts, void (*gone)(void *arg, uint32_t pid), void *arg)
+{
+	uint64_t now = mono_ns();
+
+	if (!ms)
+		return;
+	for (size_t i = 0; i < ms->nprocs;) {
+		struct mv_proc *p = &ms->procs[i];
+		uint32_t pid = p->pid;
+
+		if (!p->dead_at) {
+			if (kill((pid_t)pid, 0) && errno == ESRCH)
+				p->dead_at = now;
+			i++;
+		} else if (processed_ts > p->dead_at) {
+			ms->stats.swept++;
+			gone(arg, pid); /* forgets the view: another one is at i now */
+			if (proc_find(ms, pid))
+				mappings_forget(ms, pid);
+		} else {
+			i++;
+		}
+	}
+}
+
+size_t mappings_held(const struct mappings *ms, uint64_t *bytes)
+{
+	*bytes = 0;
+	if (!ms)
+		return 0;
+	*bytes = ms->procs_cap * sizeof(*ms->procs) + ms->known_cap * sizeof(*ms->known);
+	for (size_t i = 0; i < ms->nprocs; i++)
+		*bytes += ms->procs[i].cap * sizeof(struct mv_map);
+	return ms->nprocs;
 }
 
 void mappings_forget(struct mappings *ms, uint32_t pid)
@@ -645,8 +688,10 @@ void mappings_forget(struct mappings *ms, uint32_t pid)
 	if (!p)
 		return;
 	mapped_files_release(pid, 0, ~0ull, ~0ull);
+	ms->stats.forgotten++;
 	free(p->v);
 	*p = ms->procs[--ms->nprocs];
+	ms->last = 0;
 }
 
 int mappings_attach(struct bpf_object *obj, struct bpf_link ***links, size_t *nlinks)
@@ -673,13 +718,33 @@ void mappings_json(struct mappings *ms)
 	const struct mappings_stats *s = &ms->stats;
 
 	mapped_files_stats_get(&h);
+	uint64_t held_bytes;
+	size_t nheld = mappings_held(ms, &held_bytes);
+
 	printf(",\"maps\":{\"events\":%" PRIu64 ",\"mmaps\":%" PRIu64 ",\"unknown_files\":%" PRIu64
 	       ",\"mprotects\":%" PRIu64 ",\"mremaps\":%" PRIu64 ",\"munmaps\":%" PRIu64 ",\"execs\":%" PRIu64 ",\"seeds\":%" PRIu64
 	       ",\"records_flagged\":%" PRIu64 ",\"files_held\":%" PRIu64 ",\"files_missed\":%" PRIu64
 	       ",\"held_used\":%" PRIu64 ",\"anon_mmaps\":%" PRIu64 ",\"held_pinned\":%" PRIu64 ",\"held_late\":%" PRIu64
-	       ",\"hole_reads\":%" PRIu64 ",\"rewalks\":%" PRIu64 "}",
+	       ",\"hole_reads\":%" PRIu64 ",\"rewalks\":%" PRIu64 ",\"swept\":%" PRIu64 ",\"forks\":%" PRIu64
+	       ",\"forgotten\":%" PRIu64 ",\"held\":{\"processes\":%zu,\"view_bytes\":%" PRIu64 ",\"files\":%" PRIu64 "}}",
 	       s->events, s->mmaps, s->unknown, s->mprotects, s->mremaps, s->munmaps, s->execs, s->seeds, s->flagged, h.held, h.missed,
-	       h.used, s->anon_mmaps, s->held_pinned, s->held_late, s->hole_reads, s->rewalks);
+	       h.used, s->anon_mmaps, s->held_pinned, s->held_late, s->hole_reads, s->rewalks, s->swept, s->forks, s->forgotten,
+	       nheld, held_bytes, h.open);
+}
+
+void mappings_held_text(struct mappings *ms, FILE *f)
+{
+	struct mapped_files_stats h;
+	uint64_t bytes;
+	size_t n;
+
+	if (!ms)
+		return;
+	n = mappings_held(ms, &bytes);
+	mapped_files_stats_get(&h);
+	fprintf(f, "held: %zu processes' mappings (%.1f KiB), %" PRIu64 " files open; %" PRIu64 " views forked, %" PRIu64
+		" freed (%" PRIu64 " of processes gone without an exit record)\n", n, (double)bytes / 1024.0, h.open,
+		ms->stats.forks, ms->stats.forgotten, ms->stats.swept);
 }
 
 void mappings_text(struct mappings *ms)

@@ -35,6 +35,9 @@ struct mappings_stats {
 	uint64_t held_late;   /* ... only after a walk found no module there (a record walked again) */
 	uint64_t hole_reads;  /* /proc/PID/maps read again for a pc in no mapping of the view */
 	uint64_t rewalks;     /* records walked more than once (a hole or a held file found late) */
+	uint64_t swept;       /* views of processes found gone whose exit record never came (lost) */
+	uint64_t forks;       /* views copied from a parent's */
+	uint64_t forgotten;   /* views freed (exit, exec without events, sweep) */
 };
 
 /* A tool with mapping events (it attached mmap_ev.bpf.h's programs): its views, empty. */
@@ -113,6 +116,21 @@ void mappings_seed(struct mappings *m, uint32_t pid);
  * seeded from /proc first; when that fails too, the child is seeded at its first record.
  */
 void mappings_fork(struct mappings *m, uint32_t parent, uint32_t child);
+
+/*
+ * Views of processes that are gone although their exit record never came (lost with a full
+ * buffer): found with kill(pid, 0) at one call, handed to gone() (which forgets them) at a later
+ * call once a record taken after that moment was processed (processed_ts, kernel time): every
+ * record of theirs was processed by then. Call it every second or so.
+ */
+void mappings_sweep(struct mappings *m, uint64_t processed_ts, void (*gone)(void *arg, uint32_t pid), void *arg);
+
+/* One line on f: the views and held files now, views forked and freed (memleak, offcputime). */
+#include <stdio.h>
+void mappings_held_text(struct mappings *m, FILE *f);
+
+/* Processes with a view now, and the bytes their views take. */
+size_t mappings_held(const struct mappings *m, uint64_t *bytes);
 
 /* The process is gone: its view goes. */
 void mappings_forget(struct mappings *m, uint32_t pid);

@@ -54,9 +54,6 @@ int mt_sys_enter(struct bpf_raw_tracepoint_args *ctx)
 	__u64 pid_tgid;
 	__u32 tgid, tid, on = 0;
 
-#ifdef MT_SYS_ENTER_HOOK
-	MT_SYS_ENTER_HOOK(id); /* a consumer's look at every call (kwalk_track: execve's entry) */
-#endif
 	if (!mmap_call_nr(id) || !(0 MT_CONSUMERS(MT_ANY_ENABLED)))
 		return 0;
 	pid_tgid = bpf_get_current_pid_tgid();

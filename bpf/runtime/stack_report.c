@@ -12,10 +12,15 @@ bool stack_reaches_bottom(const struct ustack *s)
 		"clone", "clone3", "__clone", "__clone3", "thread_start",
 	};
 
-	if (s->kind == SK_PSEUDO || s->stop || !s->nframes)
+	if (s->kind == SK_PSEUDO || !s->nframes)
 		return false;
 	const struct uframe *f = &s->frames[s->nframes - 1];
 	const char *n = f->name;
+
+	/* a walk that stopped is complete only at a process's first frame that has no CFI to step
+	 * past (ld.so's _start, where a dynamically linked program begins): nothing lies above it */
+	if (s->stop)
+		return n && !strcmp(n, "_start") && s->stop_name && !strcmp(s->stop_name, "NO_DWARF");
 	/* a stripped executable's _start: the DWARF walk ended there cleanly (CFI marks it) */
 	if (!n)
 		return s->kind == SK_DWARF && f->module;
