@@ -250,15 +250,17 @@ SEC("tp_btf/sched_process_exit")
 int BPF_PROG(pr_thread_exit, struct task_struct *p)
 {
 	__u32 tid = BPF_CORE_READ(p, pid), tgid = BPF_CORE_READ(p, tgid);
+	int sel = selected(tgid, tgid);     /* before the follow filter forgets it */
 
 	cap_thread_exit(tid);
 	if (p->signal->live.counter == 0) {
+		/* --unwind=kernel: the process's tables (its last thread, whichever it is) */
+		if (unwind_mode == PR_UNWIND_KERNEL && sel)
+			kw_track_exit(ctx, tgid);
 		if (follow_forks)
 			bpf_map_delete_elem(&tgids, &tgid);
 		if (bpf_map_delete_elem(&pr_mms, &tgid) == 0 || mmap_ev_enabled)
 			cap_emit_proc(ctx, CAP_PROC_EXIT, tgid, 0);
 	}
-	if (unwind_mode == PR_UNWIND_KERNEL && tid == tgid && selected(tgid, tid))
-		kw_track_exit(ctx, tgid);
 	return 0;
 }

@@ -316,11 +316,11 @@ static int on_record(void *ctx, const void *data, size_t size)
 			if (pr->opts.pids[i] == r.pid)
 				py_merge_add(&pr->py, r.pid);
 #ifdef HAVE_KWALK
-		if (pr->kwt.l && kw_selected(pr, r.pid)) {
+		if (pr->kwt.l) {
 			kw_track_forget(&pr->kwt, r.pid);
 			/* a target: its new program's tables at once (the BPF side made its entry
 			 * already, and tells of a module it could not enter) */
-			if (pr->opts.npids && !pr->kwt.inbpf)
+			if (pr->opts.npids && !pr->kwt.inbpf && kw_selected(pr, r.pid))
 				kw_track_reload(&pr->kwt, r.pid, true);
 		}
 	} else if (h->kind == KW_KIND_EVENT) {
@@ -478,8 +478,9 @@ int main(int argc, char **argv)
 	pr->skel->rodata->filter_tid = pr->opts.ntids > 0;
 	pr->skel->rodata->follow_forks = pr->opts.command != NULL;
 	/* dwarf mode: mapping changes in order with the samples (every process's without -p), so a
-	 * process gone before its samples are processed is unwound like any other */
-	if (pr->opts.unwind == PR_UNWIND_DWARF && pr->opts.user &&
+	 * process gone before its samples are processed is unwound like any other; kernel mode too,
+	 * for the walks that fall back to a snapshot (a short-lived process is often gone by then) */
+	if ((pr->opts.unwind == PR_UNWIND_DWARF || pr->opts.unwind == PR_UNWIND_KERNEL) && pr->opts.user &&
 	    !(getenv("DWUNW_MAPEV") && !strcmp(getenv("DWUNW_MAPEV"), "0")))
 		pr->fr.maps = mappings_new();
 	pr->skel->rodata->mmap_ev_enabled = pr->fr.maps != NULL;
@@ -516,11 +517,12 @@ int main(int argc, char **argv)
 		if (!pr->kwt.l)
 			die("cannot set up the in-kernel walker's tables: %s", strerror(errno));
 		pr->kwt.fr = &pr->fr;
-		pr->kwt.selected = kw_selected;
-		pr->kwt.selected_arg = pr;
+		/* records come only for the processes the BPF side follows (-- COMMAND: its
+		 * descendants too): no filter here */
+		pr->kwt.selected = NULL;
 		/* the whole system: a process earns its tables with a few samples (kwalk_track_user.h) */
-		pr->kwt.threshold = pr->opts.npids ? 1 : 16;
-		pr->kwt.load_ns_per_s = pr->opts.npids ? 0 : 200000000ull; /* at most 20 % of the consumer */
+		pr->kwt.threshold = pr->opts.npids || pr->opts.command ? 1 : 16;
+		pr->kwt.load_ns_per_s = pr->opts.npids || pr->opts.command ? 0 : 200000000ull; /* at most 20 % of the consumer */
 		if (pr->opts.command)
 			kw_preload_command(pr->kwt.l, pr->opts.command[0]);
 	}

@@ -224,8 +224,10 @@ void pr_print_interval(struct profile_ctx *pr, uint64_t seq, uint64_t start_ns, 
 	printf("]");
 	if (pr->opts.unwind == PR_UNWIND_KERNEL && pr->opts.user) { /* what the walker holds now */
 		pr_kw_stats(pr);
-		printf(",\"kernel_walk\":{\"map_bytes\":%" PRIu64 ",\"table_bytes\":%" PRIu64 ",\"procs\":%" PRIu64
+		printf(",\"kernel_walk\":{\"events\":%" PRIu64 ",\"fallback\":%" PRIu64 ",\"no_mapping\":%" PRIu64
+		       ",\"map_bytes\":%" PRIu64 ",\"table_bytes\":%" PRIu64 ",\"procs\":%" PRIu64
 		       ",\"files\":%" PRIu64 ",\"modules\":%" PRIu64 ",\"evictions\":%" PRIu64 "}",
+		       pr->prs.kw.events, pr->prs.kw.snapshot, pr->prs.kw.status[KW_ST_NO_MAPPING],
 		       pr->prs.kw_map_bytes, pr->prs.kw_table_bytes, pr->prs.kw_procs, pr->prs.kw_files,
 		       pr->prs.kw_modules, pr->prs.kw_evictions);
 	}
