@@ -70,6 +70,16 @@ static long kw_pm_vma_cb(struct task_struct *task, struct vm_area_struct *vma, v
 }
 
 #define KW_PATH_DEPTH 16
+#define KW_TELL_NS (200ull * 1000 * 1000)
+
+/* file -> when it was last told: told once per KW_TELL_NS however many processes map it while
+ * user space builds its table (a busy machine starts hundreds; each record is 600 bytes) */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 1024);
+	__type(key, struct kw_file_key);
+	__type(value, __u64);
+} kw_told SEC(".maps");
 
 /* Tell user space of a file kw_files does not hold: its identity, mapping and path. */
 static __always_inline void kw_pm_tell_file(void *ctx, __u32 tgid, const struct kw_pm_vma *v)
@@ -77,7 +87,11 @@ static __always_inline void kw_pm_tell_file(void *ctx, __u32 tgid, const struct 
 	struct kw_file_rec *r = bpf_map_lookup_elem(&kw_pm_filerec, &kw_zero_key);
 	struct dentry *d = (struct dentry *)v->dentry, *names[KW_PATH_DEPTH];
 	__u32 depth = 0, off = 0;
+	__u64 now = bpf_ktime_get_ns(), *told = bpf_map_lookup_elem(&kw_told, &v->key);
 
+	if (told && now - *told < KW_TELL_NS)
+		return; /* its table is on its way; this process's mapping falls back meanwhile */
+	bpf_map_update_elem(&kw_told, &v->key, &now, BPF_ANY);
 	if (!r)
 		return;
 	r->h.kind = KW_KIND_FILE;

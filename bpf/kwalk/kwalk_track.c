@@ -91,8 +91,6 @@ static bool have_time(struct kw_track *t, uint64_t now)
 	return false;
 }
 
-#define KW_BIG_FILE (32ull << 20)
-
 /* A file the BPF side could not enter: loaded by its path (no read of the process's maps),
  * else the process the old way. */
 static void on_file(struct kw_track *t, const struct kw_file_rec *r)
@@ -103,12 +101,6 @@ static void on_file(struct kw_track *t, const struct kw_file_rec *r)
 	int err;
 
 	t->files++;
-	/* a large file's table takes the consumer seconds: it waits for its process's own
-	 * fallbacks (threshold) like any process, so that small new files never queue behind it */
-	if (t->threshold > 1 && r->size > KW_BIG_FILE) {
-		t->files_big++;
-		return;
-	}
 	if (!have_time(t, now))
 		return; /* the next process mapping it tells again */
 	memcpy(path, r->path, sizeof(path));

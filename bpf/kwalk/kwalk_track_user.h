@@ -43,7 +43,6 @@ struct kw_track {
 	uint64_t load_ns;                  /* time they took */
 	uint64_t mmaps, exits;             /* records handled */
 	uint64_t files, files_stale;       /* files told by the BPF side; of which found by path not */
-	uint64_t files_big;                /* of which left to their processes' fallbacks (large) */
 	uint64_t deferred;                 /* fallbacks not (yet) worth a load */
 	bool attached;                     /* the mapping tracker's programs (mmap_track.h) */
 	bool inbpf;                        /* the BPF side enters mappings (kw_track_prepare) */

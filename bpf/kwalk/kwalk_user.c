@@ -59,6 +59,7 @@ struct kw_loader {
 	int bpf_procs;             /* kw_procs entries made and freed by the BPF side too */
 	uint64_t recycled;         /* module slots reused for another file */
 	uint32_t rows_cap, blocks_cap, rules_cap, mods_cap, procs_cap, peer;
+	uint64_t max_file;
 	uint64_t scratch_bytes;
 	struct kw_umod *mods;      /* index = slot (0 unused) */
 	uint32_t nmods;            /* entries used in mods[] (slots 1..nmods-1) */
@@ -448,6 +449,7 @@ struct kw_loader *kw_loader_new(struct bpf_object *obj, const struct kw_opts *op
 	l->mods_cap = s.mods;
 	l->procs_cap = s.procs;
 	l->peer = opts && opts->peer;
+	l->max_file = opts ? opts->max_file : 0;
 	l->fd_rows = map_fd(obj, "kw_rows");
 	l->fd_blocks = map_fd(obj, "kw_blocks");
 	l->fd_peer = map_fd(obj, "kw_peer_pcs");
@@ -615,6 +617,8 @@ static int mod_load(struct kw_loader *l, struct kw_umod *um, uint64_t stamp)
 	struct kw_mod km = {};
 	int err;
 
+	if (l->max_file && um->fkey.size > l->max_file)
+		return -EFBIG;
 	if (um->image)
 		err = dwunw_module_open_image(&l->ctx, um->key, um->image, um->image_size, &dm);
 	else

@@ -32,6 +32,9 @@ struct kw_opts {
 	uint32_t peer;              /* also fill kw_peer_pcs (the binary-search peer walker) */
 	uint32_t max_procs;         /* kw_procs entries; 0 = 1024 */
 	uint32_t max_rules;         /* 0 = 16384 */
+	uint64_t max_file;          /* files larger than this get no table (their frames fall back:
+	                             * no-table); 0 = no limit. A whole-system tool's bound on the
+	                             * seconds one table build holds its consumer */
 };
 
 struct kw_stats {

@@ -495,7 +495,8 @@ int main(int argc, char **argv)
 #ifdef HAVE_KWALK
 	/* the whole system: rows for the whole budget (many programs' modules at once, not
 	 * evicting each other); given processes: the default row count within it */
-	struct kw_opts kwo = { .budget = pr->opts.table_budget, .rows = pr->opts.npids || pr->opts.command ? 0 : UINT32_MAX };
+	struct kw_opts kwo = { .budget = pr->opts.table_budget, .rows = pr->opts.npids || pr->opts.command ? 0 : UINT32_MAX,
+			       .max_file = pr->opts.npids || pr->opts.command ? 0 : 32ull << 20 };
 
 	if (!err && pr->opts.unwind == PR_UNWIND_KERNEL && pr->opts.user)
 		err = kw_size_maps(pr->skel->obj, &kwo);

@@ -187,7 +187,7 @@ void pr_kw_stats(struct profile_ctx *pr)
 	pr->prs.kw_deferred = pr->kwt.deferred;
 	pr->prs.kw_files_told = pr->kwt.files;
 	pr->prs.kw_files_stale = pr->kwt.files_stale;
-	pr->prs.kw_files_big = pr->kwt.files_big;
+	pr->prs.kw_skipped = ks.skipped;
 	pr->prs.kw_mmaps_lost = pr->prs.kw_tc[KW_TC_LOST];
 #else
 	(void)pr;
@@ -382,11 +382,11 @@ void pr_report(struct profile_ctx *pr)
 			/* the BPF side's entries (kwalk_procmap.bpf.h) and samples inside execve */
 			printf(",\"bpf_entries\":{\"exec\":%" PRIu64 ",\"fork\":%" PRIu64 ",\"mmap\":%" PRIu64
 			       ",\"unknown_file\":%" PRIu64 ",\"not_made\":%" PRIu64 ",\"freed\":%" PRIu64
-			       ",\"files_told\":%" PRIu64 ",\"files_not_found\":%" PRIu64 ",\"files_large\":%" PRIu64
+			       ",\"files_told\":%" PRIu64 ",\"files_not_found\":%" PRIu64 ",\"modules_skipped\":%" PRIu64
 			       "},\"in_execve\":{\"walked\":%" PRIu64 ",\"image_gone\":%" PRIu64 "}}",
 			       pr->prs.kw_tc[KW_TC_PM_EXEC], pr->prs.kw_tc[KW_TC_PM_FORK], pr->prs.kw_tc[KW_TC_PM_ADD],
 			       pr->prs.kw_tc[KW_TC_PM_MISS], pr->prs.kw_tc[KW_TC_PM_FULL], pr->prs.kw_tc[KW_TC_PM_EXIT],
-			       pr->prs.kw_files_told, pr->prs.kw_files_stale, pr->prs.kw_files_big,
+			       pr->prs.kw_files_told, pr->prs.kw_files_stale, pr->prs.kw_skipped,
 			       pr->prs.kw_tc[KW_TC_EXEC_WALK], pr->prs.kw_tc[KW_TC_EXEC_GONE]);
 		}
 		printf("}}\n");

@@ -32,7 +32,8 @@ struct pr_stats {
 	uint64_t kw_procs, kw_files, kw_recycled; /* kw_procs entries, kw_files entries, slots reused */
 	uint64_t kw_tc[16];     /* the BPF side's tracking counters (enum kw_track_counter) */
 	uint64_t kw_load_ns;    /* time spent in table loads */
-	uint64_t kw_files_told, kw_files_stale, kw_files_big; /* files the BPF side told of */
+	uint64_t kw_files_told, kw_files_stale; /* files the BPF side told of; not found by path */
+	uint64_t kw_skipped;    /* modules left without a table (too large for -a, no CFI, budget) */
 	uint64_t forks, exits;  /* process records applied (per-process state made / freed) */
 	uint64_t swept;         /* processes found gone whose exit record was lost (mappings_sweep) */
 };
