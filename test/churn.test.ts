@@ -77,16 +77,23 @@ if (why) {
   skipOrFail(t, why, 'churn tests skipped');
 } else {
   t.test('dwarf: short-lived processes unwound, every sample accounted for, memory flat', async (tt) => {
-    const p = start(profileBin, ['-F', '99', '--json', '--', workload, String(SECONDS)], { timeoutMs: (SECONDS + 60) * 1000 });
-    const pid = p.child.pid!;
     const rss: number[] = [];
     const mms: { entries: number; live: number }[] = [];
-    const tick = setInterval(() => {
-      const r = rssKib(pid);
-      if (r !== null) rss.push(r);
-      const e = prMmsEntries();
-      if (e !== null) mms.push({ entries: e, live: liveProcesses() });
-    }, (SECONDS * 1000) / 10);
+    let tick: NodeJS.Timeout | undefined;
+    // the intervals start with the sampling (the header is printed once the BPF programs are in:
+    // their load takes seconds on a loaded machine), not with the process
+    const p = start(profileBin, ['-F', '99', '--json', '--', workload, String(SECONDS)], {
+      timeoutMs: (SECONDS + 120) * 1000,
+      onOutput: (_out, err) => {
+        if (tick || !err.includes('Sampling at')) return;
+        tick = setInterval(() => {
+          const r = rssKib(p.child.pid!);
+          if (r !== null) rss.push(r);
+          const e = prMmsEntries();
+          if (e !== null) mms.push({ entries: e, live: liveProcesses() });
+        }, (SECONDS * 1000) / 11); // 10 intervals inside the run, whatever the start lag
+      },
+    });
     const r = await p.done;
     clearInterval(tick);
     tt.equal(r.status, 0, `exit status 0 ${r.stderr.slice(-1500)}`);

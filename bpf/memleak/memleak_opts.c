@@ -8,6 +8,7 @@
 #include <string.h>
 #include "runtime/capture.h"
 #include "memleak_opts.h"
+#include "runtime/cpu_budget.h"
 #include "runtime/tool_opts.h"
 #include "runtime/tool_util.h"
 
@@ -49,6 +50,7 @@ enum {
 	OPT_WEIGHT,
 	OPT_NO_UPROBE_MULTI,
 	OPT_TABLE_BUDGET,
+	OPT_MAX_CPU,
 };
 
 static const struct option long_opts[] = {
@@ -76,6 +78,7 @@ static const struct option long_opts[] = {
 	{ "perf-buffer", no_argument, NULL, OPT_PERFBUF },
 	{ "buffer-size", required_argument, NULL, OPT_BUFFER_SIZE },
 	{ "max-stacks", required_argument, NULL, OPT_MAX_STACKS },
+	{ "max-cpu", required_argument, NULL, OPT_MAX_CPU },
 	{ "no-fp-fallback", no_argument, NULL, OPT_NO_FP_FALLBACK },
 	{ "expected-rate", required_argument, NULL, OPT_EXPECTED_RATE },
 	{ "probe-at-entry", no_argument, NULL, OPT_PROBE_AT_ENTRY },
@@ -131,6 +134,8 @@ static void usage(FILE *f)
 "      --buffer-size=BYTES   ring buffer size (from --expected-rate), or perf buffer\n"
 "                            per CPU (8 MiB)\n"
 "      --max-stacks=N        distinct stacks kept in user space (65536)\n"
+"      --max-cpu=PCT         memleak's own CPU under PCT %% of one CPU: 1 in N snapshots\n"
+"                            unwound, the others' blocks under [not unwound: --max-cpu]\n"
 "      --probe-at-entry      probe allocators at their first byte; by default a probe\n"
 "                            moves past leading test/cmp to the first instruction\n"
 "                            the kernel emulates (x86_64; -v says where)\n"
@@ -242,6 +247,9 @@ void ml_parse_args(struct ml_env *env, int argc, char **argv)
 		case OPT_NESTED: env->nested = true; break;
 		case OPT_PERFBUF: env->perfbuf = true; break;
 		case OPT_BUFFER_SIZE: env->buffer_size = opt_u64(optarg, "--buffer-size"); break;
+		case OPT_MAX_CPU:
+			env->max_cpu = cpu_budget_parse(optarg);
+			break;
 		case OPT_MAX_STACKS:
 			env->max_stacks = opt_u64(optarg, "--max-stacks");
 			if (env->max_stacks < 16 || env->max_stacks > (1u << 24))

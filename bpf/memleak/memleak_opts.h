@@ -35,6 +35,7 @@ struct ml_env {
 	bool perfbuf;
 	size_t buffer_size;    /* 0 = default */
 	size_t max_stacks;
+	uint32_t max_cpu;       /* --max-cpu (percent of one CPU; 0: no budget) */
 	bool fp_ids;
 	uint64_t expected_rate; /* allocator calls/s: sizes the ring buffer */
 	bool probe_at_entry;    /* no cheap probe places */

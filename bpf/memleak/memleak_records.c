@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /* memleak's records: stacks under event ids, the queue, keys -> stacks (memleak_records.h). */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,6 +64,14 @@ static void on_snapshot(struct memleak_ctx *ml, const void *data, size_t size)
 	/* following a tree, each process is its own address space (stacks grouped by process) */
 	if (ml->following && size >= offsetof(struct cap_record, pid) + sizeof(pid))
 		memcpy(&pid, (const char *)data + offsetof(struct cap_record, pid), sizeof(pid));
+	if (size >= sizeof(struct cap_record) && !cpu_budget_take(&ml->budget)) {
+		/* over --max-cpu: the allocation kept, its stack not unwound (said so) */
+		uint64_t cookie;
+
+		memcpy(&cookie, (const char *)data + offsetof(struct cap_record, cookie), sizeof(cookie));
+		ml_ev_put(cookie, (uint32_t)pseudo_stack(&ml->st, cpu_budget_label(&ml->budget)));
+		return;
+	}
 	/* frame 0 (the allocator) is not shown */
 	int64_t idx = frames_from_snapshot(&ml->fr, data, size, 1, pid, &ml->stats, &rec);
 

@@ -12,6 +12,7 @@
 #include <sys/types.h>
 #include "runtime/py_merge.h"
 #include "memleak_opts.h"
+#include "runtime/cpu_budget.h"
 #include "runtime/command.h"
 #include "runtime/frames.h"
 #include "runtime/stack_store.h"
@@ -40,6 +41,7 @@ struct alloc_ent {
 
 struct memleak_ctx {
 	struct ml_env env;              /* the command line */
+	struct cpu_budget budget;       /* --max-cpu */
 	struct memleak_bpf *skel;
 	pid_t target_pid;               /* -p PID, or the command's first process */
 	bool following;                 /* -c, -- PROG: the command's process tree */

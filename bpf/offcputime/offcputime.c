@@ -22,6 +22,7 @@
 #include <bpf/libbpf.h>
 #include "runtime/capture_user.h"
 #include "runtime/command.h"
+#include "runtime/cpu_budget.h"
 #include "runtime/frames.h"
 #include "runtime/intern.h"
 #include "runtime/kstack.h"
@@ -54,6 +55,7 @@ struct oc_ctx {
 	struct oc_sums sums;
 	struct oc_stats stats;
 	struct fp_cache kcache;
+	struct cpu_budget budget;  /* --max-cpu */
 	uint64_t poll_until;   /* on_record returns -EINTR from then on */
 	/* each thread's latest switch-out user stack, until its span arrives: direct-mapped by tid */
 	struct pending {
@@ -236,6 +238,14 @@ static int on_record(void *arg, const void *data, size_t size)
 
 		if (size >= sizeof(struct cap_record))
 			memcpy(&pid, (const char *)data + offsetof(struct cap_record, pid), sizeof(pid));
+		if (size >= sizeof(struct cap_record) && !cpu_budget_take(&c->budget)) {
+			/* over --max-cpu: the span counted, its user stack not unwound (said so) */
+			struct cap_record hdr;
+
+			memcpy(&hdr, data, sizeof(hdr));
+			pending_set(c, hdr.tid, hdr.cookie, pseudo_stack(&c->st, cpu_budget_label(&c->budget)));
+			return 0;
+		}
 		int64_t uidx = frames_from_snapshot(&c->fr, data, size, 0, space_of(c, pid), &c->stats.unw, &rec);
 
 		if (uidx == FRAMES_BAD)
@@ -338,6 +348,7 @@ int main(int argc, char **argv)
 	tool_set_verbose(c->o.verbose);
 	stack_store_init(&c->st, c->o.max_stacks);
 	frames_setup(&c->fr, &c->st);
+	cpu_budget_init(&c->budget, c->o.max_cpu);
 	c->sums.max = c->o.max_keys;
 	const char *why = tool_missing_privileges(c->o.user && c->o.unwind != OC_UNWIND_FP);
 	if (why)

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "offcputime_opts.h"
+#include "runtime/cpu_budget.h"
 #include "runtime/tool_opts.h"
 #include "runtime/tool_util.h"
 
@@ -21,6 +22,7 @@ enum {
 	OPT_MAX_STACKS,
 	OPT_MAX_KEYS,
 	OPT_TABLE_BUDGET,
+	OPT_MAX_CPU,
 };
 
 static const struct option long_opts[] = {
@@ -43,6 +45,7 @@ static const struct option long_opts[] = {
 	{ "stack-size", required_argument, NULL, OPT_STACK_SIZE },
 	{ "json", no_argument, NULL, OPT_JSON },
 	{ "max-stacks", required_argument, NULL, OPT_MAX_STACKS },
+	{ "max-cpu", required_argument, NULL, OPT_MAX_CPU },
 	{ "max-keys", required_argument, NULL, OPT_MAX_KEYS },
 	{ "table-budget", required_argument, NULL, OPT_TABLE_BUDGET },
 	{},
@@ -79,6 +82,8 @@ static void usage(void)
 "                               the folded lines too ({\"folded\":\"comm;...;leaf\",\"count\":US}),\n"
 "                               then a summary line\n"
 "      --max-stacks=N           distinct stacks kept (262144; more: [stack table full])\n"
+"      --max-cpu=PCT            offcputime's own CPU under PCT %% of one CPU: 1 in N\n"
+"                               snapshots unwound, the others under [not unwound: --max-cpu]\n"
 "      --max-keys=N             distinct (pid, comm, stacks) summed (1048576)\n"
 "  -v, --verbose                libbpf and unwinder diagnostics\n"
 "  -h, --help                   this help\n"
@@ -150,6 +155,7 @@ void oc_parse_args(struct oc_opts *o, int argc, char **argv)
 			o->table_budget = tool_opt_u64(optarg, "--table-budget", 1, 4096) << 20;
 			break;
 		case OPT_JSON: o->json = true; break;
+		case OPT_MAX_CPU: o->max_cpu = cpu_budget_parse(optarg); break;
 		case OPT_MAX_STACKS: o->max_stacks = tool_opt_u64(optarg, "--max-stacks", 16, 1u << 24); break;
 		case OPT_MAX_KEYS: o->max_keys = tool_opt_u64(optarg, "--max-keys", 16, 1u << 26); break;
 		default:

@@ -26,6 +26,7 @@ struct oc_opts {
 	uint32_t unwind;       /* enum oc_unwind */
 	uint32_t stack_size;   /* --stack-size */
 	size_t max_stacks;     /* --max-stacks */
+	uint32_t max_cpu;      /* --max-cpu (percent of one CPU; 0: no budget) */
 	size_t max_keys;       /* --max-keys */
 	uint64_t table_budget; /* --table-budget (bytes; 0: the walker's default) */
 	char **command;        /* -- COMMAND ARGS... (NULL-terminated), or NULL */

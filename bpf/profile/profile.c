@@ -260,14 +260,28 @@ static int on_record(void *ctx, const void *data, size_t size)
 	if (py_merge_record(&pr->py, data, size)) {
 		/* the thread's Python chain at the event: its stack record follows */
 	} else if (h->kind == CAP_KIND_MAPEV) {
-		if (pr->fr.maps)
+		if (pr->fr.maps) {
+			uint64_t t0 = thread_cpu_ns();
+
 			mappings_event(pr->fr.maps, data, size);
+			pr->prs.maps_ns += thread_cpu_ns() - t0;
+		}
 	} else if (h->kind == CAP_KIND_SNAPSHOT) {
 		const struct cap_record *rec;
 		uint32_t pid = 0;
 
 		if (size >= sizeof(struct cap_record))
 			memcpy(&pid, (const char *)data + offsetof(struct cap_record, pid), sizeof(pid));
+		if (size >= sizeof(struct cap_record) && !cpu_budget_take(&pr->budget)) {
+			/* over --max-cpu: the sample counted, its user stack not unwound (said so) */
+			struct cap_record hdr;
+
+			memcpy(&hdr, data, sizeof(hdr));
+			pr->prs.ulost++;
+			count_sample(pr, hdr.pid, hdr.tid, kernel_stack(pr, PR_COOKIE_KSTACK(hdr.cookie)),
+				     pseudo_stack(&pr->st, cpu_budget_label(&pr->budget)));
+			return 0;
+		}
 		int64_t uidx = frames_from_snapshot(&pr->fr, data, size, 0, space_of(pr, pid), &pr->prs.unw, &rec);
 
 		if (uidx == FRAMES_BAD)
@@ -300,11 +314,14 @@ static int on_record(void *ctx, const void *data, size_t size)
 	} else if (h->kind == CAP_KIND_PROC && size >= sizeof(struct cap_proc_rec)) {
 		struct cap_proc_rec r;
 
+		uint64_t t0 = thread_cpu_ns();
+
 		memcpy(&r, data, sizeof(r));
 		if (r.op == CAP_PROC_FORK)
 			on_fork(pr, r.pid, r.parent);
 		else if (r.op == CAP_PROC_EXIT)
 			on_proc_exit(pr, r.pid);
+		pr->prs.maps_ns += thread_cpu_ns() - t0;
 	} else if (h->kind == PR_REC_EXEC && size >= sizeof(struct pr_exec_rec)) {
 		struct pr_exec_rec r;
 
@@ -458,6 +475,7 @@ int main(int argc, char **argv)
 	tool_set_verbose(pr->opts.verbose);
 	stack_store_init(&pr->st, pr->opts.max_stacks);
 	frames_setup(&pr->fr, &pr->st);
+	cpu_budget_init(&pr->budget, pr->opts.max_cpu);
 	pr->agg.max = pr->opts.max_keys;
 	const char *why = tool_missing_privileges(pr->opts.unwind != PR_UNWIND_FP);
 	if (why)
@@ -592,6 +610,7 @@ int main(int argc, char **argv)
 	uint64_t last_check = t0, last_sweep = t0, ival_start = t0, ival_seq = 0;
 
 	pr->prs.start_ns = t0;
+	pr->prs.setup_cpu_ns = self_cpu_ns();
 	while (!exiting) {
 		pr->now_ns = mono_ns();
 		pr->poll_until = pr->now_ns + 50000000ull;
@@ -610,8 +629,11 @@ int main(int argc, char **argv)
 			ival_start = now;
 		}
 		if (now - last_sweep >= 1000000000ull) {
+			uint64_t c0 = thread_cpu_ns();
+
 			last_sweep = now;
 			mappings_sweep(pr->fr.maps, pr->processed_ts, on_swept, pr);
+			pr->prs.maps_ns += thread_cpu_ns() - c0;
 		}
 		if (now - last_check >= 50000000ull) {
 			last_check = now;

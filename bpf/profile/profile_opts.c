@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "profile_opts.h"
+#include "runtime/cpu_budget.h"
 #include "runtime/tool_opts.h"
 #include "runtime/tool_util.h"
 
@@ -36,6 +37,7 @@ enum {
 	OPT_NO_DEBUGINFOD,
 	OPT_DEBUG_DIR,
 	OPT_INTERVAL,
+	OPT_MAX_CPU,
 };
 
 static const struct option long_opts[] = {
@@ -60,6 +62,7 @@ static const struct option long_opts[] = {
 	{ "max-stacks", required_argument, NULL, OPT_MAX_STACKS },
 	{ "max-keys", required_argument, NULL, OPT_MAX_KEYS },
 	{ "table-budget", required_argument, NULL, OPT_TABLE_BUDGET },
+	{ "max-cpu", required_argument, NULL, OPT_MAX_CPU },
 	{ "debuginfod", no_argument, NULL, OPT_DEBUGINFOD },
 	{ "no-debuginfod", no_argument, NULL, OPT_NO_DEBUGINFOD },
 	{ "debug-dir", required_argument, NULL, OPT_DEBUG_DIR },
@@ -93,6 +96,8 @@ static void usage(FILE *f)
 "      --stack-size=BYTES     stack window copied per sample (16384, max 65536; kernel:\n"
 "                             per fallback)\n"
 "      --table-budget=MIB     --unwind=kernel: memory for the tables' maps (64)\n"
+"      --max-cpu=PCT          profile's own CPU under PCT %% of one CPU: 1 in N snapshots\n"
+"                             unwound, the others counted as [not unwound: --max-cpu]\n"
 "      --debuginfod           name stripped code with debug files from DEBUGINFOD_URLS, fetched\n"
 "                             while sampling (default when it is set); --no-debuginfod: never\n"
 "      --debug-dir=DIR[:DIR]  roots of separate debug files (/usr/lib/debug)\n"
@@ -246,6 +251,9 @@ void pr_parse_args(struct pr_opts *opts, int argc, char **argv)
 			opts->table_budget = v << 20;
 			break;
 		}
+		case OPT_MAX_CPU:
+			opts->max_cpu = cpu_budget_parse(optarg);
+			break;
 		case OPT_INTERVAL:
 			opts->interval = tool_opt_u64(optarg, "--interval", 0, UINT64_MAX);
 			if (!opts->interval || opts->interval > 86400)

@@ -12,6 +12,7 @@
 #include "profile_agg.h"
 #include "profile_opts.h"
 #include "profile_out.h"
+#include "runtime/cpu_budget.h"
 #include "runtime/mapped_files.h"
 #include "runtime/mappings.h"
 #include "profile_state.h"
@@ -326,6 +327,7 @@ void pr_report(struct profile_ctx *pr)
 	double pct = usamples ? 100.0 * (double)ucomplete / (double)usamples : 0.0;
 
 	struct pr_held hd;
+	double setup = (double)pr->prs.setup_cpu_ns / 1e9, run = ucpu + scpu - setup;
 
 	pr_held(pr, &hd);
 	if (pr->opts.json) {
@@ -360,6 +362,11 @@ void pr_report(struct profile_ctx *pr)
 		print_modules_json(mods, nmods);
 		printf("]");
 		pr_held_json(&hd);
+		printf(",\"cost\":{\"cpu_s\":%.3f,\"setup_s\":%.3f,\"us_per_sample\":%.1f,\"us_per_process\":%.1f,"
+		       "\"maps_s\":%.3f,\"budget\":{\"max_cpu_pct\":%u,\"not_unwound\":%" PRIu64 ",\"max_stride\":%u}}",
+		       ucpu + scpu, setup, pr->agg.samples ? 1e6 * run / (double)pr->agg.samples : 0.0,
+		       pr->prs.forks ? 1e6 * run / (double)pr->prs.forks : 0.0, (double)pr->prs.maps_ns / 1e9,
+		       pr->budget.pct, pr->budget.skipped, pr->budget.max_stride);
 		if (pr->opts.unwind == PR_UNWIND_KERNEL) {
 			printf(",\"kernel_walk\":{\"events\":%" PRIu64 ",\"from_kernel\":%" PRIu64
 			       ",\"fallback\":%" PRIu64 ",\"fallback_pct\":%.2f,\"bad\":%" PRIu64
@@ -436,6 +443,15 @@ void pr_report(struct profile_ctx *pr)
 		" processes, %zu modules seen\n", ucpu + scpu, ucpu, scpu, ru.ru_maxrss / 1024.0,
 		pr->prs.npids, nmods);
 	pr_held_text(&hd);
+	fprintf(stderr, "profile: cost: set-up %.2f s of CPU (BPF load); then %.2f s: %.0f us per sample, %.0f us per new "
+		"process, %.1f%% of it on mapping and process records (%.2f s)", setup, run,
+		pr->agg.samples ? 1e6 * run / (double)pr->agg.samples : 0.0,
+		pr->prs.forks ? 1e6 * run / (double)pr->prs.forks : 0.0,
+		run > 0 ? 100.0 * (double)pr->prs.maps_ns / 1e9 / run : 0.0, (double)pr->prs.maps_ns / 1e9);
+	if (pr->budget.pct)
+		fprintf(stderr, "; --max-cpu %u%%: %" PRIu64 " samples not unwound (1 in %u at most)", pr->budget.pct,
+			pr->budget.skipped, pr->budget.max_stride);
+	fputc('\n', stderr);
 }
 
 void pr_held(const struct profile_ctx *pr, struct pr_held *h)

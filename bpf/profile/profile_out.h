@@ -36,6 +36,8 @@ struct pr_stats {
 	uint64_t kw_skipped;    /* modules left without a table (too large for -a, no CFI, budget) */
 	uint64_t forks, exits;  /* process records applied (per-process state made / freed) */
 	uint64_t swept;         /* processes found gone whose exit record was lost (mappings_sweep) */
+	uint64_t maps_ns;       /* CPU on mapping and process records and sweeps (per-process start-up) */
+	uint64_t setup_cpu_ns;  /* profile's CPU before sampling began (BPF load, symbols, tables) */
 };
 
 /* What profile holds now (the summary's "held"): per-process state, caches, the report's tables. */

@@ -12,6 +12,7 @@
 #include "profile_agg.h"
 #include "profile_opts.h"
 #include "profile_out.h"
+#include "runtime/cpu_budget.h"
 #include "runtime/frames.h"
 #include "runtime/py_merge.h"
 #include "runtime/stack_store.h"
@@ -36,6 +37,7 @@ struct profile_ctx {
 	uint64_t now_ns;                /* mono_ns(), refreshed every 256 records */
 	uint64_t poll_until;            /* on_record returns -EINTR from then on */
 	uint64_t processed_ts;          /* kernel time of the newest snapshot processed */
+	struct cpu_budget budget;       /* --max-cpu */
 	/* thread names, cached per tid for a second (profile.c) */
 	struct {
 		uint32_t tid;           /* tid + 1 */

@@ -62,6 +62,7 @@ static void unload(struct dwunw_module *m)
 	atomic_store_explicit(&m->table_state, 0, memory_order_relaxed);
 	atomic_store_explicit(&m->full_state, 0, memory_order_relaxed);
 	atomic_store_explicit(&m->syms_state, 0, memory_order_relaxed);
+	atomic_store_explicit(&m->py_none, 0, memory_order_relaxed);
 }
 
 static int same_file(const struct dwunw_module *m, const struct stat *st)

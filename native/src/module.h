@@ -53,6 +53,7 @@ struct dwunw_module {
 	struct dw_table full;       /* every row (dump, export, row APIs); unused when table is eager */
 	_Atomic int syms_state;
 	struct dw_symtab *syms;
+	_Atomic int py_none;        /* dwunw_py_find: no CPython runtime symbols here (per file, not per pid) */
 };
 
 struct dwunw_ctx_impl {

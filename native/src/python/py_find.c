@@ -163,7 +163,15 @@ DWUNW_API int dwunw_py_find(struct dwunw_ctx *ctx, int32_t pid, struct dwunw_py_
 		first = 0;
 		if (dw_map_module(c, m.proc, mp, NULL, NULL, &mod))
 			continue;
+		/* a file looked at once: a shell or a compiler started a thousand times is not searched
+		 * a thousand times (issue 29) */
+		if (atomic_load_explicit(&mod->py_none, memory_order_relaxed)) {
+			dw_module_put(mod);
+			continue;
+		}
 		int ferr = find_syms(&mod->elf, &f);
+		if (ferr == DWUNW_ERR_NOT_FOUND)
+			atomic_store_explicit(&mod->py_none, 1, memory_order_relaxed);
 		uint64_t bias = atomic_load_explicit(&mp->bias, memory_order_relaxed);
 		uint32_t v = 0;
 		if (ferr == DWUNW_OK && dw_elf_read_vaddr(&mod->elf, f.addr[SYM_VERSION], &v, 4))
