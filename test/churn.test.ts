@@ -10,7 +10,9 @@
 //    address spaces are those of the few live processes, forks and exits applied balance; its RSS
 //    (/proc/PID/status) grows < 2 % between the second and the last of 10 intervals; the BPF side's
 //    per-process map (pr_mms) holds no more entries than there are live processes.
-//  - kernel mode (--unwind=kernel): the subtest marked for helper kchurn (in-kernel walker side).
+//  - kernel mode (--unwind=kernel): the BPF side makes, merges and frees the walker's process entries
+//    (no no-proc fallback, entries freed at exit, map memory flat over 10 intervals), >= 95 % of the
+//    workload's user stacks complete, the fallback share and its reasons reported.
 //
 // Needs root, the kernel's BTF and BPF: without them skipped with the reason, unless
 // DWUNW_REQUIRE_BPF=1 (CI), which makes that a failure.
@@ -51,6 +53,19 @@ function prMmsEntries(): number | null {
   }
 }
 const names = (e: PrEntry): string[] => (e.user?.frames ?? []).map((f) => f.symbol ?? '?');
+/** the workload's entries with a user stack: samples, complete ones, the others by comm and reason */
+function workloadStacks(entries: PrEntry[]): { mine: PrEntry[]; total: number; complete: number; notComplete: Map<string, number> } {
+  const mine = entries.filter((e) => WORKLOAD.has(e.comm) && e.user);
+  const total = mine.reduce((a, e) => a + e.count, 0);
+  const complete = mine.filter((e) => e.user!.complete).reduce((a, e) => a + e.count, 0);
+  const notComplete = new Map<string, number>();
+  for (const e of mine)
+    if (!e.user!.complete) {
+      const k = `${e.comm}: ${e.user!.stop ?? e.user!.reason ?? e.user!.kind}`;
+      notComplete.set(k, (notComplete.get(k) ?? 0) + e.count);
+    }
+  return { mine, total, complete, notComplete };
+}
 
 const why = bpfUnavailable('profile needs CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE', [
   [profileBin, 'make bpf'],
@@ -93,15 +108,7 @@ if (why) {
     tt.equal(counted, sum.samples, `entries add up to the samples: ${counted} of ${sum.samples}`);
 
     // the workload's user stacks complete; the losses named
-    const mine = out.entries.filter((e) => WORKLOAD.has(e.comm) && e.user);
-    const total = mine.reduce((a, e) => a + e.count, 0);
-    const complete = mine.filter((e) => e.user!.complete).reduce((a, e) => a + e.count, 0);
-    const notComplete = new Map<string, number>();
-    for (const e of mine)
-      if (!e.user!.complete) {
-        const k = `${e.comm}: ${e.user!.stop ?? e.user!.reason ?? e.user!.kind}`;
-        notComplete.set(k, (notComplete.get(k) ?? 0) + e.count);
-      }
+    const { mine, total, complete, notComplete } = workloadStacks(out.entries);
     tt.ok(total > 100, `workload user stacks: ${total}`);
     tt.ok(complete / total >= 0.95, `>= 95 % of the workload's user stacks complete: ${complete}/${total} (${(100 * complete / total).toFixed(1)} %); not: ${JSON.stringify([...notComplete])}`);
     tt.ok((sum.stopped?.NO_PROCESS ?? 0) <= total * 0.01, `processes gone before their unwind: <= 1 % stopped NO_PROCESS (${sum.stopped?.NO_PROCESS ?? 0})`);
@@ -167,5 +174,71 @@ if (why) {
   });
 
   // ---- kernel mode (--unwind=kernel): helper kchurn's part (the in-kernel walker's side) ----------
-  t.test('kernel mode: short-lived processes (kchurn)', { todo: 'filled by the in-kernel walker side (issue 29, kchurn)' }, async () => {});
+  // The walker's process entries are made by the BPF side at exec and fork, merged at mmap and
+  // freed at exit; modules are loaded once by file (kw_files) and shared by every process: no
+  // process needs a load from /proc (no `no-proc` fallback), and what the walker holds stays flat.
+  t.test('kernel mode: short-lived processes walked in the kernel, entries freed at exit, map memory flat', async (tt) => {
+    const KSECONDS = 30;
+    const p = start(profileBin, ['--unwind=kernel', '-F', '99', '--json', `--interval=${KSECONDS / 10}`, '--', workload, String(KSECONDS)], {
+      timeoutMs: (KSECONDS + 60) * 1000,
+    });
+    const live: number[] = [];
+    const tick = setInterval(() => live.push(liveProcesses()), (KSECONDS * 1000) / 10);
+    const r = await p.done;
+    clearInterval(tick);
+    tt.equal(r.status, 0, `exit status 0 ${r.stderr.slice(-1500)}`);
+    // with --interval the stacks come per interval, then all of them again before the summary
+    const lines = r.stdout.split('\n');
+    const lastIv = lines.map((l) => l.startsWith('{"interval"')).lastIndexOf(true);
+    const out = parseProfileJson(lines.slice(lastIv + 1).join('\n'));
+    const sum = out.summary as unknown as Record<string, any>;
+    if (!sum) return void tt.fail('no summary');
+    const kw = sum.kernel_walk as Record<string, any>;
+    if (!kw) return void tt.fail('no kernel_walk in the summary');
+    const wl = JSON.parse(r.stdout.split('\n').find((l) => l.startsWith('{"starts"')) ?? '{}') as { starts?: number; hot?: { pid: number } };
+    tt.ok((wl.starts ?? 0) > 100, `the workload started processes: ${wl.starts}`);
+    const counted = out.entries.reduce((a, e) => a + e.count, 0);
+    tt.equal(counted, sum.samples, `entries add up to the samples: ${counted} of ${sum.samples}`);
+
+    // every walk accounted for under a reason; no process without its entry
+    const byStatus = kw.by_status as Record<string, number>;
+    const st = Object.values(byStatus).reduce((a, n) => a + n, 0);
+    tt.equal(st, kw.events, `walker events by reason add up: ${JSON.stringify(byStatus)}`);
+    const be = kw.bpf_entries as Record<string, number>;
+    tt.ok(be.exec >= (wl.starts ?? 0) * 0.9, `entries made at exec by the BPF side: ${be.exec} for ${wl.starts} starts; forks ${be.fork}, mmaps ${be.mmap}`);
+    tt.equal(be.not_made, 0, 'no entry left unmade (kw_procs full)');
+    // the command's child is forked by profile and held until sampling starts: a sample inside its
+    // execve before the point of no return walks profile's own image, never entered
+    tt.ok((byStatus['no-proc'] ?? 0) <= 2, `no walk without its process entry but the held command's (no-proc ${byStatus['no-proc'] ?? 0})`);
+    tt.ok(kw.table_loads <= 32, `processes loaded from /proc: ${kw.table_loads} (files loaded by path: ${be.files_told}, not found ${be.files_not_found})`);
+    tt.pass(`fallback ${kw.fallback_pct} % of ${kw.events} walks (${JSON.stringify(byStatus)}); inside execve ${JSON.stringify(kw.in_execve)}; load time ${(kw.load_ns / 1e6).toFixed(0)} ms`);
+
+    // the workload's user stacks: complete with their chains
+    const { total, complete, notComplete } = workloadStacks(out.entries);
+    tt.ok(total > 100, `workload user stacks: ${total}`);
+    // the walks that fall back (ld.so's _start has no CFI; a file's first processes before its
+    // table is loaded) are unwound from their snapshot and the mapping events, like dwarf mode's
+    tt.ok(complete / total >= 0.95, `>= 95 % of the workload's user stacks complete: ${complete}/${total} (${((100 * complete) / total).toFixed(1)} %); not: ${JSON.stringify([...notComplete])}`);
+    for (const k of Object.keys(sum.lost ?? {}))
+      tt.match(k, /^\[stack lost: (sampled inside execve: (new image installed|process not seen)|ring buffer full)/, `a lost stack says why: ${k}`);
+    const hotPid = wl.hot?.pid;
+    const hots = out.entries.filter((e) => e.pid === hotPid && e.user?.complete);
+    const hotTotal = hots.reduce((a, e) => a + e.count, 0);
+    const inChain = hots.filter((e) => CHAINS.some((c) => names(e).includes(c))).reduce((a, e) => a + e.count, 0);
+    tt.ok(hotTotal > 0 && inChain / hotTotal >= 0.95, `hot's complete stacks in its chains: ${inChain}/${hotTotal}`);
+
+    // entries freed at exit; what the walker holds flat (the interval lines)
+    tt.ok(be.freed >= be.exec * 0.95, `entries freed at exit: ${be.freed} of ${be.exec} made at exec`);
+    tt.ok(kw.procs <= 16, `entries at the end: ${kw.procs}`);
+    const ivs = r.stdout.split('\n').filter((l) => l.startsWith('{"interval"')).map((l) => (JSON.parse(l) as { interval: { kernel_walk?: Record<string, number> } }).interval.kernel_walk);
+    const held = ivs.filter((k): k is Record<string, number> => !!k);
+    tt.ok(held.length >= 10, `${held.length} intervals with the walker's memory`);
+    if (held.length >= 10) {
+      const bytes = held.map((k) => k.map_bytes!);
+      const growth = (bytes[9]! - bytes[1]!) / bytes[1]!;
+      tt.ok(growth < 0.02, `BPF map memory growth between the 2nd and the last of 10 intervals < 2 %: ${(100 * growth).toFixed(2)} % (${bytes.join(' ')})`);
+      const maxLive = Math.max(...live, 0);
+      for (const [i, k] of held.entries()) tt.ok(k.procs! <= maxLive + 32, `interval ${i}: ${k.procs} entries <= live processes ${maxLive} (+32 in flight)`);
+    }
+  });
 }

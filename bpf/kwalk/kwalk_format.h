@@ -13,7 +13,12 @@
  *                             starting inside the block (16-bit pcs suffice: a block is <= 32 KiB).
  *   kw_rules   ARRAY kw_rule  rules deduplicated across every module and process (id 0 = END).
  *   kw_mods    ARRAY kw_mod   module slots (shared by every process mapping the same file).
- *   kw_procs   HASH pid -> kw_proc   executable mappings of a process, sorted by start.
+ *   kw_procs   HASH pid -> kw_proc   executable mappings of a process, sorted by start: written by
+ *                             user space from /proc/PID/maps, or entered by the BPF side from
+ *                             exec, fork and mmap (kwalk_procmap.bpf.h), freed at exit.
+ *   kw_files   HASH kw_file_key -> kw_file   a loaded module by the identity a mapping shows the
+ *                             kernel (superblock dev, inode, size): how the BPF side finds the
+ *                             module slot of a file a new process maps, with no load per process.
  *   kw_peer_pcs ARRAY u32     only for the peer walker (plain binary search over full pcs).
  */
 #ifndef DWUNW_KWALK_FORMAT_H
@@ -110,6 +115,27 @@ struct kw_map {
 	__u64 bias;                /* module address = pc - bias */
 	__u32 mod;                 /* kw_mods slot */
 	__u32 gen;                 /* its gen when mapped: a reused slot is not used for this map */
+};
+
+/* A file as the kernel sees it in a mapping: dev is the kernel's encoding (major << 20 | minor),
+ * the one /proc/PID/maps prints split; [vdso]: dev 0, ino 0, size = the mapping's length. */
+struct kw_file_key {
+	__u64 dev;
+	__u64 ino;
+	__u64 size;
+};
+
+#define KW_FILE_SEGS 4
+struct kw_file {
+	__u32 slot;                /* kw_mods index */
+	__u32 gen;                 /* its gen (kw_map.gen of the mappings entered from this) */
+	__u32 nsegs;
+	__u32 pad;
+	struct {
+		__u64 off_lo;      /* file offsets [off_lo, off_hi) of a PT_LOAD (off_lo page-aligned) */
+		__u64 off_hi;
+		__s64 delta;       /* p_vaddr - p_offset: module address = file offset + delta */
+	} segs[KW_FILE_SEGS];
 };
 
 struct kw_proc {

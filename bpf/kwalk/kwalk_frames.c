@@ -5,6 +5,7 @@
 #include <string.h>
 #include "kwalk_frames.h"
 #include "runtime/intern.h"
+#include "runtime/mappings.h"
 #include "kwalk_track.h"
 
 #ifdef HAVE_DWUNW
@@ -92,6 +93,10 @@ int64_t frames_from_kwalk(struct frames *fr, const void *data, size_t size, uint
 		label = intern(buf);
 		stop_name = intern(dwunw_errname(rc));
 	}
+	/* the pcs are named from the modules mapped at the event (mapping events applied in
+	 * order), so a process gone before its event is processed is named like any other */
+	if (fr->maps)
+		mappings_sync(fr->maps, ev->pid, &fr->dctx);
 	struct kw_fill fa = { .fr = fr, .ev = ev, .skip = skip };
 	return stack_get_in(fr->st, space, SK_DWARF, rc, label, stop_name, pcs, n, fill_kwalk, &fa);
 }

@@ -29,6 +29,7 @@ struct frames;
 
 struct kw_track {
 	struct kw_loader *l;
+	struct bpf_object *obj;            /* the tool's (kw_track_prepare / kw_track_attach) */
 	struct frames *fr;                 /* the tool's: its walks of the fallbacks, its maps
 	                                    * refreshed with the tables */
 	bool (*selected)(void *arg, uint32_t pid); /* whose mmap/exit records count; NULL: all */
@@ -39,9 +40,13 @@ struct kw_track {
 	int64_t tokens;                    /* loading time in hand (ns; negative: a debt) */
 	uint64_t last_refill;
 	uint64_t loads;                    /* table (re)loads */
+	uint64_t load_ns;                  /* time they took */
 	uint64_t mmaps, exits;             /* records handled */
+	uint64_t files, files_stale;       /* files told by the BPF side; of which found by path not */
 	uint64_t deferred;                 /* fallbacks not (yet) worth a load */
 	bool attached;                     /* the mapping tracker's programs (mmap_track.h) */
+	bool inbpf;                        /* the BPF side enters mappings (kw_track_prepare) */
+	struct bpf_link *links[2];         /* its exec and fork programs */
 	struct {
 		uint32_t pid;                  /* pid + 1 */
 		uint32_t fallbacks;
@@ -50,6 +55,10 @@ struct kw_track {
 	} tried[KW_TRACK_SLOTS];
 };
 
+/* Before the object's load, with the tool's .rodata kw_pm_enabled set: load the BPF side's
+ * exec and fork programs (kwalk_procmap.bpf.h), so that new processes' mappings
+ * enter kw_procs in the kernel with no load per process. */
+void kw_track_prepare(struct kw_track *t, struct bpf_object *obj);
 /* Attach the mapping tracker (its kwalk notices on with the tool's .rodata kw_track_enabled):
  * 0, or a negative errno (the tables then load on fallbacks). */
 int kw_track_attach(struct kw_track *t, struct bpf_object *obj);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
 #include <bpf/bpf.h>
@@ -34,6 +35,8 @@ struct kw_umod {
 	uint64_t src_rows;
 	uint64_t last_use;
 	int state;                 /* 0 = not loaded (evicted), 1 = loaded, < 0 = cannot (DWUNW_ERR_* / -ENOSPC) */
+	int in_files;              /* fkey is in kw_files */
+	struct kw_file_key fkey;   /* the identity the kernel sees (kw_files), once a mapping showed it */
 	struct kw_seg segs[8];
 	uint32_t nsegs;
 	void *image;               /* [vdso] bytes (kept: the module cache serves them) */
@@ -52,7 +55,11 @@ struct kw_uproc {
 struct kw_loader {
 	struct dwunw_ctx ctx;
 	int fd_rows, fd_blocks, fd_peer, fd_rules, fd_mods, fd_procs;
+	int fd_files;              /* kw_files, when the object has the BPF side's process entries */
+	int bpf_procs;             /* kw_procs entries made and freed by the BPF side too */
+	uint64_t recycled;         /* module slots reused for another file */
 	uint32_t rows_cap, blocks_cap, rules_cap, mods_cap, procs_cap, peer;
+	uint64_t max_file;
 	uint64_t scratch_bytes;
 	struct kw_umod *mods;      /* index = slot (0 unused) */
 	uint32_t nmods;            /* entries used in mods[] (slots 1..nmods-1) */
@@ -123,6 +130,7 @@ int kw_size_maps(struct bpf_object *obj, const struct kw_opts *opts)
 		const char *name;
 		uint32_t n;
 	} m[6];
+	struct bpf_map *files = bpf_object__find_map_by_name(obj, "kw_files");
 	int err;
 
 	kw_sizes_of(opts, &s);
@@ -140,7 +148,7 @@ int kw_size_maps(struct bpf_object *obj, const struct kw_opts *opts)
 		if ((err = bpf_map__set_max_entries(map, m[i].n)))
 			return err;
 	}
-	return 0;
+	return files ? bpf_map__set_max_entries(files, s.mods) : 0;
 }
 
 /* ---- Rules -------------------------------------------------------------------------------- */
@@ -441,12 +449,14 @@ struct kw_loader *kw_loader_new(struct bpf_object *obj, const struct kw_opts *op
 	l->mods_cap = s.mods;
 	l->procs_cap = s.procs;
 	l->peer = opts && opts->peer;
+	l->max_file = opts ? opts->max_file : 0;
 	l->fd_rows = map_fd(obj, "kw_rows");
 	l->fd_blocks = map_fd(obj, "kw_blocks");
 	l->fd_peer = map_fd(obj, "kw_peer_pcs");
 	l->fd_rules = map_fd(obj, "kw_rules");
 	l->fd_mods = map_fd(obj, "kw_mods");
 	l->fd_procs = map_fd(obj, "kw_procs");
+	l->fd_files = map_fd(obj, "kw_files");
 	l->scratch_bytes = (uint64_t)libbpf_num_possible_cpus() * (8 + 9 * KW_MAX_FRAMES);
 	l->rhash_size = 1;
 	while (l->rhash_size < 2 * l->rules_cap)
@@ -525,14 +535,43 @@ static void mod_evict(struct kw_loader *l, struct kw_umod *m)
 	l->evictions++;
 }
 
+/* The modules of the processes the BPF side entered count as used now: user space never
+ * loaded those processes, so their modules' last_use says nothing of them. */
+static void mark_live(struct kw_loader *l, uint64_t stamp)
+{
+	struct kw_proc *kp;
+	uint32_t key, next, n = 0;
+	int err;
+
+	if (!l->bpf_procs || !(kp = malloc(sizeof(*kp))))
+		return;
+	err = bpf_map_get_next_key(l->fd_procs, NULL, &next);
+	while (!err && n++ < l->procs_cap) {
+		key = next;
+		if (!bpf_map_lookup_elem(l->fd_procs, &key, kp))
+			for (uint32_t i = 0; i < kp->nmaps && i < KW_MAX_MAPS; i++) {
+				uint32_t s = kp->maps[i].mod;
+
+				if (s && s < l->nmods && l->mods[s].gen == kp->maps[i].gen && l->mods[s].last_use < stamp)
+					l->mods[s].last_use = stamp - 1; /* below `keep` (the module being loaded) */
+			}
+		err = bpf_map_get_next_key(l->fd_procs, &key, &next);
+	}
+	free(kp);
+}
+
 /* Room for n rows and nb+1 blocks, evicting the least recently used modules (not `keep`). */
 static int make_room(struct kw_loader *l, uint32_t n, uint32_t nb, uint64_t keep, uint32_t *rb, uint32_t *bb)
 {
+	int marked = 0;
+
 	for (;;) {
 		struct kw_umod *victim = NULL;
 
 		if (!arena_find(l, 1, n, l->rows_cap, rb) && !arena_find(l, 0, nb + 1, l->blocks_cap, bb))
 			return 0;
+		if (!marked++)
+			mark_live(l, keep);
 		for (uint32_t i = 1; i < l->nmods; i++) {
 			struct kw_umod *m = &l->mods[i];
 
@@ -578,6 +617,8 @@ static int mod_load(struct kw_loader *l, struct kw_umod *um, uint64_t stamp)
 	struct kw_mod km = {};
 	int err;
 
+	if (l->max_file && um->fkey.size > l->max_file)
+		return -EFBIG;
 	if (um->image)
 		err = dwunw_module_open_image(&l->ctx, um->key, um->image, um->image_size, &dm);
 	else
@@ -670,7 +711,7 @@ static int mod_load(struct kw_loader *l, struct kw_umod *um, uint64_t stamp)
 	    (err = write_array(l->fd_blocks, bb, blocks, nb + 1, 4)) ||
 	    (peer && (err = write_array(l->fd_peer, rb, peer, nk, 4))))
 		goto out;
-	km.gen = um->gen = (uint32_t)++l->gen;
+	km.gen = um->gen;
 	km.row_base = rb;
 	km.nrows = nk;
 	km.blk_base = bb;
@@ -742,16 +783,53 @@ static int64_t bias_of(const struct kw_umod *um, uint64_t start, uint64_t off)
 	return INT64_MIN;
 }
 
+/* A module's entry in kw_files (the BPF side then enters its mappings by itself). */
+static void files_put(struct kw_loader *l, struct kw_umod *um)
+{
+	struct kw_file f = { .slot = um->slot, .gen = um->gen };
+
+	if (l->fd_files < 0 || um->in_files || !um->nsegs || !(um->fkey.dev || um->fkey.ino || um->fkey.size))
+		return;
+	for (uint32_t i = 0; i < um->nsegs && f.nsegs < KW_FILE_SEGS; i++, f.nsegs++) {
+		f.segs[f.nsegs].off_lo = um->segs[i].off & ~0xfffull;
+		f.segs[f.nsegs].off_hi = um->segs[i].off + um->segs[i].filesz;
+		f.segs[f.nsegs].delta = (int64_t)(um->segs[i].vaddr - um->segs[i].off);
+	}
+	um->in_files = !bpf_map_update_elem(l->fd_files, &um->fkey, &f, BPF_ANY);
+}
+
+/*
+ * The slot of a module by key, added if new. The slots are module identities: a slot's gen is
+ * given once, so the mappings entered with it stay valid while its table is evicted and loaded
+ * again. When every slot is taken, the one unloaded longest is given to the new file (its
+ * kw_files entry goes, its gen changes: the old file's mappings then stop with no-table).
+ */
 static struct kw_umod *mod_find_or_add(struct kw_loader *l, const char *key, const char *path)
 {
+	struct kw_umod *m = NULL;
+
 	for (uint32_t i = 1; i < l->nmods; i++)
 		if (!strcmp(l->mods[i].key, key))
 			return &l->mods[i];
-	if (l->nmods >= l->mods_cap)
-		return NULL;
-	struct kw_umod *m = &l->mods[l->nmods];
-	memset(m, 0, sizeof(*m));
-	m->slot = l->nmods++;
+	if (l->nmods < l->mods_cap) {
+		m = &l->mods[l->nmods];
+		memset(m, 0, sizeof(*m));
+		m->slot = l->nmods++;
+	} else {
+		for (uint32_t i = 1; i < l->nmods; i++)
+			if (l->mods[i].state != 1 && (!m || l->mods[i].last_use < m->last_use))
+				m = &l->mods[i];
+		if (!m)
+			return NULL;
+		if (m->in_files)
+			bpf_map_delete_elem(l->fd_files, &m->fkey);
+		free(m->image);
+		uint32_t slot = m->slot;
+		memset(m, 0, sizeof(*m));
+		m->slot = slot;
+		l->recycled++;
+	}
+	m->gen = (uint32_t)++l->gen;
 	snprintf(m->key, sizeof(m->key), "%s", key);
 	snprintf(m->path, sizeof(m->path), "%s", path);
 	return m;
@@ -771,15 +849,19 @@ static struct kw_uproc **proc_slot(struct kw_loader *l, int pid, int create)
 {
 	uint32_t h = (uint32_t)pid * 2654435761u % KW_PROC_SLOTS;
 
+	struct kw_uproc **tomb = NULL;
+
 	for (uint32_t k = 0; k < KW_PROC_SLOTS; k++) {
 		struct kw_uproc **p = &l->procs[(h + k) % KW_PROC_SLOTS];
 
 		if (*p && (*p)->pid == pid)
 			return p;
+		if (*p && (*p)->pid == -1 && !tomb)
+			tomb = p; /* a forgotten process's: reused, so exits leave no slot behind */
 		if (!*p)
-			return create ? p : NULL;
+			return create ? (tomb ? tomb : p) : NULL;
 	}
-	return NULL;
+	return create ? tomb : NULL;
 }
 
 int kw_load_pid(struct kw_loader *l, int pid)
@@ -805,7 +887,7 @@ int kw_load_pid(struct kw_loader *l, int pid)
 		return -ENOSPC;
 	}
 	p = *slot;
-	if (p && p->maps_hash == h && p->evict_seen == l->evictions) {
+	if (p && p->pid == pid && p->maps_hash == h && p->evict_seen == l->evictions) {
 		free(text);
 		return 0;
 	}
@@ -820,8 +902,10 @@ int kw_load_pid(struct kw_loader *l, int pid)
 			free(text);
 			return -ENOMEM;
 		}
-		l->nprocs++;
+		p->pid = -1;
 	}
+	if (p->pid == -1)
+		l->nprocs++;
 	p->pid = pid;
 	p->maps_hash = h;
 	p->nmaps = 0;
@@ -856,6 +940,7 @@ int kw_load_pid(struct kw_loader *l, int pid)
 			if (um && !um->image) {
 				um->image = img;
 				um->image_size = sz;
+				um->fkey.size = sz;
 				read_segs(um);
 			} else {
 				free(img);
@@ -871,6 +956,11 @@ int kw_load_pid(struct kw_loader *l, int pid)
 			um = mod_find_or_add(l, key, path);
 			if (um && !um->nsegs)
 				read_segs(um);
+			if (um && !um->fkey.ino) { /* as the kernel sees it (kwalk_format.h) */
+				um->fkey.dev = (uint64_t)m->dev_major << 20 | m->dev_minor;
+				um->fkey.ino = m->inode;
+				um->fkey.size = (uint64_t)st.st_size;
+			}
 		} else {
 			continue; /* anonymous (JIT), [uprobes], [vsyscall]: fall back */
 		}
@@ -885,12 +975,13 @@ int kw_load_pid(struct kw_loader *l, int pid)
 			if (e)
 				um->state = e < 0 ? e : -1;
 		}
+		files_put(l, um);
 		struct kw_map *km = &p->maps[p->nmaps];
 		km->start = start;
 		km->end = end;
 		km->bias = (uint64_t)bias;
 		km->mod = um->slot;
-		km->gen = um->state == 1 ? um->gen : 0;
+		km->gen = um->gen;  /* kw_mods[slot].gen is 0 while the table is not loaded */
 		p->umod[p->nmaps++] = um->slot;
 	}
 	free(maps);
@@ -907,37 +998,125 @@ int kw_load_pid(struct kw_loader *l, int pid)
 	return err;
 }
 
-int kw_preload_file(struct kw_loader *l, const char *path)
+/* A file's module (stat st), loaded if it is not: 0, or DWUNW_ERR_* / a negative errno. */
+static int mod_of_file(struct kw_loader *l, const char *path, const struct stat *st, struct kw_umod **out)
 {
 	char key[128];
+	struct kw_umod *um;
+
+	snprintf(key, sizeof(key), "%llx:%llx:%lld:%lld.%09ld", (unsigned long long)st->st_dev,
+		 (unsigned long long)st->st_ino, (long long)st->st_size, (long long)st->st_mtim.tv_sec,
+		 st->st_mtim.tv_nsec);
+	um = *out = mod_find_or_add(l, key, path);
+	if (!um)
+		return -ENOSPC;
+	if (!um->nsegs)
+		read_segs(um);
+	if (!um->fkey.ino) { /* as the kernel sees it (kwalk_format.h) */
+		um->fkey.dev = (uint64_t)major(st->st_dev) << 20 | minor(st->st_dev);
+		um->fkey.ino = st->st_ino;
+		um->fkey.size = (uint64_t)st->st_size;
+	}
+	um->last_use = ++l->clock;
+	if (um->state == 0) {
+		int e = mod_load(l, um, um->last_use);
+
+		if (e)
+			um->state = e < 0 ? e : -1;
+	}
+	files_put(l, um);
+	return um->state == 1 ? 0 : um->state;
+}
+
+int kw_preload_file(struct kw_loader *l, const char *path)
+{
 	struct stat st;
 	struct kw_umod *um;
 
 	if (stat(path, &st))
 		return -errno;
-	snprintf(key, sizeof(key), "%llx:%llx:%lld:%lld.%09ld", (unsigned long long)st.st_dev,
-		 (unsigned long long)st.st_ino, (long long)st.st_size, (long long)st.st_mtim.tv_sec,
-		 st.st_mtim.tv_nsec);
-	um = mod_find_or_add(l, key, path);
+	return mod_of_file(l, path, &st, &um);
+}
+
+/* m into p's mappings (sorted by start), the ones it overlaps dropped; -1 when full. */
+static int procs_merge(struct kw_proc *p, const struct kw_map *m)
+{
+	struct kw_map out[KW_MAX_MAPS];
+	uint32_t n = 0, done = 0;
+
+	for (uint32_t i = 0; i < p->nmaps && i < KW_MAX_MAPS; i++) {
+		const struct kw_map *o = &p->maps[i];
+
+		if (o->start < m->end && m->start < o->end)
+			continue;
+		if (!done && o->start >= m->end) {
+			if (n >= KW_MAX_MAPS)
+				return -1;
+			out[n++] = *m;
+			done = 1;
+		}
+		if (n >= KW_MAX_MAPS)
+			return -1;
+		out[n++] = *o;
+	}
+	if (!done) {
+		if (n >= KW_MAX_MAPS)
+			return -1;
+		out[n++] = *m;
+	}
+	memcpy(p->maps, out, n * sizeof(out[0]));
+	p->nmaps = n;
+	return 0;
+}
+
+int kw_enter_file(struct kw_loader *l, int pid, const char *path, const struct kw_file_key *fk, uint64_t start,
+		  uint64_t end, uint64_t off)
+{
+	struct stat st;
+	struct kw_umod *um;
+	struct kw_proc *kp;
+	int64_t bias;
+	int err;
+
+	if (stat(path, &st))
+		return -errno;
+	/* the path the dentries gave may name another file (another mount): same identity only */
+	if (((uint64_t)major(st.st_dev) << 20 | minor(st.st_dev)) != fk->dev || st.st_ino != fk->ino ||
+	    (uint64_t)st.st_size != fk->size)
+		return -ESTALE;
+	mod_of_file(l, path, &st, &um);
 	if (!um)
 		return -ENOSPC;
-	if (!um->nsegs)
-		read_segs(um);
-	um->last_use = ++l->clock;
-	if (um->state == 0) {
-		int e = mod_load(l, um, um->last_use);
-		if (e)
-			um->state = e < 0 ? e : -1;
-		return e;
+	/* the mapping that told of it, into the process's entry (if it still has one) */
+	bias = bias_of(um, start, off);
+	if (bias == INT64_MIN)
+		return -ENOEXEC;
+	kp = malloc(sizeof(*kp));
+	if (!kp)
+		return -ENOMEM;
+	err = 0;
+	if (!bpf_map_lookup_elem(l->fd_procs, &pid, kp)) {
+		struct kw_map m = { .start = start, .end = end, .bias = (uint64_t)bias, .mod = um->slot, .gen = um->gen };
+
+		if (procs_merge(kp, &m) || bpf_map_update_elem(l->fd_procs, &pid, kp, BPF_EXIST))
+			err = -ENOSPC;
 	}
-	return um->state == 1 ? 0 : um->state;
+	free(kp);
+	return err;
+}
+
+void kw_loader_bpf_procs(struct kw_loader *l, int on)
+{
+	l->bpf_procs = on;
 }
 
 void kw_forget_pid(struct kw_loader *l, int pid)
 {
 	struct kw_uproc **slot = proc_slot(l, pid, 0);
 
-	bpf_map_delete_elem(l->fd_procs, &pid);
+	/* the BPF side frees its entry at exit and makes it anew at exec itself */
+	if (!l->bpf_procs)
+		bpf_map_delete_elem(l->fd_procs, &pid);
 	if (slot && *slot) {
 		/* keep the probe chain intact: mark as a tombstone pid that never matches */
 		(*slot)->pid = -1;
@@ -978,11 +1157,25 @@ void kw_get_stats(struct kw_loader *l, struct kw_stats *o)
 	o->rules = l->nrules;
 	o->unsup_rules = l->nunsup;
 	o->evictions = l->evictions;
+	o->recycled = l->recycled;
 	o->procs = l->nprocs;
+	if (l->bpf_procs) { /* the kernel's entries: the BPF side makes and frees them too */
+		uint32_t key, next, n = 0;
+		int err = bpf_map_get_next_key(l->fd_procs, NULL, &next);
+
+		while (!err && n < l->procs_cap) {
+			n++;
+			key = next;
+			err = bpf_map_get_next_key(l->fd_procs, &key, &next);
+		}
+		o->procs = n;
+	}
+	for (uint32_t i = 1; i < l->nmods; i++)
+		o->files += l->mods[i].in_files;
 	o->row_capacity = l->rows_cap;
 	o->table_bytes = o->rows * 4 + o->blocks * 4 + (uint64_t)l->nrules * sizeof(struct kw_rule);
 	o->map_bytes = (uint64_t)l->rows_cap * 4 + (uint64_t)l->blocks_cap * 4 +
 		       (uint64_t)(l->peer ? l->rows_cap : 1) * 4 + (uint64_t)l->rules_cap * sizeof(struct kw_rule) +
 		       (uint64_t)l->mods_cap * sizeof(struct kw_mod) + o->procs * sizeof(struct kw_proc) +
-		       l->scratch_bytes;
+		       o->files * (sizeof(struct kw_file_key) + sizeof(struct kw_file)) + l->scratch_bytes;
 }

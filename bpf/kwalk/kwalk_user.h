@@ -32,6 +32,9 @@ struct kw_opts {
 	uint32_t peer;              /* also fill kw_peer_pcs (the binary-search peer walker) */
 	uint32_t max_procs;         /* kw_procs entries; 0 = 1024 */
 	uint32_t max_rules;         /* 0 = 16384 */
+	uint64_t max_file;          /* files larger than this get no table (their frames fall back:
+	                             * no-table); 0 = no limit. A whole-system tool's bound on the
+	                             * seconds one table build holds its consumer */
 };
 
 struct kw_stats {
@@ -45,7 +48,9 @@ struct kw_stats {
 	uint64_t modules;           /* loaded */
 	uint64_t evictions;
 	uint64_t skipped;           /* modules left out: budget, or no CFI */
-	uint64_t procs;
+	uint64_t procs;             /* kw_procs entries (the kernel's, with kw_loader_bpf_procs) */
+	uint64_t files;             /* kw_files entries */
+	uint64_t recycled;          /* module slots given to another file */
 	uint64_t row_capacity;
 };
 
@@ -62,6 +67,14 @@ int kw_load_pid(struct kw_loader *l, int pid);
 /* Load the table of an ELF file before any process maps it (a command's executable and the
  * libraries it needs), so its first samples find it: 0 or a negative errno / DWUNW_ERR_*. */
 int kw_preload_file(struct kw_loader *l, const char *path);
+/* The BPF side makes and frees kw_procs entries (kwalk_procmap.bpf.h): user space then drops
+ * only its own record of a process at exec and exit, and counts the kernel's entries. */
+void kw_loader_bpf_procs(struct kw_loader *l, int on);
+/* A file the BPF side told of (kwalk_track.h's kw_file_rec): loaded by path when stat shows the
+ * identity fk, and pid's mapping [start, end) at file offset off entered in its kernel entry.
+ * 0, or a negative errno (-ESTALE: the path names another file; load the process instead). */
+int kw_enter_file(struct kw_loader *l, int pid, const char *path, const struct kw_file_key *fk, uint64_t start,
+		  uint64_t end, uint64_t off);
 /* The process exited: drop its entry (its modules stay cached until evicted). */
 void kw_forget_pid(struct kw_loader *l, int pid);
 /* Should an event with this status make user space reload the process? */

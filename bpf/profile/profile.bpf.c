@@ -236,6 +236,11 @@ int sample(struct bpf_perf_event_data *ctx)
 	bpf_map_update_elem(&comms, &tid, comm, BPF_ANY);
 	if (want_kernel)
 		kid = bpf_get_stackid(ctx, &stack_traces, 0);
+	/* --unwind=kernel inside execve: walked while the old image is installed (its kw_procs
+	 * entry stays until sched_process_exec), else counted with why */
+	if (unwind_mode == PR_UNWIND_KERNEL && want_user && has_user && bpf_core_field_exists(task->in_execve) &&
+	    BPF_CORE_READ_BITFIELD_PROBED(task, in_execve))
+		kw_track_count(exec ? KW_TC_EXEC_GONE : KW_TC_EXEC_WALK);
 	if (exec) {
 		r.flags |= exec;
 		has_user = 0;
@@ -332,15 +337,17 @@ SEC("tp_btf/sched_process_exit")
 int BPF_PROG(pr_thread_exit, struct task_struct *p)
 {
 	__u32 tid = BPF_CORE_READ(p, pid), tgid = BPF_CORE_READ(p, tgid);
+	int sel = selected(tgid, tgid);     /* before the follow filter forgets it */
 
 	cap_thread_exit(tid);
 	if (p->signal->live.counter == 0) {
+		/* --unwind=kernel: the process's tables (its last thread, whichever it is) */
+		if (unwind_mode == PR_UNWIND_KERNEL && sel)
+			kw_track_exit(ctx, tgid);
 		if (follow_forks)
 			bpf_map_delete_elem(&tgids, &tgid);
 		if (bpf_map_delete_elem(&pr_mms, &tgid) == 0 || mmap_ev_enabled)
 			cap_emit_proc(ctx, CAP_PROC_EXIT, tgid, 0);
 	}
-	if (unwind_mode == PR_UNWIND_KERNEL && tid == tgid && selected(tgid, tid))
-		kw_track_exit(ctx, tgid);
 	return 0;
 }

@@ -347,9 +347,11 @@ static int on_record(void *ctx, const void *data, size_t size)
 			if (pr->opts.pids[i] == r.pid)
 				py_merge_add(&pr->py, r.pid);
 #ifdef HAVE_KWALK
-		if (pr->kwt.l && kw_selected(pr, r.pid)) {
+		if (pr->kwt.l) {
 			kw_track_forget(&pr->kwt, r.pid);
-			if (pr->opts.npids) /* a target: its new program's tables at once */
+			/* a target: its new program's tables at once (the BPF side made its entry
+			 * already, and tells of a module it could not enter) */
+			if (pr->opts.npids && !pr->kwt.inbpf && kw_selected(pr, r.pid))
 				kw_track_reload(&pr->kwt, r.pid, true);
 		}
 	} else if (h->kind == KW_KIND_EVENT) {
@@ -500,13 +502,10 @@ int main(int argc, char **argv)
 	pr->skel->rodata->filter_tid = pr->opts.ntids > 0;
 	pr->skel->rodata->follow_forks = pr->opts.command != NULL;
 	/* dwarf mode: mapping changes in order with the samples (every process's without -p), so a
-	 * process gone before its samples are processed is unwound like any other; kernel mode on
-	 * chosen processes too (not system-wide: the walker's own tracker serves there): the files
-	 * are then opened through the process (another mount namespace, deleted files), for the
-	 * walker's pcs too */
-	if (pr->opts.user &&
-	    (pr->opts.unwind == PR_UNWIND_DWARF ||
-	     (pr->opts.unwind != PR_UNWIND_FP && (pr->opts.npids || pr->opts.command))) &&
+	 * process gone before its samples are processed is unwound like any other; kernel mode too,
+	 * for the walks that fall back to a snapshot (a short-lived process is often gone by then)
+	 * and to name walked pcs through the process's files (another mount namespace, deleted) */
+	if ((pr->opts.unwind == PR_UNWIND_DWARF || pr->opts.unwind == PR_UNWIND_KERNEL) && pr->opts.user &&
 	    !(getenv("DWUNW_MAPEV") && !strcmp(getenv("DWUNW_MAPEV"), "0")))
 		pr->fr.maps = mappings_new();
 	pr->skel->rodata->mmap_ev_enabled = pr->fr.maps != NULL;
@@ -519,12 +518,19 @@ int main(int argc, char **argv)
 	if (!err)
 		err = bpf_map__set_max_entries(pr->skel->maps.stack_traces, pr->opts.stack_storage);
 #ifdef HAVE_KWALK
-	struct kw_opts kwo = { .budget = pr->opts.table_budget };
+	/* the whole system: rows for the whole budget (many programs' modules at once, not
+	 * evicting each other); given processes: the default row count within it */
+	struct kw_opts kwo = { .budget = pr->opts.table_budget, .rows = pr->opts.npids || pr->opts.command ? 0 : UINT32_MAX,
+			       .max_file = pr->opts.npids || pr->opts.command ? 0 : 32ull << 20 };
 
 	if (!err && pr->opts.unwind == PR_UNWIND_KERNEL && pr->opts.user)
 		err = kw_size_maps(pr->skel->obj, &kwo);
 	pr->skel->rodata->kw_track_enabled = pr->opts.unwind == PR_UNWIND_KERNEL && pr->opts.user;
 	pr->skel->rodata->aggregate = pr->kagg.on = pr->opts.aggregate;
+	/* new processes' mappings entered by the BPF side, from exec, fork and mmap */
+	pr->skel->rodata->kw_pm_enabled = pr->skel->rodata->kw_track_enabled;
+	if (pr->skel->rodata->kw_pm_enabled)
+		kw_track_prepare(&pr->kwt, pr->skel->obj);
 #endif
 	if (!err && !pr->opts.aggregate) /* the maps of --aggregate unused: one entry each */
 		err = bpf_map__set_max_entries(pr->skel->maps.agg_stacks, 1) ?:
@@ -546,11 +552,12 @@ int main(int argc, char **argv)
 		if (!pr->kwt.l)
 			die("cannot set up the in-kernel walker's tables: %s", strerror(errno));
 		pr->kwt.fr = &pr->fr;
-		pr->kwt.selected = kw_selected;
-		pr->kwt.selected_arg = pr;
+		/* records come only for the processes the BPF side follows (-- COMMAND: its
+		 * descendants too): no filter here */
+		pr->kwt.selected = NULL;
 		/* the whole system: a process earns its tables with a few samples (kwalk_track_user.h) */
-		pr->kwt.threshold = pr->opts.npids ? 1 : 16;
-		pr->kwt.load_ns_per_s = pr->opts.npids ? 0 : 200000000ull; /* at most 20 % of the consumer */
+		pr->kwt.threshold = pr->opts.npids || pr->opts.command ? 1 : 16;
+		pr->kwt.load_ns_per_s = pr->opts.npids || pr->opts.command ? 0 : 200000000ull; /* at most 20 % of the consumer */
 		if (pr->opts.command)
 			kw_preload_command(pr->kwt.l, pr->opts.command[0]);
 	}
@@ -686,24 +693,7 @@ int main(int argc, char **argv)
 	tool_counters_read(pr->skel->obj, pr->prs.bpf, PR_CNT_MAX);
 	if (pr->opts.interval) /* the last, partial interval */
 		pr_print_interval(pr, ival_seq, ival_start, pr->prs.end_ns);
-#ifdef HAVE_KWALK
-	if (pr->kwt.l) {
-		struct kw_stats ks;
-		uint64_t tc[KW_TC_MAX];
-
-		kw_get_stats(pr->kwt.l, &ks);
-		kw_track_counters(pr->skel->obj, tc);
-		pr->prs.kw_map_bytes = ks.map_bytes;
-		pr->prs.kw_table_bytes = ks.table_bytes;
-		pr->prs.kw_modules = ks.modules;
-		pr->prs.kw_evictions = ks.evictions;
-		pr->prs.kw_loads = pr->kwt.loads;
-		pr->prs.kw_mmaps = pr->kwt.mmaps;
-		pr->prs.kw_exits = pr->kwt.exits;
-		pr->prs.kw_deferred = pr->kwt.deferred;
-		pr->prs.kw_mmaps_lost = tc[KW_TC_LOST];
-	}
-#endif
+	pr_kw_stats(pr);
 	if (pr->opts.debuginfod)
 		frames_name_fetched(&pr->fr, 60000);
 	pr_report(pr);

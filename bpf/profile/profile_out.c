@@ -20,7 +20,9 @@
 #include "runtime/stack_report.h"
 #include "runtime/stack_store.h"
 #include "runtime/tool_util.h"
+#include "kwalk/kwalk_track.h"
 #ifdef HAVE_KWALK
+#include "kwalk/kwalk_track_user.h"
 #include "kwalk/kwalk_user.h"
 #define kw_status_text kw_status_name
 #else
@@ -148,6 +150,37 @@ static void print_json(const struct profile_ctx *pr, const struct pr_entry *e, u
  * is what was printed before), then the interval line with the modules seen since (build ids).
  * The end's report still prints every entry with its total: the sum of the intervals.
  */
+void pr_kw_stats(struct profile_ctx *pr)
+{
+#ifdef HAVE_KWALK
+	struct kw_stats ks;
+
+	if (!pr->kwt.l)
+		return;
+	kw_get_stats(pr->kwt.l, &ks);
+	if (pr->kwt.obj)
+		kw_track_counters(pr->kwt.obj, pr->prs.kw_tc);
+	pr->prs.kw_map_bytes = ks.map_bytes;
+	pr->prs.kw_table_bytes = ks.table_bytes;
+	pr->prs.kw_modules = ks.modules;
+	pr->prs.kw_evictions = ks.evictions;
+	pr->prs.kw_procs = ks.procs;
+	pr->prs.kw_files = ks.files;
+	pr->prs.kw_recycled = ks.recycled;
+	pr->prs.kw_loads = pr->kwt.loads;
+	pr->prs.kw_load_ns = pr->kwt.load_ns;
+	pr->prs.kw_mmaps = pr->kwt.mmaps;
+	pr->prs.kw_exits = pr->kwt.exits;
+	pr->prs.kw_deferred = pr->kwt.deferred;
+	pr->prs.kw_files_told = pr->kwt.files;
+	pr->prs.kw_files_stale = pr->kwt.files_stale;
+	pr->prs.kw_skipped = ks.skipped;
+	pr->prs.kw_mmaps_lost = pr->prs.kw_tc[KW_TC_LOST];
+#else
+	(void)pr;
+#endif
+}
+
 void pr_print_interval(struct profile_ctx *pr, uint64_t seq, uint64_t start_ns, uint64_t end_ns)
 {
 	const struct module_seen *mods;
@@ -175,7 +208,17 @@ void pr_print_interval(struct profile_ctx *pr, uint64_t seq, uint64_t start_ns, 
 	       pr->prs.bpf[PR_CNT_REC_LOST], pr->agg.overflow, pr->st.full);
 	print_modules_json(mods + pr->mods_printed, nmods - pr->mods_printed);
 	pr->mods_printed = nmods;
-	printf("]}}\n");
+	printf("]");
+	if (pr->opts.unwind == PR_UNWIND_KERNEL && pr->opts.user) { /* what the walker holds now */
+		pr_kw_stats(pr);
+		printf(",\"kernel_walk\":{\"events\":%" PRIu64 ",\"fallback\":%" PRIu64 ",\"no_mapping\":%" PRIu64
+		       ",\"map_bytes\":%" PRIu64 ",\"table_bytes\":%" PRIu64 ",\"procs\":%" PRIu64
+		       ",\"files\":%" PRIu64 ",\"modules\":%" PRIu64 ",\"evictions\":%" PRIu64 "}",
+		       pr->prs.kw.events, pr->prs.kw.snapshot, pr->prs.kw.status[KW_ST_NO_MAPPING],
+		       pr->prs.kw_map_bytes, pr->prs.kw_table_bytes, pr->prs.kw_procs, pr->prs.kw_files,
+		       pr->prs.kw_modules, pr->prs.kw_evictions);
+	}
+	printf("}}\n");
 	fflush(stdout);
 }
 
@@ -322,11 +365,22 @@ void pr_report(struct profile_ctx *pr)
 					       pr->prs.kw.status[k]);
 					c = true;
 				}
-			printf("},\"table_loads\":%" PRIu64 ",\"mmaps\":%" PRIu64 ",\"mmaps_lost\":%" PRIu64
+			printf("},\"table_loads\":%" PRIu64 ",\"load_ns\":%" PRIu64 ",\"mmaps\":%" PRIu64 ",\"mmaps_lost\":%" PRIu64
 			       ",\"exits\":%" PRIu64 ",\"loads_deferred\":%" PRIu64 ",\"map_bytes\":%" PRIu64 ",\"table_bytes\":%" PRIu64
-			       ",\"modules\":%" PRIu64 ",\"evictions\":%" PRIu64 "}",
-			       pr->prs.kw_loads, pr->prs.kw_mmaps, pr->prs.kw_mmaps_lost, pr->prs.kw_exits, pr->prs.kw_deferred,
-			       pr->prs.kw_map_bytes, pr->prs.kw_table_bytes, pr->prs.kw_modules, pr->prs.kw_evictions);
+			       ",\"modules\":%" PRIu64 ",\"evictions\":%" PRIu64 ",\"slots_recycled\":%" PRIu64
+			       ",\"procs\":%" PRIu64 ",\"files\":%" PRIu64,
+			       pr->prs.kw_loads, pr->prs.kw_load_ns, pr->prs.kw_mmaps, pr->prs.kw_mmaps_lost, pr->prs.kw_exits,
+			       pr->prs.kw_deferred, pr->prs.kw_map_bytes, pr->prs.kw_table_bytes, pr->prs.kw_modules,
+			       pr->prs.kw_evictions, pr->prs.kw_recycled, pr->prs.kw_procs, pr->prs.kw_files);
+			/* the BPF side's entries (kwalk_procmap.bpf.h) and samples inside execve */
+			printf(",\"bpf_entries\":{\"exec\":%" PRIu64 ",\"fork\":%" PRIu64 ",\"mmap\":%" PRIu64
+			       ",\"unknown_file\":%" PRIu64 ",\"not_made\":%" PRIu64 ",\"freed\":%" PRIu64
+			       ",\"files_told\":%" PRIu64 ",\"files_not_found\":%" PRIu64 ",\"modules_skipped\":%" PRIu64
+			       "},\"in_execve\":{\"walked\":%" PRIu64 ",\"image_gone\":%" PRIu64 "}}",
+			       pr->prs.kw_tc[KW_TC_PM_EXEC], pr->prs.kw_tc[KW_TC_PM_FORK], pr->prs.kw_tc[KW_TC_PM_ADD],
+			       pr->prs.kw_tc[KW_TC_PM_MISS], pr->prs.kw_tc[KW_TC_PM_FULL], pr->prs.kw_tc[KW_TC_PM_EXIT],
+			       pr->prs.kw_files_told, pr->prs.kw_files_stale, pr->prs.kw_skipped,
+			       pr->prs.kw_tc[KW_TC_EXEC_WALK], pr->prs.kw_tc[KW_TC_EXEC_GONE]);
 		}
 		if (pr->kagg.on)
 			printf(",\"aggregated\":{\"samples\":%" PRIu64 ",\"counted_in_bpf\":%" PRIu64

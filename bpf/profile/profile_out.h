@@ -29,6 +29,11 @@ struct pr_stats {
 	uint64_t kw_loads, kw_mmaps, kw_exits; /* table (re)loads; mmap and exit records seen */
 	uint64_t kw_deferred;   /* fallbacks of processes not (yet) worth loading (-a) */
 	uint64_t kw_map_bytes, kw_table_bytes, kw_modules, kw_evictions, kw_mmaps_lost;
+	uint64_t kw_procs, kw_files, kw_recycled; /* kw_procs entries, kw_files entries, slots reused */
+	uint64_t kw_tc[16];     /* the BPF side's tracking counters (enum kw_track_counter) */
+	uint64_t kw_load_ns;    /* time spent in table loads */
+	uint64_t kw_files_told, kw_files_stale; /* files the BPF side told of; not found by path */
+	uint64_t kw_skipped;    /* modules left without a table (too large for -a, no CFI, budget) */
 	uint64_t forks, exits;  /* process records applied (per-process state made / freed) */
 	uint64_t swept;         /* processes found gone whose exit record was lost (mappings_sweep) */
 	uint64_t maps_ns;       /* CPU on mapping and process records and sweeps (per-process start-up) */
@@ -51,6 +56,8 @@ struct profile_ctx;
 void pr_note_pid(struct profile_ctx *pr, uint32_t pid);
 void pr_print_header(const struct profile_ctx *pr);
 void pr_report(struct profile_ctx *pr);
+/* --unwind=kernel: the walker's tables and process entries into pr->prs (no-op otherwise). */
+void pr_kw_stats(struct profile_ctx *pr);
 void pr_held(const struct profile_ctx *pr, struct pr_held *h);
 void pr_held_json(const struct pr_held *h);
 void pr_held_text(const struct pr_held *h);
