@@ -35,6 +35,7 @@ struct mappings_stats {
 	uint64_t held_late;   /* ... only after a walk found no module there (a record walked again) */
 	uint64_t hole_reads;  /* /proc/PID/maps read again for a pc in no mapping of the view */
 	uint64_t rewalks;     /* records walked more than once (a hole or a held file found late) */
+	uint64_t named_from_proc; /* file mappings whose event had no file, named from /proc later */
 };
 
 /* A tool with mapping events (it attached mmap_ev.bpf.h's programs): its views, empty. */
