@@ -88,6 +88,22 @@ function ownFunctions(): Set<string> {
 
 const label = (f: JFrame): string => f.symbol ?? `[${basename(f.module ?? '?')}]`;
 
+/**
+ * The manifest (written for 64-bit glibc) as mips32's glibc 2.36 runs leaky: its qsort calls
+ * qsort_r from a frame of its own (bal, 40-byte frame: objdump of libc.so.6; the 64-bit ones
+ * tail-call), and fopen's FILE block is 312 bytes (472 on 64-bit: glibc's own request, seen by a
+ * malloc interposed in a program run under qemu-mipsel / qemu-aarch64 / natively).
+ */
+function mips32Sites(sites: Site[]): Site[] {
+  return sites.map((x) => {
+    if (x.name === 'qsort_cmp') {
+      const k = x.chain.findIndex((alts) => alts.includes('qsort_r'));
+      return { ...x, chain: [...x.chain.slice(0, k + 1), ['qsort'], ...x.chain.slice(k + 1)] };
+    }
+    return x.name === 'fopen' ? { ...x, size: 312 } : x;
+  });
+}
+
 async function main(t: Test): Promise<void> {
   const sites = loadManifest();
   const own = ownFunctions();
@@ -99,7 +115,7 @@ async function main(t: Test): Promise<void> {
   const completeFor = (site: Site, s: JStack, prog: string): boolean =>
     s.frames.length >= site.chain.length && site.chain.every((alts, i) => entryOk(alts, s.frames[i]!, prog));
 
-  function checkReport(tt: Test, rep: JReport, prog: string): void {
+  function checkReport(tt: Test, rep: JReport, prog: string, sites: Site[]): void {
     const used = new Set<JStack>();
     for (const site of sites) {
       const st = rep.stacks.filter((s) => completeFor(site, s, prog));
@@ -250,7 +266,7 @@ async function main(t: Test): Promise<void> {
         .at(-1);
       if (!rep) return void tt.fail('no JSON report', { stderr: file('dwarf.err'), console: file('console.log').slice(-3000) });
       tt.match(file('dwarf.err'), new RegExp(`^memleak: target pid ${rep.pid} exited$`, 'm'), 'memleak saw the target exit');
-      checkReport(tt, rep, '/bin/leaky');
+      checkReport(tt, rep, '/bin/leaky', k.arch === 'mipsel' ? mips32Sites(sites) : sites);
       tt.comment(`unwind: ${JSON.stringify(rep.unwind)}`);
 
       // a static target: one line, exit 1
