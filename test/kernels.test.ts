@@ -1,11 +1,15 @@
-// memleak inside the kernels users run: Debian 12's arm64 and x86_64 kernels (6.1) booted under
-// qemu-system (TCG) by scripts/qemu-kernel, with an initramfs holding busybox, memleak, the leaky
-// workload and its C library. In each guest:
+// memleak inside the kernels users run: Debian 12's arm64, x86_64 and mipsel kernels (6.1) booted
+// under qemu-system (TCG) by scripts/qemu-kernel, with an initramfs holding busybox, memleak, the
+// leaky workload and its C library. In each guest:
 //   - `memleak --json -a -c "leaky 2"`: every site of `leaky --manifest` with a complete DWARF
 //     stack (down to main, or to the thread's start), exact sizes and counts, nothing else
 //     outstanding, nothing lost;
-//   - a statically linked leaky (it never maps the libc.so.6 memleak probes): one line naming
-//     the cause and exit status 1, not an empty report.
+//   - (arm64, x86_64) a statically linked leaky (it never maps the libc.so.6 memleak probes): one
+//     line naming the cause and exit status 1, not an empty report. Not in the mipsel guest, where
+//     each memleak start costs ~50 s (the programs' verification under TCG): the same user-space
+//     check as on the other two.
+// The mipsel kernel (4kc-malta) has no BTF: the mips32 build's programs need none (bpf/Makefile),
+// and its libc's functions without CFI are walked by their code (libdwunw's prologue analysis).
 // In the x86_64 guest also profile: `profile -- hot 2` (hot's chains complete, every sample
 // accounted for) and a short-lived `hot 0.05` whose samples are unwound after it is gone.
 // The guests have no debug file for glibc (and Debian has none for the arm64 cross glibc): the
@@ -84,6 +88,22 @@ function ownFunctions(): Set<string> {
 
 const label = (f: JFrame): string => f.symbol ?? `[${basename(f.module ?? '?')}]`;
 
+/**
+ * The manifest (written for 64-bit glibc) as mips32's glibc 2.36 runs leaky: its qsort calls
+ * qsort_r from a frame of its own (bal, 40-byte frame: objdump of libc.so.6; the 64-bit ones
+ * tail-call), and fopen's FILE block is 312 bytes (472 on 64-bit: glibc's own request, seen by a
+ * malloc interposed in a program run under qemu-mipsel / qemu-aarch64 / natively).
+ */
+function mips32Sites(sites: Site[]): Site[] {
+  return sites.map((x) => {
+    if (x.name === 'qsort_cmp') {
+      const k = x.chain.findIndex((alts) => alts.includes('qsort_r'));
+      return { ...x, chain: [...x.chain.slice(0, k + 1), ['qsort'], ...x.chain.slice(k + 1)] };
+    }
+    return x.name === 'fopen' ? { ...x, size: 312 } : x;
+  });
+}
+
 async function main(t: Test): Promise<void> {
   const sites = loadManifest();
   const own = ownFunctions();
@@ -91,11 +111,11 @@ async function main(t: Test): Promise<void> {
 
   /** A frame matches a chain entry: the workload's functions by name, glibc's and ld.so's by module. */
   const entryOk = (alts: string[], f: JFrame, prog: string): boolean =>
-    alts.some((a) => own.has(a)) ? alts.includes(f.symbol ?? '') && f.module === prog : f.module !== null && f.module !== prog && /\/(libc\.so\.6|ld-linux[^/]*\.so\.\d)$/.test(f.module);
+    alts.some((a) => own.has(a)) ? alts.includes(f.symbol ?? '') && f.module === prog : f.module !== null && f.module !== prog && /\/(libc\.so\.6|ld-linux[^/]*\.so\.\d|ld\.so\.1)$/.test(f.module);
   const completeFor = (site: Site, s: JStack, prog: string): boolean =>
     s.frames.length >= site.chain.length && site.chain.every((alts, i) => entryOk(alts, s.frames[i]!, prog));
 
-  function checkReport(tt: Test, rep: JReport, prog: string): void {
+  function checkReport(tt: Test, rep: JReport, prog: string, sites: Site[]): void {
     const used = new Set<JStack>();
     for (const site of sites) {
       const st = rep.stacks.filter((s) => completeFor(site, s, prog));
@@ -147,6 +167,7 @@ async function main(t: Test): Promise<void> {
     cc: string;
     memleak: () => Promise<string>; // builds it when needed; the path
     extra?: () => { files: string[]; script: string }; // more programs and guest commands
+    noStatic?: boolean; // no static leaky run (mipsel: a memleak start costs ~50 s under TCG)
   }
   /**
    * profile (native build only) on fixtures/x86_64/hot, with glibc's debug file at its build-id
@@ -175,13 +196,15 @@ async function main(t: Test): Promise<void> {
   const kernels: Kernel[] = [
     { arch: 'x86_64', cc: 'gcc', memleak: async () => join(root, 'build', 'bpf', 'memleak'), extra: profileExtra },
     { arch: 'arm64', cc: 'aarch64-linux-gnu-gcc', memleak: () => crossMemleak('aarch64-linux-gnu-') },
-    // Debian's mipsel kernel (4kc-malta) is built without BTF: memleak must say so, in one line
-    { arch: 'mipsel', cc: 'mipsel-linux-gnu-gcc', memleak: () => crossMemleak('mipsel-linux-gnu-') },
+    // Debian's mipsel kernel (4kc-malta) is built without BTF: the mips32 build needs none
+    { arch: 'mipsel', cc: 'mipsel-linux-gnu-gcc', memleak: () => crossMemleak('mipsel-linux-gnu-'), noStatic: true },
   ];
 
-  const guestScript = [
+  const guestScript = (k: Kernel): string => [
+    // the mipsel kernel's BPF JIT is off by default (the others have it on for good)
+    'echo 1 > /proc/sys/net/core/bpf_jit_enable 2>/dev/null',
     `memleak --unwind=dwarf --json -a --nested -o 0 -T 100000 -c '/bin/leaky ${ROUNDS}' 600 > dwarf.json 2> dwarf.err; echo $? > dwarf.rc`,
-    `memleak --unwind=dwarf --json -o 0 -T 100000 -c '/bin/leaky-static 1' 600 > static.json 2> static.err; echo $? > static.rc`,
+    k.noStatic ? '' : `memleak --unwind=dwarf --json -o 0 -T 100000 -c '/bin/leaky-static 1' 600 > static.json 2> static.err; echo $? > static.rc`,
     '',
   ].join('\n');
 
@@ -206,7 +229,7 @@ async function main(t: Test): Promise<void> {
     }
     const script = join(dir, 'run.sh');
     const extra = k.extra?.() ?? { files: [], script: '' };
-    writeFileSync(script, guestScript + extra.script + '\n');
+    writeFileSync(script, guestScript(k) + extra.script + '\n');
     const b = await run(
       join(root, 'scripts', 'qemu-kernel'),
       ['-a', k.arch, '-q', '-t', '420', '-o', out, '-f', memleak, '-f', leaky, '-f', leakyStatic, ...extra.files.flatMap((f) => ['-f', f]), script],
@@ -232,14 +255,7 @@ async function main(t: Test): Promise<void> {
       tt.equal(b.code, 0, 'the guest booted and ran the script', { stderr: b.stderr.slice(-3000) });
       if (b.code !== 0) return;
       const file = (n: string): string => (existsSync(join(out, n)) ? readFileSync(join(out, n), 'utf8') : '');
-      if (k.arch === 'mipsel') {
-        tt.match(summary, /6\.1\.\d+-\d+-4kc-malta/, 'a Debian 12 kernel (6.1, 4kc-malta)');
-        tt.equal(file('dwarf.rc').trim(), '1', 'memleak: exit status 1');
-        tt.equal(file('dwarf.json'), '', 'no (empty) report');
-        tt.same(file('dwarf.err').split('\n').filter(Boolean), ['memleak: the kernel has no BTF (no /sys/kernel/btf/vmlinux: CONFIG_DEBUG_INFO_BTF=y is needed for CO-RE)'], 'one line: the kernel option it lacks');
-        return;
-      }
-      tt.match(summary, /6\.1\.\d+-\d+-cloud-(arm64|amd64)/, 'a Debian 12 kernel (6.1)');
+      tt.match(summary, /6\.1\.\d+-\d+-(cloud-(arm64|amd64)|4kc-malta)/, 'a Debian 12 kernel (6.1)');
 
       // dwarf mode, complete stacks
       tt.equal(file('dwarf.rc').trim(), '0', 'memleak -c leaky: exit status 0', { stderr: file('dwarf.err') });
@@ -250,10 +266,11 @@ async function main(t: Test): Promise<void> {
         .at(-1);
       if (!rep) return void tt.fail('no JSON report', { stderr: file('dwarf.err'), console: file('console.log').slice(-3000) });
       tt.match(file('dwarf.err'), new RegExp(`^memleak: target pid ${rep.pid} exited$`, 'm'), 'memleak saw the target exit');
-      checkReport(tt, rep, '/bin/leaky');
+      checkReport(tt, rep, '/bin/leaky', k.arch === 'mipsel' ? mips32Sites(sites) : sites);
       tt.comment(`unwind: ${JSON.stringify(rep.unwind)}`);
 
       // a static target: one line, exit 1
+      if (k.noStatic) return;
       const st = file('static.err').split('\n').filter((l) => l && !/^Attaching to pid/.test(l));
       tt.equal(file('static.rc').trim(), '1', 'static leaky: exit status 1');
       tt.equal(file('static.json'), '', 'static leaky: no (empty) report');

@@ -8,7 +8,7 @@
 //     source tree, or is one of the Multi-Arch: same libelf/zlib/zstd/lzma headers the Makefile
 //     lets through (nothing else from the host's /usr/include).
 import { spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
 import { ElfFile } from '../lib/verify-elf.js';
@@ -82,8 +82,23 @@ for (const x of targets) {
 // it needs a kernel of that architecture: test/kernels.test.ts boots one.
 const memleakTargets = [
   { cross: 'aarch64-linux-gnu-', qemu: 'qemu-aarch64', machine: 183, is64: true, regs: /STRUCT 'user_pt_regs' size=272 vlen=4/, what: "arm64's user_pt_regs" },
-  { cross: 'mipsel-linux-gnu-', qemu: 'qemu-mipsel', machine: 8, is64: false, regs: /STRUCT 'pt_regs' size=184 vlen=8/, what: "mips32's pt_regs (32-bit slots)" },
+  { cross: 'mipsel-linux-gnu-', qemu: 'qemu-mipsel', machine: 8, is64: false, regs: /STRUCT 'pt_regs' size=184 vlen=8/, what: "mips32's pt_regs (32-bit slots)", noKernelBtf: true },
 ];
+
+/**
+ * What an object needs of the kernel's BTF: its CO-RE relocations (the core_relo_len of the
+ * .BTF.ext header) and its tp_btf programs (their sections), from readelf's section table.
+ */
+async function kernelBtfNeeds(obj: string): Promise<{ coreReloBytes: number; tpBtf: string[] }> {
+  const secs = (await run('readelf', ['-SW', obj])).stdout;
+  const ext = /\]\s+\.BTF\.ext\s+\S+\s+[0-9a-f]+\s+([0-9a-f]+)\s+([0-9a-f]+)/.exec(secs);
+  let coreReloBytes = -1;
+  if (ext) {
+    const h = readFileSync(obj).subarray(parseInt(ext[1]!, 16), parseInt(ext[1]!, 16) + 32);
+    coreReloBytes = h.length === 32 ? h.readUInt32LE(28) : -1; // struct btf_ext_header: core_relo_len last
+  }
+  return { coreReloBytes, tpBtf: secs.match(/\btp_btf\/\S+/g) ?? [] };
+}
 for (const x of memleakTargets) {
   const triplet = x.cross.slice(0, -1);
   t.test(`memleak builds for ${triplet}`, async (t) => {
@@ -104,6 +119,11 @@ for (const x of memleakTargets) {
     }
     const btf = await run('bpftool', ['btf', 'dump', 'file', join(out, 'memleak.bpf.o')]);
     t.match(btf.stdout, x.regs, `the BPF object reads ${x.what}`);
+    if (x.noKernelBtf) {
+      // it loads in kernels without BTF (Debian's mipsel one: test/kernels.test.ts)
+      const needs = await kernelBtfNeeds(join(out, 'memleak.bpf.o'));
+      t.same(needs, { coreReloBytes: 0, tpBtf: [] }, 'the BPF object needs no kernel BTF: no CO-RE relocation, no tp_btf program');
+    }
     const sysroot = `/usr/${triplet}`;
     const help = await run(x.qemu, ['-L', sysroot, join(out, 'memleak'), '--help']);
     t.equal(help.code, 0, `${x.qemu} memleak --help: exit 0`);

@@ -228,8 +228,22 @@ int main(int argc, char **argv)
 		      bpf_map__fd(ml->skel->maps.py_cost), ml->env.verbose);
 	if (ml->target_pid > 0 && !ml->following && !ml->cmd.pid)
 		py_merge_add(&ml->py, (uint32_t)ml->target_pid);
-	/* uprobes are per file: following a tree, every process is probed and the BPF side filters */
+	/*
+	 * uprobes are per file: following a tree, every process is probed and the BPF side filters.
+	 * Not on mips: its kernels keep the address a probed task resumes at in the probe itself
+	 * (arch_uprobe.resume_epc, arch/mips/kernel/uprobes.c), so two processes hitting one probe
+	 * at once can resume at each other's address (memleak crashed so at its own malloc in
+	 * Debian's mipsel 6.1 kernel). There only the command's process is probed (its threads share
+	 * its addresses), not its children and not memleak.
+	 */
+#ifdef __mips__
+	if (ml->following)
+		fprintf(stderr, "memleak: mips: only the command's process is traced, not its children "
+			"(the kernel's uprobes cannot serve two processes at once)\n");
+	ml_attach_all(ml, obj_path, ml->target_pid);
+#else
 	ml_attach_all(ml, obj_path, ml->following ? -1 : ml->target_pid);
+#endif
 	if (ml->following)
 		ml_attach_follow(ml);
 

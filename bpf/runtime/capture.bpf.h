@@ -97,6 +97,22 @@ PERCPU_COUNTERS(cap_counters, cap_count, CAP_CNT_MAX)
 
 /* ---- Architecture ------------------------------------------------------------------------ */
 
+/*
+ * DWUNW_NO_KERNEL_BTF (the mips32 build: bpf/Makefile): the object must load in a kernel without
+ * BTF, so it has no CO-RE relocation and calls no helper that takes or returns a BTF-typed kernel
+ * pointer (bpf_get_current_task_btf, bpf_find_vma). What those give is found another way: the
+ * stack's end by probing pages (cap_stack_probe_end), the uretprobe trampoline by user space
+ * (capture_user.c), mapped files from /proc (mmap_ev.bpf.h).
+ */
+#ifdef DWUNW_NO_KERNEL_BTF
+#ifndef __TARGET_ARCH_mips
+#error "DWUNW_NO_KERNEL_BTF: only the mips32 build has the fixed layouts it needs (pt_regs_mips.h)"
+#endif
+#define CAP_HAVE_FIND_VMA 0
+#else
+#define CAP_HAVE_FIND_VMA bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_find_vma)
+#endif
+
 #if defined(__TARGET_ARCH_x86)
 #define CAP_ARCH CAP_ARCH_X86_64
 /* At a return probe the stack pointer is 8 above its value at entry (the return popped). */
@@ -189,8 +205,8 @@ static __always_inline void cap_entry_ret(struct pt_regs *regs, __u64 *slot, __u
  */
 static __always_inline __u64 cap_uretprobe_tramp(void)
 {
-#if defined(__TARGET_ARCH_x86)
-	return 0;
+#if defined(__TARGET_ARCH_x86) || defined(DWUNW_NO_KERNEL_BTF)
+	return 0; /* no kernel BTF: user space reads it from /proc/PID/maps ([uprobes]) */
 #else
 	struct task_struct *task = bpf_get_current_task_btf();
 
@@ -321,12 +337,37 @@ struct cap_vma_ctx {
 	__u64 end;
 };
 
+#ifndef DWUNW_NO_KERNEL_BTF
 static long cap_vma_cb(struct task_struct *task, struct vm_area_struct *vma, void *data)
 {
 	struct cap_vma_ctx *c = data;
 
 	c->start = vma->vm_start;
 	c->end = vma->vm_end;
+	return 0;
+}
+#endif
+
+#define CAP_PAGE 4096ull
+
+/*
+ * Without bpf_find_vma: the stack's end found by reading one byte at each page boundary above sp
+ * (stack pages above sp are present: the thread wrote them), within `want` bytes of sp. The first
+ * page that cannot be read ends the stack's mapping (or a hole after it); 0 when every page up to
+ * sp + want can be read (the window then fits).
+ */
+static __always_inline __u64 cap_stack_probe_end(__u64 sp, __u32 want)
+{
+	__u64 p = (sp + CAP_PAGE) & ~(CAP_PAGE - 1);
+	__u8 b;
+
+	for (int i = 0; i < CAP_MAX_STACK / CAP_PAGE + 1; i++) {
+		if (p >= sp + want)
+			return 0;
+		if (bpf_probe_read_user(&b, 1, (void *)p))
+			return p;
+		p += CAP_PAGE;
+	}
 	return 0;
 }
 
@@ -345,7 +386,8 @@ static __always_inline __u32 cap_window(void)
 /*
  * Bytes mapped from sp to the end of the stack's VMA, at most `want`: *n, and 1 when known.
  * The VMA comes from the thread's cache (cap_thread.stack_lo/hi) while sp stays inside it,
- * else from bpf_find_vma (which can fail when mmap_lock is contended: 0, size unknown).
+ * else from bpf_find_vma (which can fail when mmap_lock is contended: 0, size unknown), or
+ * without it from probing (then *end_out is 0 when the window ends before the stack).
  */
 static __always_inline int cap_stack_avail_end(struct cap_thread *t, __u64 sp, __u32 want, __u64 *n,
 					       __u32 *flags, __u64 *end_out)
@@ -354,7 +396,24 @@ static __always_inline int cap_stack_avail_end(struct cap_thread *t, __u64 sp, _
 
 	if (t && t->stack_hi && sp >= t->stack_lo && sp < t->stack_hi) {
 		end = t->stack_hi;
-	} else if (bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_find_vma)) {
+	} else if (!CAP_HAVE_FIND_VMA) {
+		/*
+		 * The end found by probing; kept as [sp's page, end): calls deeper than the page
+		 * probe again, and find the same end (the range then grows down to their page).
+		 */
+		end = cap_stack_probe_end(sp, want);
+		if (!end) { /* the whole window is mapped */
+			*n = want;
+			*end_out = 0;
+			return 1;
+		}
+		if (t) {
+			t->stack_lo = end == t->stack_hi && t->stack_lo < sp ? t->stack_lo : sp & ~(CAP_PAGE - 1);
+			t->stack_hi = end;
+		}
+	}
+#ifndef DWUNW_NO_KERNEL_BTF
+	else {
 		struct cap_vma_ctx c = {};
 		struct task_struct *task = bpf_get_current_task_btf();
 
@@ -386,6 +445,7 @@ static __always_inline int cap_stack_avail_end(struct cap_thread *t, __u64 sp, _
 			}
 		}
 	}
+#endif
 	*n = want;
 	*end_out = end;
 	if (!end)

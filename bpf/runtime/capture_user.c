@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /* User-space side of the stack capture: see capture_user.h. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -231,6 +232,48 @@ static unsigned lr_arch(uint32_t arch, unsigned *lr)
 	}
 }
 
+#ifdef DWUNW_NO_KERNEL_BTF
+/*
+ * The uretprobe trampoline of process pid: the start of its [uprobes] mapping (the kernel's XOL
+ * area, whose first slot is the trampoline), which a build without kernel BTF cannot read at the
+ * event (capture.bpf.h). Once per process (the area never moves); 0 when it is gone.
+ */
+static uint64_t uprobes_page(uint32_t pid)
+{
+	static _Thread_local uint32_t last_pid;
+	static _Thread_local uint64_t last;
+	char fn[48], line[512];
+	unsigned long long lo;
+	FILE *f;
+
+	if (pid == last_pid && last)
+		return last;
+	snprintf(fn, sizeof(fn), "/proc/%u/maps", pid);
+	f = fopen(fn, "re");
+	if (!f)
+		return 0;
+	last = 0;
+	while (fgets(line, sizeof(line), f))
+		if (strstr(line, " [uprobes]") && sscanf(line, "%llx-", &lo) == 1) {
+			last = lo;
+			break;
+		}
+	fclose(f);
+	last_pid = pid;
+	return last;
+}
+#endif
+
+/* The trampoline's address for rec's link-register entries: from the event, or (no BTF) /proc. */
+static uint64_t rec_tramp(const struct cap_record *rec)
+{
+#ifdef DWUNW_NO_KERNEL_BTF
+	if (!rec->tramp && rec->npending)
+		return uprobes_page(rec->pid);
+#endif
+	return rec->tramp;
+}
+
 /*
  * Link-register entries (CAP_SLOT_LR): the trampoline's address stands in the link register
  * (innermost call, before its prologue saved it) or somewhere in the frame the call's prologue
@@ -241,17 +284,17 @@ static unsigned lr_arch(uint32_t arch, unsigned *lr)
 static int patch_lr(struct cap_record *rec, int apply)
 {
 	unsigned lr, w = lr_arch(rec->arch, &lr);
-	uint64_t lo = rec->stack_start;
+	uint64_t lo = rec->stack_start, tramp;
 	int n = 0;
 
-	if (!w || !rec->tramp)
+	if (!w || !rec->npending || !(tramp = rec_tramp(rec)))
 		return 0;
 	for (unsigned i = 0; i < rec->npending && i < CAP_MAX_PENDING; i++) {
 		uint64_t slot = rec->pending[i].slot, hi = slot & ~CAP_SLOT_LR;
 
 		if (!(slot & CAP_SLOT_LR))
 			continue;
-		if (i == 0 && rec->regs[lr] == rec->tramp) {
+		if (i == 0 && rec->regs[lr] == tramp) {
 			if (apply)
 				rec->regs[lr] = rec->pending[i].ret;
 			n++;
@@ -263,7 +306,7 @@ static int patch_lr(struct cap_record *rec, int apply)
 			uint64_t v = 0;
 
 			memcpy(&v, p, w); /* little-endian targets: the low bytes first */
-			if (v != rec->tramp)
+			if (v != tramp)
 				continue;
 			if (apply)
 				memcpy(p, &rec->pending[i].ret, w);

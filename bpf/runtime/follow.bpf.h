@@ -77,16 +77,50 @@ static __always_inline void follow_slot_flag(__u32 slot, __u32 flag)
 	}
 }
 
+#ifdef DWUNW_NO_KERNEL_BTF
+/*
+ * Without kernel BTF (capture.bpf.h) the task_struct cannot be read: the new task comes from the
+ * task:task_newtask tracepoint's record (its pid and clone flags, at the layout of a 32-bit kernel
+ * as tracefs's format file gives it), run in the parent; a thread is counted in its process's
+ * entry (follow_proc.threads), and the exit of a thread with none left over is the process's.
+ */
+struct follow_newtask {
+	__u64 common;            /* struct trace_entry */
+	__s32 pid;
+	char comm[16];
+	__u32 clone_flags;       /* unsigned long: 32 bits */
+	__s16 oom_score_adj;
+};
+
+#define FOLLOW_CLONE_THREAD 0x00010000
+
+SEC("tracepoint/task/task_newtask")
+int follow_fork(struct follow_newtask *ctx)
+#else
 SEC("tp_btf/sched_process_fork")
 int BPF_PROG(follow_fork, struct task_struct *parent, struct task_struct *child)
+#endif
 {
+#ifdef DWUNW_NO_KERNEL_BTF
+	__u32 ptgid = bpf_get_current_pid_tgid() >> 32, ctgid = (__u32)ctx->pid;
+	int thread = !!(ctx->clone_flags & FOLLOW_CLONE_THREAD);
+#else
 	__u32 ptgid = parent->tgid, ctgid = child->tgid;
-	struct follow_proc p = {};
+	int thread = ctgid == ptgid;
+#endif
+	struct follow_proc p = {}, *pp;
 
-	if (!follow_tree || ctgid == ptgid) /* a new thread: same process */
+	if (!follow_tree)
 		return 0;
-	if (!bpf_map_lookup_elem(&follow_procs, &ptgid))
+	pp = bpf_map_lookup_elem(&follow_procs, &ptgid);
+	if (!pp)
 		return 0;
+	if (thread) { /* a new thread: same process */
+#ifdef DWUNW_NO_KERNEL_BTF
+		__sync_fetch_and_add(&pp->threads, 1);
+#endif
+		return 0;
+	}
 	/* the comm is the parent's until the child execs: right for a forked copy */
 	p.slot = follow_new_slot(ctgid);
 	if (bpf_map_update_elem(&follow_procs, &ctgid, &p, BPF_ANY))
@@ -96,8 +130,8 @@ int BPF_PROG(follow_fork, struct task_struct *parent, struct task_struct *child)
 	return 0;
 }
 
-SEC("tp_btf/sched_process_exec")
-int BPF_PROG(follow_exec)
+SEC("raw_tp/sched_process_exec")
+int follow_exec(void *ctx)
 {
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
 	struct follow_proc *p;
@@ -112,20 +146,33 @@ int BPF_PROG(follow_exec)
 	return 0;
 }
 
+/* The last thread's exit: the tgid may be reused by another process from now on. */
+#ifdef DWUNW_NO_KERNEL_BTF
+SEC("raw_tp/sched_process_exit")
+int follow_exit(void *ctx)
+#else
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(follow_exit, struct task_struct *task)
+#endif
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	__u32 tgid = pid_tgid >> 32;
 	struct follow_proc *p;
 
-	/* the last thread's exit (signal->live is already decremented): the tgid may be reused by
-	 * another process from now on */
-	if (!follow_tree || task->signal->live.counter > 0)
+	if (!follow_tree)
 		return 0;
+#ifndef DWUNW_NO_KERNEL_BTF
+	if (task->signal->live.counter > 0) /* already decremented for this thread */
+		return 0;
+#endif
 	p = bpf_map_lookup_elem(&follow_procs, &tgid);
 	if (!p)
 		return 0;
+#ifdef DWUNW_NO_KERNEL_BTF
+	/* a thread of several: one fewer (atomic: two may exit at once, the second is the last) */
+	if ((__s32)__sync_fetch_and_sub(&p->threads, 1) > 0)
+		return 0;
+#endif
 	follow_slot_flag(p->slot, FOLLOW_F_EXITED);
 	bpf_map_delete_elem(&follow_procs, &tgid);
 	if (follow_records)

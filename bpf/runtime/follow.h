@@ -19,7 +19,7 @@
 
 struct follow_proc {
 	__u32 slot;
-	__u32 pad;
+	__u32 threads;             /* kernels without BTF: its threads besides one (follow.bpf.h) */
 };
 
 struct follow_slot {

@@ -355,6 +355,37 @@ void mappings_seed(struct mappings *ms, uint32_t pid)
 	proc_get(ms, pid);
 }
 
+/*
+ * An event that could not name its file (no bpf_find_vma: kernels before 5.17, builds for kernels
+ * without BTF): the file of the mapping that starts there in /proc/PID/maps now.
+ * Later events are still queued behind this one, so the view ends right; only a mapping replaced
+ * between the event and now would be named wrongly (a record in between then stops at a frame
+ * that does not fit). Counted (named_from_proc). False when the process or the mapping is gone.
+ */
+static bool name_from_proc(struct mappings *ms, uint32_t pid, struct mv_map *m)
+{
+	struct dwunw_map *e = NULL;
+	size_t ne = 0;
+	bool found = false;
+
+	if (dwunw_maps_load((int32_t)pid, &e, &ne) != DWUNW_OK)
+		return false;
+	for (size_t k = 0; k < ne && !found; k++) {
+		/* the start only: ld.so maps a library's whole extent at once, then its segments over it */
+		if (e[k].start != m->start || !e[k].path || e[k].path[0] != '/' || !e[k].inode)
+			continue;
+		m->path = intern(e[k].path);
+		m->ino = e[k].inode;
+		m->dev_major = e[k].dev_major;
+		m->dev_minor = e[k].dev_minor;
+		m->offset = e[k].offset;
+		found = true;
+	}
+	free(e);
+	ms->stats.named_from_proc += found;
+	return found;
+}
+
 /* The path of an event's file, from its components, else learned from /proc by identity. */
 static const char *event_path(const struct mappings *ms, const struct mmap_ev_rec *r)
 {
@@ -419,6 +450,8 @@ void mappings_event(struct mappings *ms, const void *data, size_t size)
 		.since = r.ts,
 	};
 	m.path = r.op == MMAP_EV_MMAP ? event_path(ms, &r) : NULL;
+	if (r.op == MMAP_EV_MMAP_UNKNOWN)
+		name_from_proc(ms, r.pid, &m);
 	m.unknown = !m.path;
 	if (m.path)
 		known_put(ms, m.ino, m.dev_major, m.dev_minor, m.path);
@@ -726,10 +759,11 @@ void mappings_json(struct mappings *ms)
 	       ",\"records_flagged\":%" PRIu64 ",\"files_held\":%" PRIu64 ",\"files_missed\":%" PRIu64
 	       ",\"held_used\":%" PRIu64 ",\"anon_mmaps\":%" PRIu64 ",\"held_pinned\":%" PRIu64 ",\"held_late\":%" PRIu64
 	       ",\"hole_reads\":%" PRIu64 ",\"rewalks\":%" PRIu64 ",\"swept\":%" PRIu64 ",\"forks\":%" PRIu64
-	       ",\"forgotten\":%" PRIu64 ",\"held\":{\"processes\":%zu,\"view_bytes\":%" PRIu64 ",\"files\":%" PRIu64 "}}",
+	       ",\"forgotten\":%" PRIu64 ",\"named_from_proc\":%" PRIu64
+	       ",\"held\":{\"processes\":%zu,\"view_bytes\":%" PRIu64 ",\"files\":%" PRIu64 "}}",
 	       s->events, s->mmaps, s->unknown, s->mprotects, s->mremaps, s->munmaps, s->execs, s->seeds, s->flagged, h.held, h.missed,
 	       h.used, s->anon_mmaps, s->held_pinned, s->held_late, s->hole_reads, s->rewalks, s->swept, s->forks, s->forgotten,
-	       nheld, held_bytes, h.open);
+	       s->named_from_proc, nheld, held_bytes, h.open);
 }
 
 void mappings_held_text(struct mappings *ms, FILE *f)

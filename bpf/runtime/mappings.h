@@ -38,6 +38,7 @@ struct mappings_stats {
 	uint64_t swept;       /* views of processes found gone whose exit record never came (lost) */
 	uint64_t forks;       /* views copied from a parent's */
 	uint64_t forgotten;   /* views freed (exit, exec without events, sweep) */
+	uint64_t named_from_proc; /* file mappings whose event had no file, named from /proc later */
 };
 
 /* A tool with mapping events (it attached mmap_ev.bpf.h's programs): its views, empty. */

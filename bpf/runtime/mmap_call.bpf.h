@@ -57,20 +57,34 @@ static __always_inline bool mmap_call_nr(long id)
 	       id == MC_NR_MREMAP;
 }
 
+#ifdef DWUNW_NO_KERNEL_BTF
+/* the system call's argument n (1..4) from the kernel's pt_regs at its fixed layout: $4..$7 */
+static __always_inline __u64 mc_arg(struct pt_regs *regs, int n)
+{
+	__u32 v = 0;
+
+	bpf_probe_read_kernel(&v, sizeof(v), &regs->regs[3 + n]);
+	return v;
+}
+#define MC_ARG(regs, n) mc_arg(regs, n)
+#else
+#define MC_ARG(regs, n) PT_REGS_PARM##n##_CORE_SYSCALL(regs)
+#endif
+
 static __always_inline void mmap_call_decode(struct mmap_call *c, struct pt_regs *regs, long id)
 {
 	c->nr = (__u32)id;
-	c->addr = PT_REGS_PARM1_CORE_SYSCALL(regs);
-	c->len = PT_REGS_PARM2_CORE_SYSCALL(regs);
+	c->addr = MC_ARG(regs, 1);
+	c->len = MC_ARG(regs, 2);
 	if (id == MC_NR_MREMAP) {
-		c->new_len = PT_REGS_PARM3_CORE_SYSCALL(regs);
+		c->new_len = MC_ARG(regs, 3);
 		return;
 	}
-	c->prot = (__u32)PT_REGS_PARM3_CORE_SYSCALL(regs);
+	c->prot = (__u32)MC_ARG(regs, 3);
 	c->fd = -1;
 	if (id != MC_NR_MMAP && id != MC_NR_MMAP2)
 		return;
-	c->flags = (__u32)PT_REGS_PARM4_CORE_SYSCALL(regs);
+	c->flags = (__u32)MC_ARG(regs, 4);
 #if defined(__TARGET_ARCH_x86) || defined(__TARGET_ARCH_arm64)
 	c->fd = (__s32)PT_REGS_PARM5_CORE_SYSCALL(regs);
 #endif

@@ -8,7 +8,9 @@
  * The file of a new mapping is read from its VMA (bpf_find_vma, 5.17+) at the syscall's exit, so
  * the record names what was really mapped (dev, inode, offset, path). Mappings the kernel makes
  * itself at exec (the program, the dynamic loader) are not syscalls: user space reads them from
- * /proc/PID/maps after the exec record (mappings.c).
+ * /proc/PID/maps after the exec record (mappings.c). Without bpf_find_vma (before 5.17, or a
+ * build for kernels without BTF: DWUNW_NO_KERNEL_BTF) a file mapping's record says only where it
+ * lies (MMAP_EV_MMAP_UNKNOWN) and user space reads the rest from /proc.
  */
 #ifndef DWUNW_MMAP_EV_BPF_H
 #define DWUNW_MMAP_EV_BPF_H
@@ -28,6 +30,7 @@ struct mmap_ev_vma_ctx {
 	__u64 file;            /* struct file *, read with CO-RE below */
 };
 
+#ifndef DWUNW_NO_KERNEL_BTF
 static long mmap_ev_vma_cb(struct task_struct *task, struct vm_area_struct *vma, void *data)
 {
 	struct mmap_ev_vma_ctx *c = data;
@@ -39,6 +42,7 @@ static long mmap_ev_vma_cb(struct task_struct *task, struct vm_area_struct *vma,
 	c->file = (__u64)vma->vm_file;
 	return 0;
 }
+#endif
 
 /*
  * Records are built in a per-CPU scratch and copied out (bpf_ringbuf_output / perf output), never
@@ -93,6 +97,7 @@ static __always_inline void mmap_ev_end(void *ctx, struct mmap_ev_rec *r)
 		cap_count(CAP_CNT_OUTPUT_FAILED);
 }
 
+#ifndef DWUNW_NO_KERNEL_BTF
 /* The file's path, component by component up to the root, crossing mounts. */
 static __always_inline void mmap_ev_path(struct mmap_ev_rec *r, struct file *file)
 {
@@ -152,11 +157,18 @@ static __always_inline void mmap_ev_file(struct mmap_ev_rec *r, const struct mma
 		r->end = c->end;
 	mmap_ev_path(r, file);
 }
+#endif
 
 /* saved_auxv's words read when looking for AT_BASE (the kernel's AT_VECTOR_SIZE is 44 to 50) */
 #define MMAP_EV_AUXV_WORDS 40
 
 /* Whether the VMA at addr is executable now (mprotect, mremap: only code matters to the view). */
+#ifdef DWUNW_NO_KERNEL_BTF
+static __always_inline bool mmap_ev_vma_exec(__u64 addr)
+{
+	return true; /* cannot tell: send it */
+}
+#else
 static long mmap_ev_exec_cb(struct task_struct *task, struct vm_area_struct *vma, void *data)
 {
 	*(__u64 *)data = vma->vm_flags;
@@ -167,11 +179,12 @@ static __always_inline bool mmap_ev_vma_exec(__u64 addr)
 {
 	__u64 flags = 0;
 
-	if (!bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_find_vma))
+	if (!CAP_HAVE_FIND_VMA)
 		return true; /* cannot tell: send it */
 	return bpf_find_vma(bpf_get_current_task_btf(), addr, mmap_ev_exec_cb, &flags, 0) == 0 &&
 	       (flags & MC_PROT_EXEC);
 }
+#endif
 
 /*
  * At a call's entry (mmap_track.bpf.h): munmap is sent now; whether the exit of the others is
@@ -205,7 +218,6 @@ static __always_inline bool mmap_ev_enter(void *ctx, const struct mmap_call *c)
 /* At the exit of a call mmap_ev_enter wanted (ret: the new address, 0, or -errno). */
 static __always_inline void mmap_ev_exit(void *ctx, const struct mmap_call *c, __u64 ret)
 {
-	struct mmap_ev_vma_ctx v = {};
 	struct mmap_ev_rec *r;
 
 	if (MC_FAILED(ret))
@@ -233,14 +245,20 @@ static __always_inline void mmap_ev_exit(void *ctx, const struct mmap_call *c, _
 		r->start = ret;
 		r->end = ret + MC_PAGES(c->len);
 		r->op = MMAP_EV_MMAP_UNKNOWN;
-		if (bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_find_vma) &&
+		r->prot = c->prot & 7; /* the call's (the VMA's, below, when it can be read) */
+#ifndef DWUNW_NO_KERNEL_BTF
+		struct mmap_ev_vma_ctx v = {};
+
+		if (CAP_HAVE_FIND_VMA &&
 		    bpf_find_vma(bpf_get_current_task_btf(), ret, mmap_ev_vma_cb, &v, 0) == 0 && v.file &&
 		    v.start <= ret)
 			mmap_ev_file(r, &v, ret);
+#endif
 	}
 	mmap_ev_end(ctx, r);
 }
 
+#ifndef DWUNW_NO_KERNEL_BTF
 /* The file mapping of the VMA holding addr, as an MMAP record; its end in *end (0: none). */
 static __always_inline void mmap_ev_image_vma(void *ctx, __u64 addr, __u64 *end)
 {
@@ -248,7 +266,7 @@ static __always_inline void mmap_ev_image_vma(void *ctx, __u64 addr, __u64 *end)
 	struct mmap_ev_rec *r;
 
 	*end = 0;
-	if (!addr || !bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_find_vma) ||
+	if (!addr || !CAP_HAVE_FIND_VMA ||
 	    bpf_find_vma(bpf_get_current_task_btf(), addr, mmap_ev_vma_cb, &c, 0) || !c.file || c.start > addr)
 		return;
 	r = mmap_ev_begin();
@@ -260,19 +278,19 @@ static __always_inline void mmap_ev_image_vma(void *ctx, __u64 addr, __u64 *end)
 	mmap_ev_end(ctx, r);
 	*end = c.end;
 }
+#endif
 
 /*
  * A new image: its mappings are the kernel's, user space reads them from /proc when it gets here,
  * which can be after the process is gone (a short-lived one behind a backlog). So the code of the
  * program (the VMA at mm->start_code) and of its interpreter (the VMA after the one at AT_BASE,
- * from the saved auxiliary vector) also come as MMAP records, read now.
+ * from the saved auxiliary vector) also come as MMAP records, read now (not without kernel BTF:
+ * the exec record alone, user space reads /proc).
  */
 SEC("raw_tp/sched_process_exec")
 int mmap_ev_exec(void *ctx)
 {
-	struct mm_struct *mm = BPF_CORE_READ(bpf_get_current_task_btf(), mm);
 	struct mmap_ev_rec *r;
-	__u64 base = 0, end;
 
 	if (!mmap_ev_enabled || !MMAP_EV_TRACED((__u32)(bpf_get_current_pid_tgid() >> 32)))
 		return 0;
@@ -281,6 +299,10 @@ int mmap_ev_exec(void *ctx)
 		return 0;
 	r->op = MMAP_EV_EXEC;
 	mmap_ev_end(ctx, r);
+#ifndef DWUNW_NO_KERNEL_BTF
+	struct mm_struct *mm = BPF_CORE_READ(bpf_get_current_task_btf(), mm);
+	__u64 base = 0, end;
+
 	mmap_ev_image_vma(ctx, BPF_CORE_READ(mm, start_code), &end);
 	for (int i = 0; i + 1 < MMAP_EV_AUXV_WORDS; i += 2) {
 		__u64 type = 0, val = 0;
@@ -297,6 +319,7 @@ int mmap_ev_exec(void *ctx)
 	mmap_ev_image_vma(ctx, base, &end);
 	if (end)
 		mmap_ev_image_vma(ctx, end, &end);
+#endif
 	return 0;
 }
 

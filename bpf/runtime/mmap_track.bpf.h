@@ -46,10 +46,12 @@ struct {
 	__type(value, struct mmap_call);
 } mt_pending SEC(".maps");
 
+/* The tracepoints' arguments as the u64 array they are (struct bpf_raw_tracepoint_args of the
+ * host's vmlinux.h would be a CO-RE relocated access: builds for kernels without BTF have none) */
 SEC("raw_tp/sys_enter")
-int mt_sys_enter(struct bpf_raw_tracepoint_args *ctx)
+int mt_sys_enter(__u64 *ctx)
 {
-	long id = (long)ctx->args[1];
+	long id = (long)ctx[1];
 	struct mmap_call c = {};
 	__u64 pid_tgid;
 	__u32 tgid, tid, on = 0;
@@ -62,7 +64,7 @@ int mt_sys_enter(struct bpf_raw_tracepoint_args *ctx)
 	MT_CONSUMERS(MT_ON)
 	if (!on)
 		return 0;
-	mmap_call_decode(&c, (struct pt_regs *)ctx->args[0], id);
+	mmap_call_decode(&c, (struct pt_regs *)ctx[0], id);
 	MT_CONSUMERS(MT_ENTER)
 	if (c.want && bpf_map_update_elem(&mt_pending, &tid, &c, BPF_ANY)) {
 		MT_CONSUMERS(MT_LOST)
@@ -71,16 +73,16 @@ int mt_sys_enter(struct bpf_raw_tracepoint_args *ctx)
 }
 
 SEC("raw_tp/sys_exit")
-int mt_sys_exit(struct bpf_raw_tracepoint_args *ctx)
+int mt_sys_exit(__u64 *ctx)
 {
-	__u64 pid_tgid, ret = ctx->args[1];
+	__u64 pid_tgid, ret = ctx[1];
 	struct mmap_call *cp, c;
 	__u32 tgid, tid;
 
 	if (!(0 MT_CONSUMERS(MT_ANY_ENABLED)))
 		return 0;
 #ifdef MC_EXIT_NR
-	if (!mmap_call_nr((long)MC_EXIT_NR((struct pt_regs *)ctx->args[0])))
+	if (!mmap_call_nr((long)MC_EXIT_NR((struct pt_regs *)ctx[0])))
 		return 0;
 #endif
 	pid_tgid = bpf_get_current_pid_tgid();

@@ -16,8 +16,10 @@ const char *dwunw_kernel_lacks(bool need_ringbuf)
 
 	if (access("/sys/kernel", F_OK))
 		return "sysfs is not mounted at /sys (the kernel's BTF and uprobe PMU are read there)";
+#ifndef DWUNW_NO_KERNEL_BTF /* the mips32 build's programs need none (bpf/Makefile) */
 	if (access("/sys/kernel/btf/vmlinux", R_OK))
 		return "the kernel has no BTF (no /sys/kernel/btf/vmlinux: CONFIG_DEBUG_INFO_BTF=y is needed for CO-RE)";
+#endif
 	r = libbpf_probe_bpf_prog_type(BPF_PROG_TYPE_KPROBE, NULL);
 	if (r < 0 && (r == -ENOSYS || errno == ENOSYS))
 		return "the kernel has no bpf() system call (CONFIG_BPF_SYSCALL=y is needed)";

@@ -371,11 +371,15 @@ static void test_prologue(void)
 	ok(out.pc == 0x40001b84 && out.regs[SP] == S + BIGSZ, "prologue: return address: the same caller");
 	/* (the code ahead of that return address is the epilogue: found without the symbol too) */
 	is_int(ops->prologue_step(&in, &out, 0, 0, fake_read, &m), 1, "epilogue: ahead of a return address, no symbol needed");
-	/* in the body without the symbol: the backward scan finds no jr ra before the function (the
-	 * mapping's start) */
+	/* in the body without the symbol: the backward scan finds the function's .cpload */
 	regs_init(&in, FN + 0x40);
 	in.regs[SP] = S;
+	is_int(ops->prologue_step(&in, &out, 0, 1, fake_read, &m), 1, "prologue: no symbol: the start at .cpload");
+	ok(out.pc == 0x40001b84 && out.regs[SP] == S + BIGSZ, "prologue: no symbol: the same frame");
+	/* ... and without the .cpload either: no jr ra before the function (the mapping's start) */
+	put32(code, 8, 0); /* addu gp,gp,t9 -> nop */
 	is_int(ops->prologue_step(&in, &out, 0, 1, fake_read, &m), DWUNW_ERR_PROLOGUE, "prologue: no start found: PROLOGUE");
+	put32(code, 8, fn_code[2]);
 
 	/* epilogue: addu sp,sp,t0 ran (t0 = 0x106d0): 32752 bytes left, ra and s0 reloads ahead */
 	regs_init(&in, FN + 0x60);
@@ -419,6 +423,61 @@ static void test_prologue(void)
 	is_hex(out.pc, 0, "prologue: move ra, zero: pc 0 ends the walk");
 }
 
+/*
+ * A function of a stripped library (no symbol, no CFI) with an early return before the code pc
+ * is in, written as gcc writes them (glibc's static functions): the backward scan would take the
+ * early `jr ra` for the previous function's end; the paths from pc reach the real epilogue.
+ */
+static const uint32_t early_code[] = {
+	0x3c1c0016, /* 0x00 lui gp,0x16 */
+	0x279ccc10, /* 0x04 addiu gp,gp,-13296 */
+	0x0399e021, /* 0x08 addu gp,gp,t9 */
+	0x27bdffd0, /* 0x0c addiu sp,sp,-48 */
+	0xafbf002c, /* 0x10 sw ra,44(sp) */
+	0xafb00028, /* 0x14 sw s0,40(sp) */
+	0xafbc0010, /* 0x18 sw gp,16(sp) */
+	0x10800007, /* 0x1c beqz a0,0x3c */
+	0x00808025, /* 0x20 move s0,a0 */
+	0x8fbf002c, /* 0x24 lw ra,44(sp)   the early return */
+	0x02001025, /* 0x28 move v0,s0 */
+	0x8fb00028, /* 0x2c lw s0,40(sp) */
+	0x03e00008, /* 0x30 jr ra */
+	0x27bd0030, /* 0x34 addiu sp,sp,48 */
+	0x00000000, /* 0x38 nop */
+	0x8f9998a4, /* 0x3c lw t9,-26460(gp) */
+	0x0320f809, /* 0x40 jalr t9 */
+	0x00002025, /* 0x44 move a0,zero */
+	0x8fbc0010, /* 0x48 lw gp,16(sp)   pc: the return address */
+	0x1040fffb, /* 0x4c beqz v0,0x3c   (a loop back to the call) */
+	0x00408025, /* 0x50 move s0,v0 */
+	0x1000fff3, /* 0x54 b 0x24 */
+	0x00000000, /* 0x58 nop */
+};
+
+static void test_paths(void)
+{
+	static uint8_t code[sizeof(early_code)], stack[0x400];
+	const uint64_t F = 0x40010000, S = PSTK + 0x100;
+	struct fake_mem m = { .r = { { F, code, sizeof(code) }, { PSTK, stack, sizeof(stack) } }, .n = 2 };
+	struct dwunw_regs in, out;
+
+	if (!ops->prologue_step)
+		return;
+	for (unsigned i = 0; i < sizeof(early_code) / 4; i++)
+		put32(code, 4 * i, early_code[i]);
+	put32(stack, S + 44 - PSTK, 0x40001b84); /* the saved ra */
+	put32(stack, S + 40 - PSTK, 0x5050);     /* and s0 */
+	regs_init(&in, F + 0x48);
+	in.regs[SP] = S;
+	in.valid &= ~BIT(RA);
+	is_int(ops->prologue_step(&in, &out, 0, 0, fake_read, &m), 1, "paths: no symbol, an early return behind pc");
+	ok(out.pc == 0x40001b84 && out.regs[SP] == S + 48 && out.regs[16] == 0x5050 && (out.valid & BIT(16)),
+	   "paths: the frame, ra and s0 from the epilogue after the loop");
+	/* the way out of the loop leads to code that cannot be read: no return reached, no guess */
+	put32(code, 0x54, 0x10000002); /* b 0x60 (past the end) */
+	is_int(ops->prologue_step(&in, &out, 0, 0, fake_read, &m), DWUNW_ERR_PROLOGUE, "paths: no return reached: PROLOGUE");
+}
+
 int main(void)
 {
 	ops = dwunw_arch_get(DWUNW_ARCH_MIPS32);
@@ -430,6 +489,7 @@ int main(void)
 		test_stub_lr();
 		test_capture();
 		test_prologue();
+		test_paths();
 	}
 	return done_testing();
 }

@@ -15,6 +15,16 @@
  *           pointer is set), `move fp,sp` / `addiu fp,sp,K`, `.cpload` (gp changes). Increments
  *           seen there belong to another path's epilogue and are skipped: the layout gcc emits
  *           with shrink-wrapping has the allocation before every block that runs inside it.
+ *   paths   no symbol (a static function of a stripped library): the function's start is not
+ *           known, and a `jr ra` found behind pc may be one of its own early returns. So the
+ *           code from pc is followed instead, through branches (both ways), jumps and calls, to
+ *           every return reached within a bound: at a `jr ra` the caller's sp is sp at pc plus
+ *           the increments on the way, and each register the caller sees is what its last
+ *           write on the way left there (a `lw r,off(sp)`: the slot; none: the value at pc). All
+ *           returns reached must agree; a path into the next function (an sp decrement, after a
+ *           call that does not return) or through a computed jump is dropped; an sp moved
+ *           any other way ends the scan (the other scans then decide). fp (s8) is one more
+ *           saved register here: a frame kept in fp moves sp from it, which ends the scan.
  * A frame of unknown size (sp moved by a register, alloca) needs the frame pointer; an
  * instruction that writes sp or fp in a way not listed, a frame above the CFA, a call made
  * without ra saved, or no function start: DWUNW_ERR_PROLOGUE, never a guess.
@@ -241,6 +251,177 @@ static int scan_ahead(struct code *c, const struct dwunw_regs *in, uint32_t pc, 
 	return 0;
 }
 
+/*
+ * Paths from pc to the function's returns (see the head comment). 1 and `res` filled when every
+ * return reached agrees; 0 when none was reached or they disagree (the other scans decide).
+ */
+#define PATH_INSNS 1024 /* instructions followed, all paths together */
+#define PATH_FORKS 64   /* branches whose other way waits */
+
+struct path {
+	uint32_t a;           /* next instruction */
+	int32_t delta;        /* sp now - sp at pc */
+	uint32_t written;     /* registers written since pc... */
+	uint32_t from_slot;   /* ...by a `lw r, off(sp)`, at sp-at-pc + slot[r] */
+	int32_t slot[32];
+	int gp;               /* gp written */
+};
+
+static int is_likely(uint32_t i)
+{
+	unsigned op = OP(i);
+
+	return (op >= 0x14 && op <= 0x17) || (op == OP_REGIMM && (RT(i) & 0x3) >= 2 && (RT(i) & 0xc) == 0);
+}
+
+/* A branch's target (conditional branches, b, bal: pc-relative; j/jal: in the 256 MB region). */
+static uint32_t target(uint32_t a, uint32_t i)
+{
+	if (OP(i) == OP_J || OP(i) == OP_JAL)
+		return ((a + 4) & 0xf0000000u) | ((i & 0x03ffffffu) << 2);
+	return a + 4 + ((uint32_t)IMM(i) << 2);
+}
+
+/* One instruction's effect on a path; -1: the path cannot be followed (dropped), -2: give up. */
+static int path_step(struct path *p, uint32_t i)
+{
+	unsigned d = dest(i);
+
+	if (OP(i) == OP_ADDIU && RT(i) == R_SP && RS(i) == R_SP) {
+		if (IMM(i) < 0)
+			return -1; /* an allocation: the next function's prologue */
+		p->delta += IMM(i);
+		return 0;
+	}
+	if (d == R_SP)
+		return -2; /* sp moved some other way (from fp, by a register): not for this scan */
+	if (OP(i) == OP_LW && RS(i) == R_SP && d) {
+		p->written |= BIT(d);
+		p->from_slot |= BIT(d);
+		p->slot[d] = p->delta + IMM(i);
+		return 0;
+	}
+	if (d) {
+		p->written |= BIT(d);
+		p->from_slot &= ~BIT(d);
+		p->gp |= d == R_GP;
+	}
+	return 0;
+}
+
+static int scan_paths(struct code *c, const struct dwunw_regs *in, uint32_t pc, struct result *res)
+{
+	struct path todo[PATH_FORKS], p, done = { 0 };
+	uint32_t seen[PATH_INSNS];
+	unsigned ntodo = 0, nseen = 0, budget = PATH_INSNS;
+	int found = 0;
+
+	memset(&p, 0, sizeof(p));
+	p.a = pc;
+	todo[ntodo++] = p;
+	while (ntodo) {
+		p = todo[--ntodo];
+		for (;;) {
+			uint32_t i, s, a = p.a;
+			unsigned k;
+			int r;
+
+			if (!budget--)
+				return 0;
+			for (k = 0; k < nseen && seen[k] != a; k++)
+				;
+			if (k < nseen)
+				break; /* joined a path already followed */
+			if (nseen < PATH_INSNS)
+				seen[nseen++] = a;
+			if (fetch(c, a, &i))
+				break;
+			if (OP(i) == OP_SPECIAL && FUNCT(i) == 0x0d)
+				break; /* break: the path ends without a return */
+			if (OP(i) == OP_REGIMM && RT(i) >= 8 && RT(i) <= 14) {
+				p.a = a + 4; /* a conditional trap (teqi and the like): no delay slot */
+				continue;
+			}
+			if (!is_branch(i)) {
+				r = path_step(&p, i);
+				if (r == -2)
+					return 0;
+				if (r == -1)
+					break;
+				p.a = a + 4;
+				continue;
+			}
+			if (fetch(c, a + 4, &s) || is_branch(s))
+				return 0;
+			int call = dest(i) == R_RA, ret = i == INSN_JR_RA;
+			int jr = OP(i) == OP_SPECIAL && FUNCT(i) == F_JR;
+			int uncond = OP(i) == OP_J || (OP(i) == 4 && RS(i) == 0 && RT(i) == 0);
+			/* the other way of a conditional branch (a likely one skips its delay slot) */
+			if (!call && !jr && !uncond) {
+				struct path q = p;
+				int rq = is_likely(i) ? 0 : path_step(&q, s);
+				if (rq == -2)
+					return 0;
+				q.a = a + 8;
+				if (rq == 0) {
+					if (ntodo == PATH_FORKS)
+						return 0;
+					todo[ntodo++] = q;
+				}
+			}
+			r = path_step(&p, s);
+			if (r == -2)
+				return 0;
+			if (r == -1)
+				break;
+			if (call) { /* the callee returns after the delay slot: sp and s0-s8 kept */
+				p.written |= BIT(R_RA);
+				p.from_slot &= ~BIT(R_RA);
+				p.a = a + 8;
+				continue;
+			}
+			if (jr && !ret) {
+				/* a sibling call after the frame is gone, else a computed jump (a switch) */
+				if (p.delta <= 0 || !(p.from_slot & BIT(R_RA)))
+					break;
+				ret = 1;
+			}
+			if (ret) {
+				/* ra must be the caller's: restored from its slot */
+				if (!(p.from_slot & BIT(R_RA)))
+					break;
+				uint32_t mask = SAVED_SET;
+				if (found && (p.delta != done.delta || (p.written & mask) != (done.written & mask) ||
+					      (p.from_slot & mask) != (done.from_slot & mask)))
+					return 0;
+				for (unsigned r2 = 0; found && r2 < 32; r2++)
+					if ((p.from_slot & mask & BIT(r2)) && p.slot[r2] != done.slot[r2])
+						return 0;
+				if (!found)
+					done = p;
+				done.gp |= p.gp;
+				found = 1;
+				break;
+			}
+			p.a = target(a, i);
+		}
+	}
+	if (!found || done.delta <= 0)
+		return 0;
+	/* a callee-saved register written on the way but not from a slot: not a return we understand */
+	if ((done.written & ~done.from_slot) & SAVED_SET & ~BIT(R_RA))
+		return 0;
+	memset(res, 0, sizeof(*res));
+	res->cfa = (uint32_t)in->regs[R_SP] + (uint32_t)done.delta;
+	res->gp_changed = done.gp;
+	for (unsigned r = 0; r < 32; r++)
+		if ((done.from_slot & SAVED_SET) & BIT(r)) {
+			res->from_mem |= BIT(r);
+			res->addr[r] = (uint32_t)in->regs[R_SP] + (uint32_t)done.slot[r];
+		}
+	return 1;
+}
+
 /* Behind pc: the prologue from the function's start. */
 static int scan_behind(struct code *c, const struct dwunw_regs *in, uint32_t start, uint32_t pc,
 		       struct result *res)
@@ -320,16 +501,26 @@ static int scan_behind(struct code *c, const struct dwunw_regs *in, uint32_t sta
 	return 1;
 }
 
+#define INSN_ADDU_GP_T9 0x0399e021u /* addu gp,gp,t9: the last of .cpload's three */
+
 /*
  * No symbol: the function starts after the previous one's `jr ra` and its delay slot (and any
- * nop padding), searched backwards from pc at most BACK_MAX instructions.
+ * nop padding), or at its own `.cpload` (`lui gp` / `addiu gp,gp` / `addu gp,gp,t9`, what gcc
+ * puts first in a PIC function: it also marks a start after a function that ends without a
+ * `jr ra`, in a sibling call or a call that does not return), whichever comes first searching
+ * backwards from pc, at most BACK_MAX instructions.
  */
 static int find_start(struct code *c, uint32_t pc, uint32_t *start)
 {
 	for (unsigned n = 1; n <= BACK_MAX && pc >= 4 * n; n++) {
-		uint32_t i, a = pc - 4 * n;
+		uint32_t i, a = pc - 4 * n, j;
 		if (fetch(c, a, &i))
 			return DWUNW_ERR_PROLOGUE; /* the mapping's start, no return before pc */
+		if (i == INSN_ADDU_GP_T9 && a >= 8 && !fetch(c, a - 8, &j) && OP(j) == OP_LUI && RT(j) == R_GP &&
+		    !fetch(c, a - 4, &j) && OP(j) == OP_ADDIU && RT(j) == R_GP && RS(j) == R_GP) {
+			*start = a - 8;
+			return DWUNW_OK;
+		}
 		if (i != INSN_JR_RA)
 			continue;
 		a += 8;
@@ -360,10 +551,13 @@ int dw_mips32_prologue_step(const struct dwunw_regs *in, struct dwunw_regs *out,
 	if (r == 0) {
 		/* a return address: the call and its delay slot ran; look for the start before them */
 		uint32_t from = exact ? pc : pc - 8;
-		if (func_start && func_start <= from && from - func_start <= 4 * SCAN_MAX)
+		if (func_start && func_start <= from && from - func_start <= 4 * SCAN_MAX) {
 			start = (uint32_t)func_start;
-		else if ((r = find_start(&c, from + 4, &start)) < 0)
+		} else if ((r = scan_paths(&c, in, pc, &res)) == 1) {
+			return finish(in, out, &res, read, arg);
+		} else if ((r = find_start(&c, from + 4, &start)) < 0) {
 			return r;
+		}
 		r = scan_behind(&c, in, start, pc, &res);
 		if (r < 0)
 			return r;
