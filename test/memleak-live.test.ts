@@ -9,121 +9,13 @@
 // only reported, "wrong and unflagged" must be 0 on every run.
 //
 // Needs root, BTF and BPF: skipped with the reason, unless DWUNW_REQUIRE_BPF=1 (CI).
-import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import t from 'tap';
-import { bpfUnavailable, root, skipOrFail } from './helpers.js';
+import { bpfUnavailable, skipOrFail } from './helpers.js';
+import { deepRewrite, framesIn, memleakBin, runDeepRewrite } from './deep-rewrite.js';
 
-const memleakBin = join(root, 'build', 'bpf', 'memleak');
-const fixture = join(root, 'fixtures', 'x86_64', 'build', 'deep_rewrite');
 const BLOCKS = 300;
-// frames above main in every stack (glibc's start-up code)
-const START = new Set(['__libc_start_call_main', '__libc_start_main', '__libc_start_main_impl', '_start']);
-
 const unavailable = (): string | null =>
-  bpfUnavailable('memleak needs CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE', [[memleakBin, 'make bpf'], [fixture, 'make fixtures']]);
-
-interface JStack {
-  frames: { symbol: string | null }[];
-  complete: boolean | null;
-  stop?: string;
-  beyond_window?: boolean;
-  allocs?: { size: number }[];
-}
-interface JReport {
-  stacks: JStack[];
-  lost: number;
-  unwind?: { complete_live?: number };
-}
-
-interface Counts {
-  right: number;
-  flagged: number;
-  wrong: number;
-  live: number;
-  blocks: number;
-  lost: number;
-  reasons: Record<string, number>;
-  firstWrong?: string;
-  unmarked: number;        // complete, deeper than the window, yet not marked as read live
-  completeLive: number;    // stacks shown complete with frames read live (spot-checked only)
-  summaryLive: number;     // the summary's count of them
-  short: number;           // flagged with fewer frames than the window holds (an empty stack too)
-  minFlagged: number;      // fewest frames of a flagged stack
-  inside: number;          // blocks whose whole stack fits in the window
-  insideRight: number;     // ... shown right
-}
-
-// Frames a window surely holds: rec_x frames are 1000 bytes and a little (saved registers, return
-// address); 1100 per frame leaves room for leak_here, run_one and main's own frames.
-const framesIn = (window: number): number => Math.floor(window / 1100);
-
-/** memleak --stack-size WINDOW on deep_rewrite [--zero]: each block's stack against its truth. */
-async function run(window: number, variant: string[]): Promise<Counts | string> {
-  const dir = mkdtempSync(join(tmpdir(), 'dwunw-live-'));
-  const truthFile = join(dir, 'truth');
-  try {
-    const env = { ...process.env };
-    delete env.NODE_OPTIONS;
-    const args = ['--json', '-a', '-o', '0', '-T', '100000', '--max-frames', '256', '--stack-size', String(window),
-      '--buffer-size', '64M', '600', '1', '--', fixture, '--count', String(BLOCKS), '--pace-us', '200',
-      '--truth', truthFile, '--wait', '3', ...variant];
-    const child = spawn(memleakBin, args, { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
-    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-    const timer = setTimeout(() => child.kill('SIGKILL'), 120_000);
-    const code = await new Promise<number | null>((res) => child.on('close', (c) => res(c)));
-    clearTimeout(timer);
-    if (code !== 0) return `memleak exited ${code}: ${stderr.trim().split('\n').pop()}`;
-    const rep = stdout.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as JReport).at(-1);
-    if (!rep) return 'no report';
-    const truth = new Map<number, string[]>();
-    for (const l of readFileSync(truthFile, 'utf8').trim().split('\n')) {
-      const [size, chain] = l.split('\t');
-      truth.set(Number(size), chain!.split(','));
-    }
-    const c: Counts = { right: 0, flagged: 0, wrong: 0, live: 0, blocks: 0, lost: rep.lost, reasons: {},
-      unmarked: 0, completeLive: 0, summaryLive: rep.unwind?.complete_live ?? -1, short: 0, minFlagged: Infinity, inside: 0, insideRight: 0 };
-    for (const st of rep.stacks) if (st.complete === true && st.beyond_window) c.completeLive++;
-    for (const st of rep.stacks)
-      for (const a of st.allocs ?? []) {
-        const want = truth.get(a.size);
-        if (!want) continue; // glibc's own allocations
-        c.blocks++;
-        const names = st.frames.map((f) => f.symbol ?? '?');
-        let k = 0;
-        while (k < want.length && k < names.length && names[k] === want[k]) k++;
-        if (st.beyond_window) c.live++;
-        // rec_x frames hold 1000 bytes each (leak_here, run_one and main aside): a chain this
-        // deep cannot have fit in the window
-        if (st.complete === true && (want.length - 3) * 1000 > window && !st.beyond_window) c.unmarked++;
-        const right = k === want.length && st.complete === true && names.slice(k).every((n) => START.has(n));
-        // a stack that fits in the window (its frames 1000 bytes each, margin for the rest)
-        if (want.length * 1100 <= window) {
-          c.inside++;
-          if (right) c.insideRight++;
-        }
-        if (right) c.right++;
-        else if (k === names.length && st.complete === false) {
-          c.flagged++;
-          c.minFlagged = Math.min(c.minFlagged, names.length);
-          // the window's frames come from the copy taken at the event: a flagged stack has them all
-          if (names.length < Math.min(want.length, framesIn(window))) c.short++;
-          c.reasons[st.stop ?? '?'] = (c.reasons[st.stop ?? '?'] ?? 0) + 1;
-        } else {
-          c.wrong++;
-          c.firstWrong ??= `block ${a.size}: frame ${k} is ${names[k] ?? '(none)'}, expected ${want[k] ?? '(end)'} (${st.stop}, complete ${st.complete})`;
-        }
-      }
-    return c;
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
-}
+  bpfUnavailable('memleak needs CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE', [[memleakBin, 'make bpf'], [deepRewrite, 'make fixtures']]);
 
 const why = unavailable();
 if (why) {
@@ -144,7 +36,7 @@ if (why) {
   ];
   for (const [window, what, variant, minRight] of cases)
     t.test(`${window / 1024} KiB window, ${what}`, { timeout: 180_000 }, async (t) => {
-      const c = await run(window, variant);
+      const c = await runDeepRewrite(window, variant, BLOCKS);
       if (typeof c === 'string') {
         t.fail(c);
         return;

@@ -109,10 +109,12 @@ static void usage(FILE *f)
 "  -S, --symbols-prefix=PFX  allocator symbol prefix (e.g. je_)\n"
 "  -F, -P                    kernel-mode options: not supported in user-space mode\n"
 "  -v, --verbose             libbpf and unwinder diagnostics\n"
-"      --unwind=dwarf|fp|kernel\n"
+"      --unwind=dwarf|fp|kernel|freeze\n"
 "                            stack source (default %s); kernel: DWARF tables walked in\n"
 "                            the BPF program, a walk that stops short falling back to\n"
-"                            the dwarf path for that allocation (x86_64, arm64)\n"
+"                            the dwarf path for that allocation (x86_64, arm64); freeze:\n"
+"                            the thread stopped at each allocation (SIGSTOP) until its\n"
+"                            stack is read (low allocation rates; README)\n"
 "      --stack-size=BYTES    stack window copied per allocation (16384, max 65536;\n"
 "                            kernel: per fallback)\n"
 "      --table-budget=MIB    --unwind=kernel: memory for the tables' maps (64)\n"
@@ -215,6 +217,13 @@ void ml_parse_args(struct ml_env *env, int argc, char **argv)
 				usage_error("--unwind=dwarf needs a build with libdwunw (HAVE_DWUNW); this build unwinds with frame pointers only");
 #endif
 				env->unwind = ML_UNWIND_DWARF;
+				env->freeze = false;
+			} else if (!strcmp(optarg, "freeze")) {
+#ifndef HAVE_DWUNW
+				usage_error("--unwind=freeze needs a build with libdwunw (HAVE_DWUNW)");
+#endif
+				env->unwind = ML_UNWIND_DWARF;
+				env->freeze = true;
 			} else if (!strcmp(optarg, "fp")) {
 				env->unwind = ML_UNWIND_FP;
 			} else if (!strcmp(optarg, "kernel")) {
@@ -223,7 +232,7 @@ void ml_parse_args(struct ml_env *env, int argc, char **argv)
 #endif
 				env->unwind = ML_UNWIND_KERNEL;
 			} else {
-				usage_error("--unwind: expected dwarf, fp or kernel, got %s", optarg);
+				usage_error("--unwind: expected dwarf, fp, kernel or freeze, got %s", optarg);
 			}
 			break;
 		case OPT_STACK_SIZE: {

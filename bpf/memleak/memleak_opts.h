@@ -29,6 +29,7 @@ struct ml_env {
 	int interval;
 	long count;            /* reports, -1 = forever */
 	int unwind;            /* enum ml_unwind */
+	bool freeze;           /* --unwind=freeze: dwarf mode, the thread stopped at the event (runtime/freeze.h) */
 	uint32_t stack_size;
 	bool folded, json;
 	bool nested;

@@ -323,6 +323,10 @@ void ml_report(struct memleak_ctx *ml)
 		printf("}},\"queue\":{\"bytes\":%zu,\"peak_records\":%" PRIu64 ",\"dropped\":%" PRIu64 "}",
 		       cap_pump_queue_bytes(ml->pump), cap_pump_queue_peak(ml->pump), qdropped);
 		ml_print_kwalk(ml, true);
+		if (ml->env.freeze) {
+			putchar(',');
+			freeze_json(&ml->fz, stdout);
+		}
 		mappings_json(ml->fr.maps);
 		ml_mem_json(ml->skel->obj, ml->report_outstanding);
 		printf("}\n");
@@ -349,6 +353,8 @@ void ml_report(struct memleak_ctx *ml)
 			       ml->stats.timed ? ml->stats.unwind_ns / 1000.0 / (double)ml->stats.timed : 0.0,
 			       ml->stats.patched);
 		ml_print_kwalk(ml, false);
+		if (ml->env.freeze)
+			freeze_summary(&ml->fz, stdout);
 		mappings_text(ml->fr.maps);
 		if (ml->env.unwind == ML_UNWIND_DWARF && (n_beyond || n_stale))
 			/* a rewrite that leaves the sampled words as they were is not seen: the complete

@@ -29,7 +29,7 @@ const char *frame_origin(const struct uframe *f)
 	static const char *const names[] = {
 		[UO_WINDOW] = "window", [UO_FP] = "fp", [UO_PROLOGUE] = "prologue",
 		[UO_LR] = "lr", [UO_SIGNAL] = "signal", [UO_KERNEL] = "kernel",
-		[UO_KWALK] = "kernel-walk", [UO_PYTHON] = "python",
+		[UO_KWALK] = "kernel-walk", [UO_PYTHON] = "python", [UO_FROZEN] = "frozen",
 	};
 	uint32_t o = uf_origin(f);
 

@@ -46,6 +46,8 @@ enum uf_origin {
 	UO_KWALK,              /* a user frame walked in the BPF program at the event (--unwind=kernel) */
 	UO_PYTHON,             /* a Python function read from the interpreter at the event (py_merge.h):
 				* name = co_qualname, module = co_filename, offset = line (0: unknown) */
+	UO_FROZEN,             /* stepped by CFI over stack memory read from the thread stopped at the
+				* event (--unwind=freeze): event-time state, as the window's */
 };
 #define UF_ORIGIN_SHIFT 8
 #define UF_ORIGIN_MASK  (0xfu << UF_ORIGIN_SHIFT)

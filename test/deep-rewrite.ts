@@ -1,0 +1,128 @@
+// The deep_rewrite workload under memleak, each block's printed stack checked against the truth the
+// fixture writes (test/memleak-live.test.ts, test/freeze.test.ts). See memleak-live.test.ts for the
+// workload and what right / flagged / wrong mean.
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { root } from './helpers.js';
+
+export const memleakBin = join(root, 'build', 'bpf', 'memleak');
+export const deepRewrite = join(root, 'fixtures', 'x86_64', 'build', 'deep_rewrite');
+// frames above main in every stack (glibc's start-up code)
+const START = new Set(['__libc_start_call_main', '__libc_start_main', '__libc_start_main_impl', '_start']);
+
+
+interface JStack {
+  frames: { symbol: string | null; origin?: string }[];
+  complete: boolean | null;
+  stop?: string;
+  beyond_window?: boolean;
+  allocs?: { size: number }[];
+}
+interface JReport {
+  stacks: JStack[];
+  lost: number;
+  unwind?: { complete_live?: number };
+  frozen?: Record<string, number>;
+}
+
+export interface Counts {
+  right: number;
+  flagged: number;
+  wrong: number;
+  live: number;
+  blocks: number;
+  lost: number;
+  reasons: Record<string, number>;
+  firstWrong?: string;
+  unmarked: number;        // complete, deeper than the window, yet not marked as read live
+  completeLive: number;    // stacks shown complete with frames read live (spot-checked only)
+  summaryLive: number;     // the summary's count of them
+  short: number;           // flagged with fewer frames than the window holds (an empty stack too)
+  minFlagged: number;      // fewest frames of a flagged stack
+  inside: number;          // blocks whose whole stack fits in the window
+  insideRight: number;     // ... shown right
+  frozenFrames: number;    // frames of origin "frozen" in right stacks (--unwind=freeze)
+  liveRight: number;       // right stacks with frames read live (origin "live")
+  frozen?: Record<string, number>; // the report's freeze counters
+}
+
+// Frames a window surely holds: rec_x frames are 1000 bytes and a little (saved registers, return
+// address); 1100 per frame leaves room for leak_here, run_one and main's own frames.
+export const framesIn = (window: number): number => Math.floor(window / 1100);
+
+/**
+ * memleak --stack-size WINDOW [memleakArgs] on deep_rewrite --count BLOCKS [variant]: each block's
+ * stack against its truth. `frozen`: frames of origin "frozen" in the right stacks.
+ */
+export async function runDeepRewrite(window: number, variant: string[], blocks: number, memleakArgs: string[] = [],
+  extraEnv: Record<string, string> = {}): Promise<Counts | string> {
+  const dir = mkdtempSync(join(tmpdir(), 'dwunw-live-'));
+  const truthFile = join(dir, 'truth');
+  try {
+    const env: NodeJS.ProcessEnv = { ...process.env, ...extraEnv };
+    delete env.NODE_OPTIONS;
+    const args = [...memleakArgs, '--json', '-a', '-o', '0', '-T', '100000', '--max-frames', '256', '--stack-size', String(window),
+      '--buffer-size', '64M', '600', '1', '--', deepRewrite, '--count', String(blocks), '--pace-us', '200',
+      '--truth', truthFile, '--wait', '3', ...variant];
+    const child = spawn(memleakBin, args, { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    const timer = setTimeout(() => child.kill('SIGKILL'), 120_000);
+    const code = await new Promise<number | null>((res) => child.on('close', (c) => res(c)));
+    clearTimeout(timer);
+    if (code !== 0) return `memleak exited ${code}: ${stderr.trim().split('\n').pop()}`;
+    const rep = stdout.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as JReport).at(-1);
+    if (!rep) return 'no report';
+    const truth = new Map<number, string[]>();
+    for (const l of readFileSync(truthFile, 'utf8').trim().split('\n')) {
+      const [size, chain] = l.split('\t');
+      truth.set(Number(size), chain!.split(','));
+    }
+    const c: Counts = { right: 0, flagged: 0, wrong: 0, live: 0, blocks: 0, lost: rep.lost, reasons: {},
+      unmarked: 0, completeLive: 0, summaryLive: rep.unwind?.complete_live ?? -1, short: 0, minFlagged: Infinity, inside: 0, insideRight: 0,
+      frozenFrames: 0, liveRight: 0, frozen: rep.frozen };
+    for (const st of rep.stacks) if (st.complete === true && st.beyond_window) c.completeLive++;
+    for (const st of rep.stacks)
+      for (const a of st.allocs ?? []) {
+        const want = truth.get(a.size);
+        if (!want) continue; // glibc's own allocations
+        c.blocks++;
+        const names = st.frames.map((f) => f.symbol ?? '?');
+        let k = 0;
+        while (k < want.length && k < names.length && names[k] === want[k]) k++;
+        if (st.beyond_window) c.live++;
+        // rec_x frames hold 1000 bytes each (leak_here, run_one and main aside): a chain this
+        // deep cannot have fit in the window
+        if (st.complete === true && (want.length - 3) * 1000 > window && !st.beyond_window) c.unmarked++;
+        const right = k === want.length && st.complete === true && names.slice(k).every((n) => START.has(n));
+        // a stack that fits in the window (its frames 1000 bytes each, margin for the rest)
+        if (want.length * 1100 <= window) {
+          c.inside++;
+          if (right) c.insideRight++;
+        }
+        if (right) {
+          c.right++;
+          c.frozenFrames += st.frames.filter((f) => f.origin === 'frozen').length;
+          if (st.frames.some((f) => f.origin === 'live')) c.liveRight++;
+        }
+        else if (k === names.length && st.complete === false) {
+          c.flagged++;
+          c.minFlagged = Math.min(c.minFlagged, names.length);
+          // the window's frames come from the copy taken at the event: a flagged stack has them all
+          if (names.length < Math.min(want.length, framesIn(window))) c.short++;
+          c.reasons[st.stop ?? '?'] = (c.reasons[st.stop ?? '?'] ?? 0) + 1;
+        } else {
+          c.wrong++;
+          c.firstWrong ??= `block ${a.size}: frame ${k} is ${names[k] ?? '(none)'}, expected ${want[k] ?? '(end)'} (${st.stop}, complete ${st.complete})`;
+        }
+      }
+    return c;
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
