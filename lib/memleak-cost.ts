@@ -15,7 +15,7 @@ import { CliError } from './errors.js';
 import { type MlReport, bpfUnavailable, killChild, leakyPath, parseReports, procState, startMemleak, within } from './memleak.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 
-export type CostMode = 'none' | 'fp' | 'dwarf';
+export type CostMode = 'none' | 'fp' | 'dwarf' | 'kernel' | 'freeze';
 export type CostVariant = 'leak' | 'free';
 
 export interface CostOptions {

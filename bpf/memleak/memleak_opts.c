@@ -295,6 +295,9 @@ void ml_parse_args(struct ml_env *env, int argc, char **argv)
 		usage_error("--folded and --json exclude each other");
 	if (!!env->pid + !!env->command + !!env->prog_argv > 1)
 		usage_error("-p, -c and -- PROG exclude each other");
+	/* every allocating process would be stopped: only a chosen one (or tree) */
+	if (env->freeze && !env->pid && !env->command && !env->prog_argv)
+		usage_error("--unwind=freeze stops the allocating threads: give -p, -c or -- PROG");
 	if (env->min_size > env->max_size)
 		usage_error("min size (%" PRIu64 ") is larger than max size (%" PRIu64 ")", env->min_size,
 		    env->max_size);

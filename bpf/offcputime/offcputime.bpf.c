@@ -16,6 +16,8 @@
 #include "kwalk/kwalk.bpf.h"
 #include "kwalk/kwalk_hybrid.bpf.h"
 #include "runtime/follow.bpf.h"
+#define FRZ_TASK_SIGNAL 1
+#include "runtime/freeze.bpf.h"
 #include "offcputime.h"
 
 char LICENSE[] SEC("license") = "GPL";
@@ -140,6 +142,8 @@ static __always_inline void switch_out(void *ctx, struct task_struct *prev, __u6
 
 	if (!selected(prev, tgid, tid))
 		return;
+	if (frz_enabled && frz_own_stop(tgid))
+		return; /* not the program's wait: the freeze's */
 	oc_count(OC_CNT_SWITCHES);
 	s.seq = __sync_fetch_and_add(&oc_seq, 1);
 	if (want_kernel)
@@ -156,15 +160,21 @@ static __always_inline void switch_out(void *ctx, struct task_struct *prev, __u6
 			__u64 cookie = OC_COOKIE(s.kstack, s.seq);
 			long err;
 
+			/* --unwind=freeze: the slot taken now, the signal sent at the switch-in */
+			__u32 cflags = unwind_mode == OC_UNWIND_DWARF && frz_enabled && frz_claim(tgid, cookie)
+					       ? CAP_F_FROZEN : 0;
+
 			if (unwind_mode == OC_UNWIND_KERNEL)
 				err = kw_hybrid(ctx, uregs, cookie, s.ustack, t);
 			else
-				err = cap_snapshot(ctx, uregs, cookie, s.ustack, 0, t);
+				err = cap_snapshot(ctx, uregs, cookie, s.ustack, cflags, t);
 			if (err) {
 				oc_count(OC_CNT_SNAP_LOST);
 				s.flags |= OC_F_LOST_SNAP;
+				if (cflags)
+					frz_release(tgid);
 			} else {
-				s.flags |= OC_F_SENT;
+				s.flags |= OC_F_SENT | (cflags ? OC_F_FROZEN : 0);
 			}
 		}
 	}
@@ -189,8 +199,13 @@ static __always_inline void switch_in(void *ctx, struct task_struct *next, __u64
 	bpf_map_delete_elem(&start, &tid);
 	if (r.delta_ns < min_ns || r.delta_ns > max_ns) {
 		oc_count(OC_CNT_OUT_OF_RANGE);
+		if (r.flags & OC_F_FROZEN)
+			frz_release(next->tgid);
 		return;
 	}
+	/* it has run no user code since its switch-out: stopped before it does */
+	if (r.flags & OC_F_FROZEN)
+		frz_send_task(next, next->tgid);
 	r.h.kind = OC_REC_OFF;
 	r.h.hdr_size = sizeof(r);
 	r.pid = next->tgid;
@@ -244,6 +259,10 @@ int BPF_PROG(oc_thread_exit, struct task_struct *p)
 {
 	__u32 tid = BPF_CORE_READ(p, pid), tgid = BPF_CORE_READ(p, tgid);
 
+	struct oc_start *s = bpf_map_lookup_elem(&start, &tid);
+
+	if (s && (s->flags & OC_F_FROZEN))
+		frz_release(tgid); /* it will not be switched in */
 	bpf_map_delete_elem(&start, &tid);
 	cap_thread_exit(tid);
 	if (unwind_mode == OC_UNWIND_KERNEL && tid == tgid && tgid_selected(tgid))

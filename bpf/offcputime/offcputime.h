@@ -58,6 +58,7 @@ struct oc_fork_rec {
 #define OC_F_KTHREAD   (1u << 1) /* no user context */
 #define OC_F_LOST_SNAP (1u << 2) /* the switch-out record could not be sent */
 #define OC_F_IN_EXEC   (1u << 3) /* switched out inside execve: no user stack taken */
+#define OC_F_FROZEN    (1u << 4) /* --unwind=freeze: stopped when switched in (runtime/freeze.h) */
 
 #define OC_COOKIE(kid, seq) ((__u64)(__u32)(kid) | ((__u64)(seq) << 32))
 #define OC_COOKIE_KSTACK(c) ((__s32)(__u32)(c))

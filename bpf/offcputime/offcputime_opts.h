@@ -24,6 +24,7 @@ struct oc_opts {
 	uint32_t stack_storage;/* --stack-storage-size */
 	uint64_t duration;     /* seconds */
 	uint32_t unwind;       /* enum oc_unwind */
+	bool freeze;           /* --unwind=freeze: dwarf mode, the thread stopped at its switch-in (runtime/freeze.h) */
 	uint32_t stack_size;   /* --stack-size */
 	size_t max_stacks;     /* --max-stacks */
 	size_t max_keys;       /* --max-keys */

@@ -92,6 +92,8 @@ static int by_time(const void *a, const void *b)
 
 static const char *unwind_name(const struct oc_opts *o)
 {
+	if (o->freeze)
+		return "freeze";
 	return o->unwind == OC_UNWIND_KERNEL ? "kernel" : o->unwind == OC_UNWIND_DWARF ? "dwarf" : "fp";
 }
 

@@ -418,6 +418,7 @@ int main(int argc, char **argv)
 	pr->skel->rodata->include_idle = pr->opts.idle;
 	pr->skel->rodata->filter_tgid = pr->opts.npids || pr->opts.command;
 	pr->skel->rodata->filter_tid = pr->opts.ntids > 0;
+	pr->skel->rodata->frz_enabled = pr->opts.freeze;
 	/* dwarf mode on chosen processes: mapping changes in order with the samples (not
 	 * system-wide: every process's mmaps would be sent) */
 	if (pr->opts.unwind == PR_UNWIND_DWARF && pr->opts.user && (pr->opts.npids || pr->opts.command) &&
@@ -432,6 +433,8 @@ int main(int argc, char **argv)
 	err = dwunw_cap_size_maps(pr->skel->obj, pr->opts.perfbuf, ring_bytes);
 	if (!err)
 		err = bpf_map__set_max_entries(pr->skel->maps.stack_traces, pr->opts.stack_storage);
+	if (!err)
+		err = freeze_size_maps(pr->skel->obj, pr->opts.freeze ? 0 : 1);
 #ifdef HAVE_KWALK
 	struct kw_opts kwo = { .budget = pr->opts.table_budget };
 
@@ -469,6 +472,12 @@ int main(int argc, char **argv)
 	set_filters(pr);
 	pr->kcache.n = pr->opts.stack_storage;
 	pr->kcache.map = xcalloc(pr->kcache.n, sizeof(*pr->kcache.map));
+	if (pr->opts.freeze) {
+		err = freeze_start(&pr->fz, pr->skel->obj);
+		if (err)
+			die("--unwind=freeze: cannot start its watchdog: %s", strerror(-err));
+		pr->fr.fz = &pr->fz;
+	}
 	err = frames_init(&pr->fr, cache_slots_for_machine(), pr->opts.debuginfod ? DWUNW_CFG_DEBUGINFOD : 0,
 			  pr->opts.debug_dir);
 	if (err)

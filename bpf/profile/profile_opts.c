@@ -85,11 +85,13 @@ static void usage(FILE *f)
 "  -f, --folded               folded stacks (comm;root;...;leaf COUNT) for flamegraph.pl\n"
 "  -d, --delimited            '--' between kernel and user stacks (text)\n"
 "      --stack-storage-size=N stack ids kept by bpf_get_stackid (16384)\n"
-"      --unwind=dwarf|fp|kernel\n"
+"      --unwind=dwarf|fp|kernel|freeze\n"
 "                             user stacks: DWARF unwinding of a stack window (default),\n"
 "                             frame pointers (bpf_get_stackid), or DWARF tables walked in\n"
 "                             the BPF program (a walk that stops short falls back to the\n"
-"                             dwarf path for that sample; its tables load for the next)\n"
+"                             dwarf path for that sample; its tables load for the next);\n"
+"                             freeze: the thread stopped at each sample until its stack is\n"
+"                             read (-p/-t/--, low rates; README)\n"
 "      --stack-size=BYTES     stack window copied per sample (16384, max 65536; kernel:\n"
 "                             per fallback)\n"
 "      --table-budget=MIB     --unwind=kernel: memory for the tables' maps (64)\n"
@@ -210,14 +212,15 @@ void pr_parse_args(struct pr_opts *opts, int argc, char **argv)
 			break;
 		}
 		case OPT_UNWIND:
-			if (!strcmp(optarg, "dwarf"))
+			opts->freeze = !strcmp(optarg, "freeze");
+			if (!strcmp(optarg, "dwarf") || opts->freeze)
 				opts->unwind = PR_UNWIND_DWARF;
 			else if (!strcmp(optarg, "fp"))
 				opts->unwind = PR_UNWIND_FP;
 			else if (!strcmp(optarg, "kernel"))
 				opts->unwind = PR_UNWIND_KERNEL;
 			else
-				tool_usage_error("--unwind: expected dwarf, fp or kernel, got %s", optarg);
+				tool_usage_error("--unwind: expected dwarf, fp, kernel or freeze, got %s", optarg);
 			break;
 		case OPT_STACK_SIZE: {
 			uint64_t v = tool_opt_u64(optarg, "--stack-size", 0, UINT64_MAX);
@@ -286,6 +289,9 @@ void pr_parse_args(struct pr_opts *opts, int argc, char **argv)
 		tool_usage_error("-a excludes -p and -- COMMAND");
 	if (opts->npids && opts->command)
 		tool_usage_error("-p and -- COMMAND exclude each other");
+	/* every sampled thread would be stopped: only chosen processes */
+	if (opts->freeze && !opts->npids && !opts->ntids && !opts->command)
+		tool_usage_error("--unwind=freeze stops the sampled threads: give -p, -t or -- COMMAND");
 	{
 		const char *urls = getenv("DEBUGINFOD_URLS");
 		opts->debuginfod = debuginfod < 0 ? urls && *urls : debuginfod;

@@ -29,6 +29,7 @@ struct pr_opts {
 	uint32_t stack_storage;/* --stack-storage-size */
 	uint64_t duration;     /* seconds, 0: until Ctrl-C */
 	uint32_t unwind;       /* enum pr_unwind */
+	bool freeze;           /* --unwind=freeze: dwarf mode, the thread stopped at the sample (runtime/freeze.h) */
 	uint32_t stack_size;   /* --stack-size */
 	size_t max_stacks;     /* --max-stacks */
 	size_t max_keys;       /* --max-keys */

@@ -71,6 +71,8 @@ void pr_counters(struct profile_ctx *pr, struct bpf_map *m)
 
 static const char *unwind_name(const struct profile_ctx *pr)
 {
+	if (pr->opts.freeze)
+		return "freeze";
 	return pr->opts.unwind == PR_UNWIND_KERNEL ? "kernel" : pr->opts.unwind == PR_UNWIND_DWARF ? "dwarf" : "fp";
 }
 
@@ -247,7 +249,7 @@ void pr_report(struct profile_ctx *pr)
 		/* stacks cut where the memory above the window changed since the event */
 		if (u->kind == SK_DWARF && u->stop_name && !strcmp(u->stop_name, "STALE"))
 			ustale += e->count;
-		if (u->kind == SK_DWARF && u->beyond)
+		if (u->kind == SK_DWARF && u->live)
 			ulive += e->count;
 		if (u->kind == SK_PSEUDO)
 			reason_add(lost, &nlost, 32, u->label, e->count);
@@ -372,4 +374,8 @@ void pr_report(struct profile_ctx *pr)
 	fprintf(stderr, "\nprofile: self: CPU %.2f s (user %.2f, sys %.2f), max RSS %.1f MiB; %" PRIu64
 		" processes, %zu modules seen\n", ucpu + scpu, ucpu, scpu, ru.ru_maxrss / 1024.0,
 		pr->prs.npids, nmods);
+	if (pr->opts.freeze) {
+		fputs("profile: ", stderr);
+		freeze_summary(&pr->fz, stderr);
+	}
 }

@@ -599,6 +599,7 @@ int64_t frames_from_snapshot(struct frames *fr, const void *data, size_t size, u
 		for (size_t i = skip; i < nf; i++)
 			if (frames[i].flags & DWUNW_FRAME_BEYOND_SNAPSHOT) {
 				s->beyond = true;
+				s->live |= !frozen;
 				if (s->kind == SK_DWARF && s->nframes == n) {
 					for (size_t k = i - skip; k < n; k++) {
 						if (!frozen)

@@ -52,6 +52,36 @@ static __always_inline void frz_count(__u32 idx)
 		__sync_fetch_and_add(v, 1);
 }
 
+/* The slot given back without a signal (the event's thread will not be stopped). */
+static __always_inline void frz_release(__u32 tgid)
+{
+	bpf_map_delete_elem(&frz_inflight, &tgid);
+}
+
+/* A stop in progress or in effect for current's process (a group stop's signal taken). */
+static __always_inline int frz_stopping(struct task_struct *task)
+{
+	return (BPF_CORE_READ(task, signal, flags) & FRZ_SIGNAL_STOP_STOPPED) ||
+	       BPF_CORE_READ(task, signal, group_stop_count) ||
+	       (BPF_CORE_READ(task, jobctl) & FRZ_JOBCTL_STOP_PENDING);
+}
+
+/*
+ * current switched out into a stop of ours (its process holds a slot and is stopping, or the
+ * thread is traced: seized by us): the time it then spends off CPU is the freeze's (counted).
+ */
+static __always_inline int frz_own_stop(__u32 tgid)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+
+	if (!bpf_map_lookup_elem(&frz_inflight, &tgid))
+		return 0;
+	if (!frz_stopping(task) && !BPF_CORE_READ(task, ptrace))
+		return 0;
+	frz_count(FRZ_CNT_OWN_STOP);
+	return 1;
+}
+
 /*
  * A freeze slot for this event: 1 taken, 0 not (counted: the process already frozen, the
  * limit reached, or a stop in progress, whose SIGCONT ours would have to send and cannot).
@@ -59,12 +89,9 @@ static __always_inline void frz_count(__u32 idx)
 static __always_inline int frz_claim(__u32 tgid, __u64 cookie)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
-	unsigned int sflags = BPF_CORE_READ(task, signal, flags);
-	int stopping = BPF_CORE_READ(task, signal, group_stop_count);
 	long err;
 
-	if ((sflags & FRZ_SIGNAL_STOP_STOPPED) || stopping ||
-	    (BPF_CORE_READ(task, jobctl) & FRZ_JOBCTL_STOP_PENDING)) {
+	if (frz_stopping(task)) {
 		frz_count(FRZ_CNT_STOPPING);
 		return 0;
 	}
@@ -92,11 +119,34 @@ static __always_inline void frz_finish(__u32 tgid, long emit_err)
 	if (!err)
 		err = bpf_send_signal_thread(SIGSTOP);
 	if (err) {
-		bpf_map_delete_elem(&frz_inflight, &tgid);
+		frz_release(tgid);
 		frz_count(emit_err ? FRZ_CNT_EMIT_FAILED : FRZ_CNT_SEND_FAILED);
 		return;
 	}
 	frz_count(FRZ_CNT_SENT);
 }
+
+#ifdef FRZ_TASK_SIGNAL
+/*
+ * A thread other than `current` stopped (offcputime: the thread switched in, whose snapshot was
+ * taken when it was switched out; no user code of its has run since). bpf_send_signal_task is a
+ * kfunc of 6.13; without it the slot goes back, counted as refused.
+ */
+extern int bpf_send_signal_task(struct task_struct *task, int sig, enum pid_type type, __u64 value) __ksym __weak;
+
+static __always_inline void frz_send_task(struct task_struct *task, __u32 tgid)
+{
+	int err = -1;
+
+	if ((unsigned long)&bpf_send_signal_task) /* a weak kfunc: 0 where the kernel lacks it */
+		err = bpf_send_signal_task(task, SIGSTOP, PIDTYPE_PID, 0);
+	if (err) {
+		frz_release(tgid);
+		frz_count(FRZ_CNT_SEND_FAILED);
+		return;
+	}
+	frz_count(FRZ_CNT_SENT);
+}
+#endif
 
 #endif /* DWUNW_FREEZE_BPF_H */

@@ -384,7 +384,7 @@ void freeze_summary(const struct freeze *fz, FILE *out)
 	fprintf(out, "frozen: %llu sent, %llu held (%.0f us each from the event to the resume); not held: "
 		"%llu slot gone, %llu exited, %llu traced, %llu race, %llu timeout; %llu left stopped for "
 		"another's stop; copy mode instead: %llu busy, %llu over the limit, %llu stopping, %llu traced, "
-		"%llu signal refused\n",
+		"%llu signal refused; %llu switch-outs into our own stop left out\n",
 		(unsigned long long)b[FRZ_CNT_SENT], (unsigned long long)fz->u[FRZ_U_HELD],
 		fz->timed ? (double)fz->hold_ns / (double)fz->timed / 1000.0 : 0.0,
 		(unsigned long long)fz->u[FRZ_U_NO_SLOT], (unsigned long long)fz->u[FRZ_U_EXITED],
@@ -392,7 +392,7 @@ void freeze_summary(const struct freeze *fz, FILE *out)
 		(unsigned long long)fz->u[FRZ_U_TIMEOUT], (unsigned long long)fz->u[FRZ_U_USER_STOP],
 		(unsigned long long)b[FRZ_CNT_BUSY], (unsigned long long)b[FRZ_CNT_LIMIT],
 		(unsigned long long)b[FRZ_CNT_STOPPING], (unsigned long long)b[FRZ_CNT_TRACED],
-		(unsigned long long)b[FRZ_CNT_SEND_FAILED]);
+		(unsigned long long)b[FRZ_CNT_SEND_FAILED], (unsigned long long)b[FRZ_CNT_OWN_STOP]);
 }
 
 void freeze_json(const struct freeze *fz, FILE *out)
@@ -402,7 +402,7 @@ void freeze_json(const struct freeze *fz, FILE *out)
 	freeze_bpf_counters(fz, b);
 	fprintf(out, "\"frozen\":{\"sent\":%llu,\"held\":%llu,\"hold_ns\":%llu,\"slot_gone\":%llu,\"exited\":%llu,"
 		"\"traced\":%llu,\"race\":%llu,\"timeout\":%llu,\"user_stop\":%llu,\"busy\":%llu,\"limit\":%llu,"
-		"\"stopping\":%llu,\"traced_at_event\":%llu,\"send_failed\":%llu,\"emit_failed\":%llu}",
+		"\"stopping\":%llu,\"traced_at_event\":%llu,\"send_failed\":%llu,\"emit_failed\":%llu,\"own_stop\":%llu}",
 		(unsigned long long)b[FRZ_CNT_SENT], (unsigned long long)fz->u[FRZ_U_HELD],
 		(unsigned long long)(fz->timed ? fz->hold_ns / fz->timed : 0),
 		(unsigned long long)fz->u[FRZ_U_NO_SLOT], (unsigned long long)fz->u[FRZ_U_EXITED],
@@ -410,5 +410,6 @@ void freeze_json(const struct freeze *fz, FILE *out)
 		(unsigned long long)fz->u[FRZ_U_TIMEOUT], (unsigned long long)fz->u[FRZ_U_USER_STOP],
 		(unsigned long long)b[FRZ_CNT_BUSY], (unsigned long long)b[FRZ_CNT_LIMIT],
 		(unsigned long long)b[FRZ_CNT_STOPPING], (unsigned long long)b[FRZ_CNT_TRACED],
-		(unsigned long long)b[FRZ_CNT_SEND_FAILED], (unsigned long long)b[FRZ_CNT_EMIT_FAILED]);
+		(unsigned long long)b[FRZ_CNT_SEND_FAILED], (unsigned long long)b[FRZ_CNT_EMIT_FAILED],
+		(unsigned long long)b[FRZ_CNT_OWN_STOP]);
 }

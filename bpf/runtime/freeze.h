@@ -39,6 +39,7 @@ enum frz_bpf_cnt {
 	FRZ_CNT_SEND_FAILED,  /* bpf_send_signal_thread refused (EBUSY irq_work, EPERM) */
 	FRZ_CNT_EMIT_FAILED,  /* the snapshot was lost: no freeze */
 	FRZ_CNT_TRACED,       /* traced by someone else (a debugger would get our SIGSTOP): copy mode */
+	FRZ_CNT_OWN_STOP,     /* offcputime: a switch-out into our own stop (its time is the freeze's) */
 	FRZ_BPF_CNT_MAX = 8,
 };
 

@@ -81,7 +81,8 @@ struct ustack {
 	uint32_t nframes;
 	struct uframe *frames;
 	uint64_t *ids;         /* per frame: the identity of its file (mappings.h), or NULL */
-	bool beyond;           /* SK_DWARF: some unwind read live memory beyond the stack window */
+	bool beyond;           /* SK_DWARF: some unwind read memory beyond the stack window */
+	bool live;             /* ... read live after the event (not from a thread frozen at it) */
 };
 
 struct stack_store {
