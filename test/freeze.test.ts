@@ -3,7 +3,7 @@
 //  1. On deep_rewrite (stacks 40-120 KiB deep, rewritten right after each allocation; see
 //     memleak-live.test.ts) with a 16 KiB window, where --unwind=dwarf shows none right: every
 //     block right or flagged, none wrong, and the frames beyond the window read frozen.
-//  2. memleak killed with SIGKILL while it holds a thread frozen: no thread of the target is left
+//  3. memleak killed with SIGKILL while it holds a thread frozen: no thread of the target is left
 //     stopped (its watchdog sends SIGCONT), and the target runs on to its end.
 // Real BPF, real ptrace, real signals. Needs root, BTF and BPF: skipped with the reason, unless
 // DWUNW_REQUIRE_BPF=1 (CI).
@@ -12,6 +12,11 @@ import { readdirSync, readFileSync } from 'node:fs';
 import t from 'tap';
 import { bpfUnavailable, skipOrFail } from './helpers.js';
 import { deepRewrite, memleakBin, runDeepRewrite } from './deep-rewrite.js';
+import { root } from './helpers.js';
+import { join } from 'node:path';
+
+const offcputimeBin = join(root, 'build', 'bpf', 'offcputime');
+const profileBin = join(root, 'build', 'bpf', 'profile');
 
 const BLOCKS = 100;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -66,6 +71,54 @@ if (why) {
     t.ok(c.frozenFrames > 0 && c.liveRight === 0, 'frames past the window come from the frozen thread, none marked live');
   });
 
+  /** TOOL --unwind=freeze --json ARGS -- deep_rewrite WORK: its user stacks through rec_x. */
+  async function deepStacks(bin: string, args: string[], work: string[]): Promise<{ deep: number; complete: number; frozen: number; frozenShort: number; live: number; err: string }> {
+    const env: NodeJS.ProcessEnv = { ...process.env };
+    delete env.NODE_OPTIONS;
+    const child = spawn(bin, ['--unwind=freeze', '--json', ...args, '--', deepRewrite, ...work, '--wait', '0'],
+      { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    let err = '';
+    child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+    child.stderr!.on('data', (d: Buffer) => (err += d.toString()));
+    const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
+    await new Promise((res) => child.on('close', res));
+    clearTimeout(timer);
+    const r = { deep: 0, complete: 0, frozen: 0, frozenShort: 0, live: 0, err };
+    for (const l of out.split('\n')) {
+      if (!l.startsWith('{')) continue;
+      const d = JSON.parse(l) as { user?: { frames: { symbol: string | null; origin?: string }[]; complete?: boolean } };
+      const u = d.user;
+      if (!u || !u.frames.some((f) => (f.symbol ?? '').startsWith('rec_'))) continue;
+      r.deep++;
+      if (u.complete === true) r.complete++;
+      if (u.frames.some((f) => f.origin === 'frozen')) {
+        r.frozen++;
+        if (u.complete !== true) r.frozenShort++;
+      }
+      if (u.frames.some((f) => f.origin === 'live')) r.live++;
+    }
+    return r;
+  }
+
+  // offcputime: 40 waits of 20 ms at the bottom of the recursion; profile: CPU time in recursions
+  // rewritten at once (a 1 KiB window: the rest read from the stopped thread)
+  for (const [name, bin, args, work] of [
+    ['offcputime', offcputimeBin, ['-U'], ['--count', '40', '--keep', '--hold-us', '20000']],
+    ['profile', profileBin, ['-U', '-F', '199', '--stack-size', '1024'], ['--count', '20000']],
+  ] as [string, string, string[], string[]][])
+  t.test(`${name} --unwind=freeze: deep stacks complete, read from the frozen thread`, { timeout: 90_000 }, async (t) => {
+    const r = await deepStacks(bin, args, work);
+    const line = r.err.split('\n').find((l) => l.includes('frozen:')) ?? r.err.trim().split('\n').pop();
+    t.comment(`${name}: ${r.deep} deep stacks, ${r.complete} complete, ${r.frozen} with frozen frames, ${r.live} with live frames; ${line}`);
+    t.ok(r.deep > 0, `stacks through the deep recursion (${r.deep})`);
+    // each stack is one distinct chain: complete from the frozen thread, or read in copy mode
+    // (live, counted in the summary) when a freeze failed
+    t.ok(r.frozen >= r.deep * 0.75, `most read from the frozen thread (${r.frozen} of ${r.deep})`);
+    t.equal(r.frozenShort, 0, `every stack read from a frozen thread complete (${r.complete} complete, ${r.frozen} frozen)`);
+    t.match(line ?? '', /frozen: \d+ sent, \d+ held/, 'the freeze counters printed');
+  });
+
   // the two moments a freeze can be caught at: the thread seized and held by memleak (its test hook
   // holds each freeze 60 s), or stopped by the SIGSTOP and not seized yet (the lag hook delays the
   // records 60 s)
@@ -75,6 +128,15 @@ if (why) {
     let targetErr = '';
     target.stderr!.on('data', (d: Buffer) => (targetErr += d.toString()));
     const exited = new Promise<number | null>((res) => target.on('exit', (code, sig) => res(sig ? -1 : code)));
+    // memleak -p needs the target's libc mapped: wait for the loader to have run
+    for (let i = 0; i < 500; i++) {
+      try {
+        if (readFileSync(`/proc/${target.pid}/maps`, 'utf8').includes('libc.so')) break;
+      } catch {
+        // not there yet
+      }
+      await sleep(10);
+    }
     const env: NodeJS.ProcessEnv = { ...process.env, [hook]: '60000' };
     delete env.NODE_OPTIONS;
     const ml = spawn(memleakBin, ['--unwind=freeze', '-p', String(target.pid), '--json', '5'], { env, stdio: ['ignore', 'ignore', 'pipe'] });
