@@ -23,7 +23,7 @@ export interface MlFrame {
   offset: number;
   module: string | null;
   /** Where the frame came from (bpf/README.md): window, live, fp, prologue, lr, signal. */
-  origin?: 'window' | 'live' | 'fp' | 'prologue' | 'lr' | 'signal' | 'kernel-walk' | 'kernel';
+  origin?: 'window' | 'live' | 'fp' | 'prologue' | 'lr' | 'signal' | 'kernel-walk' | 'kernel' | 'frozen';
 }
 
 export interface MlAlloc {

@@ -91,7 +91,7 @@ static void usage(FILE *f)
 "                             the BPF program (a walk that stops short falls back to the\n"
 "                             dwarf path for that sample; its tables load for the next);\n"
 "                             freeze: the thread stopped at each sample until its stack is\n"
-"                             read (-p/-t/--, low rates; README)\n"
+"                             read (-p/-L/--, low rates; README)\n"
 "      --stack-size=BYTES     stack window copied per sample (16384, max 65536; kernel:\n"
 "                             per fallback)\n"
 "      --table-budget=MIB     --unwind=kernel: memory for the tables' maps (64)\n"
@@ -291,7 +291,7 @@ void pr_parse_args(struct pr_opts *opts, int argc, char **argv)
 		tool_usage_error("-p and -- COMMAND exclude each other");
 	/* every sampled thread would be stopped: only chosen processes */
 	if (opts->freeze && !opts->npids && !opts->ntids && !opts->command)
-		tool_usage_error("--unwind=freeze stops the sampled threads: give -p, -t or -- COMMAND");
+		tool_usage_error("--unwind=freeze stops the sampled threads: give -p, -L or -- COMMAND");
 	{
 		const char *urls = getenv("DEBUGINFOD_URLS");
 		opts->debuginfod = debuginfod < 0 ? urls && *urls : debuginfod;
