@@ -7,6 +7,8 @@
 #include <sys/resource.h>
 #include <time.h>
 #include "offcputime_out.h"
+#include "runtime/frames.h"
+#include "runtime/freeze.h"
 #include "runtime/report_fmt.h"
 #include "runtime/stack_report.h"
 #include "runtime/stack_store.h"
@@ -190,6 +192,10 @@ void oc_report(const struct oc_opts *o, const struct oc_sums *s, const struct oc
 		       p->bpf[OC_CNT_SNAP_LOST], p->unmatched, p->bpf[OC_CNT_OUT_OF_RANGE], p->ulost,
 		       p->klost, s->n, s->overflow_ns / 1000, st->n, st->full, p->records,
 		       p->buffer_bytes, ucpu, scpu, ru.ru_maxrss);
+		if (fr->fz) {
+			putchar(',');
+			freeze_json(fr->fz, stdout);
+		}
 		printf(",\"modules\":[");
 		print_modules_json(mods, nmods);
 		printf("]}}\n");

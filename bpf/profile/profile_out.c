@@ -331,6 +331,10 @@ void pr_report(struct profile_ctx *pr)
 			       pr->prs.kw_loads, pr->prs.kw_mmaps, pr->prs.kw_mmaps_lost, pr->prs.kw_exits, pr->prs.kw_deferred,
 			       pr->prs.kw_map_bytes, pr->prs.kw_table_bytes, pr->prs.kw_modules, pr->prs.kw_evictions);
 		}
+		if (pr->opts.freeze) {
+			putchar(',');
+			freeze_json(&pr->fz, stdout);
+		}
 		printf("}}\n");
 		fflush(stdout);
 	}
