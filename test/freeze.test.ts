@@ -62,7 +62,9 @@ if (why) {
     t.equal(c.right + c.flagged, BLOCKS, 'every stack right or flagged');
     // every freeze that was sent is accounted for: held, or one of the named failures
     const settled = (fz.held ?? 0) + (fz.slot_gone ?? 0) + (fz.exited ?? 0) + (fz.traced ?? 0) + (fz.race ?? 0) + (fz.timeout ?? 0);
-    t.ok(fz.sent !== undefined && fz.sent >= BLOCKS, `a freeze sent for every block (${fz.sent})`);
+    // freezes are armed once the command has exec'd (before, the frozen child would never exec):
+    // the program's first allocations may come before
+    t.ok(fz.sent !== undefined && fz.sent >= BLOCKS * 0.9, `a freeze sent for (nearly) every block (${fz.sent})`);
     t.equal(settled, fz.sent, 'every freeze sent is held or counted under its failure');
     // a held thread yields the truth: the right stacks are the held ones (a failure falls back to
     // the copy, which flags these stacks); 16 KiB holds none of them whole

@@ -30,7 +30,8 @@ t.test('usage errors: exit 2, one line naming dwunw offcputime --help', async (t
     [['-U', '-K'], /^offcputime: -U and -K exclude each other /],
     [['-u', '-k'], /^offcputime: -u and -k exclude each other /],
     [['-m', '100', '-M', '10'], /^offcputime: -m 100 is above -M 10 /],
-    [['--unwind=lbr'], /^offcputime: --unwind: expected dwarf, fp or kernel, got lbr /],
+    [['--unwind=lbr'], /^offcputime: --unwind: expected dwarf, fp, kernel or freeze, got lbr /],
+    [['--unwind=freeze'], /^offcputime: --unwind=freeze stops the traced threads: give -p, -t or -- COMMAND /],
     [['0'], /^offcputime: duration: 0 out of range /],
     [['--html'], /^dwunw: offcputime: --html: a file name is expected /],
   ];

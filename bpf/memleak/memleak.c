@@ -264,6 +264,7 @@ int main(int argc, char **argv)
 		ml_detach_all(ml);
 		exit(err);
 	}
+	ml->skel->bss->frz_armed = ml->env.freeze; /* the command has exec'd (runtime/freeze.h) */
 
 	uint64_t interval_ns = (uint64_t)ml->env.interval * 1000000000ull;
 	uint64_t last_check = 0, last_maps = 0, next_report_ns;

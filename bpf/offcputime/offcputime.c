@@ -558,6 +558,7 @@ int main(int argc, char **argv)
 		if ((err = command_go(&cmd)))
 			exit(err);
 	}
+	skel->bss->frz_armed = c->o.freeze; /* the command has exec'd (runtime/freeze.h) */
 
 	uint64_t t0 = mono_ns(), end = c->o.duration ? t0 + c->o.duration * 1000000000ull : 0;
 	uint64_t last_check = t0;

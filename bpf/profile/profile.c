@@ -526,6 +526,7 @@ int main(int argc, char **argv)
 	if (pr->fr.maps && pr->opts.command)
 		mappings_seed(pr->fr.maps, pr->opts.pids[pr->opts.npids - 1]);
 	ptarget_release();
+	pr->skel->bss->frz_armed = pr->opts.freeze; /* after the command's go (runtime/freeze.h) */
 
 	uint64_t t0 = mono_ns(), end = pr->opts.duration ? t0 + pr->opts.duration * 1000000000ull : 0;
 	uint64_t last_check = t0, ival_start = t0, ival_seq = 0;

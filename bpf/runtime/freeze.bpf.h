@@ -28,6 +28,9 @@
 #define FRZ_JOBCTL_STOP_PENDING (1ul << 17)
 
 const volatile __u32 frz_enabled = 0;
+/* Set by the tool once its command has exec'd: a command stopped before its exec would never
+ * exec, and the tool waits for that exec (a deadlock). */
+__u32 frz_armed = 0;
 
 /* tgid -> cookie of the event it is frozen for; max_entries = processes frozen at once. */
 struct {
@@ -91,6 +94,8 @@ static __always_inline int frz_claim(__u32 tgid, __u64 cookie)
 	struct task_struct *task = bpf_get_current_task_btf();
 	long err;
 
+	if (!frz_armed)
+		return 0;
 	if (frz_stopping(task)) {
 		frz_count(FRZ_CNT_STOPPING);
 		return 0;

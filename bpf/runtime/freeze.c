@@ -241,17 +241,25 @@ static int wait_stop(pid_t tid, int *st, uint64_t deadline)
 	}
 }
 
+/* The process's freeze slot holds this event. */
+static bool slot_is(const struct freeze *fz, pid_t tgid, uint64_t cookie)
+{
+	uint32_t key = (uint32_t)tgid;
+	uint64_t v;
+
+	return !bpf_map_lookup_elem(fz->map_fd, &key, &v) && v == cookie;
+}
+
 bool freeze_begin(struct freeze *fz, const struct cap_record *rec, struct freeze_hold *h)
 {
-	uint64_t v = 0, deadline;
-	uint32_t key = rec->pid;
+	uint64_t deadline;
 	int st;
 
 	memset(h, 0, sizeof(*h));
 	h->tid = (pid_t)rec->tid;
 	h->tgid = (pid_t)rec->pid;
 	h->t0 = rec->ts;
-	if (bpf_map_lookup_elem(fz->map_fd, &key, &v) || v != rec->cookie) {
+	if (!slot_is(fz, h->tgid, rec->cookie)) {
 		fz->u[FRZ_U_NO_SLOT]++; /* the signal was not sent: nothing of ours to undo */
 		h->tid = 0;
 		return false;
@@ -265,7 +273,9 @@ bool freeze_begin(struct freeze *fz, const struct cap_record *rec, struct freeze
 	 * SIGSTOP traps at once, and goes on to it below */
 	ptrace(PTRACE_INTERRUPT, h->tid, 0, 0);
 	deadline = mono_ns() + FRZ_WAIT_MS * 1000000ull;
-	for (int step = 0; step < 4; step++) {
+	bool ran_on = false;
+
+	for (int step = 0; step < 8; step++) {
 		int r = wait_stop(h->tid, &st, deadline);
 
 		if (r == 0) {
@@ -280,16 +290,23 @@ bool freeze_begin(struct freeze *fz, const struct cap_record *rec, struct freeze
 		int sig = WSTOPSIG(st), ev = st >> 16;
 
 		if (ev == PTRACE_EVENT_STOP && sig == SIGTRAP) {
-			/* our interrupt: our SIGSTOP still pending means the thread has not gone back
-			 * to user mode since the event; let it take it */
-			if (status_mask(h->tgid, h->tid, "SigPnd:") & (1ull << (SIGSTOP - 1))) {
+			/* our interrupt came first. Our SIGSTOP pending: the thread has not gone back
+			 * to user mode since the event, let it take it. Not pending yet but the slot
+			 * still ours: it is on its way (sent through irq_work from a perf event or the
+			 * scheduler), and must be taken here, never after our SIGCONT: let the thread
+			 * run to it (it may run user code meanwhile: not held then) */
+			bool pending = status_mask(h->tgid, h->tid, "SigPnd:") & (1ull << (SIGSTOP - 1));
+
+			if (pending || slot_is(fz, h->tgid, rec->cookie)) {
+				ran_on |= !pending;
 				ptrace(PTRACE_CONT, h->tid, 0, 0);
 				continue;
 			}
-			break; /* it is not stopping for us */
+			break; /* no signal of ours to come */
 		}
 		if (ev == PTRACE_EVENT_STOP) {
 			h->group_stop = sig == SIGSTOP; /* stopped already: the group stop */
+			h->other_stop = !h->group_stop;
 			h->held = h->group_stop;
 			break;
 		}
@@ -297,13 +314,17 @@ bool freeze_begin(struct freeze *fz, const struct cap_record *rec, struct freeze
 			siginfo_t si;
 
 			if (!ptrace(PTRACE_GETSIGINFO, h->tid, 0, &si) && si.si_code == SI_KERNEL) {
-				h->held = true; /* ours, delivered while seized: suppressed at detach */
+				h->held = !ran_on; /* ours, delivered while seized: suppressed at detach */
+				h->own_signal = true;
 				break;
 			}
+			h->pass_sig = SIGSTOP; /* someone else's: passed on at detach */
+			break;
 		}
 		/* another signal first (it stays pending: dequeued by the kernel again later) or
 		 * someone else's SIGSTOP: not a stop at the event */
 		if (ev == 0 && sig != SIGSTOP) {
+			ran_on = true; /* its handler runs first */
 			ptrace(PTRACE_CONT, h->tid, 0, sig);
 			continue;
 		}
@@ -338,17 +359,17 @@ void freeze_end(struct freeze *fz, struct freeze_hold *h)
 		int st;
 
 		/* a thread not in a ptrace stop (timed out) cannot be detached: trap it first */
-		if (ptrace(PTRACE_DETACH, h->tid, 0, 0) && errno == ESRCH && !kill(h->tid, 0)) {
+		if (ptrace(PTRACE_DETACH, h->tid, 0, h->pass_sig) && errno == ESRCH && !kill(h->tid, 0)) {
 			ptrace(PTRACE_INTERRUPT, h->tid, 0, 0);
 			waitpid(h->tid, &st, __WALL);
-			ptrace(PTRACE_DETACH, h->tid, 0, 0);
+			ptrace(PTRACE_DETACH, h->tid, 0, h->pass_sig);
 		}
 		/* our SIGSTOP taken at its delivery and dropped there: no group stop to end */
-		suppressed = h->held && !h->group_stop;
+		suppressed = h->own_signal;
 	}
 	if (!suppressed) {
 		/* a stop signal of someone else's waiting: the process stays stopped, as they asked */
-		if (status_mask(h->tgid, 0, "ShdPnd:") & STOP_SIGS)
+		if (h->other_stop || (status_mask(h->tgid, 0, "ShdPnd:") & STOP_SIGS))
 			fz->u[FRZ_U_USER_STOP]++;
 		else
 			kill(h->tgid, SIGCONT);

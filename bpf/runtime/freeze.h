@@ -13,6 +13,8 @@
  *                                 thread's memory (frames past the window: origin "frozen"),
  *                                 then PTRACE_DETACH, slot freed, SIGCONT unless the stop is
  *                                 someone else's as well (a stop signal pending for the process).
+ *   arming (the tool)             skel->bss->frz_armed = 1 once its command has exec'd (or at once
+ *                                 with -p): before, a freeze of the waiting child would deadlock.
  *   watchdog (freeze.c)           a child process holding the slot map and a pipe: when the tool
  *                                 dies (even by SIGKILL) the pipe ends, and it sends SIGCONT to
  *                                 every process still holding a slot, until none is stopped.
@@ -80,6 +82,9 @@ struct freeze_hold {
 	bool held;            /* seized and stopped at the event */
 	bool seized;
 	bool group_stop;      /* stopped by the group stop (SIGCONT needed) rather than trapped first */
+	bool other_stop;      /* a group stop by another stop signal (SIGTSTP...): someone else's */
+	bool own_signal;      /* our SIGSTOP taken at its delivery (dropped at detach: no group stop) */
+	int pass_sig;         /* someone else's SIGSTOP taken at its delivery: passed on at detach */
 	uint64_t t0;
 };
 
