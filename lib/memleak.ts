@@ -51,7 +51,7 @@ export interface MlReport {
   time: string;
   timestamp: number;
   pid: number;
-  unwind_mode: 'dwarf' | 'fp' | 'kernel';
+  unwind_mode: 'dwarf' | 'fp' | 'kernel' | 'freeze';
   stacks: MlStack[];
   lost: number;
   untracked: { allocs_full: number; no_pending: number; combined_full: number; stack_table_full: number };
@@ -191,7 +191,7 @@ export interface SiteResult {
 }
 
 export interface Analysis {
-  mode: 'dwarf' | 'fp' | 'kernel';
+  mode: 'dwarf' | 'fp' | 'kernel' | 'freeze';
   sites: SiteResult[];
   /** Stacks of no site (the workload has none: other allocations of glibc, or lost stacks). */
   extra: MlStack[];
