@@ -15,7 +15,7 @@ import { CliError } from './errors.js';
 import { type MlReport, bpfUnavailable, killChild, leakyPath, parseReports, procState, startMemleak, within } from './memleak.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 
-export type CostMode = 'none' | 'fp' | 'dwarf' | 'kernel' | 'auto';
+export type CostMode = 'none' | 'fp' | 'dwarf' | 'kernel' | 'auto' | 'freeze';
 export type CostVariant = 'leak' | 'free';
 
 export interface CostOptions {

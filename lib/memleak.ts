@@ -23,7 +23,7 @@ export interface MlFrame {
   offset: number;
   module: string | null;
   /** Where the frame came from (bpf/README.md): window, live, fp, prologue, lr, signal. */
-  origin?: 'window' | 'live' | 'fp' | 'prologue' | 'lr' | 'signal' | 'kernel-walk' | 'kernel';
+  origin?: 'window' | 'live' | 'fp' | 'prologue' | 'lr' | 'signal' | 'kernel-walk' | 'kernel' | 'frozen';
 }
 
 export interface MlAlloc {
@@ -54,7 +54,7 @@ export interface MlReport {
   time: string;
   timestamp: number;
   pid: number;
-  unwind_mode: 'dwarf' | 'fp' | 'kernel';
+  unwind_mode: 'dwarf' | 'fp' | 'kernel' | 'freeze';
   stacks: MlStack[];
   lost: number;
   untracked: { allocs_full: number; no_pending: number; combined_full: number; stack_table_full: number };
@@ -194,7 +194,7 @@ export interface SiteResult {
 }
 
 export interface Analysis {
-  mode: 'dwarf' | 'fp' | 'kernel';
+  mode: 'dwarf' | 'fp' | 'kernel' | 'freeze';
   sites: SiteResult[];
   /** Stacks of no site (the workload has none: other allocations of glibc, or lost stacks). */
   extra: MlStack[];

@@ -69,7 +69,7 @@ export interface PrSummary {
   cpus: number;
   duration_ns: number;
   start_unix_ns: number;
-  unwind: 'dwarf' | 'fp' | 'kernel';
+  unwind: 'dwarf' | 'fp' | 'kernel' | 'freeze';
   user_samples: number;
   user_complete: number;
   user_fp_stacks: number;

@@ -1,6 +1,6 @@
 // The deep_rewrite workload under memleak, each leaked block's stack checked against its truth
-// (shared by memleak-live.test.ts, the dwarf path's live reads, and memleak-auto.test.ts, the
-// default): fixtures/x86_64/deep_rewrite leaks BLOCKS blocks, each from the bottom of a recursion
+// (shared by memleak-live.test.ts, the dwarf path's live reads, memleak-auto.test.ts, the
+// default, and freeze.test.ts, --unwind=freeze): fixtures/x86_64/deep_rewrite leaks BLOCKS blocks, each from the bottom of a recursion
 // 40-120 deep with 1 KiB frames, writes the true stack of each block (known by its size), and
 // right after each allocation recurses again along another path (or, with --zero, clears the old
 // frames).
@@ -11,7 +11,8 @@ import { join } from 'node:path';
 import { bpfUnavailable, root } from './helpers.js';
 
 export const memleakBin = join(root, 'build', 'bpf', 'memleak');
-const fixture = join(root, 'fixtures', 'x86_64', 'build', 'deep_rewrite');
+export const deepRewrite = join(root, 'fixtures', 'x86_64', 'build', 'deep_rewrite');
+const fixture = deepRewrite;
 export const BLOCKS = 300;
 // frames above main in every stack (glibc's start-up code)
 const START = new Set(['__libc_start_call_main', '__libc_start_main', '__libc_start_main_impl', '_start']);
@@ -32,6 +33,7 @@ interface JReport {
   unwind?: { complete_live?: number };
   unwind_mode?: string;
   kernel_walk?: { fallback: number; by_status: Record<string, number> };
+  frozen?: Record<string, number>;
 }
 
 export interface Counts {
@@ -55,6 +57,9 @@ export interface Counts {
   mode: string;            // the report's unwind_mode
   fallbacks: number;       // the walker's events that fell back to the snapshot (kernel mode)
   fallbackWhy: Record<string, number>; // the walker's events by status
+  frozenFrames: number;    // frames of origin "frozen" in right stacks (--unwind=freeze)
+  liveRight: number;       // right stacks with frames read live (origin "live")
+  frozen?: Record<string, number>; // the report's freeze counters
   stderr: string;
 }
 
@@ -66,14 +71,15 @@ export const framesIn = (window: number): number => Math.floor(window / 1100);
  * memleak [ARGS] on deep_rewrite [VARIANT]: each block's stack against its truth. `window`: the
  * stack window the run copies (--stack-size in args, or the default 16384).
  */
-export async function run(window: number, args0: string[], variant: string[]): Promise<Counts | string> {
+export async function run(window: number, args0: string[], variant: string[], blocks = BLOCKS,
+  extraEnv: Record<string, string> = {}): Promise<Counts | string> {
   const dir = mkdtempSync(join(tmpdir(), 'dwunw-live-'));
   const truthFile = join(dir, 'truth');
   try {
-    const env = { ...process.env };
+    const env: NodeJS.ProcessEnv = { ...process.env, ...extraEnv };
     delete env.NODE_OPTIONS;
     const args = [...args0, '--json', '-a', '-o', '0', '-T', '100000', '--max-frames', '256',
-      '--buffer-size', '64M', '600', '1', '--', fixture, '--count', String(BLOCKS), '--pace-us', '200',
+      '--buffer-size', '64M', '600', '1', '--', fixture, '--count', String(blocks), '--pace-us', '200',
       '--truth', truthFile, '--wait', '3', ...variant];
     const child = spawn(memleakBin, args, { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
@@ -94,7 +100,7 @@ export async function run(window: number, args0: string[], variant: string[]): P
     const c: Counts = { right: 0, flagged: 0, wrong: 0, live: 0, blocks: 0, lost: rep.lost, reasons: {},
       unmarked: 0, completeLive: 0, summaryLive: rep.unwind?.complete_live ?? -1, short: 0, minFlagged: Infinity, inside: 0, insideRight: 0,
       walked: 0, walkedRight: 0, mode: rep.unwind_mode ?? '?', fallbacks: rep.kernel_walk?.fallback ?? 0,
-      fallbackWhy: rep.kernel_walk?.by_status ?? {}, stderr };
+      fallbackWhy: rep.kernel_walk?.by_status ?? {}, frozenFrames: 0, liveRight: 0, frozen: rep.frozen, stderr };
     for (const st of rep.stacks) if (st.complete === true && st.beyond_window) c.completeLive++;
     for (const st of rep.stacks)
       for (const a of st.allocs ?? []) {
@@ -118,8 +124,11 @@ export async function run(window: number, args0: string[], variant: string[]): P
           c.walked++;
           if (right) c.walkedRight++;
         }
-        if (right) c.right++;
-        else if (k === names.length && st.complete === false) {
+        if (right) {
+          c.right++;
+          c.frozenFrames += st.frames.filter((f) => f.origin === 'frozen').length;
+          if (st.frames.some((f) => f.origin === 'live')) c.liveRight++;
+        } else if (k === names.length && st.complete === false) {
           c.flagged++;
           c.minFlagged = Math.min(c.minFlagged, names.length);
           // the window's frames come from the copy taken at the event: a flagged stack has them all
@@ -135,3 +144,8 @@ export async function run(window: number, args0: string[], variant: string[]): P
     rmSync(dir, { recursive: true, force: true });
   }
 }
+
+/** run() with the window given as --stack-size (freeze.test.ts's form). */
+export const runDeepRewrite = (window: number, variant: string[], blocks: number, memleakArgs: string[] = [],
+  extraEnv: Record<string, string> = {}): Promise<Counts | string> =>
+  run(window, [...memleakArgs, '--stack-size', String(window)], variant, blocks, extraEnv);

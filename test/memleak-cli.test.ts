@@ -39,7 +39,7 @@ t.test('--help is memleak\'s help, plus --demo', async (tt) => {
 t.test('arguments go to memleak untouched; its errors and exit status', async (tt) => {
   const r = await dwunw(['--unwind=bogus', '-p', '1']).done;
   tt.equal(r.status, 2, 'exit status 2 (usage)');
-  tt.same(r.stderr.split('\n').filter(Boolean), ['memleak: --unwind: expected auto, kernel, dwarf or fp, got bogus (see dwunw memleak --help)'], 'memleak\'s one-line error');
+  tt.same(r.stderr.split('\n').filter(Boolean), ['memleak: --unwind: expected auto, kernel, dwarf, fp or freeze, got bogus (see dwunw memleak --help)'], 'memleak\'s one-line error');
   const z = await dwunw(['-p', '1', '-z', '10', '-Z', '0x5']).done;
   tt.same(z.stderr.split('\n').filter(Boolean), ['memleak: min size (10) is larger than max size (5) (see dwunw memleak --help)'], 'values as given (0x5 is not parsed by dwunw)');
   const d = await dwunw(['--demo', '--rounds', '0']).done;

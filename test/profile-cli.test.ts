@@ -66,7 +66,8 @@ t.test('bad input: one line, the README\'s exit status', async (tt) => {
   oneLine(tt, await dwunw(['-F', '100000', '1']), /^profile: -F 100000: out of range \(1 \.\. 10000 Hz\) /, '-F 100000');
   oneLine(tt, await dwunw(['-C', '99', '1']), /^profile: -C 99: no such online CPU \(online: [-0-9,]+\) /, '-C 99');
   oneLine(tt, await dwunw(['-U', '-K', '1']), /^profile: -U and -K exclude each other /, '-U -K');
-  oneLine(tt, await dwunw(['--unwind=lbr', '1']), /^profile: --unwind: expected auto, kernel, dwarf or fp, got lbr /, '--unwind=lbr');
+  oneLine(tt, await dwunw(['--unwind=lbr', '1']), /^profile: --unwind: expected auto, kernel, dwarf, fp or freeze, got lbr /, '--unwind=lbr');
+  oneLine(tt, await dwunw(['--unwind=freeze', '1']), /^profile: --unwind=freeze stops the sampled threads: give -p, -L or -- COMMAND /, '--unwind=freeze without targets');
   oneLine(tt, await dwunw(['--unwind=kernel', '--perf-buffer', '1']), /^profile: --unwind=kernel sends its events on the ring buffer: drop --perf-buffer /, '--unwind=kernel --perf-buffer');
   oneLine(tt, await dwunw(['--unwind=dwarf', '--table-budget=8', '1']), /^profile: --table-budget is for --unwind=kernel /, '--table-budget with dwarf');
   oneLine(tt, await dwunw(['--unwind=dwarf', '--aggregate', '1']), /^profile: --aggregate counts the in-kernel walks: it needs --unwind=kernel and user stacks /, '--aggregate with dwarf');

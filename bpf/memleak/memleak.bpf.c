@@ -23,6 +23,7 @@
 #include "runtime/capture.bpf.h"
 #include "runtime/python.bpf.h"
 #include "runtime/follow.bpf.h"
+#include "runtime/freeze.bpf.h"
 #include "memleak.h"
 #if defined(__TARGET_ARCH_x86) || defined(__TARGET_ARCH_arm64)
 #define ML_HAVE_KWALK 1
@@ -189,8 +190,14 @@ static __always_inline int alloc_enter(struct pt_regs *ctx, __u64 size, __u64 ar
 		if (dwarf_fp_ids)
 			fpid = bpf_get_stackid(ctx, &stack_traces, BPF_F_USER_STACK);
 		py_emit(ctx, pid_tgid >> 32, (__u32)pid_tgid);
-		if (cap_snapshot(ctx, ctx, cookie, fpid, 0, t))
+		/* --unwind=freeze: the thread stopped here, its stack read by user space */
+		__u32 cflags = frz_enabled && frz_claim(pid_tgid >> 32, cookie) ? CAP_F_FROZEN : 0;
+		long err = cap_snapshot(ctx, ctx, cookie, fpid, cflags, t);
+
+		if (err)
 			flags |= ML_P_LOST;
+		if (cflags)
+			frz_finish(pid_tgid >> 32, err);
 	}
 #ifdef ML_HAVE_KWALK
 	if (unwind_mode == ML_UNWIND_KERNEL && !(flags & ML_P_SKIP)) {

@@ -161,6 +161,7 @@ int main(int argc, char **argv)
 	ml->skel->rodata->cap_use_perfbuf = ml->env.perfbuf;
 	ml->skel->rodata->cap_stack_bytes = ml->env.stack_size;
 	ml->skel->rodata->follow_tree = ml->following;
+	ml->skel->rodata->frz_enabled = ml->env.freeze;
 	/* dwarf mode: mapping changes in order with the records (DWUNW_MAPEV=0: off, to compare) */
 	if (ml->env.unwind == ML_UNWIND_DWARF &&
 	    !(getenv("DWUNW_MAPEV") && !strcmp(getenv("DWUNW_MAPEV"), "0")))
@@ -176,6 +177,8 @@ int main(int argc, char **argv)
 	if (ml->env.unwind == ML_UNWIND_FP && !ml->env.trace)
 		ring_bytes = 1u << 16; /* no snapshots */
 	err = dwunw_cap_size_maps(ml->skel->obj, ml->env.perfbuf, ring_bytes);
+	if (!err)
+		err = freeze_size_maps(ml->skel->obj, ml->env.freeze ? 0 : 1);
 	if (!err && !(ml->env.combined && ml->env.unwind == ML_UNWIND_FP))
 		err = bpf_map__set_max_entries(ml->skel->maps.combined_allocs, 1);
 #ifdef HAVE_KWALK
@@ -218,6 +221,12 @@ int main(int argc, char **argv)
 	}
 #endif
 #ifdef HAVE_DWUNW
+	if (ml->env.freeze) {
+		err = freeze_start(&ml->fz, ml->skel->obj);
+		if (err)
+			die("--unwind=freeze: cannot start its watchdog: %s", strerror(-err));
+		ml->fr.fz = &ml->fz;
+	}
 	err = frames_init(&ml->fr, 64, 0, NULL);
 	if (err)
 		die("libdwunw: %s", dwunw_strerror(err));
@@ -273,6 +282,7 @@ int main(int argc, char **argv)
 		ml_detach_all(ml);
 		exit(err);
 	}
+	ml->skel->bss->frz_armed = ml->env.freeze; /* the command has exec'd (runtime/freeze.h) */
 
 	uint64_t interval_ns = (uint64_t)ml->env.interval * 1000000000ull;
 	uint64_t last_check = 0, last_maps = 0, next_report_ns;

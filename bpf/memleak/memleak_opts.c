@@ -112,12 +112,14 @@ static void usage(FILE *f)
 "  -S, --symbols-prefix=PFX  allocator symbol prefix (e.g. je_)\n"
 "  -F, -P                    kernel-mode options: not supported in user-space mode\n"
 "  -v, --verbose             libbpf and unwinder diagnostics\n"
-"      --unwind=auto|kernel|dwarf|fp\n"
+"      --unwind=auto|kernel|dwarf|fp|freeze\n"
 "                            stack source (default %s); kernel: DWARF tables walked in\n"
 "                            the BPF program, a walk that stops short falling back to\n"
 "                            the dwarf path for that allocation (x86_64, arm64);\n"
 "                            auto: kernel where this kernel and build allow it, else\n"
-"                            dwarf (one line says why)\n"
+"                            dwarf (one line says why); freeze: the thread stopped at\n"
+"                            each allocation (SIGSTOP) until its stack is read (low\n"
+"                            allocation rates; README)\n"
 "      --stack-size=BYTES    stack window copied per allocation (16384, max 65536;\n"
 "                            kernel: per fallback)\n"
 "      --table-budget=MIB    --unwind=kernel: memory for the tables' maps (64)\n"
@@ -217,6 +219,7 @@ void ml_parse_args(struct ml_env *env, int argc, char **argv)
 		case 'v': env->verbose = true; break;
 		case 'h': usage(stdout); exit(0);
 		case OPT_UNWIND:
+			env->freeze = false;
 			if (!strcmp(optarg, "auto")) {
 #ifdef HAVE_DWUNW
 				env->unwind = ML_UNWIND_AUTO;
@@ -228,6 +231,16 @@ void ml_parse_args(struct ml_env *env, int argc, char **argv)
 				usage_error("--unwind=dwarf needs a build with libdwunw (HAVE_DWUNW); this build unwinds with frame pointers only");
 #endif
 				env->unwind = ML_UNWIND_DWARF;
+				env->freeze = false;
+			} else if (!strcmp(optarg, "freeze")) {
+#ifndef HAVE_DWUNW
+				usage_error("--unwind=freeze needs a build with libdwunw (HAVE_DWUNW)");
+#endif
+#ifdef __mips__
+				usage_error("--unwind=freeze is not in the mips32 build (its BPF objects need no kernel BTF; stopping a thread at the event needs it)");
+#endif
+				env->unwind = ML_UNWIND_DWARF;
+				env->freeze = true;
 			} else if (!strcmp(optarg, "fp")) {
 				env->unwind = ML_UNWIND_FP;
 			} else if (!strcmp(optarg, "kernel")) {
@@ -236,7 +249,7 @@ void ml_parse_args(struct ml_env *env, int argc, char **argv)
 #endif
 				env->unwind = ML_UNWIND_KERNEL;
 			} else {
-				usage_error("--unwind: expected auto, kernel, dwarf or fp, got %s", optarg);
+				usage_error("--unwind: expected auto, kernel, dwarf, fp or freeze, got %s", optarg);
 			}
 			break;
 		case OPT_STACK_SIZE: {
@@ -302,6 +315,9 @@ void ml_parse_args(struct ml_env *env, int argc, char **argv)
 		usage_error("--folded and --json exclude each other");
 	if (!!env->pid + !!env->command + !!env->prog_argv > 1)
 		usage_error("-p, -c and -- PROG exclude each other");
+	/* every allocating process would be stopped: only a chosen one (or tree) */
+	if (env->freeze && !env->pid && !env->command && !env->prog_argv)
+		usage_error("--unwind=freeze stops the allocating threads: give -p, -c or -- PROG");
 	if (env->min_size > env->max_size)
 		usage_error("min size (%" PRIu64 ") is larger than max size (%" PRIu64 ")", env->min_size,
 		    env->max_size);

@@ -30,6 +30,7 @@ struct ml_env {
 	long count;            /* reports, -1 = forever */
 	int unwind;            /* enum ml_unwind, or ML_UNWIND_AUTO until parsed */
 	bool unwind_auto;      /* the unwind mode was auto's choice */
+	bool freeze;           /* --unwind=freeze: dwarf mode, the thread stopped at the event (runtime/freeze.h) */
 	uint32_t stack_size;
 	bool folded, json;
 	bool nested;

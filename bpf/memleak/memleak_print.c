@@ -20,6 +20,8 @@
 
 const char *ml_unwind_name(const struct memleak_ctx *ml)
 {
+	if (ml->env.unwind == ML_UNWIND_DWARF && ml->env.freeze)
+		return "freeze";
 	return ml->env.unwind == ML_UNWIND_KERNEL ? "kernel" : ml->env.unwind == ML_UNWIND_DWARF ? "dwarf" : "fp";
 }
 

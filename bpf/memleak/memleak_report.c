@@ -226,6 +226,7 @@ void ml_report(struct memleak_ctx *ml)
 	/* unwind summary over the stacks shown in this report's aggregate */
 	size_t n_dwarf = 0, n_complete = 0, n_stopped = 0, n_fp = 0, n_pseudo = 0, n_beyond = 0, n_stale = 0;
 	size_t n_live_complete = 0; /* shown complete on memory read live: only spot-checked */
+	size_t n_live = 0;          /* with frames read live (not from a thread frozen at the event) */
 	char reasons[512] = "";
 	{
 		const char *rname[32];
@@ -241,9 +242,10 @@ void ml_report(struct memleak_ctx *ml)
 			} else {
 				n_dwarf++;
 				n_beyond += s->beyond;
+				n_live += s->live;
 				if (!s->stop) {
 					n_complete++;
-					n_live_complete += s->beyond;
+					n_live_complete += s->live;
 					continue;
 				}
 				n_stopped++;
@@ -315,6 +317,10 @@ void ml_report(struct memleak_ctx *ml)
 		printf("}},\"queue\":{\"bytes\":%zu,\"peak_records\":%" PRIu64 ",\"dropped\":%" PRIu64 "}",
 		       cap_pump_queue_bytes(ml->pump), cap_pump_queue_peak(ml->pump), qdropped);
 		ml_print_kwalk(ml, true);
+		if (ml->env.freeze) {
+			putchar(',');
+			freeze_json(&ml->fz, stdout);
+		}
 		mappings_json(ml->fr.maps);
 		ml_mem_json(ml->skel->obj, ml->report_outstanding);
 		printf("}\n");
@@ -337,21 +343,23 @@ void ml_report(struct memleak_ctx *ml)
 			printf("%s: %zu stacks, %zu complete, %zu stopped early%s%s%s, %zu with frames "
 			       "read live after the event; %" PRIu64 " records, %.1f us/unwind, %" PRIu64 " patched\n",
 			       ml_unwind_name(ml), n_dwarf, n_complete, n_stopped, *reasons ? " (" : "", reasons,
-			       *reasons ? ")" : "", n_beyond, ml->stats.records,
+			       *reasons ? ")" : "", n_live, ml->stats.records,
 			       ml->stats.timed ? ml->stats.unwind_ns / 1000.0 / (double)ml->stats.timed : 0.0,
 			       ml->stats.patched);
 		ml_print_kwalk(ml, false);
+		if (ml->env.freeze)
+			freeze_summary(&ml->fz, stdout);
 		mappings_text(ml->fr.maps);
 		if (ml->following) /* a tree: what is held per process, freed at each one's exit */
 			mappings_held_text(ml->fr.maps, stdout);
-		if (ml->env.unwind == ML_UNWIND_DWARF && (n_beyond || n_stale))
+		if (ml->env.unwind == ML_UNWIND_DWARF && (n_live || n_stale))
 			/* a rewrite that leaves the sampled words as they were is not seen: the complete
 			 * ones among them are marked [live], counted here, never vouched for */
 			printf("%zu stacks needed stack memory above the window, read after the event (%zu found "
 			       "changed since, cut there; %zu shown complete with [live] frames, checked at %d "
 			       "sampled spots of %d bytes only): --unwind=kernel walks them at the event, a larger "
 			       "--stack-size (now %u, at most %d) copies more\n",
-			       n_beyond + n_stale, n_stale, n_live_complete, CAP_NSAMPLES, CAP_SAMPLE_BYTES,
+			       n_live + n_stale, n_stale, n_live_complete, CAP_NSAMPLES, CAP_SAMPLE_BYTES,
 			       ml->env.stack_size, CAP_MAX_STACK);
 		if (lost > qdropped)
 			printf("lost %" PRIu64 " records (%s buffer full)\n", lost - qdropped,

@@ -15,6 +15,7 @@
 #include "runtime/cpu_budget.h"
 #include "runtime/command.h"
 #include "runtime/frames.h"
+#include "runtime/freeze.h"
 #include "runtime/stack_store.h"
 #include "runtime/uprobe_set.h"
 #ifdef HAVE_KWALK
@@ -57,6 +58,7 @@ struct memleak_ctx {
 	struct fp_cache fpc;            /* stack id -> stack (not following a tree) */
 	struct py_merge py;             /* Python chains read at the allocation, spliced in */
 	struct unwind_stats stats;
+	struct freeze fz;               /* --unwind=freeze */
 	uint64_t record_bytes;          /* bytes of all records received */
 	uint64_t trace_records;         /* -t records received */
 	struct dwunw_cap_reader *reader;

@@ -16,6 +16,8 @@
 #include "kwalk/kwalk.bpf.h"
 #include "kwalk/kwalk_hybrid.bpf.h"
 #include "runtime/follow.bpf.h"
+#define FRZ_TASK_SIGNAL 1
+#include "runtime/freeze.bpf.h"
 #include "offcputime.h"
 #include "runtime/select.bpf.h"   /* -p: tgids (or the command's tree); -t: tids */
 
@@ -126,15 +128,22 @@ static __always_inline void take_stacks(void *ctx, struct task_struct *t, __u32 
 		__u64 cookie = OC_COOKIE(s->kstack, s->seq);
 		long err;
 
+		/* --unwind=freeze (a switch-out, not a waker's stacks): the slot taken now, the
+		 * signal sent at the switch-in */
+		__u32 cflags = !seq_bit && unwind_mode == OC_UNWIND_DWARF && frz_enabled &&
+			       frz_claim(t->tgid, cookie) ? CAP_F_FROZEN : 0;
+
 		if (unwind_mode == OC_UNWIND_KERNEL)
 			err = kw_hybrid(ctx, uregs, cookie, s->ustack, ct);
 		else
-			err = cap_snapshot(ctx, uregs, cookie, s->ustack, 0, ct);
+			err = cap_snapshot(ctx, uregs, cookie, s->ustack, cflags, ct);
 		if (err) {
 			tool_count(OC_CNT_SNAP_LOST);
 			s->flags |= OC_F_LOST_SNAP;
+			if (cflags)
+				frz_release(t->tgid);
 		} else {
-			s->flags |= OC_F_SENT;
+			s->flags |= OC_F_SENT | (cflags ? OC_F_FROZEN : 0);
 		}
 	}
 }
@@ -172,6 +181,8 @@ static __always_inline void switch_out(void *ctx, struct task_struct *prev, __u6
 
 	if (!thread_selected(prev, tgid, tid))
 		return;
+	if (frz_enabled && frz_own_stop(tgid))
+		return; /* not the program's wait: the freeze's */
 	state = task_state(prev);
 	if (state & TASK_DEAD_STATE)
 		return; /* a stamp would stay until the tid is reused, then make a false span */
@@ -204,8 +215,13 @@ static __always_inline void switch_in(void *ctx, struct task_struct *next, __u64
 	}
 	if (now - s.ts < min_ns || now - s.ts > max_ns) {
 		tool_count(OC_CNT_OUT_OF_RANGE);
+		if (s.flags & OC_F_FROZEN)
+			frz_release(next->tgid);
 		return;
 	}
+	/* --unwind=freeze: it has run no user code since its switch-out: stopped before it does */
+	if (s.flags & OC_F_FROZEN)
+		frz_send_task(next, next->tgid);
 	if (send_span(ctx, OC_REC_OFF, next, &s, now - s.ts, &w))
 		tool_count(OC_CNT_REC_LOST);
 }
@@ -298,7 +314,10 @@ SEC("tp_btf/sched_process_exit")
 int BPF_PROG(oc_thread_exit, struct task_struct *p)
 {
 	__u32 tid = BPF_CORE_READ(p, pid), tgid = BPF_CORE_READ(p, tgid);
+	struct oc_start *s = bpf_map_lookup_elem(&start, &tid);
 
+	if (s && (s->flags & OC_F_FROZEN))
+		frz_release(tgid); /* it will not be switched in */
 	bpf_map_delete_elem(&start, &tid);
 	if (want_waker)
 		bpf_map_delete_elem(&wakers, &tid);

@@ -11,6 +11,7 @@
  * the end of the command and every process it started).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stddef.h>
@@ -26,6 +27,7 @@
 #include "runtime/command.h"
 #include "runtime/cpu_budget.h"
 #include "runtime/frames.h"
+#include "runtime/freeze.h"
 #include "runtime/intern.h"
 #include "runtime/kstack.h"
 #include "runtime/ksyms.h"
@@ -60,6 +62,16 @@ struct oc_ctx {
 	struct fp_cache kcache;
 	struct cpu_budget budget;  /* --max-cpu */
 	uint64_t poll_until;   /* on_record returns -EINTR from then on */
+	struct freeze fz;      /* --unwind=freeze */
+	/* --unwind=freeze: snapshots whose thread is still off CPU (the SIGSTOP comes when it is
+	 * switched in): unwound when its span arrives, or when the thread stopped or the slot went
+	 * (frozen_sweep); at most a few (one freeze per process, FRZ_MAX_DEFAULT processes) */
+	struct frozen_rec {
+		uint32_t tid, seq;
+		void *data;
+		size_t size;
+	} frozen[2 * FRZ_MAX_DEFAULT];
+	size_t nfrozen;
 	/* each thread's latest switch-out user stack, until its span arrives: direct-mapped by tid */
 	struct pending {
 		uint32_t tid;      /* tid + 1 */
@@ -148,6 +160,95 @@ static void pending_set(struct oc_ctx *c, uint32_t tid, uint64_t cookie, int64_t
 	p->ustack = uidx;
 }
 
+/* A switch-out's user stack unwound, kept for its span. */
+static void on_snapshot(struct oc_ctx *c, const void *data, size_t size)
+{
+	const struct cap_record *rec;
+	uint32_t pid = 0;
+
+	if (size >= sizeof(struct cap_record))
+		memcpy(&pid, (const char *)data + offsetof(struct cap_record, pid), sizeof(pid));
+	if (size >= sizeof(struct cap_record) && !cpu_budget_take(&c->budget)) {
+		/* over --max-cpu: the span counted, its user stack not unwound (said so) */
+		struct cap_record hdr;
+
+		memcpy(&hdr, data, sizeof(hdr));
+		pending_set(c, hdr.tid, hdr.cookie, pseudo_stack(&c->st, cpu_budget_label(&c->budget)));
+		return;
+	}
+	int64_t uidx = frames_from_snapshot(&c->fr, data, size, 0, space_of(c, pid), &c->stats.unw, &rec);
+
+	if (uidx == FRAMES_BAD)
+		return;
+	if (uidx == FRAMES_FALLBACK)
+		uidx = user_fp_stack(c, rec->pid, (int32_t)rec->aux);
+	pending_set(c, rec->tid, rec->cookie, uidx);
+}
+
+/* A frozen snapshot kept until its thread is switched in: false when there is no room. */
+static bool frozen_defer(struct oc_ctx *c, const void *data, size_t size)
+{
+	const struct cap_record *rec = data;
+	struct frozen_rec *f;
+
+	if (c->nfrozen == sizeof(c->frozen) / sizeof(c->frozen[0]) || size < sizeof(*rec))
+		return false;
+	f = &c->frozen[c->nfrozen];
+	f->data = malloc(size);
+	if (!f->data)
+		return false;
+	memcpy(f->data, data, size);
+	f->size = size;
+	f->tid = rec->tid;
+	f->seq = OC_COOKIE_SEQ(rec->cookie);
+	c->nfrozen++;
+	return true;
+}
+
+static void frozen_run(struct oc_ctx *c, size_t i)
+{
+	struct frozen_rec f = c->frozen[i];
+
+	c->frozen[i] = c->frozen[--c->nfrozen];
+	on_snapshot(c, f.data, f.size);
+	free(f.data);
+}
+
+/* A thread in state T or t (stopped: our SIGSTOP came), or gone. */
+static bool thread_stopped(uint32_t pid, uint32_t tid)
+{
+	char fn[64], buf[512];
+	ssize_t n;
+	int fd;
+
+	snprintf(fn, sizeof(fn), "/proc/%u/task/%u/stat", pid, tid);
+	fd = open(fn, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return true;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return true;
+	buf[n] = 0;
+	char *p = strrchr(buf, ')');
+	return !p || p[2] == 'T' || p[2] == 't' || p[2] == 'Z' || p[2] == 'X';
+}
+
+/* Deferred snapshots whose span will not come (out of -m/-M, lost) but whose thread stopped or
+ * whose slot went: unwound now (all of them with `all`, at the end). */
+static void frozen_sweep(struct oc_ctx *c, bool all)
+{
+	for (size_t i = c->nfrozen; i-- > 0;) {
+		const struct cap_record *rec = c->frozen[i].data;
+		uint32_t key = rec->pid;
+		uint64_t v;
+
+		if (all || thread_stopped(rec->pid, rec->tid) ||
+		    bpf_map_lookup_elem(c->fz.map_fd, &key, &v) || v != rec->cookie)
+			frozen_run(c, i);
+	}
+}
+
 /* The user stack of a span's switch-out or of its waker: sent ahead (found by tid and seq),
  * lost (a pseudo-stack saying why), or a frame-pointer stack id. */
 static int64_t user_stack(struct oc_ctx *c, uint32_t flags, uint32_t pid, uint32_t tid,
@@ -232,6 +333,14 @@ static void waker_key(struct oc_ctx *c, const struct oc_off_rec *r, struct oc_ke
 /* A span off CPU, or (--wall) a sample on CPU: its stacks, summed under its key. */
 static void on_span(struct oc_ctx *c, const struct oc_off_rec *r)
 {
+	/* its frozen snapshot: the thread is stopping now */
+	if (r->flags & OC_F_FROZEN)
+		for (size_t i = 0; i < c->nfrozen; i++)
+			if (c->frozen[i].tid == r->tid && c->frozen[i].seq == r->seq) {
+				frozen_run(c, i);
+				break;
+			}
+
 	struct oc_key k = {
 		.pid = r->pid,
 		.comm = comm_of(r->comm),
@@ -303,26 +412,8 @@ static int on_record(void *arg, const void *data, size_t size)
 		if (c->fr.maps)
 			mappings_event(c->fr.maps, data, size);
 	} else if (h->kind == CAP_KIND_SNAPSHOT) {
-		const struct cap_record *rec;
-		uint32_t pid = 0;
-
-		if (size >= sizeof(struct cap_record))
-			memcpy(&pid, (const char *)data + offsetof(struct cap_record, pid), sizeof(pid));
-		if (size >= sizeof(struct cap_record) && !cpu_budget_take(&c->budget)) {
-			/* over --max-cpu: the span counted, its user stack not unwound (said so) */
-			struct cap_record hdr;
-
-			memcpy(&hdr, data, sizeof(hdr));
-			pending_set(c, hdr.tid, hdr.cookie, pseudo_stack(&c->st, cpu_budget_label(&c->budget)));
-			return 0;
-		}
-		int64_t uidx = frames_from_snapshot(&c->fr, data, size, 0, space_of(c, pid), &c->stats.unw, &rec);
-
-		if (uidx == FRAMES_BAD)
-			return 0;
-		if (uidx == FRAMES_FALLBACK)
-			uidx = user_fp_stack(c, rec->pid, (int32_t)rec->aux);
-		pending_set(c, rec->tid, rec->cookie, uidx);
+		if (!c->fr.fz || !(h->flags & CAP_F_FROZEN) || !frozen_defer(c, data, size))
+			on_snapshot(c, data, size);
 	} else if ((h->kind == OC_REC_OFF || h->kind == OC_REC_ON) &&
 		   size >= offsetof(struct oc_off_rec, waker)) {
 		struct oc_off_rec r = { 0 };
@@ -444,6 +535,7 @@ int main(int argc, char **argv)
 	if (!skel)
 		die("cannot open the BPF object: %s", strerror(errno));
 	skel->rodata->unwind_mode = c->o.unwind;
+	skel->rodata->frz_enabled = c->o.freeze;
 	skel->rodata->want_user = c->o.user;
 	skel->rodata->want_kernel = c->o.kernel;
 	skel->rodata->user_threads_only = c->o.user_threads;
@@ -474,6 +566,8 @@ int main(int argc, char **argv)
 	err = dwunw_cap_size_maps(skel->obj, false, ring_bytes);
 	if (!err)
 		err = bpf_map__set_max_entries(skel->maps.stack_traces, c->o.stack_storage);
+	if (!err)
+		err = freeze_size_maps(skel->obj, c->o.freeze ? 0 : 1);
 #ifdef HAVE_KWALK
 	struct kw_opts kwo = { .budget = c->o.table_budget };
 
@@ -507,6 +601,12 @@ int main(int argc, char **argv)
 	c->pending = xcalloc(c->npending, sizeof(*c->pending));
 	if (c->o.waker)
 		c->wpending = xcalloc(c->npending, sizeof(*c->wpending));
+	if (c->o.freeze) {
+		err = freeze_start(&c->fz, skel->obj);
+		if (err)
+			die("--unwind=freeze: cannot start its watchdog: %s", strerror(-err));
+		c->fr.fz = &c->fz;
+	}
 	err = frames_init(&c->fr, cache_slots_for_machine(), 0, NULL);
 	if (err)
 		die("libdwunw: %s", dwunw_strerror(err));
@@ -557,7 +657,7 @@ int main(int argc, char **argv)
 		c->o.ntids ? "the given threads" : "all threads",
 		c->o.user && c->o.kernel ? "user + kernel" : c->o.user ? "user" : "kernel",
 		c->o.unwind == OC_UNWIND_FP ? "frame-pointer" : c->o.unwind == OC_UNWIND_KERNEL ?
-		"kernel" : "dwarf");
+		"kernel" : c->o.freeze ? "freeze" : "dwarf");
 	if (c->o.duration)
 		fprintf(hf, " for %" PRIu64 " secs.\n", c->o.duration);
 	else
@@ -569,6 +669,7 @@ int main(int argc, char **argv)
 		if ((err = command_go(&cmd)))
 			exit(err);
 	}
+	skel->bss->frz_armed = c->o.freeze; /* the command has exec'd (runtime/freeze.h) */
 
 	uint64_t t0 = mono_ns(), end = c->o.duration ? t0 + c->o.duration * 1000000000ull : 0;
 	uint64_t last_check = t0;
@@ -584,6 +685,8 @@ int main(int argc, char **argv)
 		uint64_t now = mono_ns();
 		if (end && now >= end)
 			break;
+		if (c->nfrozen)
+			frozen_sweep(c, false);
 		if (now - last_check >= 50000000ull) {
 			last_check = now;
 			if (targets_gone(c, &cmd))
@@ -599,6 +702,7 @@ int main(int argc, char **argv)
 	c->stats.end_ns = mono_ns();
 	c->poll_until = UINT64_MAX;
 	dwunw_cap_reader_consume(reader);
+	frozen_sweep(c, true);
 	{
 		uint64_t capc[CAP_CNT_MAX];
 
@@ -609,6 +713,10 @@ int main(int argc, char **argv)
 	tool_counters_read(skel->obj, c->stats.bpf, OC_CNT_MAX);
 	if (!tool_stdout_closed())
 		oc_report(&c->o, &c->sums, &c->stats, &c->fr);
+	if (c->o.freeze) {
+		fputs("offcputime: ", stderr);
+		freeze_summary(&c->fz, stderr);
+	}
 	dwunw_cap_reader_free(reader);
 #ifdef HAVE_KWALK
 	if (c->kwt.l) {

@@ -72,6 +72,7 @@ struct oc_exec_rec {
 #define OC_F_LOST_SNAP (1u << 2) /* the switch-out record could not be sent */
 #define OC_F_IN_EXEC   (1u << 3) /* switched out inside execve: no user stack taken */
 #define OC_F_WOKEN     (1u << 4) /* --waker: the span's waker is in `waker` */
+#define OC_F_FROZEN    (1u << 5) /* --unwind=freeze: stopped when switched in (runtime/freeze.h) */
 
 #define OC_COOKIE(kid, seq) ((__u64)(__u32)(kid) | ((__u64)(seq) << 32))
 #define OC_COOKIE_KSTACK(c) ((__s32)(__u32)(c))

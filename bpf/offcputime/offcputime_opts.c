@@ -78,12 +78,13 @@ static void usage(void)
 "  -d, --delimited              '-' between kernel and user stacks\n"
 "      --stack-storage-size=N   stack ids kept by bpf_get_stackid (16384)\n"
 "      --perf-max-stack-depth=N accepted (frame-pointer stacks hold 127 frames)\n"
-"      --unwind=auto|kernel|dwarf|fp\n"
+"      --unwind=auto|kernel|dwarf|fp|freeze\n"
 "                               user stacks: DWARF tables walked in the BPF program\n"
 "                               (kernel), DWARF unwinding of the stack window copied at the\n"
 "                               switch-out (dwarf, the default), frame pointers (fp,\n"
 "                               bpf_get_stackid); auto: kernel where this kernel and build\n"
-"                               allow it, else dwarf (one line says why)\n"
+"                               allow it, else dwarf (one line says why); freeze: the thread\n"
+"                               stopped at its switch-in until its stack is read (-p/-t/--)\n"
 "      --stack-size=BYTES       stack window copied per switch-out (16384, max 65536)\n"
 "      --table-budget=MIB       --unwind=kernel: memory for the tables' maps (64)\n"
 "      --json                   NDJSON: one line per stack (count: microseconds), with -f\n"
@@ -163,16 +164,17 @@ void oc_parse_args(struct oc_opts *o, int argc, char **argv)
 			break;
 		case OPT_MAX_DEPTH: tool_opt_u64(optarg, "--perf-max-stack-depth", 8, 127); break;
 		case OPT_UNWIND:
+			o->freeze = !strcmp(optarg, "freeze");
 			if (!strcmp(optarg, "auto"))
 				o->unwind = OC_UNWIND_AUTO;
-			else if (!strcmp(optarg, "dwarf"))
+			else if (!strcmp(optarg, "dwarf") || o->freeze)
 				o->unwind = OC_UNWIND_DWARF;
 			else if (!strcmp(optarg, "fp"))
 				o->unwind = OC_UNWIND_FP;
 			else if (!strcmp(optarg, "kernel"))
 				o->unwind = OC_UNWIND_KERNEL;
 			else
-				tool_usage_error("--unwind: expected auto, kernel, dwarf or fp, got %s", optarg);
+				tool_usage_error("--unwind: expected auto, kernel, dwarf, fp or freeze, got %s", optarg);
 			break;
 		case OPT_STACK_SIZE:
 			o->stack_size = (uint32_t)(tool_opt_u64(optarg, "--stack-size", 64, CAP_MAX_STACK) & ~7ull);
@@ -207,6 +209,9 @@ void oc_parse_args(struct oc_opts *o, int argc, char **argv)
 		tool_usage_error("-F is for --wall");
 	if (o->wall && o->state != -1)
 		tool_usage_error("--wall and --state exclude each other (on-CPU samples have no wait state)");
+	/* every thread switched in would be stopped: only chosen ones */
+	if (o->freeze && !o->npids && !o->ntids && !o->command)
+		tool_usage_error("--unwind=freeze stops the traced threads: give -p, -t or -- COMMAND");
 	if (o->min_us > o->max_us)
 		tool_usage_error("-m %llu is above -M %llu", (unsigned long long)o->min_us,
 				 (unsigned long long)o->max_us);

@@ -28,6 +28,7 @@ struct oc_opts {
 	uint64_t duration;     /* seconds */
 	uint32_t unwind;       /* enum oc_unwind, or OC_UNWIND_AUTO until parsed */
 	bool unwind_auto;      /* the unwind mode was auto's choice */
+	bool freeze;           /* --unwind=freeze: dwarf mode, the thread stopped at its switch-in (runtime/freeze.h) */
 	uint32_t stack_size;   /* --stack-size */
 	size_t max_stacks;     /* --max-stacks */
 	uint32_t max_cpu;      /* --max-cpu (percent of one CPU; 0: no budget) */

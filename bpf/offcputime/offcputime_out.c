@@ -7,6 +7,8 @@
 #include <sys/resource.h>
 #include <time.h>
 #include "offcputime_out.h"
+#include "runtime/frames.h"
+#include "runtime/freeze.h"
 #include "runtime/report_fmt.h"
 #include "runtime/stack_report.h"
 #include "runtime/stack_store.h"
@@ -107,6 +109,8 @@ static int by_time(const void *a, const void *b)
 
 static const char *unwind_name(const struct oc_opts *o)
 {
+	if (o->freeze)
+		return "freeze";
 	return o->unwind == OC_UNWIND_KERNEL ? "kernel" : o->unwind == OC_UNWIND_DWARF ? "dwarf" : "fp";
 }
 
@@ -252,6 +256,10 @@ void oc_report(const struct oc_opts *o, const struct oc_sums *s, const struct oc
 			       ",\"on_records\":%" PRIu64 "}",
 			       on_ns / 1000, (total_ns - on_ns) / 1000, p->period_ns, p->cpus, on_samples,
 			       p->bpf[OC_CNT_ON_SAMPLES], p->bpf[OC_CNT_ON_LOST], p->on_records);
+		if (fr->fz) {
+			putchar(',');
+			freeze_json(fr->fz, stdout);
+		}
 		printf(",\"modules\":[");
 		print_modules_json(mods, nmods);
 		printf("]}}\n");

@@ -15,6 +15,7 @@
 #include <bpf/bpf_core_read.h>
 #include "runtime/capture.bpf.h"
 #include "runtime/python.bpf.h"
+#include "runtime/freeze.bpf.h"
 #include "kwalk/kwalk.bpf.h"
 #include "profile.h"
 #include "runtime/select.bpf.h"   /* -p / -- COMMAND: tgids; -L: tids */
@@ -254,7 +255,14 @@ int sample(struct bpf_perf_event_data *ctx)
 
 		if (py_emit(ctx, tgid, tid) < 0)
 			tool_count(PR_CNT_PY_LOST);
-		if (cap_snapshot(ctx, uregs, PR_COOKIE(kid, bpf_get_smp_processor_id()), uid, 0, t) == 0)
+		__u64 cookie = PR_COOKIE(kid, bpf_get_smp_processor_id());
+		/* --unwind=freeze: the thread stopped at its return to user mode (irq_work) */
+		__u32 cflags = frz_enabled && frz_claim(tgid, cookie) ? CAP_F_FROZEN : 0;
+		long err = cap_snapshot(ctx, uregs, cookie, uid, cflags, t);
+
+		if (cflags)
+			frz_finish(tgid, err);
+		if (!err)
 			return 0;
 		tool_count(PR_CNT_SNAP_LOST);
 		r.flags |= PR_S_LOST_SNAP;

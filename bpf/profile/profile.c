@@ -501,6 +501,7 @@ int main(int argc, char **argv)
 	pr->skel->rodata->filter_tgid = pr->opts.npids || pr->opts.command;
 	pr->skel->rodata->filter_tid = pr->opts.ntids > 0;
 	pr->skel->rodata->follow_forks = pr->opts.command != NULL;
+	pr->skel->rodata->frz_enabled = pr->opts.freeze;
 	/* dwarf mode: mapping changes in order with the samples (every process's without -p), so a
 	 * process gone before its samples are processed is unwound like any other; kernel mode too,
 	 * for the walks that fall back to a snapshot (a short-lived process is often gone by then)
@@ -517,6 +518,8 @@ int main(int argc, char **argv)
 	err = dwunw_cap_size_maps(pr->skel->obj, pr->opts.perfbuf, ring_bytes);
 	if (!err)
 		err = bpf_map__set_max_entries(pr->skel->maps.stack_traces, pr->opts.stack_storage);
+	if (!err)
+		err = freeze_size_maps(pr->skel->obj, pr->opts.freeze ? 0 : 1);
 #ifdef HAVE_KWALK
 	/* the whole system: rows for the whole budget (many programs' modules at once, not
 	 * evicting each other); given processes: the default row count within it */
@@ -571,6 +574,12 @@ int main(int argc, char **argv)
 	tool_select_set(pr->skel->obj, pr->opts.pids, pr->opts.npids, pr->opts.tids, pr->opts.ntids);
 	pr->kcache.n = pr->opts.stack_storage;
 	pr->kcache.map = xcalloc(pr->kcache.n, sizeof(*pr->kcache.map));
+	if (pr->opts.freeze) {
+		err = freeze_start(&pr->fz, pr->skel->obj);
+		if (err)
+			die("--unwind=freeze: cannot start its watchdog: %s", strerror(-err));
+		pr->fr.fz = &pr->fz;
+	}
 	err = frames_init(&pr->fr, cache_slots_for_machine(), pr->opts.debuginfod ? DWUNW_CFG_DEBUGINFOD : 0,
 			  pr->opts.debug_dir);
 	if (err)
@@ -626,6 +635,7 @@ int main(int argc, char **argv)
 	if (pr->fr.maps && pr->opts.command)
 		mappings_seed(pr->fr.maps, pr->opts.pids[pr->opts.npids - 1]);
 	ptarget_release();
+	pr->skel->bss->frz_armed = pr->opts.freeze; /* after the command's go (runtime/freeze.h) */
 
 	uint64_t t0 = mono_ns(), end = pr->opts.duration ? t0 + pr->opts.duration * 1000000000ull : 0;
 	uint64_t last_check = t0, last_sweep = t0, ival_start = t0, ival_seq = 0, last_drain = t0;

@@ -90,14 +90,16 @@ static void usage(FILE *f)
 "  -f, --folded               folded stacks (comm;root;...;leaf COUNT) for flamegraph.pl\n"
 "  -d, --delimited            '--' between kernel and user stacks (text)\n"
 "      --stack-storage-size=N stack ids kept by bpf_get_stackid (16384)\n"
-"      --unwind=auto|kernel|dwarf|fp\n"
+"      --unwind=auto|kernel|dwarf|fp|freeze\n"
 "                             user stacks: kernel: DWARF tables walked in the BPF program\n"
 "                             (a walk that stops short falls back to the dwarf path for\n"
 "                             that sample; its tables load for the next), dwarf: DWARF\n"
 "                             unwinding of a stack window in user space, fp: frame\n"
 "                             pointers (bpf_get_stackid); auto (default): kernel with -p\n"
 "                             or -- COMMAND where this kernel and build allow it, else\n"
-"                             dwarf (one line says why)\n"
+"                             dwarf (one line says why); freeze: the thread stopped at\n"
+"                             each sample until its stack is read (-p/-L/--, low rates;\n"
+"                             README)\n"
 "      --stack-size=BYTES     stack window copied per sample (16384, max 65536; kernel:\n"
 "                             per fallback)\n"
 "      --table-budget=MIB     --unwind=kernel: memory for the tables' maps (64)\n"
@@ -222,16 +224,17 @@ void pr_parse_args(struct pr_opts *opts, int argc, char **argv)
 			break;
 		}
 		case OPT_UNWIND:
+			opts->freeze = !strcmp(optarg, "freeze");
 			if (!strcmp(optarg, "auto"))
 				opts->unwind = PR_UNWIND_AUTO;
-			else if (!strcmp(optarg, "dwarf"))
+			else if (!strcmp(optarg, "dwarf") || opts->freeze)
 				opts->unwind = PR_UNWIND_DWARF;
 			else if (!strcmp(optarg, "fp"))
 				opts->unwind = PR_UNWIND_FP;
 			else if (!strcmp(optarg, "kernel"))
 				opts->unwind = PR_UNWIND_KERNEL;
 			else
-				tool_usage_error("--unwind: expected auto, kernel, dwarf or fp, got %s", optarg);
+				tool_usage_error("--unwind: expected auto, kernel, dwarf, fp or freeze, got %s", optarg);
 			break;
 		case OPT_STACK_SIZE: {
 			uint64_t v = tool_opt_u64(optarg, "--stack-size", 0, UINT64_MAX);
@@ -304,6 +307,9 @@ void pr_parse_args(struct pr_opts *opts, int argc, char **argv)
 		tool_usage_error("-a excludes -p and -- COMMAND");
 	if (opts->npids && opts->command)
 		tool_usage_error("-p and -- COMMAND exclude each other");
+	/* every sampled thread would be stopped: only chosen processes */
+	if (opts->freeze && !opts->npids && !opts->ntids && !opts->command)
+		tool_usage_error("--unwind=freeze stops the sampled threads: give -p, -L or -- COMMAND");
 	{
 		const char *urls = getenv("DEBUGINFOD_URLS");
 		opts->debuginfod = debuginfod < 0 ? urls && *urls : debuginfod;

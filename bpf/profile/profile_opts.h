@@ -33,6 +33,7 @@ struct pr_opts {
 	uint64_t duration;     /* seconds, 0: until Ctrl-C */
 	uint32_t unwind;       /* enum pr_unwind, or PR_UNWIND_AUTO until parsed */
 	bool unwind_auto;      /* the unwind mode was auto's choice */
+	bool freeze;           /* --unwind=freeze: dwarf mode, the thread stopped at the sample (runtime/freeze.h) */
 	uint32_t stack_size;   /* --stack-size */
 	size_t max_stacks;     /* --max-stacks */
 	size_t max_keys;       /* --max-keys */

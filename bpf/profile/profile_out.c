@@ -62,6 +62,8 @@ void pr_note_pid(struct profile_ctx *pr, uint32_t pid)
 
 static const char *unwind_name(const struct profile_ctx *pr)
 {
+	if (pr->opts.freeze)
+		return "freeze";
 	return pr->opts.unwind == PR_UNWIND_KERNEL ? "kernel" : pr->opts.unwind == PR_UNWIND_DWARF ? "dwarf" : "fp";
 }
 
@@ -279,7 +281,7 @@ void pr_report(struct profile_ctx *pr)
 		/* stacks cut where the memory above the window changed since the event */
 		if (u->kind == SK_DWARF && u->stop_name && !strcmp(u->stop_name, "STALE"))
 			ustale += e->count;
-		if (u->kind == SK_DWARF && u->beyond)
+		if (u->kind == SK_DWARF && u->live)
 			ulive += e->count;
 		if (u->kind == SK_PSEUDO)
 			reason_add(lost, &nlost, 32, u->label, e->count);
@@ -389,6 +391,10 @@ void pr_report(struct profile_ctx *pr)
 			       pr->kagg.drained, pr->prs.bpf[PR_CNT_AGG], pr->prs.bpf[PR_CNT_AGG_FULL],
 			       pr->kagg.keys_drained, pr->kagg.drains, pr->kagg.no_stack, pr->kagg.bytes,
 			       pr->prs.bpf[PR_CNT_SAMPLES] - pr->prs.bpf[PR_CNT_FILTERED]);
+		if (pr->opts.freeze) {
+			putchar(',');
+			freeze_json(&pr->fz, stdout);
+		}
 		printf("}}\n");
 		fflush(stdout);
 	}
@@ -448,6 +454,10 @@ void pr_report(struct profile_ctx *pr)
 		fprintf(stderr, "; --max-cpu %u%%: %" PRIu64 " samples not unwound (1 in %u at most)", pr->budget.pct,
 			pr->budget.skipped, pr->budget.max_stride);
 	fputc('\n', stderr);
+	if (pr->opts.freeze) {
+		fputs("profile: ", stderr);
+		freeze_summary(&pr->fz, stderr);
+	}
 }
 
 void pr_held(const struct profile_ctx *pr, struct pr_held *h)

@@ -14,6 +14,7 @@
 #include "profile_out.h"
 #include "runtime/cpu_budget.h"
 #include "runtime/frames.h"
+#include "runtime/freeze.h"
 #include "runtime/py_merge.h"
 #include "runtime/stack_store.h"
 #ifdef HAVE_KWALK
@@ -49,6 +50,7 @@ struct profile_ctx {
 	struct profile_bpf *skel;
 	struct stack_store st;          /* user and kernel stacks (the kernel's in KSTACK_SPACE) */
 	struct frames fr;               /* its maps: mapping events on (dwarf mode, given targets) */
+	struct freeze fz;               /* --unwind=freeze */
 	struct fp_cache kcache;         /* kernel stack id -> stack */
 	struct py_merge py;             /* Python chains read at the event, spliced in */
 	struct pr_agg agg;              /* the counts */

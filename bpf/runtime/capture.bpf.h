@@ -613,7 +613,8 @@ static __always_inline long cap_rb_snapshot(struct pt_regs *regs, __u64 cookie, 
 	rec->want = want;
 	cap_fill(rec, regs, cookie, aux, flags, t);
 	cap_sample_above(rec, end);
-	bpf_ringbuf_submit(rec, cap_rb_wakeup());
+	/* a frozen thread waits for this record: wake the consumer now */
+	bpf_ringbuf_submit(rec, flags & CAP_F_FROZEN ? BPF_RB_FORCE_WAKEUP : cap_rb_wakeup());
 	return 0;
 }
 

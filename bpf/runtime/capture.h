@@ -77,6 +77,7 @@ struct cap_proc_rec {
 #define CAP_F_READ_FAILED  (1u << 3) /* no stack bytes could be read (stack_size is 0) */
 #define CAP_F_PERF_CUT     (1u << 4) /* cut to fit a perf-buffer sample */
 #define CAP_F_PENDING_FULL (1u << 5) /* more pending return probes than CAP_MAX_PENDING */
+#define CAP_F_FROZEN       (1u << 6) /* --unwind=freeze: the thread was sent SIGSTOP at the event (freeze.h) */
 
 /*
  * A return probe pending on the thread when the record was taken. The kernel replaces the

@@ -9,6 +9,7 @@
 #include <bpf/bpf.h>
 #include "capture_user.h"
 #include "frames.h"
+#include "freeze.h"
 #include "intern.h"
 #include "mapped_files.h"
 #include "mappings.h"
@@ -489,6 +490,11 @@ int64_t frames_from_snapshot(struct frames *fr, const void *data, size_t size, u
 	 * whose file is gone): the pc itself in no mapping of the view, read /proc once more now */
 	if (maps && mappings_hole(maps, rec->pid, regs.pc) && mappings_fill_holes(maps, rec->pid))
 		mappings_sync(maps, rec->pid, &fr->dctx);
+	/* --unwind=freeze: the thread held stopped at the event while the walk reads its stack */
+	struct freeze_hold fh;
+	bool freezing = fr->fz && (rec->h.flags & CAP_F_FROZEN);
+	bool frozen = freezing && freeze_begin(fr->fz, rec, &fh);
+
 	rc = walk(fr, &regs, samples, nsamples, &nf);
 	/* left for a second, counted walk (mappings_rewalked): a caller in code mapped before events
 	 * were on, or a file gone since its mapping was last looked at */
@@ -498,6 +504,8 @@ int64_t frames_from_snapshot(struct frames *fr, const void *data, size_t size, u
 		mappings_sync(maps, rec->pid, &fr->dctx);
 		rc = walk(fr, &regs, samples, nsamples, &nf);
 	}
+	if (freezing)
+		freeze_end(fr->fz, &fh);
 	if (timed) {
 		stats->unwind_ns += mono_ns() - t0;
 		stats->timed++;
@@ -569,14 +577,21 @@ int64_t frames_from_snapshot(struct frames *fr, const void *data, size_t size, u
 		idx = stack_get_ids(fr->st, space, SK_DWARF, rc, label, stop_name, pcs,
 				    maps ? fr->ids : NULL, n, fill_dwarf, &fd);
 		/* a frame recovered with memory read live, and every frame found from it, rest on
-		 * that memory: marked on the stack (kept by pcs) for any record that needed it */
+		 * that memory: marked on the stack (kept by pcs) for any record that needed it; read
+		 * from the thread held stopped at the event, it is event-time memory ("frozen") */
 		struct ustack *s = &fr->st->v[idx];
 		for (size_t i = skip; i < nf; i++)
 			if (frames[i].flags & DWUNW_FRAME_BEYOND_SNAPSHOT) {
 				s->beyond = true;
-				if (s->kind == SK_DWARF && s->nframes == n)
-					for (size_t k = i - skip; k < n; k++)
-						s->frames[k].flags |= UF_LIVE;
+				s->live |= !frozen;
+				if (s->kind == SK_DWARF && s->nframes == n) {
+					for (size_t k = i - skip; k < n; k++) {
+						if (!frozen)
+							s->frames[k].flags |= UF_LIVE;
+						else if (uf_origin(&s->frames[k]) == UO_WINDOW)
+							uf_set_origin(&s->frames[k], UO_FROZEN);
+					}
+				}
 				break;
 			}
 	}

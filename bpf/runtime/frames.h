@@ -23,6 +23,7 @@
 #include "dwunw.h"
 #endif
 
+struct freeze;
 struct mappings;
 struct syms_proc;
 
@@ -52,6 +53,7 @@ struct frames {
 		uint32_t *index;      /* open addressing on the path pointer: entry + 1 */
 		size_t index_cap;
 	} mods;
+	struct freeze *fz;        /* --unwind=freeze: records with CAP_F_FROZEN held while walked */
 	uint64_t lag_ns;          /* DWUNW_TEST_LAG_MS */
 	void *frames;             /* struct dwunw_frame[max + 1] */
 	uint64_t *pcs, *ids;      /* max + 1 each */

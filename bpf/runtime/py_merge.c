@@ -346,10 +346,12 @@ int64_t py_merge_stack(struct py_merge *pm, int64_t idx, uint32_t pid, uint32_t 
 	uint32_t kind = s->kind;
 	int32_t stop = s->stop;
 	const char *label = s->label, *stop_name = s->stop_name;
-	bool beyond = s->beyond;
+	bool beyond = s->beyond, live = s->live;
 	int64_t out = stack_get_ids(st, space, kind, stop, label, stop_name, mpcs, mids, m, fill_copy, mf);
-	if (out >= 0)
+	if (out >= 0) {
 		st->v[out].beyond = beyond;
+		st->v[out].live = live;
+	}
 	stats->merged++;
 	return out;
 }

@@ -47,6 +47,8 @@ enum uf_origin {
 	UO_KWALK = DWUNW_ORIGIN_KERNEL_WALK, /* a user frame walked in the BPF program at the event (--unwind=kernel) */
 	UO_PYTHON = DWUNW_ORIGIN_PYTHON,   /* a Python function read from the interpreter at the event (py_merge.h):
 					    * name = co_qualname, module = co_filename, offset = line (0: unknown) */
+	UO_FROZEN = DWUNW_ORIGIN_FROZEN,   /* stepped by CFI over stack memory read from the thread stopped at
+					    * the event (--unwind=freeze): event-time state, as the window's */
 };
 #define UF_ORIGIN_SHIFT 8
 #define UF_ORIGIN_MASK  (0xfu << UF_ORIGIN_SHIFT)
@@ -80,7 +82,8 @@ struct ustack {
 	uint32_t nframes;
 	struct uframe *frames;
 	uint64_t *ids;         /* per frame: the identity of its file (mappings.h), or NULL */
-	bool beyond;           /* SK_DWARF: some unwind read live memory beyond the stack window */
+	bool beyond;           /* SK_DWARF: some unwind read memory beyond the stack window */
+	bool live;             /* ... read live after the event (not from a thread frozen at it) */
 };
 
 struct stack_store {

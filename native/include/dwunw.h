@@ -326,6 +326,8 @@ enum dwunw_origin {
 	DWUNW_ORIGIN_KERNEL,          /* a kernel frame (the kernel's own unwinder, at the event) */
 	DWUNW_ORIGIN_KERNEL_WALK,     /* a user frame walked in the kernel at the event */
 	DWUNW_ORIGIN_PYTHON,          /* a Python function from CPython's frame chain */
+	DWUNW_ORIGIN_FROZEN,          /* stepped by CFI over memory read from the thread stopped at the
+	                               * event (the tools' --unwind=freeze): event-time state */
 	DWUNW_ORIGIN_LIVE,            /* rests on memory read from the process after the event */
 	DWUNW_ORIGIN_COUNT
 };

@@ -10,6 +10,7 @@ static const char *const origin_names[DWUNW_ORIGIN_COUNT] = {
 	[DWUNW_ORIGIN_PROLOGUE] = "prologue", [DWUNW_ORIGIN_LR] = "lr",
 	[DWUNW_ORIGIN_SIGNAL] = "signal",     [DWUNW_ORIGIN_KERNEL] = "kernel",
 	[DWUNW_ORIGIN_KERNEL_WALK] = "kernel-walk", [DWUNW_ORIGIN_PYTHON] = "python",
+	[DWUNW_ORIGIN_FROZEN] = "frozen",
 	[DWUNW_ORIGIN_LIVE] = "live",
 };
 
@@ -59,7 +60,7 @@ DWUNW_API int dwunw_origin_mark(uint32_t origin)
 		return DWUNW_MARK_LR;
 	case DWUNW_ORIGIN_PYTHON:
 		return DWUNW_MARK_PY;
-	default: /* window, signal, kernel, kernel-walk: event-time state by CFI or the ABI */
+	default: /* window, signal, kernel, kernel-walk, frozen: event-time state by CFI or the ABI */
 		return -1;
 	}
 }
