@@ -106,6 +106,10 @@ static void fill_anon(const struct frames *fr, struct uframe *f, pid_t pid)
 
 void fill_pc(struct frames *fr, pid_t pid, struct uframe *frames, uint32_t i, bool exact)
 {
+	/* named as it is looked up here, and looked up the same way when named again (debuginfod)
+	 * or later (pprof's "exact") */
+	if (exact)
+		frames[i].flags |= UF_EXACT;
 	{
 #ifdef HAVE_DWUNW
 		struct dwunw_regs r = {
