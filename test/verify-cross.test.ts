@@ -128,7 +128,7 @@ for (const x of memleakTargets) {
     const help = await run(x.qemu, ['-L', sysroot, join(out, 'memleak'), '--help']);
     t.equal(help.code, 0, `${x.qemu} memleak --help: exit 0`);
     t.match(help.stdout, /^Usage: memleak \[OPTION\.\.\.\] \[INTERVAL \[COUNT\]\]/, 'its usage');
-    t.match(help.stdout, /--unwind=dwarf\|fp/, 'with DWARF unwinding (HAVE_DWUNW)');
+    t.match(help.stdout, /--unwind=auto\|kernel\|dwarf\|fp/, 'with DWARF unwinding (HAVE_DWUNW)');
     const pid1 = await run(x.qemu, ['-L', sysroot, join(out, 'memleak'), '-p', '1']);
     t.equal(pid1.code, 1, `${x.qemu} memleak -p 1: exit 1`);
     t.match(pid1.stderr, /^memleak: pid 1 does not map libc\.so\.6/m, 'one line naming the cause');
