@@ -190,6 +190,9 @@ static __always_inline void switch_out(void *ctx, struct task_struct *prev, __u6
 		return;
 	tool_count(OC_CNT_SWITCHES);
 	take_stacks(ctx, prev, tid, &s, 0);
+	/* off CPU from the switch itself, after this program's own work (a walk in the kernel, a
+	 * stack copy): that ran on the thread's CPU time, not in its wait */
+	s.ts = bpf_ktime_get_ns();
 	if (want_waker) /* a wakeup before this switch-out woke an earlier wait */
 		bpf_map_delete_elem(&wakers, &tid);
 	if (bpf_map_update_elem(&start, &tid, &s, BPF_ANY))
@@ -259,10 +262,9 @@ int BPF_PROG(oc_waking, struct task_struct *p)
 SEC("tp_btf/sched_switch")
 int BPF_PROG(oc_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
-	__u64 now = bpf_ktime_get_ns();
-
-	switch_out(ctx, prev, now);
-	switch_in(ctx, next, now);
+	switch_out(ctx, prev, bpf_ktime_get_ns());
+	/* next's wait ends at the switch, after the work done above for prev */
+	switch_in(ctx, next, bpf_ktime_get_ns());
 	return 0;
 }
 
