@@ -212,7 +212,8 @@ if (why) {
     // the command's child is forked by profile and held until sampling starts: a sample inside its
     // execve before the point of no return walks profile's own image, never entered
     tt.ok((byStatus['no-proc'] ?? 0) <= 2, `no walk without its process entry but the held command's (no-proc ${byStatus['no-proc'] ?? 0})`);
-    tt.ok(kw.table_loads <= 32, `processes loaded from /proc: ${kw.table_loads} (files loaded by path: ${be.files_told}, not found ${be.files_not_found})`);
+    // a few are (a child forked before its parent's entry was complete): a small share of the starts
+    tt.ok(kw.table_loads <= Math.max(32, 0.02 * (wl.starts ?? 0)), `processes loaded from /proc: ${kw.table_loads} of ${wl.starts} starts (files loaded by path: ${be.files_told}, not found ${be.files_not_found})`);
     tt.pass(`fallback ${kw.fallback_pct} % of ${kw.events} walks (${JSON.stringify(byStatus)}); inside execve ${JSON.stringify(kw.in_execve)}; load time ${(kw.load_ns / 1e6).toFixed(0)} ms`);
 
     // the workload's user stacks: complete with their chains

@@ -91,7 +91,10 @@ int BPF_PROG(kw_track_fork, struct task_struct *parent, struct task_struct *chil
 {
 	__u32 ptgid = parent->tgid, ctgid = child->tgid;
 
-	if (!kw_track_enabled || ptgid == ctgid || !KW_TRACK_SELECTED(ctgid, ctgid))
+	/* the parent's selection too: a tool following a tree adds the child on this same
+	 * tracepoint, perhaps after this program runs (attach order) */
+	if (!kw_track_enabled || ptgid == ctgid ||
+	    !(KW_TRACK_SELECTED(ctgid, ctgid) || KW_TRACK_SELECTED(ptgid, ptgid)))
 		return 0;
 	kw_pm_fork(ptgid, ctgid);
 	return 0;

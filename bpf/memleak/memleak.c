@@ -187,6 +187,11 @@ int main(int argc, char **argv)
 	if (!err && ml->env.unwind == ML_UNWIND_KERNEL)
 		err = kw_size_maps(ml->skel->obj, &kwo);
 	ml->skel->rodata->kw_track_enabled = ml->env.unwind == ML_UNWIND_KERNEL;
+	/* new processes' mappings entered by the BPF side at exec, fork and mmap: a child of the
+	 * tree walks from its first allocation, on tables already loaded (by file) */
+	ml->skel->rodata->kw_pm_enabled = ml->skel->rodata->kw_track_enabled;
+	if (ml->skel->rodata->kw_pm_enabled)
+		kw_track_prepare(&ml->kwt, ml->skel->obj);
 #endif
 	if (err)
 		die("cannot size the maps: %s", strerror(-err));
