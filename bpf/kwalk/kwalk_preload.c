@@ -13,7 +13,12 @@ void kw_preload_command(struct kw_loader *l, const char *cmd)
 	char line[1300], exe[1024], q[1200], *p, *e;
 	FILE *f;
 
-	snprintf(q, sizeof(q), "command -v '%s'", cmd);
+	/* a -c command line: its program is the first word (sh -c runs it) */
+	snprintf(exe, sizeof(exe), "%s", cmd);
+	exe[strcspn(exe, " \t\n")] = 0;
+	if (!exe[0] || strchr(exe, '\''))
+		return;
+	snprintf(q, sizeof(q), "command -v '%s'", exe);
 	f = popen(q, "r");
 	if (!f)
 		return;

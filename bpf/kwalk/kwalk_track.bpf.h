@@ -61,6 +61,10 @@ static __always_inline void kw_track_mmap(void *ctx, __u64 ret, __u32 tgid)
 }
 
 /* the mapping tracker's consumer interface (runtime/mmap_track.bpf.h): list it as X(kw_track) */
+/* a child of ptgid is followed (the tool follows a process tree and ptgid is in it) */
+#ifndef KW_TRACK_CHILD_SELECTED
+#define KW_TRACK_CHILD_SELECTED(ptgid) 0
+#endif
 #ifndef KW_TRACK_SELECTED
 #error "define KW_TRACK_SELECTED(tgid, tid) before including kwalk_track.bpf.h"
 #endif
@@ -91,10 +95,10 @@ int BPF_PROG(kw_track_fork, struct task_struct *parent, struct task_struct *chil
 {
 	__u32 ptgid = parent->tgid, ctgid = child->tgid;
 
-	/* the parent's selection too: a tool following a tree adds the child on this same
-	 * tracepoint, perhaps after this program runs (attach order) */
+	/* a tool following a tree adds the child on this same tracepoint, perhaps after this
+	 * program runs (attach order): KW_TRACK_CHILD_SELECTED says the child will be followed */
 	if (!kw_track_enabled || ptgid == ctgid ||
-	    !(KW_TRACK_SELECTED(ctgid, ctgid) || KW_TRACK_SELECTED(ptgid, ptgid)))
+	    !(KW_TRACK_SELECTED(ctgid, ctgid) || KW_TRACK_CHILD_SELECTED(ptgid)))
 		return 0;
 	kw_pm_fork(ptgid, ctgid);
 	return 0;

@@ -82,6 +82,7 @@ static __always_inline int ml_target(__u64 pid_tgid)
 #include "runtime/mmap_ev.bpf.h"
 #ifdef ML_HAVE_KWALK
 #define KW_TRACK_SELECTED(tgid, tid) follow_match(tgid, target_tgid)
+#define KW_TRACK_CHILD_SELECTED(ptgid) (follow_tree && follow_match(ptgid, target_tgid))
 #include "kwalk/kwalk_track.bpf.h"
 #define MT_CONSUMERS(X) X(mmap_ev) X(kw_track)
 #else

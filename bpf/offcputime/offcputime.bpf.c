@@ -68,6 +68,7 @@ struct {
 #define MMAP_EV_TRACED(tgid) sel_tgid_named(tgid)
 #include "runtime/mmap_ev.bpf.h"
 #define KW_TRACK_SELECTED(tgid, tid) sel_tgid(tgid)
+#define KW_TRACK_CHILD_SELECTED(ptgid) (follow_tree && sel_tgid(ptgid))
 #include "kwalk/kwalk_track.bpf.h"
 #define MT_CONSUMERS(X) X(mmap_ev) X(kw_track)
 #include "runtime/mmap_track.bpf.h"

@@ -179,6 +179,7 @@ static __always_inline int selected(__u32 tgid, __u32 tid)
 #define MMAP_EV_TRACED(tgid) sel_tgid(tgid)
 #include "runtime/mmap_ev.bpf.h"
 #define KW_TRACK_SELECTED(tgid, tid) selected(tgid, tid)
+#define KW_TRACK_CHILD_SELECTED(ptgid) (follow_forks && selected(ptgid, ptgid))
 #include "kwalk/kwalk_track.bpf.h"
 #define MT_CONSUMERS(X) X(mmap_ev) X(kw_track)
 #include "runtime/mmap_track.bpf.h"
