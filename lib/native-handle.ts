@@ -1,7 +1,8 @@
 // The loaded libdwunw binding for modules that commands import before the library is needed
 // (lib/marks.ts, lib/origin.ts: a command's --help must not load koffi). lib/native.ts registers
 // the binding when it loads the library; these modules run only after frames were unwound, so
-// it is there by then. Only the calls they make are named here (native.ts's Lib has them).
+// it is there by then (or native.ts's registered loader loads it). Only the calls they make are
+// named here (native.ts's Lib has them).
 export interface TableLib {
   dwunw_origin_name(origin: number): string | null;
   dwunw_how_origin(how: number): number;
@@ -11,13 +12,20 @@ export interface TableLib {
 }
 
 let current: TableLib | undefined;
+let loader: (() => TableLib) | undefined;
 
 export function setLoadedLib(l: TableLib): void {
   current = l;
 }
 
-/** The binding lib/native.ts loaded; an error when nothing has loaded it yet (a bug). */
+/** lib/native.ts's loader, registered when that module is evaluated (the library loads on use). */
+export function setLibLoader(f: () => TableLib): void {
+  loader = f;
+}
+
+/** The binding lib/native.ts loaded (or loads now); an error when lib/native.ts is not in this process (a bug). */
 export function loadedLib(): TableLib {
-  if (!current) throw new Error('libdwunw is not loaded yet: call lib() from lib/native.ts first');
+  current ??= loader?.();
+  if (!current) throw new Error('libdwunw is not loaded: lib/native.ts was never imported');
   return current;
 }

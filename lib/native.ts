@@ -6,7 +6,7 @@ import { endianness } from 'node:os';
 import { join, resolve } from 'node:path';
 import koffi from 'koffi';
 import { CliError } from './errors.js';
-import { setLoadedLib } from './native-handle.js';
+import { setLibLoader, setLoadedLib } from './native-handle.js';
 import { DWUNW_MAX_REGS, DWUNW_ROW_MAX_REGS } from './native-consts.js';
 import { packageRoot } from './root.js';
 
@@ -541,6 +541,9 @@ export function lib(): Lib {
   setLoadedLib(loaded);
   return loaded;
 }
+
+// lib/marks.ts and lib/origin.ts load the library through this when they are first used
+setLibLoader(lib);
 
 // ---- Raw memory helpers --------------------------------------------------------------------------
 
