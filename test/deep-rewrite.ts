@@ -78,7 +78,10 @@ export async function run(window: number, args0: string[], variant: string[], bl
   try {
     const env: NodeJS.ProcessEnv = { ...process.env, ...extraEnv };
     delete env.NODE_OPTIONS;
-    const args = [...args0, '--json', '-a', '-o', '0', '-T', '100000', '--max-frames', '256',
+    // the dwarf path goes as deep as asked; the in-kernel walker stops at 128 frames, and auto takes
+    // dwarf mode for a deeper --max-frames (the stacks here are 45-125 frames deep)
+    const maxFrames = args0.some((a) => /^--unwind=(dwarf|freeze|fp)$/.test(a)) ? '256' : '128';
+    const args = [...args0, '--json', '-a', '-o', '0', '-T', '100000', '--max-frames', maxFrames,
       '--buffer-size', '64M', '600', '1', '--', fixture, '--count', String(blocks), '--pace-us', '200',
       '--truth', truthFile, '--wait', '3', ...variant];
     const child = spawn(memleakBin, args, { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });

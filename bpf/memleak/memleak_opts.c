@@ -11,6 +11,9 @@
 #include "runtime/cpu_budget.h"
 #include "runtime/tool_opts.h"
 #include "runtime/tool_util.h"
+#ifdef HAVE_KWALK
+#include "kwalk/kwalk_format.h"
+#endif
 
 static const struct ml_env env_defaults = {
 	.older_ms = 500,
@@ -323,8 +326,18 @@ void ml_parse_args(struct ml_env *env, int argc, char **argv)
 		    env->max_size);
 	if (env->unwind == ML_UNWIND_AUTO) {
 		env->unwind_auto = true;
-		env->unwind = tool_unwind_auto(env->perfbuf ? "--perf-buffer takes dwarf mode" : NULL) ? ML_UNWIND_KERNEL
-										   : ML_UNWIND_DWARF;
+		const char *conflict = env->perfbuf ? "--perf-buffer takes dwarf mode" : NULL;
+#ifdef HAVE_KWALK
+		char deeper[96];
+
+		/* the walker stops at its depth: deeper stacks come whole only from the dwarf path */
+		if (!conflict && env->max_frames > KW_MAX_FRAMES) {
+			snprintf(deeper, sizeof(deeper), "--max-frames %u is above the in-kernel walker's %u",
+				 env->max_frames, KW_MAX_FRAMES);
+			conflict = deeper;
+		}
+#endif
+		env->unwind = tool_unwind_auto(conflict) ? ML_UNWIND_KERNEL : ML_UNWIND_DWARF;
 		if (env->unwind == ML_UNWIND_DWARF)
 			env->table_budget = 0;
 	}
