@@ -16,7 +16,7 @@ static int read_module_data(struct walk *w, uint64_t addr, void *buf, size_t len
 	/* Only data the process cannot have changed: read-only file mappings. */
 	if (!m || m->kind != DW_MAP_FILE || (m->prot & DW_PROT_W) || addr + len > m->end)
 		return DWUNW_ERR_IO;
-	err = w->nowait ? dw_map_module_cached(m, &mod) : dw_map_module(w->c, w->proc, m, NULL, NULL, &mod);
+	err = w->nowait ? dw_map_module_cached(w->c, m, &mod) : dw_map_module(w->c, w->proc, m, NULL, NULL, &mod);
 	if (err)
 		return err;
 	if (w->nowait && mod->elf.sparse) {

@@ -69,7 +69,7 @@ static void place_fill(struct walk *w, struct place *pl, uint64_t lookup, uint32
 		pl->err = DWUNW_ERR_CACHE_FULL;
 		return;
 	}
-	err = w->nowait ? dw_map_module_cached(m, &mod) : dw_map_module(w->c, w->proc, m, dw_walk_image_read, w, &mod);
+	err = w->nowait ? dw_map_module_cached(w->c, m, &mod) : dw_map_module(w->c, w->proc, m, dw_walk_image_read, w, &mod);
 	if (err) {
 		pl->err = err;
 		return;

@@ -399,13 +399,15 @@ static int path_is_mapping(const struct dw_map *m, const char *path)
 	       minor(st.st_dev) == m->dev_minor;
 }
 
-int dw_map_module_cached(struct dw_map *m, struct dwunw_module **out)
+int dw_map_module_cached(struct dwunw_ctx_impl *c, struct dw_map *m, struct dwunw_module **out)
 {
-	struct dwunw_module *mod = atomic_load_explicit(&m->mod, memory_order_acquire);
+	uint64_t load = atomic_load_explicit(&m->mod_load, memory_order_acquire);
 	int err;
 
-	if (mod && dw_module_get(mod, atomic_load_explicit(&m->mod_gen, memory_order_acquire)) == 0) {
-		*out = mod;
+	/* the slot and its generation from one load (struct dw_map: mod_load) */
+	if (load && (uint32_t)load <= c->nslots &&
+	    dw_module_get(&c->slots[(uint32_t)load - 1], (uint32_t)(load >> 32)) == DWUNW_OK) {
+		*out = &c->slots[(uint32_t)load - 1];
 		return DWUNW_OK;
 	}
 	err = atomic_load_explicit(&m->mod_err, memory_order_relaxed);
@@ -423,7 +425,7 @@ int dw_map_module(struct dwunw_ctx_impl *c, struct dw_proc *p, struct dw_map *m,
 	struct dwunw_module *mod = NULL;
 	char path[4096], alt[96];
 	const char *open_path = NULL;
-	int err = dw_map_module_cached(m, out);
+	int err = dw_map_module_cached(c, m, out);
 
 	if (err != DWUNW_ERR_WOULDBLOCK)
 		return err;
@@ -463,8 +465,10 @@ int dw_map_module(struct dwunw_ctx_impl *c, struct dw_proc *p, struct dw_map *m,
 		} else {
 			atomic_store_explicit(&m->bias, m->start - (ph->vaddr - ph->offset + file_off),
 					      memory_order_relaxed);
-			atomic_store_explicit(&m->mod_gen, atomic_load(&mod->gen), memory_order_release);
-			atomic_store_explicit(&m->mod, mod, memory_order_release);
+			/* the generation of our reference: stable while we hold it */
+			atomic_store_explicit(&m->mod_load,
+					      (uint64_t)atomic_load(&mod->gen) << 32 | (mod->slot + 1),
+					      memory_order_release);
 			*out = mod;
 			return DWUNW_OK;
 		}
