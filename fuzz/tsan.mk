@@ -1,13 +1,14 @@
 # The library and test_nowait (DWUNW_REGS_NOWAIT captures beside a loader thread) under
 # ThreadSanitizer (make tsan, from the root Makefile), into build/tsan/: obj/, libdwunw.a,
 # test/test_nowait. test/tsan.test.ts runs it. clang: gcc 12's TSan runtime is the same, but
-# clang's reports name the racing accesses with their inlined frames.
+# clang's reports name the racing accesses with their inlined frames. -DDW_RACE_POINTS: the library
+# yields the CPU at its race points (internal.h), where a concurrent update may land mid-read.
 ROOT     := $(CURDIR)
 BUILD    ?= $(ROOT)/build
 OUT      := $(BUILD)/tsan
 TSAN_CC  ?= clang
 LDLIBS   := -lelf -lz -lzstd -llzma -lpthread -ldl
-CFLAGS_T := -O1 -g -fsanitize=thread -std=gnu11 -D_GNU_SOURCE -Wall -Wextra -Inative/include -Inative/src
+CFLAGS_T := -O1 -g -fsanitize=thread -DDW_RACE_POINTS -std=gnu11 -D_GNU_SOURCE -Wall -Wextra -Inative/include -Inative/src
 
 include test/unit/wrap.mk
 

@@ -28,6 +28,7 @@ int dw_module_get(struct dwunw_module *m, uint32_t gen)
 			return DWUNW_ERR_NO_MODULE;
 	} while (!atomic_compare_exchange_weak_explicit(&m->refcnt, &r, r + 1, memory_order_acq_rel,
 							 memory_order_acquire));
+	DW_RACE_POINT();
 	if (atomic_load_explicit(&m->gen, memory_order_acquire) != gen) {
 		/* Not ours after all: undo without touching its place in the FIFO. */
 		atomic_fetch_sub_explicit(&m->refcnt, 1, memory_order_acq_rel);

@@ -20,6 +20,7 @@ int dw_memo_take(struct walk *w)
 	for (uint32_t i = 0; i < c->memo_n; i++) {
 		struct place *pl = &w->places[w->nplaces];
 		memcpy(pl, c->memo_place[i], sizeof(*pl));
+		DW_RACE_POINT();
 		if (dw_module_get(pl->mod, c->memo_gen[i]) != DWUNW_OK) {
 			memset(pl, 0, sizeof(*pl));
 			continue;

@@ -404,6 +404,7 @@ int dw_map_module_cached(struct dwunw_ctx_impl *c, struct dw_map *m, struct dwun
 	uint64_t load = atomic_load_explicit(&m->mod_load, memory_order_acquire);
 	int err;
 
+	DW_RACE_POINT();
 	/* the slot and its generation from one load (struct dw_map: mod_load) */
 	if (load && (uint32_t)load <= c->nslots &&
 	    dw_module_get(&c->slots[(uint32_t)load - 1], (uint32_t)(load >> 32)) == DWUNW_OK) {
@@ -465,6 +466,7 @@ int dw_map_module(struct dwunw_ctx_impl *c, struct dw_proc *p, struct dw_map *m,
 		} else {
 			atomic_store_explicit(&m->bias, m->start - (ph->vaddr - ph->offset + file_off),
 					      memory_order_relaxed);
+			DW_RACE_POINT();
 			/* the generation of our reference: stable while we hold it */
 			atomic_store_explicit(&m->mod_load,
 					      (uint64_t)atomic_load(&mod->gen) << 32 | (mod->slot + 1),

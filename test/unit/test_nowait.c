@@ -9,10 +9,14 @@
  *
  *  1. One thread: NOWAIT on a fresh context gives WOULDBLOCK and no frame (maps not cached);
  *     after dwunw_load_for the same NOWAIT capture is the oracle's stack.
- *  2. Threads: 4 threads capture every snapshot with NOWAIT while a loader thread calls
- *     dwunw_load_for on them and forgets one pid's maps now and then, with 4 cache slots for 5
- *     modules, so slots are evicted and reloaded under the captures. Every NOWAIT result is the
- *     oracle's stack, or WOULDBLOCK with a prefix of it; never anything else.
+ *  2. Threads: 4 threads capture every snapshot with NOWAIT while loader threads call
+ *     dwunw_load_for on them and forget one pid's maps now and then, with fewer cache slots
+ *     than modules (4 for 5), so slots are evicted and reloaded under the captures. Every NOWAIT
+ *     result is the oracle's stack (pcs and modules), or WOULDBLOCK with a prefix of it; never
+ *     anything else. Two loaders resolve the same mappings at once. The environment raises the
+ *     pressure (test/tsan.test.ts's stress run): DWUNW_NOWAIT_SLOTS, _CAPTURERS, _LOADERS, _ROUNDS,
+ *     _FORGET_EVERY (a forget every that many rounds per loader) and _CHURN (modules of other
+ *     files opened after each load: evictions).
  *  3. Inside NOWAIT captures, no call the library makes to open, read, pread, stat, fstat,
  *     access, realpath, pthread_mutex_lock, nanosleep, waitpid or ptrace (the test is linked
  *     with -Wl,--wrap for each: see the Makefile), counted per thread.
@@ -43,7 +47,7 @@
 #define MAXF 64
 #define WINDOW (32 * 1024)
 #define NTARGETS 4
-#define NCAPTURERS 4
+#define MAX_CAPTURERS 16
 
 /* ---- the calls a NOWAIT capture must not make ---------------------------------------------- */
 
@@ -118,6 +122,7 @@ struct target {
 	size_t nf;               /* the oracle: a blocking capture */
 	int err;
 	uint64_t pc[MAXF];
+	char *mod[MAXF];         /* the oracle's module path per frame (NULL: none) */
 };
 
 static struct target targets[NTARGETS] = {
@@ -223,8 +228,10 @@ static void oracle(struct target *t)
 		return;
 	}
 	t->err = dwunw_capture(&ctx, &t->regs, f, &t->nf);
-	for (size_t i = 0; i < t->nf; i++)
+	for (size_t i = 0; i < t->nf; i++) {
 		t->pc[i] = f[i].pc;
+		t->mod[i] = f[i].module ? strdup(dwunw_module_path(f[i].module)) : NULL;
+	}
 	dwunw_module_cache_release(&ctx, f, t->nf);
 	dwunw_shutdown(&ctx);
 }
@@ -232,6 +239,12 @@ static void oracle(struct target *t)
 /* ---- one NOWAIT capture, checked against the oracle ----------------------------------------- */
 
 enum { R_COMPLETE, R_WOULDBLOCK, R_WRONG };
+
+/* A frame's module path, "-" for none. */
+static const char *mod_name(const char *path)
+{
+	return path ? path : "-";
+}
 
 static int nowait_capture(struct dwunw_ctx *ctx, struct target *t, char *why, size_t whylen)
 {
@@ -246,17 +259,24 @@ static int nowait_capture(struct dwunw_ctx *ctx, struct target *t, char *why, si
 	in_nowait = 0;
 	res = err == DWUNW_ERR_WOULDBLOCK ? R_WOULDBLOCK : R_COMPLETE;
 	if (err != DWUNW_ERR_WOULDBLOCK && (err != t->err || n != t->nf)) {
-		snprintf(why, whylen, "%s: %s after %zu frames, the oracle %s after %zu", t->argv[0],
-			 dwunw_errname(err), n, dwunw_errname(t->err), t->nf);
+		snprintf(why, whylen, "%s: %s after %zu frames (the last in %s), the oracle %s after %zu",
+			 t->argv[0], dwunw_errname(err), n, n ? mod_name(dwunw_module_path(f[n - 1].module)) : "-",
+			 dwunw_errname(t->err), t->nf);
 		res = R_WRONG;
 	}
-	for (size_t i = 0; res != R_WRONG && i < n; i++)
-		if (i >= t->nf || f[i].pc != t->pc[i]) {
-			snprintf(why, whylen, "%s: frame %zu pc %#llx, the oracle's %#llx (%s)", t->argv[0], i,
-				 (unsigned long long)f[i].pc, (unsigned long long)(i < t->nf ? t->pc[i] : 0),
-				 dwunw_errname(err));
+	for (size_t i = 0; res != R_WRONG && i < n; i++) {
+		/* the module too: a frame credited to another file is wrong even at the right pc (the
+		 * last frame of a WOULDBLOCK may have none: the module it waits for) */
+		const char *mp = f[i].module ? dwunw_module_path(f[i].module) : NULL;
+		int unloaded = !mp && err == DWUNW_ERR_WOULDBLOCK && i == n - 1;
+		if (i >= t->nf || f[i].pc != t->pc[i] ||
+		    (!unloaded && ((!mp != !t->mod[i]) || (mp && strcmp(mp, t->mod[i]))))) {
+			snprintf(why, whylen, "%s: frame %zu pc %#llx in %s, the oracle's %#llx in %s (%s)", t->argv[0], i,
+				 (unsigned long long)f[i].pc, mod_name(mp), (unsigned long long)(i < t->nf ? t->pc[i] : 0),
+				 mod_name(i < t->nf ? t->mod[i] : NULL), dwunw_errname(err));
 			res = R_WRONG;
 		}
+	}
 	dwunw_module_cache_release(ctx, f, n);
 	return res;
 }
@@ -264,8 +284,11 @@ static int nowait_capture(struct dwunw_ctx *ctx, struct target *t, char *why, si
 /* ---- phase 2: captures beside a loader ------------------------------------------------------ */
 
 static struct dwunw_ctx shared;
-static _Atomic int loader_done;
-#define LOAD_ROUNDS 40
+static _Atomic int loader_done;  /* loaders finished */
+static unsigned ncapturers = 4, nloaders = 2, load_rounds = 40, forget_every = 3, churn;
+/* Files no target maps: a loader opens `churn` of them after each load, evicting the targets'
+ * modules so that the next loads resolve their mappings again (coreutils, on every system). */
+static const char *const churn_files[] = { "/bin/true", "/bin/ls", "/usr/bin/env", "/usr/bin/id" };
 static _Atomic unsigned counts[3];
 static _Atomic unsigned loads, load_errors, load_full, forgets;
 static char wrong_why[256];
@@ -277,7 +300,7 @@ static void *capturer(void *arg)
 	char why[256];
 
 	/* at least `iters` captures, and on until the loader is done */
-	for (unsigned i = 0; i < iters || !atomic_load(&loader_done); i++) {
+	for (unsigned i = 0; i < iters || atomic_load(&loader_done) < (int)nloaders; i++) {
 		struct target *t = &targets[i % NTARGETS];
 		int r = nowait_capture(&shared, t, why, sizeof(why));
 
@@ -290,9 +313,12 @@ static void *capturer(void *arg)
 
 static void *loader(void *arg)
 {
-	(void)arg;
-	for (unsigned round = 0; round < LOAD_ROUNDS; round++) {
-		for (unsigned k = 0; k < NTARGETS; k++) {
+	unsigned id = (unsigned)(uintptr_t)arg;
+
+	for (unsigned round = 0; round < load_rounds; round++) {
+		for (unsigned j = 0; j < NTARGETS; j++) {
+			/* each loader in its own order: they meet on the same mappings */
+			unsigned k = (j + id) % NTARGETS;
 			int err = dwunw_load_for(&shared, &targets[k].regs);
 			/* every slot active (held by the captures): documented, tried again next round */
 			if (err == DWUNW_ERR_CACHE_FULL)
@@ -300,24 +326,48 @@ static void *loader(void *arg)
 			else if (err)
 				atomic_fetch_add(&load_errors, 1);
 			atomic_fetch_add(&loads, 1);
+			for (unsigned c = 0; c < churn; c++) {
+				struct dwunw_module *mod;
+				err = dwunw_module_open(&shared, churn_files[(round + j + c) % 4], &mod);
+				if (!err)
+					dwunw_module_put(&shared, mod);
+				else if (err != DWUNW_ERR_CACHE_FULL)
+					atomic_fetch_add(&load_errors, 1);
+			}
 		}
-		if (round % 3 == 2) {
-			dwunw_maps_forget(&shared, targets[round % NTARGETS].pid);
+		if (round % forget_every == forget_every - 1) {
+			dwunw_maps_forget(&shared, targets[(round + id) % NTARGETS].pid);
 			atomic_fetch_add(&forgets, 1);
 		}
 	}
-	atomic_store(&loader_done, 1);
+	atomic_fetch_add(&loader_done, 1);
 	return NULL;
 }
 
+/* A knob from the environment, else its default. */
+static unsigned knob(const char *name, unsigned def)
+{
+	const char *s = getenv(name);
+	return s && atoi(s) > 0 ? (unsigned)atoi(s) : def;
+}
+
+#define MAX_LOADERS 8
+
 int main(void)
 {
-	unsigned iters = getenv("DWUNW_NOWAIT_ITERS") ? (unsigned)atoi(getenv("DWUNW_NOWAIT_ITERS")) : 2000;
-	struct dwunw_config cfg = { .size = sizeof(cfg), .cache_slots = 4 };
-	pthread_t th[NCAPTURERS + 1];
+	unsigned iters = knob("DWUNW_NOWAIT_ITERS", 2000);
+	struct dwunw_config cfg = { .size = sizeof(cfg), .cache_slots = knob("DWUNW_NOWAIT_SLOTS", 4) };
+	pthread_t th[MAX_CAPTURERS + MAX_LOADERS];
 	char why[256];
 	int ready = 1;
 
+	ncapturers = knob("DWUNW_NOWAIT_CAPTURERS", ncapturers);
+	ncapturers = ncapturers > MAX_CAPTURERS ? MAX_CAPTURERS : ncapturers;
+	nloaders = knob("DWUNW_NOWAIT_LOADERS", nloaders);
+	nloaders = nloaders > MAX_LOADERS ? MAX_LOADERS : nloaders;
+	load_rounds = knob("DWUNW_NOWAIT_ROUNDS", load_rounds);
+	forget_every = knob("DWUNW_NOWAIT_FORGET_EVERY", forget_every);
+	churn = knob("DWUNW_NOWAIT_CHURN", 0);
 	if (geteuid() != 0) {
 		printf("1..0 # SKIP needs root (ptrace of the children)\n");
 		return 0;
@@ -337,15 +387,16 @@ int main(void)
 	if (!ready)
 		goto out;
 
-	/* 1. one thread */
+	/* 1. one thread (4 slots: the walk's modules fit) */
 	{
+		struct dwunw_config cfg1 = { .size = sizeof(cfg1), .cache_slots = 4 };
 		struct dwunw_ctx ctx;
 		struct dwunw_regs regs = targets[0].regs;
 		struct dwunw_frame f[MAXF];
 		size_t n = MAXF;
 		int err;
 
-		dwunw_init(&ctx, &cfg);
+		dwunw_init(&ctx, &cfg1);
 		regs.flags |= DWUNW_REGS_NOWAIT;
 		in_nowait = 1;
 		err = dwunw_capture(&ctx, &regs, f, &n);
@@ -359,7 +410,7 @@ int main(void)
 		/* maps cached, modules not: load one pid, capture another of the same context */
 		dwunw_maps_forget(&ctx, targets[1].pid);
 		dwunw_shutdown(&ctx);
-		dwunw_init(&ctx, &cfg);
+		dwunw_init(&ctx, &cfg1);
 		dwunw_load_for(&ctx, &targets[0].regs);
 		{
 			struct dwunw_regs r1 = targets[1].regs;
@@ -378,15 +429,16 @@ int main(void)
 
 	/* 2. threads */
 	dwunw_init(&shared, &cfg);
-	for (unsigned i = 0; i < NCAPTURERS; i++)
+	for (unsigned i = 0; i < ncapturers; i++)
 		pthread_create(&th[i], NULL, capturer, (void *)(uintptr_t)iters);
-	pthread_create(&th[NCAPTURERS], NULL, loader, NULL);
-	for (unsigned i = 0; i <= NCAPTURERS; i++)
+	for (unsigned i = 0; i < nloaders; i++)
+		pthread_create(&th[ncapturers + i], NULL, loader, (void *)(uintptr_t)i);
+	for (unsigned i = 0; i < ncapturers + nloaders; i++)
 		pthread_join(th[i], NULL);
-	printf("# %u NOWAIT captures: %u complete, %u WOULDBLOCK, %u wrong; %u loads (%u CACHE_FULL, %u failed), %u forgets\n",
+	printf("# %u NOWAIT captures: %u complete, %u WOULDBLOCK, %u wrong; %u loads (%u CACHE_FULL, %u failed), %u forgets; %u slots, %u loaders\n",
 	       counts[R_COMPLETE] + counts[R_WOULDBLOCK] + counts[R_WRONG], counts[R_COMPLETE], counts[R_WOULDBLOCK], counts[R_WRONG], loads, load_full,
-	       load_errors, forgets);
-	ok(counts[R_COMPLETE] + counts[R_WOULDBLOCK] + counts[R_WRONG] >= NCAPTURERS * iters,
+	       load_errors, forgets, cfg.cache_slots, nloaders);
+	ok(counts[R_COMPLETE] + counts[R_WOULDBLOCK] + counts[R_WRONG] >= ncapturers * iters,
 	   "every capture accounted for");
 	ok(counts[R_WRONG] == 0, "every NOWAIT capture is the oracle's stack or a WOULDBLOCK prefix of it%s%s",
 	   wrong_why[0] ? ": " : "", wrong_why);
@@ -412,6 +464,8 @@ out:
 			kill(targets[k].pid, SIGKILL);
 			__real_waitpid(targets[k].pid, NULL, 0);
 			free(targets[k].stack);
+			for (size_t i = 0; i < targets[k].nf; i++)
+				free(targets[k].mod[i]);
 		}
 	return done_testing();
 }
