@@ -64,6 +64,8 @@ struct kc_opts {
 
 struct site {
 	char where[160];
+	char file[256];            /* the module's path ("" when none) */
+	uint64_t lookup;           /* the module address the walker looked up (pc - 1 at a return address) */
 	unsigned status, why;
 	uint32_t rule;
 	uint64_t count;
@@ -197,6 +199,19 @@ static void lib_rule(struct kwalk_check *kc, const struct dwunw_frame *f, int ex
 		n += snprintf(buf + n, len - n, " %s=%s", rt.regs[i].name, rt.regs[i].rule);
 }
 
+/* Where the walker looked: the module's file and the address in it (the test checks that no FDE
+ * of the file covers a no-dwarf one, readelf as the oracle). */
+static void site_file(struct kwalk_check *kc, const struct kw_event *ev, struct site *s)
+{
+	unsigned f = ev->stop_frame < KW_MAX_FRAMES ? ev->stop_frame : 0;
+	int exact = f == 0 || ev->how[f] == KW_HOW_SIGNAL;
+	uint64_t a = 0;
+	const char *m = kw_pc_module(kc->kl, (int)ev->pid, ev->stop_pc, &a);
+
+	snprintf(s->file, sizeof(s->file), "%s", m && m[0] == '/' ? m : "");
+	s->lookup = exact || !a ? a : a - 1;
+}
+
 static void note_site(struct kwalk_check *kc, const struct kw_event *ev)
 {
 	char where[160];
@@ -212,6 +227,7 @@ static void note_site(struct kwalk_check *kc, const struct kw_event *ev)
 		struct site *s = &kc->sites[kc->nsites++];
 
 		snprintf(s->where, sizeof(s->where), "%s", where);
+		site_file(kc, ev, s);
 		s->status = ev->status;
 		s->why = ev->stop_why;
 		s->rule = ev->stop_rule;
@@ -711,9 +727,11 @@ int main(int argc, char **argv)
 			for (int i = 0; i < kc->nsites; i++) {
 				char r[160];
 				kw_rule_text(kc->kl, kc->sites[i].rule, r, sizeof(r));
-				printf("%s{\"where\":\"%s\",\"status\":\"%s\",\"why\":\"%s\",\"rule\":\"%s\",\"count\":%llu}",
+				printf("%s{\"where\":\"%s\",\"status\":\"%s\",\"why\":\"%s\",\"rule\":\"%s\",\"count\":%llu,"
+				       "\"file\":\"%s\",\"lookup\":\"0x%llx\"}",
 				       i ? "," : "", kc->sites[i].where, kw_status_name(kc->sites[i].status),
-				       kw_why_name(kc->sites[i].why), r, (unsigned long long)kc->sites[i].count);
+				       kw_why_name(kc->sites[i].why), r, (unsigned long long)kc->sites[i].count,
+				       kc->sites[i].file, (unsigned long long)kc->sites[i].lookup);
 			}
 			printf("],\"kernel\":{\"ns_per_sample\":%.1f,\"ns_per_frame\":%.1f,\"frames_per_sample\":%.2f,"
 			       "\"bytes_per_row\":%.3f,\"row_index_bytes_per_row\":%.3f,\"map_bytes\":%llu,\"verifier_insns\":%u,"

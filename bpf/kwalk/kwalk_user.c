@@ -605,6 +605,48 @@ static int write_array(int fd, uint32_t base, const void *vals, uint32_t n, size
 	return 0;
 }
 
+/*
+ * Is [addr, addr+n) alignment padding (nops, int3, zero fill)? Only then may the END row of a
+ * gap go: a short gap may also hold code without CFI (glibc's clone3 after its syscall: test,
+ * jl, je, ret), where the previous FDE's last rule would be a guess (right for the parent, a read
+ * fault on the child's fresh stack). Unknown bytes or another arch: code, END kept.
+ */
+static int gap_is_padding(struct kw_loader *l, struct dwunw_module *dm, uint64_t addr, uint64_t n)
+{
+	uint8_t b[KW_PAD_GAP];
+	uint64_t i = 0;
+
+	if (n > sizeof(b) || dwunw_export_code(&l->ctx, dm, addr, b, n))
+		return 0;
+#if defined(__x86_64__)
+	while (i < n) {
+		uint8_t m;
+
+		while (i < n && (b[i] == 0x66 || b[i] == 0x2e)) /* operand-size, cs prefixes of long nops */
+			i++;
+		if (i < n && (b[i] == 0x90 || b[i] == 0xcc || b[i] == 0x00)) {
+			i++;
+			continue;
+		}
+		if (i + 3 > n || b[i] != 0x0f || b[i + 1] != 0x1f)
+			return 0;
+		m = b[i + 2]; /* nopl/nopw r/m: modrm, SIB when rm = 4, disp8 or disp32 */
+		i += 3 + ((m & 7) == 4 && (m >> 6) != 3) + ((m >> 6) == 1 ? 1 : (m >> 6) == 2 ? 4 : 0);
+	}
+	return i == n;
+#elif defined(__aarch64__)
+	for (; i + 4 <= n; i += 4) {
+		uint32_t w = (uint32_t)b[i] | (uint32_t)b[i + 1] << 8 | (uint32_t)b[i + 2] << 16 | (uint32_t)b[i + 3] << 24;
+
+		if (w != 0xd503201f && w != 0)
+			return 0;
+	}
+	return i == n;
+#else
+	return 0;
+#endif
+}
+
 /* Re-encode a module's table into the maps. */
 static int mod_load(struct kw_loader *l, struct kw_umod *um, uint64_t stamp)
 {
@@ -671,7 +713,8 @@ static int mod_load(struct kw_loader *l, struct kw_umod *um, uint64_t stamp)
 		/* drop a row repeating the previous rule, and the END of alignment padding */
 		if (nk && KW_ROW_RULE(krows[nk - 1]) == g)
 			continue;
-		if (g == 0 && nk && i + 1 < info.rows && pcs[i + 1] - pcs[i] < KW_PAD_GAP)
+		if (g == 0 && nk && i + 1 < info.rows && pcs[i + 1] - pcs[i] < KW_PAD_GAP &&
+		    gap_is_padding(l, dm, pcs[i], pcs[i + 1] - pcs[i]))
 			continue;
 		krows[nk] = KW_ROW(pcs[i] & 0xffff, g);
 		kpcs[nk++] = pcs[i];

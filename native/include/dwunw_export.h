@@ -69,6 +69,11 @@ int64_t dwunw_export_rows(struct dwunw_ctx *ctx, struct dwunw_module *mod, uint6
 int dwunw_export_rule(struct dwunw_ctx *ctx, struct dwunw_module *mod, uint32_t id,
 		      struct dwunw_export_rule *out);
 
+/* The module's bytes at module address `addr` (its file's loaded contents): DWUNW_OK, or
+ * DWUNW_ERR_INVALID_ARG where no PT_LOAD holds them. For re-encoders that check what lies in a
+ * gap the table leaves (alignment padding, or code without CFI). */
+int dwunw_export_code(struct dwunw_ctx *ctx, struct dwunw_module *mod, uint64_t addr, void *buf, size_t len);
+
 #ifdef __cplusplus
 }
 #endif

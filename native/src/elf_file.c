@@ -352,6 +352,9 @@ static int load_shdrs(struct dw_elf *e, const GElf_Ehdr *eh, struct note_area *b
 			e->stubs[e->nstubs][1] = sh.sh_addr + sh.sh_size;
 			e->nstubs++;
 		}
+		if ((sh.sh_flags & SHF_EXECINSTR) && sh.sh_size && e->machine == EM_X86_64 &&
+		    (!strcmp(name, ".init") || !strcmp(name, ".fini")))
+			e->entries[name[1] == 'f'] = sh.sh_addr;
 		if (sh.sh_type == SHT_NOTE && !bid_sec->found && strcmp(name, ".note.gnu.build-id") == 0) {
 			bid_sec->off = sh.sh_offset;
 			bid_sec->size = sh.sh_size;

@@ -89,6 +89,10 @@ struct dw_elf {
 	 * call, where the return address is where the call put it. */
 	uint64_t stubs[6][2];
 	uint32_t nstubs;
+	/* x86_64: the first instruction of .init and .fini (crti.S's _init and _fini, assembled
+	 * without CFI; the loader calls them at load and at exit): the return address is at [rsp]
+	 * there and only there (the next instruction moves rsp). 0: none. */
+	uint64_t entries[2];
 	/* Found through PT_GNU_EH_FRAME when there are no section headers. */
 	uint64_t eh_frame_hdr_vaddr;
 };

@@ -102,3 +102,10 @@ DWUNW_API int dwunw_export_rule(struct dwunw_ctx *ctx, struct dwunw_module *mod,
 	}
 	return DWUNW_OK;
 }
+
+DWUNW_API int dwunw_export_code(struct dwunw_ctx *ctx, struct dwunw_module *mod, uint64_t addr, void *buf, size_t len)
+{
+	if (!dw_ctx(ctx) || !mod || (!buf && len))
+		return DWUNW_ERR_INVALID_ARG;
+	return dw_elf_read_vaddr(&mod->elf, addr, buf, len);
+}

@@ -284,6 +284,14 @@ static int step_fallback(struct walk *w, const struct state *s, struct state *n,
 	}
 	if (exact && mod && arch->stub_step) {
 		uint64_t addr = s->pc - pl->bias;
+		/* the entry of .init/.fini (x86_64's crti code, without CFI): nothing pushed yet. A
+		 * frame-pointer step there would skip the caller (ld.so's _dl_fini keeps rbp as its
+		 * own frame pointer: gdb shows _fini <- _dl_fini <- __run_exit_handlers). */
+		if (addr && (addr == mod->elf.entries[0] || addr == mod->elf.entries[1]) &&
+		    arch->stub_step(&in, &out, dw_walk_read, w) > 0) {
+			*how = DWUNW_HOW_LR;
+			goto done;
+		}
 		for (uint32_t i = 0; i < mod->elf.nstubs; i++)
 			if (addr >= mod->elf.stubs[i][0] && addr < mod->elf.stubs[i][1]) {
 				if (arch->stub_step(&in, &out, dw_walk_read, w) > 0) {
