@@ -25,6 +25,7 @@ enum {
 	OPT_MAX_CPU,
 	OPT_WALL,
 	OPT_WAKER,
+	OPT_AGGREGATE,
 };
 
 static const struct option long_opts[] = {
@@ -52,6 +53,7 @@ static const struct option long_opts[] = {
 	{ "table-budget", required_argument, NULL, OPT_TABLE_BUDGET },
 	{ "wall", no_argument, NULL, OPT_WALL },
 	{ "waker", no_argument, NULL, OPT_WAKER },
+	{ "aggregate", no_argument, NULL, OPT_AGGREGATE },
 	{ "frequency", required_argument, NULL, 'F' },
 	{},
 };
@@ -87,6 +89,8 @@ static void usage(void)
 "                               stopped at its switch-in until its stack is read (-p/-t/--)\n"
 "      --stack-size=BYTES       stack window copied per switch-out (16384, max 65536)\n"
 "      --table-budget=MIB       --unwind=kernel: memory for the tables' maps (64)\n"
+"      --aggregate              kernel walks: spans summed in BPF maps by stack, drained\n"
+"                               each second (a walk that fell back still comes as a record)\n"
 "      --json                   NDJSON: one line per stack (count: microseconds), with -f\n"
 "                               the folded lines too ({\"folded\":\"comm;...;leaf\",\"count\":US}),\n"
 "                               then a summary line\n"
@@ -154,6 +158,7 @@ void oc_parse_args(struct oc_opts *o, int argc, char **argv)
 			break;
 		case OPT_WALL: o->wall = true; break;
 		case OPT_WAKER: o->waker = true; break;
+		case OPT_AGGREGATE: o->aggregate = true; break;
 		case 'f': o->folded = true; break;
 		case 'd': o->delimiter = true; break;
 		case 'v': o->verbose = true; break;
@@ -229,6 +234,13 @@ void oc_parse_args(struct oc_opts *o, int argc, char **argv)
 	} else if (o->table_budget) {
 		tool_usage_error("--table-budget is for --unwind=kernel");
 	}
+	if (o->aggregate && (o->unwind != OC_UNWIND_KERNEL || !o->user)) {
+		if (!o->unwind_auto)
+			tool_usage_error("--aggregate sums the in-kernel walks' spans: it needs --unwind=kernel and user stacks");
+		o->aggregate = false; /* auto chose dwarf: said on its line */
+	}
+	if (o->aggregate && o->waker)
+		tool_usage_error("--aggregate and --waker exclude each other (each span carries its waker's stacks)");
 }
 
 void oc_check_targets(const struct oc_opts *o)
