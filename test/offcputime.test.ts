@@ -5,8 +5,11 @@
 // around each wait. Checked, for --unwind=dwarf and --unwind=kernel, with the command run by
 // `-- waits --fork` (so the forked child is followed): every chain's user stack is complete to
 // main's start or the thread start, each chain's off-CPU time is within 10 % (and 5 us a wait) of
-// what the program measured (wall - CPU), and the child's chain is there under its own pid. Usage errors: exit 2,
-// one line naming `dwunw offcputime --help`.
+// what the program measured (wall - CPU), and the child's chain is there under its own pid. Kernel
+// mode both ways: a record per span (--no-aggregate) and its default, the spans of complete walks
+// summed in BPF maps and drained (--aggregate): the same checks, and every switch-out accounted for
+// (summed in the kernel + records + counted losses + out of -m/-M + still off CPU at the end).
+// Usage errors: exit 2, one line naming `dwunw offcputime --help`.
 //
 // Needs root, the kernel's BTF and BPF: without them the checks that trace are skipped with the
 // reason, unless DWUNW_REQUIRE_BPF=1 (CI), which makes that a failure.
@@ -47,6 +50,8 @@ t.test('usage errors: exit 2, one line naming dwunw offcputime --help', async (t
     [['0'], /^offcputime: duration: 0 out of range /],
     [['--html'], /^dwunw: offcputime: --html: a file name is expected /],
     [['-F', '99'], /^offcputime: -F is for --wall /],
+    [['--unwind=dwarf', '--aggregate'], /^offcputime: --aggregate sums the in-kernel walks' spans: it needs --unwind=kernel and user stacks /],
+    [['--unwind=kernel', '--aggregate', '--waker'], /^offcputime: --aggregate and --waker exclude each other /],
   ];
   for (const [args, re] of cases) {
     const r = await dwunw(args);
@@ -142,15 +147,18 @@ if (why) {
   skipOrFail(t, why, 'offcputime tests skipped');
 } else {
   for (const mode of ['dwarf', 'kernel']) {
+    // kernel mode: a record per span (--no-aggregate); summed in the kernel below
     t.test(`--unwind=${mode} -- waits --fork: complete chains, the program's own time`, async (tt) => {
       const file = join('/tmp', `dwunw-offcpu-${process.pid}-${mode}.dat`);
-      const r = await dwunw([`--unwind=${mode}`, '--json', '--', waits, '--fork', '--file', file]);
+      const r = await dwunw([`--unwind=${mode}`, ...(mode === 'kernel' ? ['--no-aggregate'] : []), '--json', '--', waits, '--fork', '--file', file]);
+      rmSync(file, { force: true });
       check(tt, r, mode);
+      tt.notOk((parseProfileJson(r.stdout).summary as unknown as { aggregated?: OcAgg } | undefined)?.aggregated, `${mode}: a record per span`);
     });
   }
-  t.test('--unwind=kernel --aggregate -- waits --fork: the same chains and times, every switch-out accounted for', async (tt) => {
+  t.test('--unwind=kernel (--aggregate, its default) -- waits --fork: the same chains and times, every switch-out accounted for', async (tt) => {
     const file = join('/tmp', `dwunw-offcpu-${process.pid}-agg.dat`);
-    const r = await dwunw(['--unwind=kernel', '--aggregate', '--json', '--', waits, '--fork', '--file', file]);
+    const r = await dwunw(['--unwind=kernel', '--json', '--', waits, '--fork', '--file', file]); // the default
     rmSync(file, { force: true });
     check(tt, r, 'kernel --aggregate', 'kernel');
     const s = parseProfileJson(r.stdout).summary as unknown as Record<string, number> & { aggregated?: OcAgg } | undefined;

@@ -9,6 +9,7 @@
 #include <bpf/libbpf.h>
 #include "kwalk_drain.h"
 #include "kwalk_frames.h"
+#include "runtime/mmap_ev.h"
 #include "runtime/tool_util.h"
 
 static const char *const maps[] = { "kw_agg_stacks", "kw_agg_counts0", "kw_agg_counts1" };
@@ -108,6 +109,14 @@ void kw_drain_pid(struct kw_drain *d, uint32_t pid)
 	/* flagged, or the flag map was full (then any pid may have counts) */
 	if (*d->pids_full || !bpf_map_lookup_elem(d->pids_fd, &pid, &v))
 		kw_drain_all(d);
+}
+
+void kw_drain_mapev(struct kw_drain *d, const void *data, size_t size)
+{
+	const struct mmap_ev_rec *r = data;
+
+	if (d->on && size >= offsetof(struct mmap_ev_rec, op))
+		kw_drain_pid(d, r->pid);
 }
 
 void kw_drain_all(struct kw_drain *d)

@@ -3,8 +3,9 @@
  * In-kernel aggregation (kwalk_agg.h), user side: the counts drained. A drain flips kw_agg_gen,
  * waits until no program is counting into the old map, reads and empties it, and hands each key
  * to the tool as the walker event its walk would have sent (pcs, how, pid, tid; the tool sets its
- * cookie) with its count and sum. A tool drains per interval, before an exec or exit record of a
- * process with counts (those events are named with the maps they were taken in), and at the end.
+ * cookie) with its count and sum. A tool drains per interval, before an exec, exit or mapping-change
+ * record of a process with counts (those events are named with the maps they were taken in), and
+ * at the end.
  */
 #ifndef DWUNW_KWALK_DRAIN_H
 #define DWUNW_KWALK_DRAIN_H
@@ -47,6 +48,9 @@ int kw_drain_open(struct kw_drain *d, struct bpf_object *obj, volatile uint32_t 
 void kw_drain_all(struct kw_drain *d);
 /* Before pid's exec or exit record: drain when pid has counts not yet drained. */
 void kw_drain_pid(struct kw_drain *d, uint32_t pid);
+/* Before a mapping-change record (runtime/mmap_ev.h) is applied: its process's counts drained
+ * first, so that they are named with the mappings they were walked in. */
+void kw_drain_mapev(struct kw_drain *d, const void *data, size_t size);
 void kw_drain_free(struct kw_drain *d);
 /* After the tool took a drained key's event as one (kw_record_stack): the walker's figures as if
  * each of its count events had come as its record. */

@@ -443,8 +443,12 @@ static int on_record(void *arg, const void *data, size_t size)
 	if (size < sizeof(*h))
 		return 0;
 	if (h->kind == CAP_KIND_MAPEV) {
-		if (c->fr.maps)
+		if (c->fr.maps) {
+#ifdef HAVE_KWALK
+			kw_drain_mapev(&c->kagg, data, size); /* its sums named with the maps before */
+#endif
 			mappings_event(c->fr.maps, data, size);
+		}
 	} else if (h->kind == CAP_KIND_SNAPSHOT) {
 		if (!c->fr.fz || !(h->flags & CAP_F_FROZEN) || !frozen_defer(c, data, size))
 			on_snapshot(c, data, size);
@@ -738,6 +742,7 @@ int main(int argc, char **argv)
 	uint64_t last_check = t0, last_drain = t0;
 
 	c->stats.start_ns = t0;
+	c->stats.setup_cpu_ns = self_cpu_ns();
 	while (!tool_stop_requested() && !tool_stdout_closed()) {
 		c->poll_until = mono_ns() + 50000000ull;
 		err = dwunw_cap_reader_poll(reader, 10);

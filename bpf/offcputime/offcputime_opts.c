@@ -26,6 +26,7 @@ enum {
 	OPT_WALL,
 	OPT_WAKER,
 	OPT_AGGREGATE,
+	OPT_NO_AGGREGATE,
 };
 
 static const struct option long_opts[] = {
@@ -54,6 +55,7 @@ static const struct option long_opts[] = {
 	{ "wall", no_argument, NULL, OPT_WALL },
 	{ "waker", no_argument, NULL, OPT_WAKER },
 	{ "aggregate", no_argument, NULL, OPT_AGGREGATE },
+	{ "no-aggregate", no_argument, NULL, OPT_NO_AGGREGATE },
 	{ "frequency", required_argument, NULL, 'F' },
 	{},
 };
@@ -90,7 +92,9 @@ static void usage(void)
 "      --stack-size=BYTES       stack window copied per switch-out (16384, max 65536)\n"
 "      --table-budget=MIB       --unwind=kernel: memory for the tables' maps (64)\n"
 "      --aggregate              kernel walks: spans summed in BPF maps by stack, drained\n"
-"                               each second (a walk that fell back still comes as a record)\n"
+"                               each second (a walk that fell back still comes as a record);\n"
+"                               the default with --unwind=kernel unless --waker\n"
+"      --no-aggregate           kernel walks: one record per span, summed here\n"
 "      --json                   NDJSON: one line per stack (count: microseconds), with -f\n"
 "                               the folded lines too ({\"folded\":\"comm;...;leaf\",\"count\":US}),\n"
 "                               then a summary line\n"
@@ -132,6 +136,7 @@ void oc_parse_args(struct oc_opts *o, int argc, char **argv)
 		.freq = 99,
 	};
 	bool freq_given = false;
+	int aggregate = -1; /* --aggregate 1, --no-aggregate 0, else kernel mode's default */
 	for (int i = 1; i < argc; i++)
 		if (!strcmp(argv[i], "--")) {
 			n = i;
@@ -158,7 +163,8 @@ void oc_parse_args(struct oc_opts *o, int argc, char **argv)
 			break;
 		case OPT_WALL: o->wall = true; break;
 		case OPT_WAKER: o->waker = true; break;
-		case OPT_AGGREGATE: o->aggregate = true; break;
+		case OPT_AGGREGATE: aggregate = 1; break;
+		case OPT_NO_AGGREGATE: aggregate = 0; break;
 		case 'f': o->folded = true; break;
 		case 'd': o->delimiter = true; break;
 		case 'v': o->verbose = true; break;
@@ -234,13 +240,13 @@ void oc_parse_args(struct oc_opts *o, int argc, char **argv)
 	} else if (o->table_budget) {
 		tool_usage_error("--table-budget is for --unwind=kernel");
 	}
-	if (o->aggregate && (o->unwind != OC_UNWIND_KERNEL || !o->user)) {
-		if (!o->unwind_auto)
-			tool_usage_error("--aggregate sums the in-kernel walks' spans: it needs --unwind=kernel and user stacks");
-		o->aggregate = false; /* auto chose dwarf: said on its line */
-	}
-	if (o->aggregate && o->waker)
+	/* kernel mode sums its walked spans in the kernel unless told not to: no record per span
+	 * (none lost to a full ring buffer under switch storms, ~1/30 of the bytes: doc/offcputime.md) */
+	if (aggregate == 1 && (o->unwind != OC_UNWIND_KERNEL || !o->user) && !o->unwind_auto)
+		tool_usage_error("--aggregate sums the in-kernel walks' spans: it needs --unwind=kernel and user stacks");
+	if (aggregate == 1 && o->waker)
 		tool_usage_error("--aggregate and --waker exclude each other (each span carries its waker's stacks)");
+	o->aggregate = aggregate != 0 && o->unwind == OC_UNWIND_KERNEL && o->user && !o->waker;
 }
 
 void oc_check_targets(const struct oc_opts *o)

@@ -239,13 +239,13 @@ void oc_report(const struct oc_opts *o, const struct oc_sums *s, const struct oc
 		       ",\"out_of_range\":%" PRIu64 ",\"user_lost\":%" PRIu64 ",\"kernel_lost\":%" PRIu64
 		       ",\"keys\":%zu,\"overflow_us\":%" PRIu64 ",\"stacks\":%zu,\"stack_table_full\":%" PRIu64
 		       ",\"records\":%" PRIu64 ",\"buffer_bytes\":%" PRIu64
-		       ",\"self\":{\"user_s\":%.3f,\"sys_s\":%.3f,\"max_rss_kib\":%ld}",
+		       ",\"self\":{\"user_s\":%.3f,\"sys_s\":%.3f,\"setup_s\":%.3f,\"max_rss_kib\":%ld}",
 		       total_ns / 1000, spans, (total_ns - on_ns) / 1000, p->end_ns - p->start_ns,
 		       (uint64_t)time(NULL) * UINT64_C(1000000000) - (p->end_ns - p->start_ns),
 		       unwind_name(o), uns / 1000, ucomplete_ns / 1000, lost,
 		       p->bpf[OC_CNT_SNAP_LOST], p->unmatched, p->bpf[OC_CNT_OUT_OF_RANGE], p->ulost,
 		       p->klost, s->n, s->overflow_ns / 1000, st->n, st->full, p->records,
-		       p->buffer_bytes, ucpu, scpu, ru.ru_maxrss);
+		       p->buffer_bytes, ucpu, scpu, (double)p->setup_cpu_ns / 1e9, ru.ru_maxrss);
 		if (o->waker)
 			printf(",\"waker\":{\"wakeups\":%" PRIu64 ",\"table_full\":%" PRIu64
 			       ",\"from_interrupt\":%" PRIu64 "}", p->bpf[OC_CNT_WAKEUPS],

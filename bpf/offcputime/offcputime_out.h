@@ -52,6 +52,7 @@ struct oc_agg_stats {
 
 struct oc_stats {
 	uint64_t start_ns, end_ns;
+	uint64_t setup_cpu_ns;  /* offcputime's CPU before tracing began (BPF load, tables) */
 	struct unwind_stats unw;
 	uint64_t ulost, klost;  /* spans whose user / kernel stack was lost */
 	uint64_t unmatched;     /* spans whose switch-out record was not seen */

@@ -281,6 +281,9 @@ static int on_record(void *ctx, const void *data, size_t size)
 		if (pr->fr.maps) {
 			uint64_t t0 = thread_cpu_ns();
 
+#ifdef HAVE_KWALK
+			kw_drain_mapev(&pr->kagg, data, size); /* its counts named with the maps before */
+#endif
 			mappings_event(pr->fr.maps, data, size);
 			pr->prs.maps_ns += thread_cpu_ns() - t0;
 		}
