@@ -5,14 +5,16 @@
 #   upstream      /usr/sbin/offcputime (libbpf-tools, frame-pointer user stacks)
 #   dwunw-fp      build/bpf/offcputime --unwind=fp
 #   dwunw-dwarf   build/bpf/offcputime --unwind=dwarf (a stack window copied per switch-out)
-#   dwunw-kernel  build/bpf/offcputime --unwind=kernel
+#   dwunw-kernel  build/bpf/offcputime --unwind=kernel --no-aggregate (a record per span)
+#   dwunw-kernel-agg  build/bpf/offcputime --unwind=kernel (--aggregate: spans summed in BPF maps)
 #   dwunw-wall    build/bpf/offcputime --wall (dwarf, plus 99 Hz on-CPU samples)
 #   dwunw-waker-fp / dwunw-waker  --waker (each wakeup's stacks too), fp / dwarf
 # Each run: the tracer starts, the bench runs (-l LOOPS), the tracer is stopped with SIGINT.
 # Printed per tracer: the bench's CPU us per round trip (median of REPS runs), its overhead against no tracer,
 # and from dwunw's own summary (last run): the spans it received per second of the bench, the
 # spans it lost (counted: the ring buffer was full) and its own CPU time. libbpf-tools offcputime
-# sums in the kernel and loses nothing but stacks. Usage: bench/offcpu-cost.sh [LOOPS [REPS]]
+# sums in the kernel and loses nothing but stacks. Usage: bench/offcpu-cost.sh [LOOPS [REPS]];
+# TRACERS="none dwunw-kernel ..." runs only those rows.
 set -u
 cd "$(dirname "$0")/.."
 LOOPS=${1:-100000}
@@ -35,6 +37,7 @@ median() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 # run_under NAME CMD...: the tracer in the background, the bench REPS times, one row
 run_under() {
 	local name=$1; shift
+	case " ${TRACERS:-$name} " in *" $name "*) ;; *) return ;; esac
 	local i us=() pid
 	for ((i = 0; i < REPS; i++)); do
 		if [ "$name" = none ]; then
@@ -73,7 +76,8 @@ run_under() {
 	[ -x /usr/sbin/offcputime ] && run_under upstream /usr/sbin/offcputime
 	run_under dwunw-fp "$OC" --unwind=fp
 	run_under dwunw-dwarf "$OC" --unwind=dwarf
-	run_under dwunw-kernel "$OC" --unwind=kernel
+	run_under dwunw-kernel "$OC" --unwind=kernel --no-aggregate
+	run_under dwunw-kernel-agg "$OC" --unwind=kernel
 	run_under dwunw-wall "$OC" --wall
 	run_under dwunw-waker-fp "$OC" --waker --unwind=fp
 	run_under dwunw-waker "$OC" --waker --unwind=dwarf

@@ -5,8 +5,11 @@
 // around each wait. Checked, for --unwind=dwarf and --unwind=kernel, with the command run by
 // `-- waits --fork` (so the forked child is followed): every chain's user stack is complete to
 // main's start or the thread start, each chain's off-CPU time is within 10 % (and 5 us a wait) of
-// what the program measured (wall - CPU), and the child's chain is there under its own pid. Usage errors: exit 2,
-// one line naming `dwunw offcputime --help`.
+// what the program measured (wall - CPU), and the child's chain is there under its own pid. Kernel
+// mode both ways: a record per span (--no-aggregate) and its default, the spans of complete walks
+// summed in BPF maps and drained (--aggregate): the same checks, and every switch-out accounted for
+// (summed in the kernel + records + counted losses + out of -m/-M + still off CPU at the end).
+// Usage errors: exit 2, one line naming `dwunw offcputime --help`.
 //
 // Needs root, the kernel's BTF and BPF: without them the checks that trace are skipped with the
 // reason, unless DWUNW_REQUIRE_BPF=1 (CI), which makes that a failure.
@@ -47,6 +50,8 @@ t.test('usage errors: exit 2, one line naming dwunw offcputime --help', async (t
     [['0'], /^offcputime: duration: 0 out of range /],
     [['--html'], /^dwunw: offcputime: --html: a file name is expected /],
     [['-F', '99'], /^offcputime: -F is for --wall /],
+    [['--unwind=dwarf', '--aggregate'], /^offcputime: --aggregate sums the in-kernel walks' spans: it needs --unwind=kernel and user stacks /],
+    [['--unwind=kernel', '--aggregate', '--waker'], /^offcputime: --aggregate and --waker exclude each other /],
   ];
   for (const [args, re] of cases) {
     const r = await dwunw(args);
@@ -75,17 +80,20 @@ function measured(stdout: string): Map<string, { off: number; count: number }> {
   return m;
 }
 
+/** offcputime --aggregate's summary figures. */
+interface OcAgg { spans: number; counted_in_bpf: number; map_full: number; spans_lost: number; keys: number; drains: number; no_stack: number; drain_bytes: number }
+
 /** The chain functions whose time the test checks (waits' noinline functions). */
 const CHAINS = ['wait_sleep', 'wait_mutex', 'wait_pipe', 'wait_poll', 'wait_pread', 'wait_child', 'holder_hold', 'writer_pause'];
 
-function check(tt: Test, r: Run, mode: string): void {
+function check(tt: Test, r: Run, mode: string, unwind = mode): void {
   tt.equal(r.status, 0, `${mode}: exit status 0 ${r.stderr.slice(-400)}`);
   const own = measured(r.stdout);
   tt.equal(own.size, 7, `${mode}: the program's seven measured chains (${[...own.keys()].join(', ')})`);
   const out = parseProfileJson(r.stdout);
   tt.ok(out.summary, `${mode}: a summary`);
   tt.equal(out.summary?.unit, 'microseconds', `${mode}: counts are microseconds`);
-  tt.equal(out.summary?.unwind, mode, `${mode}: the summary says the unwinder`);
+  tt.equal(out.summary?.unwind, unwind, `${mode}: the summary says the unwinder`);
   const pids = [...new Set(out.entries.map((e) => e.pid))].sort((a, b) => a - b);
   tt.equal(pids.length, 2, `${mode}: two processes followed (the command and its fork): ${pids.join(' ')}`);
   const [mainPid, childPid] = pids;
@@ -139,12 +147,34 @@ if (why) {
   skipOrFail(t, why, 'offcputime tests skipped');
 } else {
   for (const mode of ['dwarf', 'kernel']) {
+    // kernel mode: a record per span (--no-aggregate); summed in the kernel below
     t.test(`--unwind=${mode} -- waits --fork: complete chains, the program's own time`, async (tt) => {
       const file = join('/tmp', `dwunw-offcpu-${process.pid}-${mode}.dat`);
-      const r = await dwunw([`--unwind=${mode}`, '--json', '--', waits, '--fork', '--file', file]);
+      const r = await dwunw([`--unwind=${mode}`, ...(mode === 'kernel' ? ['--no-aggregate'] : []), '--json', '--', waits, '--fork', '--file', file]);
+      rmSync(file, { force: true });
       check(tt, r, mode);
+      tt.notOk((parseProfileJson(r.stdout).summary as unknown as { aggregated?: OcAgg } | undefined)?.aggregated, `${mode}: a record per span`);
     });
   }
+  t.test('--unwind=kernel (--aggregate, its default) -- waits --fork: the same chains and times, every switch-out accounted for', async (tt) => {
+    const file = join('/tmp', `dwunw-offcpu-${process.pid}-agg.dat`);
+    const r = await dwunw(['--unwind=kernel', '--json', '--', waits, '--fork', '--file', file]); // the default
+    rmSync(file, { force: true });
+    check(tt, r, 'kernel --aggregate', 'kernel');
+    const s = parseProfileJson(r.stdout).summary as unknown as Record<string, number> & { aggregated?: OcAgg } | undefined;
+    const a = s?.aggregated;
+    tt.ok(a, 'the summary has the aggregation\'s figures');
+    if (!s || !a) return;
+    // the complete walks' spans summed in the kernel, the rest (walks that fell back: a forked
+    // child before its tables load) as records
+    tt.ok(a.counted_in_bpf > 0, `spans summed in the kernel: ${a.counted_in_bpf} of ${s.switch_outs_bpf} switch-outs (${a.keys} keys, ${a.drains} drains), ${s.span_records} as records`);
+    tt.equal(a.spans, a.counted_in_bpf, 'every span summed in the kernel drained');
+    tt.equal(a.no_stack, 0, 'every drained key found its stack');
+    const lost = s.spans_lost; // ring buffer, thread table or count map full (a.spans_lost among them)
+    tt.equal(s.switch_outs_bpf, a.counted_in_bpf + s.span_records + lost + s.out_of_range + s.still_off,
+      `every switch-out accounted for: ${s.switch_outs_bpf} = ${a.counted_in_bpf} summed in the kernel + ${s.span_records} records + ${lost} lost + ${s.out_of_range} out of -m/-M + ${s.still_off} still off CPU at the end`);
+    tt.equal(s.switches, a.spans + s.span_records, `the spans summed in the report: those drained + the records (${s.switches})`);
+  });
   t.test('--unwind=fp -f: folded lines in microseconds, as libbpf-tools offcputime', async (tt) => {
     const file = join('/tmp', `dwunw-offcpu-${process.pid}-fp.dat`);
     const r = await dwunw(['--unwind=fp', '-f', '--', waits, '--file', file]);

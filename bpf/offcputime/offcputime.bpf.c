@@ -6,7 +6,9 @@
  * stack window (capture.bpf.h) sent now, unwound by libdwunw in user space; kernel: walked here
  * from the kwalk tables (kwalk_hybrid.bpf.h, the dwarf snapshot when the walk stops short). The
  * thread switched in gets its span (now - stamp) sent as one oc_off_rec, paired with the
- * switch-out's record by `seq`; user space sums the spans per (pid, comm, stacks).
+ * switch-out's record by `seq`; user space sums the spans per (pid, comm, stacks). --aggregate
+ * (kernel mode): a complete walk is stored once and its spans summed in maps here (kwalk_agg.bpf.h),
+ * drained by user space; a walk that fell back still comes as records.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -14,7 +16,7 @@
 #include <bpf/bpf_core_read.h>
 #include "runtime/capture.bpf.h"
 #include "kwalk/kwalk.bpf.h"
-#include "kwalk/kwalk_hybrid.bpf.h"
+#include "kwalk/kwalk_agg.bpf.h"
 #include "runtime/follow.bpf.h"
 #define FRZ_TASK_SIGNAL 1
 #include "runtime/freeze.bpf.h"
@@ -24,6 +26,43 @@
 char LICENSE[] SEC("license") = "GPL";
 
 PERCPU_COUNTERS(tool_counters, tool_count, OC_CNT_MAX) /* enum oc_counter */
+
+const volatile __u32 aggregate = 0;          /* --aggregate: complete walks' spans counted in maps */
+
+/*
+ * --aggregate: a switch-out's complete walk is stored (kw_agg_stacks) instead of sent; its key
+ * waits in the thread's stamp, and the span is counted under it at the switch-in. Per CPU: the
+ * switch-out arms it, the walk's KW_HYBRID_TAKE fills it, the switch-out reads it back.
+ */
+struct oc_take {
+	__u32 armed;
+	__u32 taken;
+	struct kw_agg_skey k;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct oc_take);
+} oc_takes SEC(".maps");
+
+static __always_inline int oc_agg_take(struct kw_walk *w, struct kw_scratch *s)
+{
+	__u32 zero = 0;
+	struct oc_take *t = bpf_map_lookup_elem(&oc_takes, &zero);
+
+	if (!t || !t->armed)
+		return 0;
+	if (kw_agg_stack_put(w, s, &t->k)) {
+		tool_count(OC_CNT_AGG_FULL);
+		return 0;
+	}
+	t->taken = 1;
+	return 1;
+}
+#define KW_HYBRID_TAKE(w, s, pid, tid, cookie, aux) oc_agg_take(w, s)
+#include "kwalk/kwalk_hybrid.bpf.h"
 
 #define PF_KTHREAD 0x00200000
 
@@ -107,7 +146,7 @@ static __always_inline int in_exec(struct task_struct *t)
 /* t is `current`: its kernel stack id, and its user stack by --unwind (in dwarf/kernel mode a
  * record sent now, paired with the span's by s->seq) */
 static __always_inline void take_stacks(void *ctx, struct task_struct *t, __u32 tid,
-					struct oc_start *s, __u32 seq_bit)
+					struct oc_start *s, __u32 seq_bit, int agg)
 {
 	int has_user = t->mm != NULL && !(t->flags & PF_KTHREAD);
 
@@ -134,9 +173,23 @@ static __always_inline void take_stacks(void *ctx, struct task_struct *t, __u32 
 		__u32 cflags = !seq_bit && unwind_mode == OC_UNWIND_DWARF && frz_enabled &&
 			       frz_claim(t->tgid, cookie) ? CAP_F_FROZEN : 0;
 
-		if (unwind_mode == OC_UNWIND_KERNEL)
+		if (unwind_mode == OC_UNWIND_KERNEL) {
+			__u32 zero = 0;
+			struct oc_take *tk = agg ? bpf_map_lookup_elem(&oc_takes, &zero) : NULL;
+
+			if (tk) {
+				tk->armed = 1;
+				tk->taken = 0;
+			}
 			err = kw_hybrid(ctx, uregs, cookie, s->ustack, ct);
-		else
+			if (tk) {
+				tk->armed = 0;
+				if (!err && tk->taken) {
+					s->skey = tk->k;
+					s->flags |= OC_F_AGG;
+				}
+			}
+		} else
 			err = cap_snapshot(ctx, uregs, cookie, s->ustack, cflags, ct);
 		if (err) {
 			tool_count(OC_CNT_SNAP_LOST);
@@ -190,7 +243,8 @@ static __always_inline void switch_out(void *ctx, struct task_struct *prev, __u6
 	if (state_filter != -1 && state != state_filter)
 		return;
 	tool_count(OC_CNT_SWITCHES);
-	take_stacks(ctx, prev, tid, &s, 0);
+	/* --aggregate: a switch-out's span (not with --waker: each span carries its waker's stacks) */
+	take_stacks(ctx, prev, tid, &s, 0, aggregate && !want_waker);
 	/* off CPU from the switch itself, after this program's own work (a walk in the kernel, a
 	 * stack copy): that ran on the thread's CPU time, not in its wait */
 	s.ts = bpf_ktime_get_ns();
@@ -226,6 +280,14 @@ static __always_inline void switch_in(void *ctx, struct task_struct *next, __u64
 	/* --unwind=freeze: it has run no user code since its switch-out: stopped before it does */
 	if (s.flags & OC_F_FROZEN)
 		frz_send_task(next, next->tgid);
+	if (s.flags & OC_F_AGG) {
+		/* the key the record would have made in user space: (pid, comm, stacks), tid apart */
+		struct kw_agg_key k = { .pid = next->tgid, .tid = tid, .kstack = s.kstack, .s = s.skey };
+
+		BPF_CORE_READ_STR_INTO(&k.comm, next, comm);
+		tool_count(kw_agg_count(&k, now - s.ts) ? OC_CNT_AGG : OC_CNT_AGG_LOST);
+		return;
+	}
 	if (send_span(ctx, OC_REC_OFF, next, &s, now - s.ts, &w))
 		tool_count(OC_CNT_REC_LOST);
 }
@@ -248,7 +310,7 @@ int BPF_PROG(oc_waking, struct task_struct *p)
 	if (!thread_selected(p, p->tgid, wtid))
 		return 0;
 	tool_count(OC_CNT_WAKEUPS);
-	take_stacks(ctx, cur, cur->pid, &s, OC_SEQ_WAKER);
+	take_stacks(ctx, cur, cur->pid, &s, OC_SEQ_WAKER, 0);
 	w.seq = s.seq;
 	w.flags = s.flags;
 	w.kstack = want_kernel ? s.kstack : bpf_get_stackid(ctx, &stack_traces, 0);
@@ -284,7 +346,7 @@ int oc_sample(struct bpf_perf_event_data *ctx)
 	if (!thread_selected(t, t->tgid, t->pid))
 		return 0;
 	tool_count(OC_CNT_ON_SAMPLES);
-	take_stacks(ctx, t, t->pid, &s, 0);
+	take_stacks(ctx, t, t->pid, &s, 0, 0);
 	if (send_span(ctx, OC_REC_ON, t, &s, sample_period_ns, NULL))
 		tool_count(OC_CNT_ON_LOST);
 	return 0;

@@ -43,6 +43,7 @@
 #include "offcputime_opts.h"
 #include "offcputime_out.h"
 #ifdef HAVE_KWALK
+#include "kwalk/kwalk_drain.h"
 #include "kwalk/kwalk_preload.h"
 #include "kwalk/kwalk_record.h"
 #include "kwalk/kwalk_track_user.h"
@@ -85,6 +86,7 @@ struct oc_ctx {
 	size_t gen_cap, gen_n;
 #ifdef HAVE_KWALK
 	struct kw_track kwt;
+	struct kw_drain kagg;      /* --aggregate: the spans summed in the kernel, drained into sums */
 #endif
 };
 
@@ -352,11 +354,14 @@ static void on_span(struct oc_ctx *c, const struct oc_off_rec *r)
 
 	if (c->o.waker)
 		waker_key(c, r, &k);
-	oc_sums_add(&c->sums, &c->st, &k, r->delta_ns);
+	oc_sums_add(&c->sums, &c->st, &k, r->delta_ns, 1);
 }
 
 static void on_exec(struct oc_ctx *c, uint32_t pid)
 {
+#ifdef HAVE_KWALK
+	kw_drain_pid(&c->kagg, pid); /* its sums before the exec: named with the old program's maps */
+#endif
 	(*gen_slot(c, pid, true))++;
 	/* with mapping events the view follows the exec by its own record (mappings.c) */
 	if (!c->fr.maps)
@@ -396,6 +401,35 @@ static void on_kwalk(struct oc_ctx *c, const void *data, size_t size)
 		uidx = user_fp_stack(c, ki.pid, (int32_t)ki.aux);
 	pending_set(c, ki.tid, ki.cookie, uidx);
 }
+
+/* --aggregate: a drained key, the walker event its switch-outs would have sent, its spans summed
+ * under the key their records would have made */
+static void on_kagg(void *arg, struct kw_event *ev, const struct kw_agg_key *k, const struct kw_agg_val *v)
+{
+	struct oc_ctx *c = arg;
+	struct kwalk_info ki;
+	int64_t uidx;
+
+	ev->cookie = OC_COOKIE(k->kstack, 0);
+	ev->aux = OC_STACK_NONE;
+	uidx = kw_record_stack(&c->kwt, ev, offsetof(struct kw_event, snap), 0, space_of(c, k->pid),
+			       &c->stats.unw, &c->stats.kw, &ki);
+	if (uidx == FRAMES_BAD || uidx == FRAMES_NOTICE)
+		return; /* a complete walk is neither */
+	if (uidx == FRAMES_FALLBACK)
+		uidx = user_fp_stack(c, k->pid, OC_STACK_NONE);
+	kw_drain_seen(&c->stats.kw, k, v->count);
+
+	struct oc_key key = {
+		.pid = k->pid,
+		.comm = comm_of(k->comm),
+		.kstack = kstack_of(&c->st, &c->kcache, bpf_map__fd(c->skel->maps.stack_traces),
+				    k->kstack, "__schedule", &c->stats.klost),
+		.ustack = uidx,
+	};
+
+	oc_sums_add(&c->sums, &c->st, &key, v->sum, v->count);
+}
 #endif
 
 static int on_record(void *arg, const void *data, size_t size)
@@ -409,8 +443,12 @@ static int on_record(void *arg, const void *data, size_t size)
 	if (size < sizeof(*h))
 		return 0;
 	if (h->kind == CAP_KIND_MAPEV) {
-		if (c->fr.maps)
+		if (c->fr.maps) {
+#ifdef HAVE_KWALK
+			kw_drain_mapev(&c->kagg, data, size); /* its sums named with the maps before */
+#endif
 			mappings_event(c->fr.maps, data, size);
+		}
 	} else if (h->kind == CAP_KIND_SNAPSHOT) {
 		if (!c->fr.fz || !(h->flags & CAP_F_FROZEN) || !frozen_defer(c, data, size))
 			on_snapshot(c, data, size);
@@ -421,6 +459,7 @@ static int on_record(void *arg, const void *data, size_t size)
 		/* the waker's part only with --waker */
 		memcpy(&r, data, size < sizeof(r) ? size : sizeof(r));
 		c->stats.on_records += h->kind == OC_REC_ON;
+		c->stats.off_records += h->kind == OC_REC_OFF;
 		on_span(c, &r);
 	} else if (h->kind == OC_REC_EXEC && size >= sizeof(struct oc_exec_rec)) {
 		struct oc_exec_rec r;
@@ -431,15 +470,22 @@ static int on_record(void *arg, const void *data, size_t size)
 		struct cap_proc_rec r;
 
 		memcpy(&r, data, sizeof(r));
-		if (r.op == CAP_PROC_FORK)
+		if (r.op == CAP_PROC_FORK) {
 			mappings_fork(c->fr.maps, r.parent, r.pid);
-		else if (r.op == CAP_PROC_EXIT)
+		} else if (r.op == CAP_PROC_EXIT) {
+#ifdef HAVE_KWALK
+			kw_drain_pid(&c->kagg, r.pid); /* its sums named before its view goes */
+#endif
 			frames_forget_pid(&c->fr, r.pid);
+		}
 #ifdef HAVE_KWALK
 	} else if (h->kind == KW_KIND_EVENT) {
 		on_kwalk(c, data, size);
-	} else if (kw_track_record(&c->kwt, data, size)) {
-		/* an executable mapping or an exit: tables loaded or dropped */
+	} else if (h->kind == KW_KIND_MMAP || h->kind == KW_KIND_EXIT) {
+		/* an executable mapping or an exit: tables loaded or dropped (an exit's sums first) */
+		if (h->kind == KW_KIND_EXIT && size >= sizeof(struct kw_track_rec))
+			kw_drain_pid(&c->kagg, ((const struct kw_track_rec *)data)->pid);
+		kw_track_record(&c->kwt, data, size);
 #endif
 	}
 	return 0;
@@ -483,6 +529,21 @@ static size_t wall_attach(struct oc_ctx *c, struct bpf_link ***links)
 		n++;
 	}
 	c->stats.cpus = (uint32_t)n;
+	return n;
+}
+
+/* switch-outs whose thread is still off CPU at the end (sched_switch detached): no span yet */
+static uint64_t still_off(struct oc_ctx *c)
+{
+	int fd = bpf_map__fd(c->skel->maps.start);
+	uint32_t k, next, *prev = NULL;
+	uint64_t n = 0;
+
+	while (!bpf_map_get_next_key(fd, prev, &next)) {
+		k = next;
+		prev = &k;
+		n++;
+	}
 	return n;
 }
 
@@ -574,6 +635,9 @@ int main(int argc, char **argv)
 	if (!err && c->o.unwind == OC_UNWIND_KERNEL && c->o.user)
 		err = kw_size_maps(skel->obj, &kwo);
 	skel->rodata->kw_track_enabled = c->o.unwind == OC_UNWIND_KERNEL && c->o.user;
+	skel->rodata->aggregate = c->o.aggregate;
+	if (!err && !c->o.aggregate) /* the maps of --aggregate unused: one entry each */
+		err = kw_drain_shrink(skel->obj);
 #endif
 	if (err)
 		die("cannot size the maps: %s", strerror(-err));
@@ -592,6 +656,9 @@ int main(int argc, char **argv)
 		c->kwt.load_ns_per_s = c->o.npids || c->o.command ? 0 : 200000000ull;
 		if (c->o.command)
 			kw_preload_command(c->kwt.l, c->o.command[0]);
+		if (c->o.aggregate && kw_drain_open(&c->kagg, skel->obj, &skel->bss->kw_agg_gen,
+						    &skel->bss->kw_agg_pids_full, on_kagg, c))
+			die("--aggregate: the walker's count maps are missing");
 	}
 #endif
 	tool_select_set(skel->obj, c->o.pids, c->o.npids, c->o.tids, c->o.ntids);
@@ -672,9 +739,10 @@ int main(int argc, char **argv)
 	skel->bss->frz_armed = c->o.freeze; /* the command has exec'd (runtime/freeze.h) */
 
 	uint64_t t0 = mono_ns(), end = c->o.duration ? t0 + c->o.duration * 1000000000ull : 0;
-	uint64_t last_check = t0;
+	uint64_t last_check = t0, last_drain = t0;
 
 	c->stats.start_ns = t0;
+	c->stats.setup_cpu_ns = self_cpu_ns();
 	while (!tool_stop_requested() && !tool_stdout_closed()) {
 		c->poll_until = mono_ns() + 50000000ull;
 		err = dwunw_cap_reader_poll(reader, 10);
@@ -687,6 +755,12 @@ int main(int argc, char **argv)
 			break;
 		if (c->nfrozen)
 			frozen_sweep(c, false);
+#ifdef HAVE_KWALK
+		if (c->kagg.on && now - last_drain >= 1000000000ull) { /* --aggregate: each second */
+			last_drain = now;
+			kw_drain_all(&c->kagg);
+		}
+#endif
 		if (now - last_check >= 50000000ull) {
 			last_check = now;
 			if (targets_gone(c, &cmd))
@@ -703,6 +777,12 @@ int main(int argc, char **argv)
 	c->poll_until = UINT64_MAX;
 	dwunw_cap_reader_consume(reader);
 	frozen_sweep(c, true);
+#ifdef HAVE_KWALK
+	kw_drain_all(&c->kagg); /* and the spans summed in the kernel (sched_switch detached) */
+	c->stats.agg = (struct oc_agg_stats){ .on = c->kagg.on, .spans = c->kagg.events, .keys = c->kagg.keys_drained,
+					      .drains = c->kagg.drains, .bytes = c->kagg.bytes, .no_stack = c->kagg.no_stack };
+#endif
+	c->stats.still_off = still_off(c);
 	{
 		uint64_t capc[CAP_CNT_MAX];
 
@@ -723,6 +803,7 @@ int main(int argc, char **argv)
 		kw_track_detach(&c->kwt);
 		kw_loader_free(c->kwt.l);
 	}
+	kw_drain_free(&c->kagg);
 #endif
 	tool_links_destroy(links, nlinks);
 	offcputime_bpf__destroy(skel);

@@ -4,6 +4,7 @@
 #define DWUNW_OFFCPUTIME_H
 
 #include "runtime/capture.h"
+#include "kwalk/kwalk_agg.h"
 #include "runtime/select.h"
 
 #define OC_MAX_STACK_DEPTH 127       /* frames in a bpf_get_stackid() stack */
@@ -73,6 +74,7 @@ struct oc_exec_rec {
 #define OC_F_IN_EXEC   (1u << 3) /* switched out inside execve: no user stack taken */
 #define OC_F_WOKEN     (1u << 4) /* --waker: the span's waker is in `waker` */
 #define OC_F_FROZEN    (1u << 5) /* --unwind=freeze: stopped when switched in (runtime/freeze.h) */
+#define OC_F_AGG       (1u << 6) /* --aggregate: the walk stored under skey, the span counted there */
 
 #define OC_COOKIE(kid, seq) ((__u64)(__u32)(kid) | ((__u64)(seq) << 32))
 #define OC_COOKIE_KSTACK(c) ((__s32)(__u32)(c))
@@ -85,6 +87,7 @@ struct oc_start {
 	__u32 flags;
 	__s32 kstack;
 	__s32 ustack;
+	struct kw_agg_skey skey; /* OC_F_AGG */
 };
 
 enum oc_counter {
@@ -97,7 +100,10 @@ enum oc_counter {
 	OC_CNT_ON_LOST,        /* --wall: on-CPU sample records not sent (buffer full) */
 	OC_CNT_WAKEUPS,        /* --waker: wakeups of selected threads recorded */
 	OC_CNT_WAKER_FULL,     /* --waker: `wakers` map full: that span shows no waker */
-	OC_CNT_MAX = 10,
+	OC_CNT_AGG,            /* --aggregate: spans counted in the kwalk_agg maps (no record) */
+	OC_CNT_AGG_FULL,       /* --aggregate: the stack map full at the switch-out: the walk went as a record */
+	OC_CNT_AGG_LOST,       /* --aggregate: the count map full at the switch-in: that span is lost */
+	OC_CNT_MAX = 12,
 };
 
 #endif /* DWUNW_OFFCPUTIME_H */

@@ -25,6 +25,8 @@ enum {
 	OPT_MAX_CPU,
 	OPT_WALL,
 	OPT_WAKER,
+	OPT_AGGREGATE,
+	OPT_NO_AGGREGATE,
 };
 
 static const struct option long_opts[] = {
@@ -52,6 +54,8 @@ static const struct option long_opts[] = {
 	{ "table-budget", required_argument, NULL, OPT_TABLE_BUDGET },
 	{ "wall", no_argument, NULL, OPT_WALL },
 	{ "waker", no_argument, NULL, OPT_WAKER },
+	{ "aggregate", no_argument, NULL, OPT_AGGREGATE },
+	{ "no-aggregate", no_argument, NULL, OPT_NO_AGGREGATE },
 	{ "frequency", required_argument, NULL, 'F' },
 	{},
 };
@@ -87,6 +91,10 @@ static void usage(void)
 "                               stopped at its switch-in until its stack is read (-p/-t/--)\n"
 "      --stack-size=BYTES       stack window copied per switch-out (16384, max 65536)\n"
 "      --table-budget=MIB       --unwind=kernel: memory for the tables' maps (64)\n"
+"      --aggregate              kernel walks: spans summed in BPF maps by stack, drained\n"
+"                               each second (a walk that fell back still comes as a record);\n"
+"                               the default with --unwind=kernel unless --waker\n"
+"      --no-aggregate           kernel walks: one record per span, summed here\n"
 "      --json                   NDJSON: one line per stack (count: microseconds), with -f\n"
 "                               the folded lines too ({\"folded\":\"comm;...;leaf\",\"count\":US}),\n"
 "                               then a summary line\n"
@@ -128,6 +136,7 @@ void oc_parse_args(struct oc_opts *o, int argc, char **argv)
 		.freq = 99,
 	};
 	bool freq_given = false;
+	int aggregate = -1; /* --aggregate 1, --no-aggregate 0, else kernel mode's default */
 	for (int i = 1; i < argc; i++)
 		if (!strcmp(argv[i], "--")) {
 			n = i;
@@ -154,6 +163,8 @@ void oc_parse_args(struct oc_opts *o, int argc, char **argv)
 			break;
 		case OPT_WALL: o->wall = true; break;
 		case OPT_WAKER: o->waker = true; break;
+		case OPT_AGGREGATE: aggregate = 1; break;
+		case OPT_NO_AGGREGATE: aggregate = 0; break;
 		case 'f': o->folded = true; break;
 		case 'd': o->delimiter = true; break;
 		case 'v': o->verbose = true; break;
@@ -229,6 +240,13 @@ void oc_parse_args(struct oc_opts *o, int argc, char **argv)
 	} else if (o->table_budget) {
 		tool_usage_error("--table-budget is for --unwind=kernel");
 	}
+	/* kernel mode sums its walked spans in the kernel unless told not to: no record per span
+	 * (none lost to a full ring buffer under switch storms, ~1/30 of the bytes: doc/offcputime.md) */
+	if (aggregate == 1 && (o->unwind != OC_UNWIND_KERNEL || !o->user) && !o->unwind_auto)
+		tool_usage_error("--aggregate sums the in-kernel walks' spans: it needs --unwind=kernel and user stacks");
+	if (aggregate == 1 && o->waker)
+		tool_usage_error("--aggregate and --waker exclude each other (each span carries its waker's stacks)");
+	o->aggregate = aggregate != 0 && o->unwind == OC_UNWIND_KERNEL && o->user && !o->waker;
 }
 
 void oc_check_targets(const struct oc_opts *o)

@@ -37,6 +37,7 @@ struct oc_opts {
 	bool wall;             /* --wall: on-CPU samples too, in the same unit */
 	uint32_t freq;         /* -F: --wall's sampling frequency (Hz) */
 	bool waker;            /* --waker: each span's waker stack too (as offwaketime) */
+	bool aggregate;        /* --aggregate: kernel mode's spans summed in BPF maps (kwalk_agg.h) */
 	char **command;        /* -- COMMAND ARGS... (NULL-terminated), or NULL */
 };
 

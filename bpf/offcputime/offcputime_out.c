@@ -52,7 +52,8 @@ static void reindex(struct oc_sums *s, size_t cap)
 	}
 }
 
-void oc_sums_add(struct oc_sums *s, struct stack_store *st, const struct oc_key *key, uint64_t ns)
+void oc_sums_add(struct oc_sums *s, struct stack_store *st, const struct oc_key *key, uint64_t ns,
+		 uint64_t n)
 {
 	struct oc_key k = *key;
 	size_t i;
@@ -65,7 +66,7 @@ void oc_sums_add(struct oc_sums *s, struct stack_store *st, const struct oc_key 
 
 			if (key_eq(&e->k, &k)) {
 				e->ns += ns;
-				e->spans++;
+				e->spans += n;
 				if (pass)
 					s->overflow_ns += ns;
 				return;
@@ -84,7 +85,7 @@ void oc_sums_add(struct oc_sums *s, struct stack_store *st, const struct oc_key 
 		if (!s->v)
 			die("out of memory");
 	}
-	s->v[s->n] = (struct oc_entry){ .k = k, .ns = ns, .spans = 1 };
+	s->v[s->n] = (struct oc_entry){ .k = k, .ns = ns, .spans = n };
 	s->index[i] = (uint32_t)++s->n;
 	if (s->n > s->max)
 		s->overflow_ns += ns;
@@ -222,7 +223,7 @@ void oc_report(const struct oc_opts *o, const struct oc_sums *s, const struct oc
 	size_t nmods = frames_modules(fr, &mods);
 	double secs = (double)(p->end_ns - p->start_ns) / 1e9;
 	double pct = uns ? 100.0 * (double)ucomplete_ns / (double)uns : 0.0;
-	uint64_t lost = p->bpf[OC_CNT_REC_LOST] + p->bpf[OC_CNT_START_FULL];
+	uint64_t lost = p->bpf[OC_CNT_REC_LOST] + p->bpf[OC_CNT_START_FULL] + p->bpf[OC_CNT_AGG_LOST];
 
 	getrusage(RUSAGE_SELF, &ru);
 	double ucpu = (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6;
@@ -238,13 +239,13 @@ void oc_report(const struct oc_opts *o, const struct oc_sums *s, const struct oc
 		       ",\"out_of_range\":%" PRIu64 ",\"user_lost\":%" PRIu64 ",\"kernel_lost\":%" PRIu64
 		       ",\"keys\":%zu,\"overflow_us\":%" PRIu64 ",\"stacks\":%zu,\"stack_table_full\":%" PRIu64
 		       ",\"records\":%" PRIu64 ",\"buffer_bytes\":%" PRIu64
-		       ",\"self\":{\"user_s\":%.3f,\"sys_s\":%.3f,\"max_rss_kib\":%ld}",
+		       ",\"self\":{\"user_s\":%.3f,\"sys_s\":%.3f,\"setup_s\":%.3f,\"max_rss_kib\":%ld}",
 		       total_ns / 1000, spans, (total_ns - on_ns) / 1000, p->end_ns - p->start_ns,
 		       (uint64_t)time(NULL) * UINT64_C(1000000000) - (p->end_ns - p->start_ns),
 		       unwind_name(o), uns / 1000, ucomplete_ns / 1000, lost,
 		       p->bpf[OC_CNT_SNAP_LOST], p->unmatched, p->bpf[OC_CNT_OUT_OF_RANGE], p->ulost,
 		       p->klost, s->n, s->overflow_ns / 1000, st->n, st->full, p->records,
-		       p->buffer_bytes, ucpu, scpu, ru.ru_maxrss);
+		       p->buffer_bytes, ucpu, scpu, (double)p->setup_cpu_ns / 1e9, ru.ru_maxrss);
 		if (o->waker)
 			printf(",\"waker\":{\"wakeups\":%" PRIu64 ",\"table_full\":%" PRIu64
 			       ",\"from_interrupt\":%" PRIu64 "}", p->bpf[OC_CNT_WAKEUPS],
@@ -256,6 +257,14 @@ void oc_report(const struct oc_opts *o, const struct oc_sums *s, const struct oc
 			       ",\"on_records\":%" PRIu64 "}",
 			       on_ns / 1000, (total_ns - on_ns) / 1000, p->period_ns, p->cpus, on_samples,
 			       p->bpf[OC_CNT_ON_SAMPLES], p->bpf[OC_CNT_ON_LOST], p->on_records);
+		if (p->agg.on) /* every switch-out accounted: summed here, a record, lost, or still off */
+			printf(",\"aggregated\":{\"spans\":%" PRIu64 ",\"counted_in_bpf\":%" PRIu64
+			       ",\"map_full\":%" PRIu64 ",\"spans_lost\":%" PRIu64 ",\"keys\":%" PRIu64
+			       ",\"drains\":%" PRIu64 ",\"no_stack\":%" PRIu64 ",\"drain_bytes\":%" PRIu64 "}",
+			       p->agg.spans, p->bpf[OC_CNT_AGG], p->bpf[OC_CNT_AGG_FULL], p->bpf[OC_CNT_AGG_LOST],
+			       p->agg.keys, p->agg.drains, p->agg.no_stack, p->agg.bytes);
+		printf(",\"switch_outs_bpf\":%" PRIu64 ",\"span_records\":%" PRIu64 ",\"still_off\":%" PRIu64,
+		       p->bpf[OC_CNT_SWITCHES], p->off_records, p->still_off);
 		if (fr->fz) {
 			putchar(',');
 			freeze_json(fr->fz, stdout);
@@ -274,7 +283,7 @@ void oc_report(const struct oc_opts *o, const struct oc_sums *s, const struct oc
 			p->period_ns / 1000, total_ns ? 100.0 * (double)on_ns / (double)total_ns : 0.0,
 			(double)total_ns / 1e9, p->bpf[OC_CNT_ON_LOST]);
 	if (lost)
-		fprintf(stderr, "; spans lost: %" PRIu64 " (buffer or thread table full)", lost);
+		fprintf(stderr, "; spans lost: %" PRIu64 " (buffer, thread or count table full)", lost);
 	if (p->bpf[OC_CNT_SNAP_LOST])
 		fprintf(stderr, "; user stacks lost at the switch-out (buffer full): %" PRIu64,
 			p->bpf[OC_CNT_SNAP_LOST]);
@@ -292,6 +301,9 @@ void oc_report(const struct oc_opts *o, const struct oc_sums *s, const struct oc
 	if (o->unwind == OC_UNWIND_KERNEL)
 		fprintf(stderr, "; kernel walker: %" PRIu64 " events, %" PRIu64 " fell back to the snapshot",
 			p->kw.events, p->kw.snapshot);
+	if (p->agg.on)
+		fprintf(stderr, "; %" PRIu64 " spans summed in the kernel (%" PRIu64 " keys drained)",
+			p->agg.spans, p->agg.keys);
 	fprintf(stderr, "\noffcputime: self: CPU %.2f s (user %.2f, sys %.2f), max RSS %.1f MiB; "
 		"%" PRIu64 " records (%.1f MiB) read, %zu modules seen\n", ucpu + scpu, ucpu, scpu,
 		ru.ru_maxrss / 1024.0, p->records, (double)p->buffer_bytes / 1048576.0, nmods);

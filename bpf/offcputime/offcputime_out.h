@@ -42,8 +42,17 @@ struct oc_sums {
 	uint64_t overflow_ns;  /* time summed under [aggregation table full] */
 };
 
+/* --aggregate: what the drains took from the kernel's sums (kwalk/kwalk_drain.h) */
+struct oc_agg_stats {
+	bool on;
+	uint64_t spans, keys, drains;
+	uint64_t bytes;        /* read from the maps */
+	uint64_t no_stack;     /* spans under a stack key not found (never expected) */
+};
+
 struct oc_stats {
 	uint64_t start_ns, end_ns;
+	uint64_t setup_cpu_ns;  /* offcputime's CPU before tracing began (BPF load, tables) */
 	struct unwind_stats unw;
 	uint64_t ulost, klost;  /* spans whose user / kernel stack was lost */
 	uint64_t unmatched;     /* spans whose switch-out record was not seen */
@@ -52,13 +61,17 @@ struct oc_stats {
 	uint64_t records, buffer_bytes;
 	struct kwalk_seen kw;   /* --unwind=kernel */
 	uint64_t on_records;    /* --wall: on-CPU samples received */
+	uint64_t off_records;   /* spans received as records */
 	uint64_t period_ns;     /* --wall: the sampling period (each sample's time) */
 	uint32_t cpus;          /* --wall: CPUs sampled */
 	uint64_t irq_wakeups;   /* --waker: spans woken from interrupt context */
+	uint64_t still_off;     /* switch-outs whose thread was still off CPU at the end */
+	struct oc_agg_stats agg;
 };
 
-/* Adds a span; a full table's time goes under a pseudo-stack interned in st. */
-void oc_sums_add(struct oc_sums *s, struct stack_store *st, const struct oc_key *k, uint64_t ns);
+/* Adds n spans of ns in all; a full table's time goes under a pseudo-stack interned in st. */
+void oc_sums_add(struct oc_sums *s, struct stack_store *st, const struct oc_key *k, uint64_t ns,
+		 uint64_t n);
 /* The report of the sums, its stacks in fr's stack store, its modules fr's. */
 void oc_report(const struct oc_opts *o, const struct oc_sums *s, const struct oc_stats *prs,
 	       const struct frames *fr);

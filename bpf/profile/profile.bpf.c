@@ -20,10 +20,6 @@
 #include "profile.h"
 #include "runtime/select.bpf.h"   /* -p / -- COMMAND: tgids; -L: tids */
 
-#ifndef EEXIST
-#define EEXIST 17
-#endif
-
 char LICENSE[] SEC("license") = "GPL";
 
 PERCPU_COUNTERS(tool_counters, tool_count, PR_CNT_MAX) /* enum pr_counter */
@@ -34,8 +30,6 @@ const volatile __u32 want_kernel = 1;        /* not -U */
 const volatile __u32 include_idle = 0;       /* -I */
 const volatile __u32 follow_forks = 0;       /* -- COMMAND: its children join `tgids` (its tree) */
 const volatile __u32 aggregate = 0;          /* --aggregate: complete walks counted here */
-volatile __u32 agg_gen = 0;                  /* the count map BPF writes: agg_counts(agg_gen & 1) */
-volatile __u32 agg_pids_full = 0;            /* a pid could not be flagged in agg_pids */
 
 /* max_entries set by user space (--stack-storage-size) */
 struct {
@@ -53,113 +47,25 @@ struct {
 	__type(value, char[PR_COMM_LEN]);
 } comms SEC(".maps");
 
-/* ---- --aggregate: walked stacks counted in maps (profile.h) ---------------------------------- */
+/* ---- --aggregate: walked stacks counted in the kwalk_agg maps (kwalk/kwalk_agg.h) ----------- */
 
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__uint(max_entries, PR_AGG_STACKS);
-	__type(key, struct pr_agg_skey);
-	__type(value, struct pr_agg_stack);
-} agg_stacks SEC(".maps");
-
-struct pr_agg_counts {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__uint(max_entries, PR_AGG_KEYS);
-	__type(key, struct pr_agg_ckey);
-	__type(value, __u64);
-};
-struct pr_agg_counts agg_counts0 SEC(".maps");
-struct pr_agg_counts agg_counts1 SEC(".maps");
-
-/* pids with counts not yet drained: an exec or exit of theirs drains first (user space clears it) */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 16384);
-	__type(key, __u32);
-	__type(value, __u8);
-} agg_pids SEC(".maps");
-
-/* per CPU: 1 while a program counts (user space waits for 0 after flipping agg_gen) */
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, __u64);
-} agg_inflight SEC(".maps");
-
-struct pr_hash_ctx {
-	struct kw_scratch *s;
-	__u64 h;
-};
-
-static long pr_hash_frame(__u64 i, void *arg)
-{
-	struct pr_hash_ctx *x = arg;
-	__u32 k = (__u32)i & (KW_MAX_FRAMES - 1);
-
-	x->h = (x->h ^ x->s->pcs[k] ^ ((__u64)x->s->how[k] << 56)) * 0x9e3779b97f4a7c15ull;
-	x->h ^= x->h >> 31;
-	return 0;
-}
-
-static __always_inline int pr_agg_add(void *map, struct pr_agg_ckey *k)
-{
-	__u64 one = 1, *v = bpf_map_lookup_elem(map, k);
-
-	if (v) {
-		__sync_fetch_and_add(v, 1);
-		return 1;
-	}
-	if (!bpf_map_update_elem(map, k, &one, BPF_NOEXIST))
-		return 1;
-	v = bpf_map_lookup_elem(map, k); /* another CPU made it first */
-	if (v) {
-		__sync_fetch_and_add(v, 1);
-		return 1;
-	}
-	return 0;
-}
+#include "kwalk/kwalk_agg.bpf.h"
 
 /* KW_HYBRID_TAKE: a complete walk counted (1), or 0 (not --aggregate, a map full: the record goes) */
 static __always_inline int pr_agg_take(struct kw_walk *w, struct kw_scratch *s, __u32 pid, __u32 tid,
 				       __u64 cookie)
 {
-	struct pr_hash_ctx x = { .s = s, .h = w->n };
-	struct pr_agg_ckey k = { .pid = pid, .tid = tid, .kstack = PR_COOKIE_KSTACK(cookie) };
-	__u32 zero = 0;
-	__u64 *busy;
-	long err;
+	struct kw_agg_key k = { .pid = pid, .tid = tid, .kstack = PR_COOKIE_KSTACK(cookie) };
 	int ok;
 
 	/* a Python process's record carries its chain (sent just before): not counted here */
-	if (!aggregate || w->n == 0 || w->n > KW_MAX_FRAMES || bpf_map_lookup_elem(&py_procs, &pid))
+	if (!aggregate || bpf_map_lookup_elem(&py_procs, &pid))
 		return 0;
-	bpf_loop(w->n, pr_hash_frame, &x, 0);
-	k.s.hash = x.h;
-	k.s.n = w->n;
-	k.s.status = w->status;
-	err = bpf_map_update_elem(&agg_stacks, &k.s, s->pcs, BPF_NOEXIST);
-	if (err && err != -EEXIST) {
+	if (kw_agg_stack_put(w, s, &k.s)) {
 		tool_count(PR_CNT_AGG_FULL);
 		return 0;
 	}
-	busy = bpf_map_lookup_elem(&agg_inflight, &zero);
-	if (!busy)
-		return 0;
-	__sync_fetch_and_add(busy, 1); /* before reading agg_gen (a full barrier) */
-	if (agg_gen & 1)
-		ok = pr_agg_add(&agg_counts1, &k);
-	else
-		ok = pr_agg_add(&agg_counts0, &k);
-	__sync_fetch_and_sub(busy, 1);
-	if (ok && !bpf_map_lookup_elem(&agg_pids, &pid)) {
-		__u8 one = 1;
-
-		if (bpf_map_update_elem(&agg_pids, &pid, &one, BPF_ANY))
-			agg_pids_full = 1; /* then every exec and exit drains */
-	}
+	ok = kw_agg_count(&k, 1);
 	tool_count(ok ? PR_CNT_AGG : PR_CNT_AGG_FULL);
 	return ok;
 }

@@ -248,6 +248,17 @@ static void pr_on_kwalk(struct profile_ctx *pr, const void *data, size_t size, u
 	py_merge_add(&pr->py, ki.pid);
 	count_samples(pr, ki.pid, ki.tid, kernel_stack(pr, PR_COOKIE_KSTACK(ki.cookie)), uidx, n);
 }
+
+/* --aggregate: a drained key, as the walker record it would have been, its count as samples */
+static void pr_on_kagg(void *arg, struct kw_event *ev, const struct kw_agg_key *k, const struct kw_agg_val *v)
+{
+	struct profile_ctx *pr = arg;
+
+	ev->cookie = PR_COOKIE(k->kstack, 0);
+	ev->aux = PR_STACK_NONE;
+	pr_on_kwalk(pr, ev, offsetof(struct kw_event, snap), v->count);
+	kw_drain_seen(&pr->prs.kw, k, v->count);
+}
 #endif
 
 static int on_record(void *ctx, const void *data, size_t size)
@@ -270,6 +281,9 @@ static int on_record(void *ctx, const void *data, size_t size)
 		if (pr->fr.maps) {
 			uint64_t t0 = thread_cpu_ns();
 
+#ifdef HAVE_KWALK
+			kw_drain_mapev(&pr->kagg, data, size); /* its counts named with the maps before */
+#endif
 			mappings_event(pr->fr.maps, data, size);
 			pr->prs.maps_ns += thread_cpu_ns() - t0;
 		}
@@ -328,7 +342,7 @@ static int on_record(void *ctx, const void *data, size_t size)
 			on_fork(pr, r.pid, r.parent);
 		else if (r.op == CAP_PROC_EXIT) {
 #ifdef HAVE_KWALK
-			pr_kagg_drain_pid(pr, r.pid); /* its counts named before its state goes */
+			kw_drain_pid(&pr->kagg, r.pid); /* its counts named before its state goes */
 #endif
 			on_proc_exit(pr, r.pid);
 		}
@@ -338,7 +352,7 @@ static int on_record(void *ctx, const void *data, size_t size)
 
 		memcpy(&r, data, sizeof(r));
 #ifdef HAVE_KWALK
-		pr_kagg_drain_pid(pr, r.pid); /* its counts before the exec: the old program's maps */
+		kw_drain_pid(&pr->kagg, r.pid); /* its counts before the exec: the old program's maps */
 #endif
 		on_exec(pr, r.pid);
 		py_merge_forget(&pr->py, r.pid);
@@ -360,7 +374,7 @@ static int on_record(void *ctx, const void *data, size_t size)
 		/* an executable mapping or an exit: tables loaded or dropped; an exit drains the
 		 * counts first (the process's samples named with its maps) */
 		if (h->kind == KW_KIND_EXIT && size >= sizeof(struct kw_track_rec))
-			pr_kagg_drain_pid(pr, ((const struct kw_track_rec *)data)->pid);
+			kw_drain_pid(&pr->kagg, ((const struct kw_track_rec *)data)->pid);
 		kw_track_record(&pr->kwt, data, size);
 #endif
 	}
@@ -529,16 +543,14 @@ int main(int argc, char **argv)
 	if (!err && pr->opts.unwind == PR_UNWIND_KERNEL && pr->opts.user)
 		err = kw_size_maps(pr->skel->obj, &kwo);
 	pr->skel->rodata->kw_track_enabled = pr->opts.unwind == PR_UNWIND_KERNEL && pr->opts.user;
-	pr->skel->rodata->aggregate = pr->kagg.on = pr->opts.aggregate;
+	pr->skel->rodata->aggregate = pr->opts.aggregate;
 	/* new processes' mappings entered by the BPF side, from exec, fork and mmap */
 	pr->skel->rodata->kw_pm_enabled = pr->skel->rodata->kw_track_enabled;
 	if (pr->skel->rodata->kw_pm_enabled)
 		kw_track_prepare(&pr->kwt, pr->skel->obj);
 #endif
 	if (!err && !pr->opts.aggregate) /* the maps of --aggregate unused: one entry each */
-		err = bpf_map__set_max_entries(pr->skel->maps.agg_stacks, 1) ?:
-		      bpf_map__set_max_entries(pr->skel->maps.agg_counts0, 1) ?:
-		      bpf_map__set_max_entries(pr->skel->maps.agg_counts1, 1);
+		err = kw_drain_shrink(pr->skel->obj);
 	if (err)
 		die("cannot size the maps: %s", strerror(-err));
 	err = profile_bpf__load(pr->skel);
@@ -548,10 +560,9 @@ int main(int argc, char **argv)
 #ifdef HAVE_KWALK
 	if (pr->opts.unwind == PR_UNWIND_KERNEL && pr->opts.user) {
 		pr->kwt.l = kw_loader_new(pr->skel->obj, &kwo);
-		if (pr->kagg.on) {
-			pr->kagg.on_walk = pr_on_kwalk;
-			pr->kagg.ev = xcalloc(1, sizeof(*pr->kagg.ev));
-		}
+		if (pr->opts.aggregate && kw_drain_open(&pr->kagg, pr->skel->obj, &pr->skel->bss->kw_agg_gen,
+							&pr->skel->bss->kw_agg_pids_full, pr_on_kagg, pr))
+			die("--aggregate: the walker's count maps are missing");
 		if (!pr->kwt.l)
 			die("cannot set up the in-kernel walker's tables: %s", strerror(errno));
 		pr->kwt.fr = &pr->fr;
@@ -658,7 +669,7 @@ int main(int argc, char **argv)
 		/* --aggregate: the kernel's counts each interval, or each second */
 		if (pr->kagg.on && now - last_drain >= (pr->opts.interval ? pr->opts.interval : 1) * 1000000000ull) {
 			last_drain = now;
-			pr_kagg_drain(pr);
+			kw_drain_all(&pr->kagg);
 		}
 #endif
 		if (pr->opts.interval && now - ival_start >= pr->opts.interval * 1000000000ull) {
@@ -689,7 +700,7 @@ int main(int argc, char **argv)
 	pr->poll_until = UINT64_MAX;
 	dwunw_cap_reader_consume(reader); /* the samples already taken */
 #ifdef HAVE_KWALK
-	pr_kagg_drain(pr); /* and those counted in the kernel (the events are detached) */
+	kw_drain_all(&pr->kagg); /* and those counted in the kernel (the events are detached) */
 #endif
 	{
 		uint64_t capc[CAP_CNT_MAX];

@@ -388,7 +388,7 @@ void pr_report(struct profile_ctx *pr)
 			printf(",\"aggregated\":{\"samples\":%" PRIu64 ",\"counted_in_bpf\":%" PRIu64
 			       ",\"map_full\":%" PRIu64 ",\"keys\":%" PRIu64 ",\"drains\":%" PRIu64
 			       ",\"no_stack\":%" PRIu64 ",\"drain_bytes\":%" PRIu64 ",\"selected_samples\":%" PRIu64 "}",
-			       pr->kagg.drained, pr->prs.bpf[PR_CNT_AGG], pr->prs.bpf[PR_CNT_AGG_FULL],
+			       pr->kagg.events, pr->prs.bpf[PR_CNT_AGG], pr->prs.bpf[PR_CNT_AGG_FULL],
 			       pr->kagg.keys_drained, pr->kagg.drains, pr->kagg.no_stack, pr->kagg.bytes,
 			       pr->prs.bpf[PR_CNT_SAMPLES] - pr->prs.bpf[PR_CNT_FILTERED]);
 		if (pr->opts.freeze) {
@@ -421,7 +421,7 @@ void pr_report(struct profile_ctx *pr)
 			}
 		if (pr->kagg.on)
 			fprintf(stderr, "; %" PRIu64 " samples counted in the kernel (%" PRIu64 " keys drained)",
-				pr->kagg.drained, pr->kagg.keys_drained);
+				pr->kagg.events, pr->kagg.keys_drained);
 		fprintf(stderr, ", tables %.1f MiB of %.1f MiB of maps",
 			(double)pr->prs.kw_table_bytes / 1048576.0, (double)pr->prs.kw_map_bytes / 1048576.0);
 	}

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /*
  * profile: what its BPF program hands user space besides the records (profile.h): the stack-id
- * and cookie conventions of a sample, and the keys of the --aggregate maps (read by
- * profile_kagg.c). Included by profile.h (BPF and user side).
+ * and cookie conventions of a sample (--aggregate's maps are the walker's: kwalk/kwalk_agg.h).
+ * Included by profile.h (BPF and user side).
  */
 #ifndef DWUNW_PROFILE_REC_H
 #define DWUNW_PROFILE_REC_H
@@ -23,34 +23,5 @@
 #define PR_COOKIE(kid, cpu) ((__u64)(__u32)(kid) | ((__u64)(cpu) << 32))
 #define PR_COOKIE_KSTACK(c) ((__s32)(__u32)(c))
 #define PR_COOKIE_CPU(c)    ((__u32)((c) >> 32))
-
-/*
- * --aggregate (kernel mode): complete walks counted in BPF maps, drained by user space per
- * interval and at exit, instead of one record per sample. A walked stack is stored once under
- * its key (a 64-bit hash of its pcs and origins, its length and end status); a count per
- * (pid, tid, kernel stack id, stack key). Two count maps: BPF counts into agg_counts[agg_gen & 1]
- * while user space drains the other (flipped, then waited out with agg_inflight).
- */
-struct pr_agg_skey {
-	__u64 hash;
-	__u32 n;             /* frames */
-	__u32 status;        /* enum kw_status (a complete one) */
-};
-
-struct pr_agg_stack {        /* laid out as kw_scratch's pcs then how (copied from there at once) */
-	__u64 pcs[KW_MAX_FRAMES];
-	__u8 how[KW_MAX_FRAMES];
-};
-
-struct pr_agg_ckey {
-	__u32 pid;
-	__u32 tid;
-	__s32 kstack;
-	__u32 pad;
-	struct pr_agg_skey s;
-};
-
-#define PR_AGG_STACKS 16384  /* distinct walked stacks (~1.2 KB each, allocated as used) */
-#define PR_AGG_KEYS 65536    /* distinct (pid, tid, stacks) per interval, per count map */
 
 #endif /* DWUNW_PROFILE_REC_H */

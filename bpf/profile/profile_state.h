@@ -21,27 +21,12 @@
 #include "kwalk/kwalk_track_user.h"
 #endif
 #include "profile.h"
-#include "profile_kagg.h"
+#include "kwalk/kwalk_drain.h"
 
 #define PR_COMM_CACHE 4096
 #define GEN_TOMB UINT32_MAX
 
 struct profile_ctx;
-
-/* --aggregate's drain (profile_kagg.c) */
-struct pr_kagg {
-	bool on;
-	/* profile.c's walker-record handling: each drained key's record, its stack counted n times */
-	void (*on_walk)(struct profile_ctx *pr, const void *data, size_t size, uint64_t n);
-	struct kw_event *ev;            /* the record made of each drained key */
-	struct pr_agg_ckey *keys;       /* one drain's keys and counts */
-	uint64_t *counts;
-	size_t n, cap;
-	uint64_t drained;               /* samples drained (= the BPF side's PR_CNT_AGG at the end) */
-	uint64_t keys_drained, drains;
-	uint64_t bytes;                 /* read from the maps by the drains (keys, counts, stacks) */
-	uint64_t no_stack;              /* counted under a stack key not found (never expected) */
-};
 
 struct bpf_link;
 
@@ -54,7 +39,7 @@ struct profile_ctx {
 	struct fp_cache kcache;         /* kernel stack id -> stack */
 	struct py_merge py;             /* Python chains read at the event, spliced in */
 	struct pr_agg agg;              /* the counts */
-	struct pr_kagg kagg;            /* --aggregate: the kernel's counts drained into agg */
+	struct kw_drain kagg;           /* --aggregate: the kernel's counts drained into agg */
 	struct pr_stats prs;            /* the summary's figures */
 	uint64_t now_ns;                /* mono_ns(), refreshed every 256 records */
 	uint64_t poll_until;            /* on_record returns -EINTR from then on */
