@@ -6,10 +6,13 @@
 //    parent's blocks and each child's, under their own pids;
 //  - a command that dlopens and dlcloses a library of ours while traced (leaky_dlopen +
 //    libleakplug.so): the stacks through the late-loaded library are complete and symbolized,
-//    with the library's path, and stay in the report after dlclose.
+//    with the library's path, and stay in the report after dlclose;
+//  - with --perf-buffer, the same library mapped by a thread on CPU 1 and called at once from a
+//    thread on CPU 0: the reader's order across the CPUs' buffers (every stack complete).
 // Invariants only (no rates or timings asserted); the rate reached is printed as a comment.
 // Needs root, BTF and BPF: skipped with the reason, unless DWUNW_REQUIRE_BPF=1 (CI).
 import { spawn } from 'node:child_process';
+import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
 import { bpfUnavailable, root, skipOrFail } from './helpers.js';
@@ -40,10 +43,10 @@ interface JReport {
 }
 
 /** memleak -c CMD until the command exits; its last JSON report and stderr. */
-async function trace(cmd: string): Promise<{ code: number | null; last: JReport | null; stderr: string }> {
+async function trace(cmd: string, extra: string[] = []): Promise<{ code: number | null; last: JReport | null; stderr: string }> {
   const env = { ...process.env };
   delete env.NODE_OPTIONS;
-  const child = spawn(memleakBin, ['--unwind=dwarf', '--json', '-o', '0', '-T', '100000', '-c', cmd, '600'], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(memleakBin, ['--unwind=dwarf', ...extra, '--json', '-o', '0', '-T', '100000', '-c', cmd, '600'], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
   child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
@@ -140,5 +143,26 @@ if (why) {
     t.ok(plug.length > 0 && plug.every((s) => s.complete === true), 'their stacks are complete');
     t.ok(plug.every((s) => s.frames.slice(0, 4).every((f) => f.module === lib)), `the library's frames name ${lib}`);
     t.ok(plug.every((s) => s.bytes === s.allocations * 3333), '3333 bytes each');
+  });
+
+  // The perf buffer has a buffer per CPU and no order across them: the library is mapped on CPU 1
+  // and called at once from a thread on CPU 0, so a reader that takes CPU 0's records first
+  // unwinds them before the mapping events (NO_MODULE: 1 run in 3 before the reader sorted by
+  // time). Every block must be under the library's complete stack, every round.
+  t.test('--perf-buffer: a library mapped on one CPU and called at once on another', { timeout: 180_000 }, async (t) => {
+    if (availableParallelism() < 2) return t.skip('needs 2 CPUs');
+    const lib = join(fx, 'libleakplug.so');
+    const ROUNDS = 20;
+    const r = await trace(`${join(fx, 'leaky_dlopen')} --across 1 --hold 0.05 ${lib} ${ROUNDS}`, ['--perf-buffer']);
+    t.equal(r.code, 0, 'memleak exits 0');
+    t.match(r.stderr, new RegExp(`leaky_dlopen: ${ROUNDS} rounds of 10 blocks`), 'leaky_dlopen ran');
+    if (!r.last) return t.fail('no report');
+    const chain = ['plug_3', 'plug_2', 'plug_1', 'plug_leak', 'across_main'];
+    const mine = r.last.stacks.filter((s) => s.bytes === s.allocations * 3333);
+    const bad = mine.filter((s) => !(s.complete === true && hasChain(s, chain)));
+    t.equal(count(r.last, (s) => mine.includes(s)), 10 * ROUNDS, `${10 * ROUNDS} blocks of 3333 bytes reported`);
+    t.same(bad.map((s) => `${s.allocations} x: ${s.stop ?? ''} ${s.reason ?? names(s).join(',')}`), [],
+      'every one under plug_3 <- plug_2 <- plug_1 <- plug_leak <- across_main, complete');
+    t.equal(r.last.lost, 0, 'no record lost');
   });
 }

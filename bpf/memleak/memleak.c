@@ -14,6 +14,7 @@
  * tables loaded here; a walk that stops short carries the dwarf-mode snapshot along.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <inttypes.h>
 #include <malloc.h>
 #include <stdio.h>
@@ -268,6 +269,8 @@ int main(int argc, char **argv)
 	ml->reader = dwunw_cap_reader_new(ml->skel->obj, ml->env.perfbuf, perf_bytes, cap_pump_record, ml->pump);
 	if (!ml->reader)
 		die("cannot open the %s buffer: %s", ml->env.perfbuf ? "perf" : "ring", strerror(errno));
+	/* -t records are ordered with the allocations' records across CPUs (perf buffer) */
+	dwunw_cap_reader_order_by(ml->reader, ML_REC_TRACE, offsetof(struct ml_trace_rec, ts));
 	err = cap_pump_start(ml->pump, ml->reader);
 	if (err)
 		die("cannot start the drain thread: %s", strerror(-err));

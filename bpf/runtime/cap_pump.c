@@ -88,7 +88,8 @@ int cap_pump_record(void *ctx, const void *data, size_t size)
 	if (size >= sizeof(*h) && h->kind == CAP_KIND_MAPEV)
 		mapped_files_tap_drain(data, size);
 	if (!rq_push(&p->q, data, size)) {
-		/* consumed from the buffer already (perf buffer: one more per CPU) */
+		/* consumed from the buffer already: a pass stops when the queue is nearly full, so
+		 * only a record larger than the room left after that ends here */
 		const struct cap_record *rec = data;
 
 		__atomic_fetch_add(&p->dropped, 1, __ATOMIC_RELAXED);
@@ -148,7 +149,8 @@ static void *drain_main(void *arg)
 			continue;
 		}
 		p->pass_pushed = p->pass_short = false;
-		dwunw_cap_reader_consume(p->r);
+		/* a fence wants every record taken until now, the youngest too (perf buffer) */
+		dwunw_cap_reader_read(p->r, req > __atomic_load_n(&p->fence_done, __ATOMIC_RELAXED));
 		__atomic_store_n(&p->reader_lost, dwunw_cap_reader_lost(p->r), __ATOMIC_RELAXED);
 		bool fenced = !p->pass_short && req > __atomic_load_n(&p->fence_done, __ATOMIC_RELAXED);
 		if (fenced) {

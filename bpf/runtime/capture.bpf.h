@@ -718,7 +718,7 @@ static __always_inline long cap_emit(void *ctx, void *data, __u32 size)
 static __always_inline void cap_emit_proc(void *ctx, __u32 op, __u32 pid, __u32 parent)
 {
 	struct cap_proc_rec r = { .h = { .kind = CAP_KIND_PROC, .hdr_size = sizeof(r) }, .op = op, .pid = pid,
-				  .parent = parent };
+				  .parent = parent, .ts = bpf_ktime_get_ns() };
 
 	cap_emit(ctx, &r, sizeof(r));
 }

@@ -68,6 +68,7 @@ struct cap_proc_rec {
 	__u32 pid;             /* tgid */
 	__u32 parent;          /* CAP_PROC_FORK: the parent's tgid */
 	__u32 pad;
+	__u64 ts;              /* bpf_ktime_get_ns(): the perf buffer's reader orders by it */
 };
 
 /* struct cap_record.flags */

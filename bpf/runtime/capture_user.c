@@ -1,6 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /* User-space side of the stack capture: see capture_user.h. */
 #include <errno.h>
+#include <poll.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +17,25 @@
 #endif
 #include "capture_user.h"
 #include "counters.h"
+#include "mmap_ev.h"
+
+/*
+ * The perf buffer has one buffer per CPU, each in the order its records were written, none across
+ * them: a library's mapping event read after the record of another thread that called into it
+ * leaves that record in no module (a tool's views apply events in record order). So the reader
+ * orders them as perf does: each pass copies what every CPU's buffer holds into a staging area,
+ * sorts it by kernel time, and gives the tool the records older than the pass's start less
+ * REORDER_NS (a record's time is taken before it is written: a writer preempted in between
+ * commits it late); the younger ones wait for the next pass. Records of a kind without a time
+ * take the time of the record before them in their CPU's buffer.
+ */
+#define REORDER_NS (20ull * 1000 * 1000)
+
+struct staged {
+	uint64_t ts, seq;
+	size_t off;
+	uint32_t size;
+};
 
 struct dwunw_cap_reader {
 	struct ring_buffer *rb;
@@ -20,7 +43,18 @@ struct dwunw_cap_reader {
 	dwunw_cap_record_fn fn;
 	void *ctx;
 	uint64_t lost;
-	int stop;           /* perf buffer: an earlier callback asked to stop */
+	int stop;                /* perf buffer: a callback asked to stop this pass */
+	/* perf buffer only */
+	size_t nbufs, cur_buf;
+	uint64_t *buf_ts;        /* per CPU buffer: the time of its last record read */
+	int ts_off[CAP_KIND_TOOL + 16]; /* a kind's u64 time: its offset, or -1 */
+	uint8_t *arena;          /* staged records' bytes */
+	size_t arena_len, arena_cap;
+	uint8_t *spare;          /* the arena compact() copies into next */
+	size_t spare_cap;
+	struct staged *st;       /* staged records; [st_head, nst) not given yet */
+	size_t nst, st_head, st_cap;
+	uint64_t seq;
 };
 
 uint32_t dwunw_cap_scratch_slots(int perfbuf)
@@ -83,6 +117,56 @@ struct perf_lost_rec {
 	__u64 lost;
 };
 
+static void *grow(void *p, size_t *cap, size_t need, size_t elem)
+{
+	size_t nc = *cap ? *cap : 64;
+	void *np;
+
+	while (nc < need)
+		nc *= 2;
+	np = realloc(p, nc * elem);
+	if (np)
+		*cap = nc;
+	return np;
+}
+
+/* Copy one record into the staging area with its time. */
+static void stage(struct dwunw_cap_reader *r, const void *data, uint32_t size)
+{
+	const struct cap_rec_hdr *h = data;
+	uint64_t ts = r->buf_ts[r->cur_buf];
+	int off = size >= sizeof(*h) && h->kind < sizeof(r->ts_off) / sizeof(r->ts_off[0]) ?
+			  r->ts_off[h->kind] : -1;
+	uint8_t *na;
+	struct staged *ns;
+
+	if (off >= 0 && (size_t)off + sizeof(ts) <= size) {
+		memcpy(&ts, (const uint8_t *)data + off, sizeof(ts));
+		r->buf_ts[r->cur_buf] = ts;
+	}
+	size_t padded = ((size_t)size + 7) & ~(size_t)7;
+
+	if (r->arena_len + padded > r->arena_cap) {
+		na = grow(r->arena, &r->arena_cap, r->arena_len + padded, 1);
+		if (!na) {
+			r->lost++; /* counted as the kernel's own losses are */
+			return;
+		}
+		r->arena = na;
+	}
+	if (r->nst == r->st_cap) {
+		ns = grow(r->st, &r->st_cap, r->nst + 1, sizeof(*ns));
+		if (!ns) {
+			r->lost++;
+			return;
+		}
+		r->st = ns;
+	}
+	memcpy(r->arena + r->arena_len, data, size);
+	r->st[r->nst++] = (struct staged){ .ts = ts, .seq = r->seq++, .off = r->arena_len, .size = size };
+	r->arena_len += padded;
+}
+
 static enum bpf_perf_event_ret perf_event_cb(void *ctx, int cpu, struct perf_event_header *ev)
 {
 	struct dwunw_cap_reader *r = ctx;
@@ -91,13 +175,130 @@ static enum bpf_perf_event_ret perf_event_cb(void *ctx, int cpu, struct perf_eve
 	if (ev->type == PERF_RECORD_SAMPLE) {
 		const struct perf_sample_rec *s = (const void *)ev;
 
-		if (ev->size >= sizeof(*s) && s->size <= ev->size - sizeof(*s) &&
-		    r->fn(r->ctx, s->data, s->size) < 0)
-			r->stop = 1;
+		if (ev->size >= sizeof(*s) && s->size <= ev->size - sizeof(*s))
+			stage(r, s->data, s->size);
 	} else if (ev->type == PERF_RECORD_LOST) {
 		r->lost += ((const struct perf_lost_rec *)ev)->lost;
 	}
 	return LIBBPF_PERF_EVENT_CONT;
+}
+
+static int by_time(const void *a, const void *b)
+{
+	const struct staged *x = a, *y = b;
+
+	if (x->ts != y->ts)
+		return x->ts < y->ts ? -1 : 1;
+	return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+static uint64_t mono_now(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t); /* bpf_ktime_get_ns()'s clock */
+	return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+/*
+ * Give the tool the staged records older than `before`, in time order, until it asks to stop;
+ * the rest stay staged. Count of records given.
+ */
+static int give(struct dwunw_cap_reader *r, uint64_t before)
+{
+	int n = 0;
+
+	r->stop = 0;
+	while (r->st_head < r->nst && r->st[r->st_head].ts < before && !r->stop) {
+		const struct staged *x = &r->st[r->st_head++];
+
+		n++;
+		if (r->fn(r->ctx, r->arena + x->off, x->size) < 0)
+			r->stop = 1; /* this one is taken; the others wait */
+	}
+	return n;
+}
+
+/*
+ * Drop what was given: the records still staged move to the front of the other arena (after the
+ * sort they are not in the arena's order, so they cannot be moved in place).
+ */
+static void compact(struct dwunw_cap_reader *r)
+{
+	size_t k = 0, len = 0, need = 0;
+	uint8_t *ns;
+
+	if (!r->st_head)
+		return;
+	for (size_t i = r->st_head; i < r->nst; i++)
+		need += ((size_t)r->st[i].size + 7) & ~(size_t)7;
+	if (need > r->spare_cap) {
+		ns = grow(r->spare, &r->spare_cap, need, 1);
+		if (!ns) { /* keep the bytes where they are */
+			memmove(r->st, r->st + r->st_head, (r->nst - r->st_head) * sizeof(*r->st));
+			r->nst -= r->st_head;
+			r->st_head = 0;
+			return;
+		}
+		r->spare = ns;
+	}
+	for (size_t i = r->st_head; i < r->nst; i++, k++) {
+		struct staged x = r->st[i];
+
+		memcpy(r->spare + len, r->arena + x.off, x.size);
+		x.off = len;
+		len += ((size_t)x.size + 7) & ~(size_t)7;
+		r->st[k] = x;
+	}
+	ns = r->arena;
+	r->arena = r->spare;
+	r->spare = ns;
+	need = r->arena_cap;
+	r->arena_cap = r->spare_cap;
+	r->spare_cap = need;
+	r->nst = k;
+	r->st_head = 0;
+	r->arena_len = len;
+}
+
+/*
+ * One pass: records still staged from a stopped pass go first; then every CPU's buffer is read
+ * to its end, and what is old enough (everything with `all`) goes to the tool in time order.
+ */
+static int perf_pass(struct dwunw_cap_reader *r, bool all)
+{
+	uint64_t start = mono_now();
+	uint64_t before = all ? UINT64_MAX : start > REORDER_NS ? start - REORDER_NS : 0;
+	int n = 0;
+
+	compact(r);
+	if (r->nst) {
+		n = give(r, before);
+		compact(r);
+		if (r->stop)
+			return n; /* the tool is full: the kernel's buffers keep the rest */
+	}
+	size_t was = r->nst;
+
+	for (r->cur_buf = 0; r->cur_buf < r->nbufs; r->cur_buf++) {
+		int err = perf_buffer__consume_buffer(r->pb, r->cur_buf);
+
+		if (err < 0 && err != -ENOENT)
+			return err;
+	}
+	if (r->nst > was)
+		qsort(r->st, r->nst, sizeof(*r->st), by_time);
+	n += give(r, before);
+	compact(r);
+	return n;
+}
+
+int dwunw_cap_reader_order_by(struct dwunw_cap_reader *r, uint16_t kind, size_t ts_offset)
+{
+	if (kind >= sizeof(r->ts_off) / sizeof(r->ts_off[0]) || ts_offset > 4096)
+		return -EINVAL;
+	r->ts_off[kind] = (int)ts_offset;
+	return 0;
 }
 
 struct dwunw_cap_reader *dwunw_cap_reader_new(struct bpf_object *obj, int perfbuf,
@@ -129,10 +330,18 @@ struct dwunw_cap_reader *dwunw_cap_reader_new(struct bpf_object *obj, int perfbu
 		if (m)
 			r->pb = perf_buffer__new_raw(bpf_map__fd(m), bytes / (size_t)page, &attr,
 						     perf_event_cb, r, NULL);
-		if (!r->pb) {
+		r->nbufs = r->pb ? perf_buffer__buffer_cnt(r->pb) : 0;
+		r->buf_ts = r->nbufs ? calloc(r->nbufs, sizeof(*r->buf_ts)) : NULL;
+		if (!r->pb || !r->buf_ts) {
+			perf_buffer__free(r->pb);
 			free(r);
 			return NULL;
 		}
+		for (size_t k = 0; k < sizeof(r->ts_off) / sizeof(r->ts_off[0]); k++)
+			r->ts_off[k] = -1;
+		r->ts_off[CAP_KIND_SNAPSHOT] = offsetof(struct cap_record, ts);
+		r->ts_off[CAP_KIND_MAPEV] = offsetof(struct mmap_ev_rec, ts);
+		r->ts_off[CAP_KIND_PROC] = offsetof(struct cap_proc_rec, ts);
 	} else {
 		m = bpf_object__find_map_by_name(obj, "cap_ringbuf");
 		if (m)
@@ -160,19 +369,25 @@ int dwunw_cap_reader_poll(struct dwunw_cap_reader *r, int timeout_ms)
 		m = ring_buffer__consume(r->rb);
 		return m < 0 ? m : n + m;
 	}
-	r->stop = 0;
-	n = perf_buffer__poll(r->pb, timeout_ms);
-	if (n < 0)
-		return n;
-	m = perf_buffer__consume(r->pb);
-	return m < 0 ? m : n;
+	{
+		struct pollfd f = { .fd = perf_buffer__epoll_fd(r->pb), .events = POLLIN };
+
+		if (poll(&f, 1, timeout_ms) < 0 && errno != EINTR)
+			return -errno;
+	}
+	return perf_pass(r, false);
+}
+
+int dwunw_cap_reader_read(struct dwunw_cap_reader *r, bool all)
+{
+	if (r->rb)
+		return ring_buffer__consume(r->rb);
+	return perf_pass(r, all);
 }
 
 int dwunw_cap_reader_consume(struct dwunw_cap_reader *r)
 {
-	if (r->rb)
-		return ring_buffer__consume(r->rb);
-	return perf_buffer__consume(r->pb);
+	return dwunw_cap_reader_read(r, true);
 }
 
 int dwunw_cap_reader_fd(const struct dwunw_cap_reader *r)
@@ -191,6 +406,10 @@ void dwunw_cap_reader_free(struct dwunw_cap_reader *r)
 		return;
 	ring_buffer__free(r->rb);
 	perf_buffer__free(r->pb);
+	free(r->buf_ts);
+	free(r->arena);
+	free(r->spare);
+	free(r->st);
 	free(r);
 }
 

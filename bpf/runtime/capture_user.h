@@ -19,6 +19,7 @@
 #ifndef DWUNW_CAPTURE_USER_H
 #define DWUNW_CAPTURE_USER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include "capture.h"
@@ -40,10 +41,11 @@ int dwunw_cap_size_maps(struct bpf_object *obj, int perfbuf, size_t ring_bytes);
 int dwunw_cap_counters(struct bpf_object *obj, uint64_t out[CAP_CNT_MAX]);
 
 /*
- * Called for every record, in order per channel (ring buffer: global order; perf buffer: per
- * CPU). `data` is only valid during the call, and read-only. A negative return stops the
- * current poll early (the ring buffer returns it from dwunw_cap_reader_poll; the record
- * itself was consumed).
+ * Called for every record in order: the ring buffer's global order; the perf buffer's records
+ * sorted by kernel time across the CPUs' buffers (see capture_user.c: younger records wait for a
+ * later pass; a kind's time is found with dwunw_cap_reader_order_by). `data` is only valid during
+ * the call, and read-only. A negative return stops the current poll early: that record is taken,
+ * the ones after it are left for the next one.
  */
 typedef int (*dwunw_cap_record_fn)(void *ctx, const void *data, size_t size);
 
@@ -54,8 +56,13 @@ struct dwunw_cap_reader *dwunw_cap_reader_new(struct bpf_object *obj, int perfbu
 					      void *ctx);
 /* Wait up to timeout_ms for records and process them: count processed, or a negative errno. */
 int dwunw_cap_reader_poll(struct dwunw_cap_reader *r, int timeout_ms);
-/* Process whatever is available without waiting. */
+/* Process whatever is available without waiting (perf buffer: every record read, young or not). */
 int dwunw_cap_reader_consume(struct dwunw_cap_reader *r);
+/* Process what is available without waiting; perf buffer: without `all`, the youngest records wait. */
+int dwunw_cap_reader_read(struct dwunw_cap_reader *r, bool all);
+/* Perf buffer: records of `kind` carry their kernel time as a u64 at `ts_offset` (the runtime's
+ * kinds are known; a tool names its own). 0 or -EINVAL. */
+int dwunw_cap_reader_order_by(struct dwunw_cap_reader *r, uint16_t kind, size_t ts_offset);
 /* A file descriptor that polls readable when records have arrived (for a poll() of one's own). */
 int dwunw_cap_reader_fd(const struct dwunw_cap_reader *r);
 /* Records the kernel dropped in the perf buffer (reported by perf's lost records). */
