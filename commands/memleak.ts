@@ -3,7 +3,7 @@
 // and exits with its status. On a terminal its text report is colored line by line (stack
 // headers, symbol names, stop reasons); piped, or with --json/--folded, the output is memleak's
 // own, byte for byte. With --export URL (lib/export.ts) each report is sent as it comes
-// (inuse_space, inuse_objects: lib/export-memleak.ts).
+// (inuse_space, inuse_objects; with -a also alloc_space, alloc_objects: lib/export-memleak.ts).
 //
 // dwunw memleak --demo [--rounds N] [--json]: builds what is missing, runs the workload
 // fixtures/x86_64/leaky (-O2 -fomit-frame-pointer) under two memleaks at once (--unwind=dwarf and
@@ -59,11 +59,19 @@ interface Split {
   positionals: string[];
   json: boolean;
   top: boolean;
+  /** -a, --show-allocs or --allocated: with --export, alloc_space and alloc_objects too */
+  allocated: boolean;
+  /** rest without -a's listing of each outstanding allocation (an export has no use for it) */
+  restNoList: string[];
 }
 
 /** Our --export options taken out of memleak's arguments; memleak's positionals found. */
 export function splitArgs(args: string[]): Split {
-  const out: Split = { exp: newExportArgs(), rest: [], positionals: [], json: false, top: false };
+  const out: Split = { exp: newExportArgs(), rest: [], positionals: [], json: false, top: false, allocated: false, restNoList: [] };
+  const push = (v: string, noList: string | null = v) => {
+    out.rest.push(v);
+    if (noList !== null) out.restNoList.push(noList);
+  };
   for (let i = 0; i < args.length; i++) {
     const a = args[i]!;
     const j = takeExportArg(args, i, out.exp, 'memleak');
@@ -71,15 +79,26 @@ export function splitArgs(args: string[]): Split {
       i = j;
       continue;
     }
-    out.rest.push(a);
     if (a === '--json') out.json = true;
     if (/^--top(=|$)|^-[a-zA-Z]*T/.test(a)) out.top = true;
-    if (ML_VALUED_LONG.test(a)) out.rest.push(args[++i] ?? '');
-    else if (/^-[^-]/.test(a)) {
+    if (ML_VALUED_LONG.test(a)) {
+      push(a);
+      push(args[++i] ?? '');
+    } else if (a === '--show-allocs' || a === '--allocated') {
+      out.allocated = true;
+      push(a, a === '--allocated' ? a : null);
+    } else if (/^-[^-]/.test(a)) {
       // a cluster (-ap PID, -T5): the first valued letter takes the rest, or the next argument
       const k = [...a.slice(1)].findIndex((ch) => ML_VALUED_SHORT.includes(ch));
-      if (k >= 0 && k === a.length - 2) out.rest.push(args[++i] ?? '');
-    } else if (!a.startsWith('-')) out.positionals.push(a);
+      const flags = k < 0 ? a.slice(1) : a.slice(1, k + 2); // up to the valued letter
+      const noList = `-${flags.replaceAll('a', '')}${k < 0 ? '' : a.slice(k + 2)}`;
+      if (flags.includes('a')) out.allocated = true;
+      push(a, noList === '-' ? null : noList);
+      if (k >= 0 && k === a.length - 2) push(args[++i] ?? '');
+    } else {
+      push(a);
+      if (!a.startsWith('-')) out.positionals.push(a);
+    }
   }
   return out;
 }
@@ -100,7 +119,10 @@ async function memleakExport(sp: Split, eo: ExportOptions, after: string[]): Pro
     eo.intervalS = Number(v);
   }
   // every stack is exported, not the top 10 of the JSON report
-  const args = [...sp.rest, ...(sp.json ? [] : ['--json']), ...(sp.top ? [] : ['--top=1000000']), ...(sp.positionals.length ? [] : [String(eo.intervalS)]), ...(after.length ? ['--', ...after] : [])];
+  // -a: what was allocated in each interval too (memleak --allocated); its listing of every
+  // outstanding allocation only when the reports are asked for (--json)
+  const own = sp.allocated ? [...(sp.json ? sp.rest : sp.restNoList), ...(sp.rest.includes('--allocated') ? [] : ['--allocated'])] : sp.rest;
+  const args = [...own, ...(sp.json ? [] : ['--json']), ...(sp.top ? [] : ['--top=1000000']), ...(sp.positionals.length ? [] : [String(eo.intervalS)]), ...(after.length ? ['--', ...after] : [])];
   const exp = new ExportRun(eo);
   const reader = new ReportReader(eo.intervalS);
   const status = await runTool('memleak', bin, args, {
@@ -162,8 +184,8 @@ export function colorLine(c: ChalkInstance, line: string): string {
     return head + c.yellow(rest) + marks;
   }
   if (/^frames marked \[/.test(line)) return c.dim(line);
-  if ((m = /^(\d+) bytes in (\d+) allocations from stack$/.exec(line))) {
-    return `${c.yellow.bold(m[1]!)} bytes in ${c.yellow.bold(m[2]!)} allocations from stack`;
+  if ((m = /^(\d+) bytes in (\d+) allocations from stack( \(made since the last report: .*\))?$/.exec(line))) {
+    return `${c.yellow.bold(m[1]!)} bytes in ${c.yellow.bold(m[2]!)} allocations from stack${m[3] ? c.dim(m[3]) : ''}`;
   }
   if (/^\[\d+:\d+:\d+\] Top \d+ stacks with outstanding allocations:$/.test(line)) return c.bold.underline(line);
   if (/^Attaching to pid \d+, Ctrl\+C to quit\.$/.test(line)) return c.dim(line);

@@ -1,7 +1,9 @@
 // memleak's reports as export intervals: each --json report (the outstanding allocations at that
 // moment, by stack) is one interval with two measures, inuse_space (bytes) and inuse_objects
-// (allocations): a snapshot, as pprof's heap profiles are. Stacks of a followed tree carry their
-// process; a -p report's stacks are all of its pid.
+// (allocations): a snapshot, as pprof's heap profiles are. With memleak's --allocated (dwunw
+// memleak --export -a) two more, alloc_space and alloc_objects: what was allocated since the last
+// report, freed or not (per interval, where Go's heap profiles count since the start). Stacks of a
+// followed tree carry their process; a -p report's stacks are all of its pid.
 import { hostname } from 'node:os';
 import { basename } from 'node:path';
 import type { MlReport } from './memleak.js';
@@ -11,11 +13,21 @@ import { type Interval, type Measure, ProcCache, procsOf } from './export-interv
 export interface MlEntry extends PrEntry {
   /** count is the outstanding bytes; this the outstanding allocations */
   allocations: number;
+  /** --allocated: bytes and allocations made in the interval (0 without) */
+  allocBytes: number;
+  allocAllocations: number;
 }
 
 export const MEMLEAK_MEASURES: Measure[] = [
   { type: 'inuse_space', unit: 'bytes', value: (e) => e.count },
   { type: 'inuse_objects', unit: 'count', value: (e) => (e as MlEntry).allocations },
+];
+
+/** memleak --allocated: also what was allocated in the interval. */
+export const MEMLEAK_ALLOC_MEASURES: Measure[] = [
+  ...MEMLEAK_MEASURES,
+  { type: 'alloc_space', unit: 'bytes', value: (e) => (e as MlEntry).allocBytes },
+  { type: 'alloc_objects', unit: 'count', value: (e) => (e as MlEntry).allocAllocations },
 ];
 
 /** A report's stacks as entries (frames leaf first, as memleak prints them; the reason is the pseudo-frame). */
@@ -26,6 +38,8 @@ export function memleakEntries(r: MlReport): MlEntry[] {
       comm: s.comm ?? '',
       count: s.bytes,
       allocations: s.allocations,
+      allocBytes: s.alloc_bytes ?? 0,
+      allocAllocations: s.alloc_allocations ?? 0,
       user: { frames: s.frames, kind: s.kind, reason: s.reason },
       kernel: null,
     };
@@ -58,7 +72,8 @@ export class ReportReader {
       // memleak prints no module addresses: its mappings carry no build id (a backend would take
       // the runtime pcs for file addresses); its frames are named
       buildIds: new Map(),
-      measures: MEMLEAK_MEASURES,
+      // --allocated says so in every report, stacks or not
+      measures: r.allocated_lost !== undefined ? MEMLEAK_ALLOC_MEASURES : MEMLEAK_MEASURES,
       period: { type: 'space', unit: 'bytes', value: 1 },
     };
   }

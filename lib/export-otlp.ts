@@ -129,7 +129,8 @@ export function otlpRequest(iv: Interval, service?: string): Record<string, unkn
           scope: { name: 'dwunw', version },
           profiles: iv.measures.map((m) => ({
             sample_type: { type_strindex: s(m.type), unit_strindex: s(m.unit) },
-            samples: samples.map(({ e, ...x }) => ({ ...x, values: [m.value(e)] })),
+            // a stack with nothing of this measure (memleak: freed since, or none made) is left out
+            samples: samples.flatMap(({ e, ...x }) => (m.value(e) ? [{ ...x, values: [m.value(e)] }] : [])),
             time_unix_nano: BigInt(iv.line.start_unix_ns).toString(),
             duration_nano: iv.line.duration_ns,
             period_type: { type_strindex: s(iv.period.type), unit_strindex: s(iv.period.unit) },

@@ -90,7 +90,9 @@ dwunw ${tool} exports continuously with:
                              v1development, gzip); pyroscope://HOST:PORT (pprof, its push API)
       --interval=SEC         seconds per interval (${EXPORT_DEFAULTS.intervalS}); the last${tool === 'memleak' ? ' report' : ', partial one'} is sent at exit${tool === 'memleak' ? `
                              (memleak: each report's outstanding allocations as inuse_space
-                             and inuse_objects; the reports on stdout with --json only)` : ''}
+                             and inuse_objects; with -a also what was allocated since the last
+                             report, freed or not, as alloc_space and alloc_objects; the reports
+                             on stdout with --json only)` : ''}
       --service=NAME         service.name (default: each process's executable name)
       --export-header=H      'NAME: VALUE', @FILE (one per line) or env:VAR; never printed
       --export-queue=BYTES   queue per destination (${EXPORT_DEFAULTS.queueBytes >> 20}m); beyond it the oldest

@@ -48,6 +48,9 @@ export interface MlStack {
   reason?: string;
   /** -a */
   allocs?: MlAlloc[];
+  /** --allocated: bytes and allocations made since the last report, freed or not */
+  alloc_bytes?: number;
+  alloc_allocations?: number;
 }
 
 export interface MlReport {
@@ -58,6 +61,8 @@ export interface MlReport {
   stacks: MlStack[];
   lost: number;
   untracked: { allocs_full: number; no_pending: number; combined_full: number; stack_table_full: number };
+  /** --allocated: allocations not counted as made (their record lost), since the start */
+  allocated_lost?: number;
   unwind: {
     stacks: number;
     complete: number;

@@ -44,6 +44,7 @@ const volatile __u32 trace_all = 0;          /* -t */
 const volatile __u32 record_nested = 0;      /* --nested */
 const volatile __u32 keep_combined = 0;      /* -C in fp mode */
 const volatile __u32 dwarf_fp_ids = 1;       /* dwarf mode: also take bpf_get_stackid() */
+const volatile __u32 count_allocated = 0;    /* --allocated: a record per allocation made */
 
 __u64 next_event_id = 1;                     /* dwarf mode event ids (atomic increments) */
 __u64 exec_ns = 0;                           /* last exec of the target (its old allocations are gone) */
@@ -281,6 +282,14 @@ static __always_inline int alloc_exit(struct pt_regs *ctx, __u64 addr)
 		} else {
 			info.key = (__u64)id;
 		}
+	}
+	if (count_allocated) {
+		/* counted under its stack in user space whatever becomes of it (tracked or not) */
+		struct ml_alloc_rec r = { .h = { .kind = ML_REC_ALLOC, .hdr_size = sizeof(r) },
+					  .pid = pid_tgid >> 32, .key = info.key, .size = size };
+
+		if (cap_emit(ctx, &r, sizeof(r)))
+			tool_count(ML_CNT_ALLOC_LOST);
 	}
 	key = addr | follow_tag(pid_tgid >> 32);
 	if (keep_combined) {

@@ -159,6 +159,7 @@ int main(int argc, char **argv)
 	ml->skel->rodata->record_nested = ml->env.nested;
 	ml->skel->rodata->keep_combined = ml->env.combined && ml->env.unwind == ML_UNWIND_FP;
 	ml->skel->rodata->dwarf_fp_ids = ml->env.fp_ids;
+	ml->skel->rodata->count_allocated = ml->env.allocated;
 	ml->skel->rodata->cap_use_perfbuf = ml->env.perfbuf;
 	ml->skel->rodata->cap_stack_bytes = ml->env.stack_size;
 	ml->skel->rodata->follow_tree = ml->following;

@@ -67,6 +67,16 @@ struct ml_combined {
 /* Records of memleak's own (besides CAP_KIND_SNAPSHOT). */
 enum ml_rec_kind {
 	ML_REC_TRACE = CAP_KIND_TOOL, /* -t: one allocation or free */
+	ML_REC_ALLOC,                 /* --allocated: one allocation made, freed later or not */
+};
+
+/* --allocated: an allocation that returned, under the key its allocs entry has (freed or not) */
+struct ml_alloc_rec {
+	struct cap_rec_hdr h;
+	__u32 pid;           /* tgid: the process whose stacks the key names, following a tree */
+	__u32 pad;
+	__u64 key;           /* as struct ml_alloc_info.key */
+	__u64 size;
 };
 
 struct ml_trace_rec {
@@ -86,6 +96,7 @@ enum ml_counter {
 	ML_CNT_STACKID_FAILED,  /* bpf_get_stackid() failed (fp mode: shown under its reason) */
 	ML_CNT_COMBINED_FULL,   /* -C aggregate map full */
 	ML_CNT_NO_PENDING,      /* no room to remember an allocator call (not recorded) */
+	ML_CNT_ALLOC_LOST,      /* --allocated: an allocation's record lost (buffer full) */
 	ML_CNT_MAX = 8,
 };
 

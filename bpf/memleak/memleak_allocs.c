@@ -227,6 +227,15 @@ int64_t ml_ev_lookup_live(uint64_t evid)
 	return *v & ~LIVE;
 }
 
+int64_t ml_ev_lookup(uint64_t evid)
+{
+	if (evid >= ev.base && evid - ev.base < ev.len)
+		return (int64_t)ev.win[evid - ev.base] - 1;
+	uint32_t *v = tab_find(evid);
+
+	return v ? (int64_t)(*v & ~LIVE) : -1;
+}
+
 uint64_t ml_ev_max(void)
 {
 	return ev.max;

@@ -32,6 +32,8 @@ void ml_ev_put(uint64_t evid, uint32_t stack);
  * past the next ml_ev_prune.
  */
 int64_t ml_ev_lookup_live(uint64_t evid);
+/* The stack of a received event (-1: none), left as it is (forgotten at its prune). */
+int64_t ml_ev_lookup(uint64_t evid);
 /* Highest event id received so far (0: none). */
 uint64_t ml_ev_max(void);
 /*

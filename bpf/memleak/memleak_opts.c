@@ -54,12 +54,14 @@ enum {
 	OPT_NO_UPROBE_MULTI,
 	OPT_TABLE_BUDGET,
 	OPT_MAX_CPU,
+	OPT_ALLOCATED,
 };
 
 static const struct option long_opts[] = {
 	{ "pid", required_argument, NULL, 'p' },
 	{ "trace", no_argument, NULL, 't' },
 	{ "show-allocs", no_argument, NULL, 'a' },
+	{ "allocated", no_argument, NULL, OPT_ALLOCATED },
 	{ "older", required_argument, NULL, 'o' },
 	{ "command", required_argument, NULL, 'c' },
 	{ "combined-only", no_argument, NULL, 'C' },
@@ -104,6 +106,10 @@ static void usage(FILE *f)
 "  -- PROG [ARG...]          the same for PROG run directly (no shell)\n"
 "  -t, --trace               print every allocation and free\n"
 "  -a, --show-allocs         list the outstanding allocations of each stack\n"
+"      --allocated           also count every allocation made since the last report,\n"
+"                            freed or not, by stack (text: on the stack's line; JSON:\n"
+"                            alloc_bytes, alloc_allocations; stacks with none outstanding\n"
+"                            shown too)\n"
 "  -o, --older=AGE_MS        only allocations older than AGE_MS milliseconds (500)\n"
 "  -C, --combined-only       per-stack totals only (no age filter)\n"
 "  -s, --sample-rate=N       record 1 allocation out of N\n"
@@ -199,6 +205,7 @@ void ml_parse_args(struct ml_env *env, int argc, char **argv)
 		}
 		case 't': env->trace = true; break;
 		case 'a': env->show_allocs = true; break;
+		case OPT_ALLOCATED: env->allocated = true; break;
 		case 'o': env->older_ms = opt_u64(optarg, "-o"); break;
 		case 'c': env->command = optarg; break;
 		case 'C': env->combined = true; break;

@@ -15,6 +15,7 @@ struct ml_env {
 	char **prog_argv;      /* -- PROG ARGS... */
 	bool trace;
 	bool show_allocs;
+	bool allocated;        /* --allocated: also every allocation of the interval, freed or not */
 	bool combined;
 	uint64_t older_ms;
 	uint32_t sample_rate;

@@ -88,7 +88,11 @@ void ml_print_stack_text(struct memleak_ctx *ml, uint32_t idx)
 	bool fp_marks = ml->env.unwind != ML_UNWIND_FP;
 	size_t i;
 
-	printf("%" PRIu64 " bytes in %" PRIu64 " allocations from stack\n", g->bytes, g->count);
+	printf("%" PRIu64 " bytes in %" PRIu64 " allocations from stack", g->bytes, g->count);
+	if (ml->env.allocated)
+		printf(" (made since the last report: %" PRIu64 " bytes in %" PRIu64 " allocations)",
+		       g->alloc_bytes, g->alloc_count);
+	putchar('\n');
 	if (ml->env.show_allocs && !ml->env.combined)
 		for (int64_t a = g->first_alloc; a >= 0; a = ml->allocs_v[a].next)
 			printf("\taddr = %#" PRIx64 " size = %" PRIu64 "\n", ml->allocs_v[a].addr,
@@ -147,6 +151,9 @@ void ml_print_stack_json(const struct memleak_ctx *ml, uint32_t idx)
 	const struct ml_stack_fig *g = &ml->figs[idx];
 
 	printf("{\"bytes\":%" PRIu64 ",\"allocations\":%" PRIu64 ",", g->bytes, g->count);
+	if (ml->env.allocated)
+		printf("\"alloc_bytes\":%" PRIu64 ",\"alloc_allocations\":%" PRIu64 ",", g->alloc_bytes,
+		       g->alloc_count);
 	if (ml->following) {
 		printf("\"pid\":%u,\"comm\":", (uint32_t)s->space);
 		json_str(ml_proc_comm((uint32_t)s->space));

@@ -14,9 +14,11 @@
 #include "memleak_allocs.h"
 #include "memleak_opts.h"
 #include "memleak_records.h"
+#include "memleak_report.h"
 #include "memleak_state.h"
 #include "memleak.skel.h"
 #include "runtime/stack_store.h"
+#include "runtime/tool_util.h"
 #ifdef HAVE_KWALK
 #include "kwalk/kwalk_record.h"
 #endif
@@ -111,6 +113,57 @@ static void on_kwalk(struct memleak_ctx *ml, const void *data, size_t size)
 }
 #endif
 
+static int64_t ml_pseudo(struct memleak_ctx *ml, uint32_t pid, const char *label);
+
+static void allocated_add(struct memleak_ctx *ml, int64_t idx, uint64_t size)
+{
+	struct ml_stack_fig *g = ml_fig(ml, idx);
+
+	g->alloc_bytes += size;
+	g->alloc_count++;
+}
+
+/* --allocated: one allocation made, counted under its stack (its event's, as the report does). */
+static void on_alloc(struct memleak_ctx *ml, const struct ml_alloc_rec *r)
+{
+	uint32_t pid = ml->following ? r->pid : 0;
+
+	if (!(r->key & ML_KEY_DWARF)) {
+		allocated_add(ml, ml_key_stack(ml, r->key, pid), r->size);
+		return;
+	}
+	int64_t idx = ml_ev_lookup(ml_key_value(r->key));
+
+	if (idx >= 0) {
+		allocated_add(ml, idx, r->size);
+		return;
+	}
+	if (ml->alloc_nlater == ml->alloc_later_cap) {
+		ml->alloc_later_cap = ml->alloc_later_cap ? ml->alloc_later_cap * 2 : 256;
+		ml->alloc_later = xrealloc(ml->alloc_later, ml->alloc_later_cap * sizeof(*ml->alloc_later));
+	}
+	ml->alloc_later[ml->alloc_nlater++] = (struct ml_alloc_later){ ml_key_value(r->key), r->size, pid };
+}
+
+void ml_allocated_settle(struct memleak_ctx *ml)
+{
+	for (size_t i = 0; i < ml->alloc_nlater; i++) {
+		const struct ml_alloc_later *a = &ml->alloc_later[i];
+		int64_t idx = ml_ev_lookup(a->evid);
+
+		if (idx < 0)
+			idx = ml_pseudo(ml, a->pid, "[stack unknown: record not received]");
+		allocated_add(ml, idx, a->size);
+	}
+	ml->alloc_nlater = 0;
+	/* give back what a burst of them took */
+	if (ml->alloc_later_cap > 4096) {
+		free(ml->alloc_later);
+		ml->alloc_later = NULL;
+		ml->alloc_later_cap = 0;
+	}
+}
+
 int ml_on_record(void *ctx, const void *data, size_t size)
 {
 	struct memleak_ctx *ml = ctx;
@@ -148,11 +201,14 @@ int ml_on_record(void *ctx, const void *data, size_t size)
 		memcpy(&r, data, sizeof(r));
 		ml->trace_records++;
 		on_trace(ml, &r);
+	} else if (h->kind == ML_REC_ALLOC && size >= sizeof(struct ml_alloc_rec)) {
+		struct ml_alloc_rec r;
+
+		memcpy(&r, data, sizeof(r));
+		on_alloc(ml, &r);
 	}
 	return 0;
 }
-
-static int64_t ml_pseudo(struct memleak_ctx *ml, uint32_t pid, const char *label);
 
 /* Snapshots the drain thread could not queue: their allocations go under a lost stack. */
 static void take_dropped(struct memleak_ctx *ml)

@@ -29,4 +29,11 @@ void ml_drain_yield(void *ml);
  */
 int64_t ml_key_stack(struct memleak_ctx *ml, uint64_t key, uint32_t pid);
 
+/*
+ * --allocated: the allocations whose record came before their event's stack (perf buffers are
+ * per CPU; a snapshot the queue dropped) counted now, after the report's drain; those still
+ * without one go under "[stack unknown: record not received]".
+ */
+void ml_allocated_settle(struct memleak_ctx *ml);
+
 #endif /* DWUNW_MEMLEAK_RECORDS_H */

@@ -35,6 +35,8 @@ static int cmp_stack_bytes(const void *a, const void *b, void *arg)
 		return x->bytes < y->bytes ? 1 : -1;
 	if (x->count != y->count)
 		return x->count < y->count ? 1 : -1;
+	if (x->alloc_bytes != y->alloc_bytes)
+		return x->alloc_bytes < y->alloc_bytes ? 1 : -1;
 	return *(const uint32_t *)a < *(const uint32_t *)b ? -1 : 1;
 }
 
@@ -65,8 +67,7 @@ struct report_walk {
 	uint64_t now, older_ns, exec_cut;
 };
 
-/* Stack idx's figures in this report (the table grown with the store, new ones empty). */
-static struct ml_stack_fig *fig_of(struct memleak_ctx *ml, int64_t idx)
+struct ml_stack_fig *ml_fig(struct memleak_ctx *ml, int64_t idx)
 {
 	if ((size_t)idx >= ml->nfigs) {
 		size_t n = ml->st.n > (size_t)idx ? ml->st.n : (size_t)idx + 1;
@@ -109,7 +110,7 @@ static void report_alloc(void *ctx, uint64_t addr, const struct ml_alloc_info *i
 		return;
 	if (info->ts > w->now)
 		return;
-	struct ml_stack_fig *g = fig_of(ml, idx);
+	struct ml_stack_fig *g = ml_fig(ml, idx);
 	g->bytes += info->size;
 	g->count++;
 	if (ml->env.show_allocs) {
@@ -128,8 +129,11 @@ void ml_report(struct memleak_ctx *ml)
 	struct tm tm;
 	time_t t;
 
-	for (size_t k = 0; k < ml->nfigs; k++)
-		ml->figs[k] = (struct ml_stack_fig){ .first_alloc = -1 };
+	/* the outstanding figures are this report's; --allocated's were counted since the last */
+	for (size_t k = 0; k < ml->nfigs; k++) {
+		ml->figs[k].bytes = ml->figs[k].count = 0;
+		ml->figs[k].first_alloc = -1;
+	}
 	ml_slots_forget();
 	ml_drain_reset(ml);
 
@@ -148,7 +152,7 @@ void ml_report(struct memleak_ctx *ml)
 			prev = &key;
 			if (bpf_map_lookup_elem(fd, &key, &c) || !c.count)
 				continue; /* fully freed: not shown */
-			struct ml_stack_fig *g = fig_of(ml, ml_key_stack(ml, key, 0));
+			struct ml_stack_fig *g = ml_fig(ml, ml_key_stack(ml, key, 0));
 
 			g->bytes += c.total_size;
 			g->count += c.count;
@@ -162,12 +166,13 @@ void ml_report(struct memleak_ctx *ml)
 		ml->report_outstanding = ml_allocs_walk(bpf_map__fd(ml->skel->maps.allocs), report_alloc, &w);
 	}
 
-	/* stacks with outstanding allocations, by bytes */
+	ml_allocated_settle(ml); /* after the drain: every record of the interval taken */
+	/* stacks with outstanding allocations (--allocated: or allocations made), by bytes */
 	if (ml->st.n)
-		fig_of(ml, (int64_t)ml->st.n - 1); /* a figure for every stack */
+		ml_fig(ml, (int64_t)ml->st.n - 1); /* a figure for every stack */
 	order = xcalloc(ml->st.n, sizeof(*order));
 	for (size_t k = 0; k < ml->st.n; k++)
-		if (ml->figs[k].count)
+		if (ml->figs[k].count || ml->figs[k].alloc_count)
 			order[nord++] = (uint32_t)k;
 	qsort_r(order, nord, sizeof(*order), cmp_stack_bytes, ml->figs);
 	/* -a lists allocations in the order the map gave them */
@@ -222,6 +227,7 @@ void ml_report(struct memleak_ctx *ml)
 	uint64_t allocs_full = cnt[ML_CNT_ALLOCS_FULL];
 	uint64_t no_pending = cnt[ML_CNT_NO_PENDING];
 	uint64_t combined_full = cnt[ML_CNT_COMBINED_FULL];
+	uint64_t alloc_lost = cnt[ML_CNT_ALLOC_LOST];
 
 	/* unwind summary over the stacks shown in this report's aggregate */
 	size_t n_dwarf = 0, n_complete = 0, n_stopped = 0, n_fp = 0, n_pseudo = 0, n_beyond = 0, n_stale = 0;
@@ -282,6 +288,8 @@ void ml_report(struct memleak_ctx *ml)
 		printf("],\"lost\":%" PRIu64 ",\"untracked\":{\"allocs_full\":%" PRIu64
 		       ",\"no_pending\":%" PRIu64 ",\"combined_full\":%" PRIu64 ",\"stack_table_full\":%" PRIu64 "}",
 		       lost, allocs_full, no_pending, combined_full, ml->st.full);
+		if (ml->env.allocated)
+			printf(",\"allocated_lost\":%" PRIu64, alloc_lost);
 		printf(",\"unwind\":{\"stacks\":%zu,\"complete\":%zu,\"stopped\":%zu,\"fp\":%zu,\"pseudo\":%zu,"
 		       "\"beyond_window\":%zu,\"complete_live\":%zu,\"records\":%" PRIu64 ",\"patched\":%" PRIu64
 		       ",\"fallback\":%" PRIu64 ",\"unwind_ns_avg\":%" PRIu64 ",\"record_bytes_avg\":%" PRIu64
@@ -373,11 +381,16 @@ void ml_report(struct memleak_ctx *ml)
 			       no_pending);
 		if (combined_full)
 			printf("%" PRIu64 " allocations not aggregated (-C table full)\n", combined_full);
+		if (alloc_lost)
+			printf("%" PRIu64 " allocations not counted as made (--allocated: %s buffer full)\n",
+			       alloc_lost, ml->env.perfbuf ? "perf" : "ring");
 		if (ml->st.full)
 			printf("%" PRIu64 " stacks not stored (stack table full)\n", ml->st.full);
 	}
 	fflush(stdout);
 	free(order);
+	for (size_t k = 0; k < ml->nfigs; k++)
+		ml->figs[k].alloc_bytes = ml->figs[k].alloc_count = 0;
 	if (ml->env.unwind != ML_UNWIND_FP)
 		ml_ev_prune();
 }

@@ -31,6 +31,7 @@ struct mappings;
 struct ml_stack_fig {
 	uint64_t bytes, count; /* outstanding */
 	int64_t first_alloc;   /* -a: its first allocation in allocs_v (-1: none) */
+	uint64_t alloc_bytes, alloc_count; /* --allocated: made since the last report, freed or not */
 };
 
 /* -a: the outstanding allocations of this report, chained by stack (ml_stack_fig.first_alloc). */
@@ -38,6 +39,12 @@ struct alloc_ent {
 	uint64_t addr;
 	struct ml_alloc_info info;
 	int64_t next;          /* next allocation of the same stack (-a) */
+};
+
+/* --allocated: an allocation whose event's stack was not known yet when its record came */
+struct ml_alloc_later {
+	uint64_t evid, size;
+	uint32_t pid;
 };
 
 struct memleak_ctx {
@@ -74,6 +81,8 @@ struct memleak_ctx {
 	size_t nfigs;
 	struct alloc_ent *allocs_v;     /* -a */
 	size_t allocs_n, allocs_cap;
+	struct ml_alloc_later *alloc_later; /* --allocated: records before their stack's */
+	size_t alloc_nlater, alloc_later_cap;
 	uint32_t marks_seen;            /* markers shown in this report's text (legend after) */
 	size_t report_outstanding;      /* entries of the allocs map at the last report */
 };

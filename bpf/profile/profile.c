@@ -439,6 +439,8 @@ static void attach_events(struct profile_ctx *pr)
 
 /* ---- Main -------------------------------------------------------------------------------------- */
 
+#define PR_TRIM_NS (30 * 1000000000ull)
+
 /* Module cache for the machine: a slot per executable file a busy host maps (bounded by RAM). */
 static uint32_t cache_slots_for_machine(void)
 {
@@ -650,6 +652,7 @@ int main(int argc, char **argv)
 
 	uint64_t t0 = mono_ns(), end = pr->opts.duration ? t0 + pr->opts.duration * 1000000000ull : 0;
 	uint64_t last_check = t0, last_sweep = t0, ival_start = t0, ival_seq = 0, last_drain = t0;
+	uint64_t last_trim = t0;
 
 	pr->prs.start_ns = t0;
 	pr->prs.setup_cpu_ns = self_cpu_ns();
@@ -684,6 +687,15 @@ int main(int argc, char **argv)
 			mappings_sweep(pr->fr.maps, pr->processed_ts, on_swept, pr);
 			pr->prs.maps_ns += thread_cpu_ns() - c0;
 		}
+#ifdef HAVE_DWUNW
+		/* modules unused for 30 to 60 s (their processes gone) leave memory: -a under process
+		 * churn meets new files all the time, and warm slots would otherwise stay until the
+		 * cache (RAM / 16 MiB slots) is full */
+		if (pr->fr.dctx_ok && now - last_trim >= PR_TRIM_NS) {
+			last_trim = now;
+			dwunw_cache_trim(&pr->fr.dctx, NULL);
+		}
+#endif
 		if (now - last_check >= 50000000ull) {
 			last_check = now;
 			if (pr->opts.command && ptarget_exited(&status))

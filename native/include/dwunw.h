@@ -25,7 +25,8 @@
  *    dwunw_module_open*, dwunw_maps_refresh, dwunw_core_load;
  *  - I/O and the module's own lock (not the context's): dwunw_table_* and dwunw_symbolize* (the
  *    table, the symbol index and debug files, built on a module's first use);
- *  - lock, no I/O: dwunw_maps_set, _pin, _forget, dwunw_memory_add, dwunw_shutdown;
+ *  - lock, no I/O: dwunw_maps_set, _pin, _forget, dwunw_memory_add, dwunw_cache_trim,
+ *    dwunw_shutdown;
  *  - ptrace waits: dwunw_stack_reader_attach (up to attach_timeout_ms), _detach.
  */
 #ifndef DWUNW_H
@@ -468,6 +469,14 @@ struct dwunw_cache_stats {
 	uint32_t pad;
 };
 int dwunw_cache_stats(struct dwunw_ctx *ctx, struct dwunw_cache_stats *out);
+
+/*
+ * Free the warm modules (no reference held) that were not used again since the previous call:
+ * a long-running tool calls it now and then, so the files of processes long gone leave memory
+ * while those in use stay (a module trimmed and needed again is loaded again). *freed (may be
+ * NULL): how many were freed. The first call only sets the mark.
+ */
+int dwunw_cache_trim(struct dwunw_ctx *ctx, uint32_t *freed);
 
 /* ---- Unwind tables ------------------------------------------------------------------------ */
 

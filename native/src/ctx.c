@@ -172,6 +172,15 @@ DWUNW_API const struct dwunw_arch_ops *dwunw_module_arch(const struct dwunw_modu
 	return mod ? mod->elf.arch : NULL;
 }
 
+DWUNW_API int dwunw_cache_trim(struct dwunw_ctx *ctx, uint32_t *freed)
+{
+	struct dwunw_ctx_impl *c = dw_ctx(ctx);
+
+	if (!c)
+		return DWUNW_ERR_INVALID_ARG;
+	return dw_module_trim(c, freed);
+}
+
 DWUNW_API int dwunw_cache_stats(struct dwunw_ctx *ctx, struct dwunw_cache_stats *out)
 {
 	struct dwunw_ctx_impl *c = dw_ctx(ctx);

@@ -103,6 +103,33 @@ static struct dwunw_module *claim_slot(struct dwunw_ctx_impl *c)
 	return best;
 }
 
+int dw_module_trim(struct dwunw_ctx_impl *c, uint32_t *freed)
+{
+	uint32_t n = 0;
+
+	pthread_mutex_lock(&c->lock);
+	for (uint32_t i = 0; i < c->nslots; i++) {
+		struct dwunw_module *m = &c->slots[i];
+		uint32_t zero = 0;
+
+		/* warm since before the mark (a use since would have moved its warm_seq past it) */
+		if (!m->loaded || m->is_image || atomic_load(&m->refcnt) != 0 ||
+		    atomic_load(&m->warm_seq) > c->trim_mark)
+			continue; /* an image given by the caller could not be loaded again */
+		if (!atomic_compare_exchange_strong(&m->refcnt, &zero, DW_REF_EVICTING))
+			continue; /* taken meanwhile: in use */
+		unload(m);
+		atomic_store_explicit(&m->refcnt, 0, memory_order_release); /* an empty slot */
+		atomic_fetch_add(&c->evictions, 1);
+		n++;
+	}
+	c->trim_mark = atomic_load(&c->warm_clock);
+	pthread_mutex_unlock(&c->lock);
+	if (freed)
+		*freed = n;
+	return DWUNW_OK;
+}
+
 static int load(struct dwunw_module *m, const char *name, const char *open_path, const void *image,
 		size_t size, const struct stat *st)
 {

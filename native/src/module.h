@@ -65,6 +65,7 @@ struct dwunw_ctx_impl {
 	uint32_t nslots;
 	_Atomic uint64_t hits, misses, evictions;
 	_Atomic uint64_t warm_clock;
+	uint64_t trim_mark;         /* warm_clock at the last dwunw_cache_trim (under the lock) */
 	struct dw_proc *procs;      /* per-pid maps (proc.c) */
 	/* The process of the last capture, with a reference of its own: a capture of the same pid
 	 * uses it without the lock (dw_proc_enter). Processes it pointed at are freed only while no
@@ -95,6 +96,8 @@ struct dwunw_ctx_impl {
 /* Take a reference on an already-loaded slot if it still holds generation `gen`. */
 int dw_module_get(struct dwunw_module *m, uint32_t gen);
 void dw_module_put(struct dwunw_module *m);
+/* dwunw_cache_trim: free the warm slots not used since the last call. */
+int dw_module_trim(struct dwunw_ctx_impl *c, uint32_t *freed);
 
 /* Find or load a module; takes a reference. `name` is its path as shown and matched (with the
  * file's stat identity); `open_path` what to open (e.g. /proc/PID/map_files/... for a deleted

@@ -4,7 +4,8 @@
  * ELF and table kept); a warm module found again is reused without reloading; a new module takes
  * a free slot, else the warm slot released first (FIFO by release, not by open); CACHE_FULL when
  * every slot is active; a file rebuilt at the same path is never served its old table; 16 slots
- * by default; dwunw_module_cache_release() turns the modules held by captured frames warm.
+ * by default; dwunw_module_cache_release() turns the modules held by captured frames warm;
+ * dwunw_cache_trim() frees the warm modules not used since its previous call, never an active one.
  *
  * The modules are copies of small system libraries in a private directory, so the test controls
  * their identity (path, inode, size, mtime) and their contents.
@@ -856,6 +857,39 @@ static void test_image_for_path(void)
 	free(buf);
 }
 
+static void test_trim(void)
+{
+	struct dwunw_ctx ctx;
+	struct dwunw_cache_stats s;
+	struct dwunw_module *a, *b, *c;
+	uint32_t freed = 99;
+
+	if (!ok(init_slots(&ctx, 4) == DWUNW_OK, "trim: init with 4 slots"))
+		return;
+	open_put(&ctx, mod("A"));         /* warm before the first mark */
+	a = open_ok(&ctx, mod("B"));      /* active throughout */
+	is_int(dwunw_cache_trim(&ctx, &freed), DWUNW_OK, "trim: first call");
+	is_int(freed, 0, "trim: the first call only sets the mark");
+	b = open_ok(&ctx, mod("C"));
+	put(&ctx, b);                     /* warm after the mark: kept by the next trim */
+	c = open_put(&ctx, mod("A"));     /* A used again since the mark: kept */
+	is_int(dwunw_cache_trim(&ctx, &freed), DWUNW_OK, "trim: second call");
+	is_int(freed, 0, "trim: nothing warm since before the mark");
+	s = stats(&ctx);
+	ok(s.active == 1 && s.warm == 2, "trim: B active, A and C warm (active %u warm %u)", s.active, s.warm);
+	is_int(dwunw_cache_trim(&ctx, &freed), DWUNW_OK, "trim: third call");
+	is_int(freed, 2, "trim: A and C, unused since the last call, freed");
+	s = stats(&ctx);
+	ok(s.active == 1 && s.warm == 0, "trim: B still active, no warm slot (active %u warm %u)", s.active, s.warm);
+	is_str(dwunw_module_path(a), mod("B"), "trim: the active module is untouched");
+	c = open_ok(&ctx, mod("A"));
+	ok(c && table_rows(&ctx, c, NULL) > 0, "trim: a trimmed module loads again, with its table");
+	put(&ctx, c);
+	put(&ctx, a);
+	is_int(dwunw_cache_trim(NULL, &freed), DWUNW_ERR_INVALID_ARG, "trim: NULL ctx -> INVALID_ARG");
+	dwunw_shutdown(&ctx);
+}
+
 int main(void)
 {
 	arm_timeout(120, cleanup_dir);
@@ -894,5 +928,6 @@ int main(void)
 	test_default_slots();
 	test_capture_release();
 	test_stale_link_fifo();
+	test_trim();
 	return done_testing();
 }
