@@ -8,7 +8,7 @@
 import type { ArgumentsCamelCase, Argv } from 'yargs';
 import { packageRoot } from '../lib/root.js';
 import { ChunkedWriter, CliError, ExitCode } from '../lib/output.js';
-import { VERIFY_ARCHES, type VerifyArch, killSessions, reportJson, reportText, verify } from '../lib/verify.js';
+import { VERIFY_ARCHES, type VerifyArch, killStarted, reportJson, reportText, verify } from '../lib/verify.js';
 
 interface Args {
   arch: string;
@@ -36,7 +36,7 @@ export async function handler(argv: ArgumentsCamelCase<Args>): Promise<void> {
   // Interrupted: no qemu may stay behind waiting for its debugger.
   for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const)
     process.once(sig, () => {
-      killSessions();
+      killStarted();
       process.exit(128 + (sig === 'SIGINT' ? 2 : sig === 'SIGTERM' ? 15 : 1));
     });
   const report = await verify({

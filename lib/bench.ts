@@ -5,7 +5,6 @@
 // for snapshot files, the speedups, callgrind's instruction counts, the targets
 // (bench/targets.json) and the in-kernel walker against its peer (lib/kernel-bench.ts).
 // doc/bench.md explains the figures.
-import { type SpawnOptions, spawn } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -14,6 +13,7 @@ import { type KernelBench, kernelBench } from './kernel-bench.js';
 import { type PythonBench, pythonBench } from './python-bench.js';
 import { CliError, ExitCode } from './output.js';
 import { packageRoot } from './root.js';
+import { runCommand as run } from './run-command.js';
 
 // ---- the harness's JSON ----------------------------------------------------------------------
 
@@ -110,27 +110,6 @@ export interface BenchReport {
 }
 
 // ---- running programs ---------------------------------------------------------------------------
-
-interface Ran {
-  code: number | null;
-  signal: NodeJS.Signals | null;
-  stdout: string;
-  stderr: string;
-}
-
-function run(cmd: string, args: string[], opts: SpawnOptions = {}): Promise<Ran> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(cmd, args, { ...opts, stdio: ['ignore', 'pipe', 'pipe'] });
-    const out: Buffer[] = [];
-    const err: Buffer[] = [];
-    child.stdout!.on('data', (b: Buffer) => out.push(b));
-    child.stderr!.on('data', (b: Buffer) => err.push(b));
-    child.on('error', reject);
-    child.on('close', (code, signal) =>
-      resolve({ code, signal, stdout: Buffer.concat(out).toString(), stderr: Buffer.concat(err).toString() }),
-    );
-  });
-}
 
 const lastLine = (s: string): string => s.trim().split('\n').pop() ?? '';
 
@@ -232,8 +211,8 @@ function targets(r: BenchReport): Target[] {
 /** Instruction counts of warm unwinds under callgrind: one valgrind run per snapshot and unwinder. */
 async function addCallgrind(r: BenchReport, harness: string, fileArgs: string[], dumpDir: string, iterations: number): Promise<void> {
   for (const tool of ['valgrind', 'callgrind_annotate']) {
-    const probe = await run('sh', ['-c', `command -v ${tool}`]).catch(() => null);
-    if (!probe || probe.code !== 0) throw new CliError('--callgrind', `${tool} is not installed (Debian package valgrind)`);
+    const probe = await run('sh', ['-c', `command -v ${tool}`]);
+    if (probe.code !== 0) throw new CliError('--callgrind', `${tool} is not installed (Debian package valgrind)`);
   }
   const dir = mkdtempSync(join(tmpdir(), 'dwunw-callgrind-'));
   try {

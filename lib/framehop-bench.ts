@@ -3,10 +3,10 @@
 // same run (--dump DIR: the self snapshots' addresses are that process's), with the stack bytes
 // as its only memory, and its frames are compared with libdwunw's. Under --callgrind its warm
 // unwinds are counted the way dwunw-bench's are (profile_loop only, same iterations).
-import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { packageRoot } from './root.js';
+import { runCommand } from './run-command.js';
 
 /** One snapshot as dwunw-framehop prints it. */
 interface FramehopSnap {
@@ -54,18 +54,6 @@ export function framehopPath(): string {
   return process.env.DWUNW_FRAMEHOP ?? join(packageRoot(), 'build', 'bench', 'dwunw-framehop');
 }
 
-function runJson(cmd: string, args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-    const out: Buffer[] = [];
-    const err: Buffer[] = [];
-    child.stdout.on('data', (b: Buffer) => out.push(b));
-    child.stderr.on('data', (b: Buffer) => err.push(b));
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout: Buffer.concat(out).toString(), stderr: Buffer.concat(err).toString() }));
-  });
-}
-
 const na = (reason: string): FramehopResult => ({ status: 'n/a', reason, frames: null, agrees: null, median_ns: null, p90_ns: null });
 
 /** Compare framehop's pcs with libdwunw's: the same, a prefix (stopped early), or the indices where they differ. */
@@ -96,7 +84,7 @@ export async function framehopBench(
     for (const n of names) res.set(n, na(`${bin} is not built (make, with cargo: bench/framehop)`));
     return res;
   }
-  const ran = await runJson(bin, [dumpDir, '--iterations', String(iterations), '--batches', String(batches)]);
+  const ran = await runCommand(bin, [dumpDir, '--iterations', String(iterations), '--batches', String(batches)]);
   let doc: { snapshots: FramehopSnap[] };
   try {
     if (ran.code !== 0) throw new Error(ran.stderr.trim().split('\n').pop() ?? `exit status ${ran.code}`);

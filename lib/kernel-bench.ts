@@ -4,11 +4,11 @@
 // and with a plain binary-search walker (the peer, as Parca's and OTel's) over the same rows, and
 // reads each program's run_time_ns / run_cnt (kernel.bpf_stats_enabled). Needs root and BPF:
 // without them the object says why in `unavailable`, and bench goes on.
-import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { packageRoot } from './root.js';
+import { runCommand } from './run-command.js';
 
 /** One walker's figures, per sample of the workload. */
 export interface KernelWalkerFigures {
@@ -89,25 +89,6 @@ function python3(): string | null {
   return null;
 }
 
-function runCheck(cmd: string, args: string[], timeoutMs: number): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-    const out: Buffer[] = [];
-    const err: Buffer[] = [];
-    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
-    child.stdout.on('data', (b: Buffer) => out.push(b));
-    child.stderr.on('data', (b: Buffer) => err.push(b));
-    child.on('error', (e) => {
-      clearTimeout(timer);
-      resolve({ code: -1, stdout: '', stderr: e.message });
-    });
-    child.on('close', (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout: Buffer.concat(out).toString(), stderr: Buffer.concat(err).toString() });
-    });
-  });
-}
-
 /** The last line of kwalk-check's stderr that says something (libbpf's verifier log is long). */
 function why(stderr: string, code: number | null): string {
   const lines = stderr.trim().split('\n').filter((l) => l.startsWith('kwalk-check:'));
@@ -130,7 +111,7 @@ export async function kernelBench(quick: boolean): Promise<KernelBench> {
     writeFileSync(py, WORKLOAD);
     // -p: the tables are in before the workload starts (as a tool loads them at exec)
     const args = ['--json', '-p', '-d', quick ? '3' : '8', '-F', '997', '-m', '0', '--', python, py];
-    const r = await runCheck(check, args, 60_000);
+    const r = await runCommand(check, args, 60_000);
     const line = r.stdout.trim().split('\n').pop() ?? '';
     let j: CheckJson;
     try {

@@ -45,6 +45,11 @@ export const DWUNW_CFG_NO_REMOTE_READS = 1 << 1;
 export const DWUNW_CFG_NO_DEBUG_FILES = 1 << 2;
 export const DWUNW_CFG_DEBUGINFOD = 1 << 3;
 
+// The warn line of a module file that cannot be loaded: PRE path MID reason POST (lib/warnings.ts)
+export const DWUNW_WARN_NO_MODULE_PRE = 'dwunw: ';
+export const DWUNW_WARN_NO_MODULE_MID = ': cannot load the module (';
+export const DWUNW_WARN_NO_MODULE_POST = '): its frames cannot be unwound';
+
 export const DWUNW_DEBUGINFOD_PENDING = 0;
 export const DWUNW_DEBUGINFOD_LOCAL = 1;
 export const DWUNW_DEBUGINFOD_FETCHED = 2;

@@ -1,8 +1,7 @@
 // The loaded libdwunw binding for modules that commands import before the library is needed
 // (lib/marks.ts, lib/origin.ts: a command's --help must not load koffi). lib/native.ts registers
-// the binding when it loads the library; these modules run only after frames were unwound, so
-// it is there by then (or native.ts's registered loader loads it). Only the calls they make are
-// named here (native.ts's Lib has them).
+// its loader when it is evaluated; the first use here calls it (it returns the library already
+// loaded, or loads it). Only the calls they make are named here (native.ts's Lib has them).
 export interface TableLib {
   dwunw_origin_name(origin: number): string | null;
   dwunw_how_origin(how: number): number;
@@ -13,10 +12,6 @@ export interface TableLib {
 
 let current: TableLib | undefined;
 let loader: (() => TableLib) | undefined;
-
-export function setLoadedLib(l: TableLib): void {
-  current = l;
-}
 
 /** lib/native.ts's loader, registered when that module is evaluated (the library loads on use). */
 export function setLibLoader(f: () => TableLib): void {

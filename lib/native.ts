@@ -6,7 +6,7 @@ import { endianness } from 'node:os';
 import { join, resolve } from 'node:path';
 import koffi from 'koffi';
 import { CliError } from './errors.js';
-import { setLibLoader, setLoadedLib } from './native-handle.js';
+import { setLibLoader } from './native-handle.js';
 import { DWUNW_MAX_REGS, DWUNW_ROW_MAX_REGS } from './native-consts.js';
 import { packageRoot } from './root.js';
 
@@ -538,7 +538,6 @@ export function lib(): Lib {
     dwunw_py_stack: f('int', 'dwunw_py_stack', [ctxP, 'void *', 'int32_t', 'void *', koffi.inout(koffi.pointer('size_t'))]),
   };
   loaded = b as unknown as Lib;
-  setLoadedLib(loaded);
   return loaded;
 }
 

@@ -9,6 +9,7 @@ import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { packageRoot } from './root.js';
+import { runCommand } from './run-command.js';
 
 export interface PythonBench {
   unavailable?: string;
@@ -46,14 +47,7 @@ async function bpfCost(mode: string, seconds: number): Promise<BpfPythonCost | s
   const fixture = join(packageRoot(), 'fixtures', 'python', 'cpu_chains.py');
   if (!existsSync(bin)) return `${bin} is not built`;
   if (process.getuid?.() !== 0) return 'not root';
-  const err = await new Promise<string>((resolve) => {
-    const c = spawn(bin, ['-U', '-F', '499', '-f', `--unwind=${mode}`, '-v', '--', PY, fixture, String(seconds)], {
-      stdio: ['ignore', 'ignore', 'pipe'],
-    });
-    let e = '';
-    c.stderr.on('data', (d: Buffer) => (e += d.toString()));
-    c.on('close', () => resolve(e));
-  });
+  const err = (await runCommand(bin, ['-U', '-F', '499', '-f', `--unwind=${mode}`, '-v', '--', PY, fixture, String(seconds)])).stderr;
   const b = /python: BPF read (\d+) chains of (\d+) frames in (\d+) ns/.exec(err);
   const u = /python: \d+ processes, (\d+) chains: .* naming (\d+) ns per chain/.exec(err);
   if (!b || !u) return `profile --unwind=${mode} gave no Python figures: ${err.trim().split('\n').pop() ?? ''}`;

@@ -7,11 +7,11 @@
 // Rules of the gdbstub: it accepts exactly one connection (nothing may probe the port before gdb
 // connects: the guest would then run to its end), gdb retries its connection until qemu listens,
 // and every process started here is killed when the session ends.
-import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { parseMaps } from './dwunw.js';
+import { type Exit, runCommand, startCommand } from './run-command.js';
 
 export interface Breakpoint {
   name: string;
@@ -63,49 +63,6 @@ export interface SessionRun {
   ms: number;
 }
 
-const live = new Set<ChildProcess>();
-
-/** SIGKILL every process started by this module that is still running. */
-export function killSessions(): void {
-  for (const c of live) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
-  live.clear();
-}
-
-interface Exit {
-  code: number | null;
-  signal: NodeJS.Signals | null;
-  stdout: string;
-  stderr: string;
-}
-
-function start(cmd: string, args: string[], env?: NodeJS.ProcessEnv): { child: ChildProcess; done: Promise<Exit> } {
-  const child = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'], env: env ?? process.env });
-  live.add(child);
-  const out: Buffer[] = [];
-  const err: Buffer[] = [];
-  child.stdout!.on('data', (b: Buffer) => out.push(b));
-  child.stderr!.on('data', (b: Buffer) => err.push(b));
-  const done = new Promise<Exit>((resolve) => {
-    child.on('error', (e) => err.push(Buffer.from(String(e))));
-    child.on('close', (code, signal) => {
-      live.delete(child);
-      resolve({ code, signal, stdout: Buffer.concat(out).toString(), stderr: Buffer.concat(err).toString() });
-    });
-  });
-  return { child, done };
-}
-
-/** Run a command to its end (SIGKILL after timeoutMs). */
-export async function runCommand(cmd: string, args: string[], timeoutMs = 120_000, env?: NodeJS.ProcessEnv): Promise<Exit> {
-  const p = start(cmd, args, env);
-  const timer = setTimeout(() => p.child.kill('SIGKILL'), timeoutMs);
-  try {
-    return await p.done;
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
 /** A TCP port nothing listens on now (the kernel's choice for port 0). */
 function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -136,12 +93,12 @@ export async function runSession(s: SessionSpec): Promise<SessionRun> {
   const config = join(s.out, 'config.json');
   const cfg: Record<string, unknown> = { program: s.program, args, out: s.out, breakpoints: s.breakpoints };
   if (s.maxFrames) cfg.max_frames = s.maxFrames;
-  let qemu: ReturnType<typeof start> | null = null;
+  let qemu: ReturnType<typeof startCommand> | null = null;
   if (s.qemu) {
     const port = await freePort();
     Object.assign(cfg, { remote: `127.0.0.1:${port}`, sysroot: s.sysroot, maps_file: maps });
     const qargs = [...(s.cpu ? ['-cpu', s.cpu] : []), ...(s.sysroot ? ['-L', s.sysroot] : []), '-g', String(port), s.program, ...args];
-    qemu = start(s.qemu, qargs);
+    qemu = startCommand(s.qemu, qargs);
   }
   writeFileSync(config, JSON.stringify(cfg));
   const gdbArgs = [

@@ -38,11 +38,12 @@ import { Dwunw, type Frame, type Module, howName } from './dwunw.js';
 import { type Mark, legendLine, originMark } from './marks.js';
 import * as N from './native.js';
 import { type Origin, frameOrigins } from './origin.js';
+import { killStarted, runCommand } from './run-command.js';
 import { type Snapshot, parseSnapshot } from './snapshot.js';
 import { ElfFile } from './verify-elf.js';
-import { type Breakpoint, type SessionRun, killSessions, pool, runCommand, runSession } from './verify-run.js';
+import { type Breakpoint, type SessionRun, pool, runSession } from './verify-run.js';
 
-export { killSessions } from './verify-run.js';
+export { killStarted } from './run-command.js';
 
 export const VERIFY_ARCHES = ['x86_64', 'arm64', 'mips32'] as const;
 export type VerifyArch = (typeof VERIFY_ARCHES)[number];
@@ -737,7 +738,7 @@ export async function verify(o: VerifyOptions): Promise<VerifyReport> {
   };
   const work = o.keep ?? mkdtempSync(join(tmpdir(), 'dwunw-verify-'));
   const script = join(o.root, 'test', 'oracle', 'gdb_snapshot.py');
-  const onSignal = (): void => killSessions();
+  const onSignal = (): void => killStarted();
   process.once('exit', onSignal);
   try {
     // Tools, then the fixtures.
@@ -870,7 +871,7 @@ export async function verify(o: VerifyOptions): Promise<VerifyReport> {
     }
   } finally {
     process.removeListener('exit', onSignal);
-    killSessions();
+    killStarted();
     if (!o.keep) rmSync(work, { recursive: true, force: true });
   }
   for (const fx of report.fixtures) {

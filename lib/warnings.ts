@@ -1,8 +1,11 @@
 // The library's warnings on stderr, with the missing-module ones gathered: a sysroot that lacks
 // every file would otherwise print one line per module and thread. Each missing module is named
-// once, in the library's own words (proc.c writes the line; it is only recognised here); past a few,
-// one summary line names the count and the first ones.
-const MISSING = /^dwunw: (.*): cannot load the module \(.*\): its frames cannot be unwound$/;
+// once, in the library's own words (proc.c writes the line from dwunw.h's DWUNW_WARN_NO_MODULE_*
+// parts; it is only recognised here); past a few, one summary line names the count and the first ones.
+import { DWUNW_WARN_NO_MODULE_MID as MID, DWUNW_WARN_NO_MODULE_POST as POST, DWUNW_WARN_NO_MODULE_PRE as PRE } from './native-consts.js';
+
+const esc = (s: string): string => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+const MISSING = new RegExp(`^${esc(PRE)}(.*)${esc(MID)}.*${esc(POST)}$`);
 const SHOWN = 4;
 
 export class Warnings {

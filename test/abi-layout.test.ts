@@ -109,6 +109,10 @@ function headerMembers(text: string, name: string): string[] | null {
 const constants = (): [string, number][] =>
   Object.entries(N).filter((e): e is [string, number] => e[0].startsWith('DWUNW_') && typeof e[1] === 'number');
 
+/** The binding's DWUNW_* string constants (the parts of the library's warn lines). */
+const strings = (): [string, string][] =>
+  Object.entries(N).filter((e): e is [string, string] => e[0].startsWith('DWUNW_') && typeof e[1] === 'string');
+
 /** Members bound as `void (*)(void *arg, const char *line)` (LogFnP), as struct.member. */
 const LOG_SINKS = ['dwunw_config.audit', 'dwunw_config.warn', 'dwunw_stack_reader.audit', 'dwunw_stack_reader.warn'];
 
@@ -123,6 +127,7 @@ function constantsProgram(): string {
   }
   lines.push('int main(void) {');
   for (const [name] of constants()) lines.push(`  printf("C ${name} %lld\\n", (long long)(${name}));`);
+  for (const [name] of strings()) lines.push(`  printf("S ${name} [%s]\\n", ${name});`);
   lines.push('  return 0;', '}');
   return lines.join('\n') + '\n';
 }
@@ -177,13 +182,16 @@ t.test('constants and callback prototypes match the header', async (t) => {
     return;
   }
   const values = new Map<string, number>();
+  const texts = new Map<string, string>();
   for (const line of execFileSync(exe, { encoding: 'utf8' }).trim().split('\n')) {
-    const [, name, v] = line.split(' ');
-    values.set(name!, Number(v));
+    const [kind, name, v] = line.split(' ');
+    if (kind === 'S') texts.set(name!, line.slice(line.indexOf('[') + 1, -1));
+    else values.set(name!, Number(v));
   }
   const list = constants();
   t.ok(list.length > 40, `the binding exports DWUNW_* constants (${list.length})`);
   for (const [name, v] of list) t.equal(v, values.get(name), `${name}`);
+  for (const [name, v] of strings()) t.equal(v, texts.get(name), `${name}`);
 
   // The JS side of the log sinks: a pointer to the one prototype, (void *, const char *) -> void.
   const proto = koffi.introspect(N.LogFnT);

@@ -4,14 +4,13 @@
 // 40-120 deep with 1 KiB frames, writes the true stack of each block (known by its size), and
 // right after each allocation recurses again along another path (or, with --zero, clears the old
 // frames).
-import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { bpfUnavailable, root } from './helpers.js';
+import { bpfDir, bpfUnavailable, cliEnv, fixturesX64, jsonLines, run as runCmd } from './helpers.js';
 
-export const memleakBin = join(root, 'build', 'bpf', 'memleak');
-export const deepRewrite = join(root, 'fixtures', 'x86_64', 'build', 'deep_rewrite');
+export const memleakBin = join(bpfDir, 'memleak');
+export const deepRewrite = join(fixturesX64, 'deep_rewrite');
 const fixture = deepRewrite;
 export const BLOCKS = 300;
 // frames above main in every stack (glibc's start-up code)
@@ -76,24 +75,15 @@ export async function run(window: number, args0: string[], variant: string[], bl
   const dir = mkdtempSync(join(tmpdir(), 'dwunw-live-'));
   const truthFile = join(dir, 'truth');
   try {
-    const env: NodeJS.ProcessEnv = { ...process.env, ...extraEnv };
-    delete env.NODE_OPTIONS;
     // the dwarf path goes as deep as asked; the in-kernel walker stops at 128 frames, and auto takes
     // dwarf mode for a deeper --max-frames (the stacks here are 45-125 frames deep)
     const maxFrames = args0.some((a) => /^--unwind=(dwarf|freeze|fp)$/.test(a)) ? '256' : '128';
     const args = [...args0, '--json', '-a', '-o', '0', '-T', '100000', '--max-frames', maxFrames,
       '--buffer-size', '64M', '600', '1', '--', fixture, '--count', String(blocks), '--pace-us', '200',
       '--truth', truthFile, '--wait', '3', ...variant];
-    const child = spawn(memleakBin, args, { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
-    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-    const timer = setTimeout(() => child.kill('SIGKILL'), 120_000);
-    const code = await new Promise<number | null>((res) => child.on('close', (c) => res(c)));
-    clearTimeout(timer);
-    if (code !== 0) return `memleak exited ${code}: ${stderr.trim().split('\n').pop()}`;
-    const rep = stdout.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as JReport).at(-1);
+    const { status, stdout, stderr } = await runCmd(memleakBin, args, { env: cliEnv(extraEnv), timeoutMs: 120_000 });
+    if (status !== 0) return `memleak exited ${status}: ${stderr.trim().split('\n').pop()}`;
+    const rep = jsonLines<JReport>(stdout).at(-1);
     if (!rep) return 'no report';
     const truth = new Map<number, string[]>();
     for (const l of readFileSync(truthFile, 'utf8').trim().split('\n')) {

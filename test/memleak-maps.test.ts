@@ -9,15 +9,13 @@
 // swapX_3 <- swapX_2 <- swapX_1 <- swap_leak <- main, with its path), flagged (its stack is
 // shown as not complete, with a reason) or wrong: 0 wrong, and no stack holds both sizes.
 // Needs root, BTF and BPF: skipped with the reason, unless DWUNW_REQUIRE_BPF=1 (CI).
-import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
-import { bpfUnavailable, root, skipOrFail } from './helpers.js';
+import { bpfDir, bpfUnavailable, cliEnv, fixturesX64 as fx, jsonLines, run, skipOrFail } from './helpers.js';
 
-const memleakBin = join(root, 'build', 'bpf', 'memleak');
-const fx = join(root, 'fixtures', 'x86_64', 'build');
+const memleakBin = join(bpfDir, 'memleak');
 const ROUNDS = 20;
 const BLOCKS = 10;
 
@@ -37,19 +35,9 @@ interface JStack {
 interface JReport { stacks: JStack[]; untracked: Record<string, number>; maps?: Record<string, number> }
 
 async function trace(cmd: string, extra: string[], more: Record<string, string> = {}): Promise<{ code: number | null; last: JReport | null; stderr: string }> {
-  const env = { ...process.env, ...more };
-  delete env.NODE_OPTIONS;
-  const child = spawn(memleakBin, ['--unwind=dwarf', ...extra, '--json', '-a', '-o', '0', '-T', '100000', '-c', cmd, '600'],
-    { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
-  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-  const timer = setTimeout(() => child.kill('SIGKILL'), 120_000);
-  const code = await new Promise<number | null>((res) => child.on('close', (c) => res(c)));
-  clearTimeout(timer);
-  const reps = stdout.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as JReport);
-  return { code, last: reps[reps.length - 1] ?? null, stderr };
+  const r = await run(memleakBin, ['--unwind=dwarf', ...extra, '--json', '-a', '-o', '0', '-T', '100000', '-c', cmd, '600'],
+    { env: cliEnv(more), timeoutMs: 120_000 });
+  return { code: r.status, last: jsonLines<JReport>(r.stdout).at(-1) ?? null, stderr: r.stderr };
 }
 
 /** right / wrong / flagged blocks, and stacks holding blocks of both libraries. */

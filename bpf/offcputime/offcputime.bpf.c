@@ -22,6 +22,7 @@
 #include "runtime/freeze.bpf.h"
 #include "offcputime.h"
 #include "runtime/select.bpf.h"   /* -p: tgids (or the command's tree); -t: tids */
+#include "runtime/task.bpf.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -388,7 +389,7 @@ int BPF_PROG(oc_thread_exit, struct task_struct *p)
 		bpf_map_delete_elem(&wakers, &tid);
 	cap_thread_exit(tid);
 	/* the last thread: its view and held files go after its last record */
-	if (mmap_ev_enabled && p->signal->live.counter == 0 && sel_tgid(tgid))
+	if (mmap_ev_enabled && task_last_thread(p) && sel_tgid(tgid))
 		cap_emit_proc(ctx, CAP_PROC_EXIT, tgid, 0);
 	if (unwind_mode == OC_UNWIND_KERNEL && tid == tgid && sel_tgid(tgid))
 		kw_track_exit(ctx, tgid);

@@ -14,6 +14,7 @@
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 #include "runtime/capture.bpf.h"
+#include "runtime/task.bpf.h"
 #include "runtime/python.bpf.h"
 #include "runtime/freeze.bpf.h"
 #include "kwalk/kwalk.bpf.h"
@@ -246,8 +247,8 @@ int BPF_PROG(pr_fork, struct task_struct *parent, struct task_struct *child)
 }
 
 /* forget the thread's cached stack VMA when it exits; --unwind=kernel: the process's tables; the
- * last thread's exit (signal->live already decremented): a record after the process's last
- * sample, user space frees what it held for it */
+ * last thread's exit (task_last_thread): a record after the process's last sample, user space
+ * frees what it held for it */
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(pr_thread_exit, struct task_struct *p)
 {
@@ -255,7 +256,7 @@ int BPF_PROG(pr_thread_exit, struct task_struct *p)
 	int sel = selected(tgid, tgid);     /* before the follow filter forgets it */
 
 	cap_thread_exit(tid);
-	if (p->signal->live.counter == 0) {
+	if (task_last_thread(p)) {
 		/* --unwind=kernel: the process's tables (its last thread, whichever it is) */
 		if (unwind_mode == PR_UNWIND_KERNEL && sel)
 			kw_track_exit(ctx, tgid);

@@ -12,6 +12,7 @@
 #define DWUNW_FOLLOW_BPF_H
 
 #include "follow.h"
+#include "task.bpf.h"
 
 const volatile __u32 follow_tree = 0;
 const volatile __u32 follow_records = 0; /* fork and exit records (CAP_KIND_PROC) in the capture channel */
@@ -162,7 +163,7 @@ int BPF_PROG(follow_exit, struct task_struct *task)
 	if (!follow_tree)
 		return 0;
 #ifndef DWUNW_NO_KERNEL_BTF
-	if (task->signal->live.counter > 0) /* already decremented for this thread */
+	if (!task_last_thread(task))
 		return 0;
 #endif
 	p = bpf_map_lookup_elem(&follow_procs, &tgid);

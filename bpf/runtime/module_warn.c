@@ -2,6 +2,7 @@
 /* Missing module files, said once each: see module_warn.h. */
 #include <stdio.h>
 #include <string.h>
+#include "dwunw.h"
 #include "intern.h"
 #include "module_warn.h"
 #include "tool_util.h"
@@ -35,8 +36,8 @@ void module_warn(const char *path, const char *why)
 
 bool module_warn_line(const char *line)
 {
-	static const char pre[] = "dwunw: ", mid[] = ": cannot load the module (",
-			  post[] = "): its frames cannot be unwound";
+	static const char pre[] = DWUNW_WARN_NO_MODULE_PRE, mid[] = DWUNW_WARN_NO_MODULE_MID,
+			  post[] = DWUNW_WARN_NO_MODULE_POST;
 	char path[4096], why[256];
 	const char *m, *e;
 	size_t lp, lw;

@@ -262,6 +262,13 @@ struct dwunw_config {
  * come; dwunw_debuginfod_wait before a report. */
 #define DWUNW_CFG_DEBUGINFOD       (1u << 3)
 
+/* The warn line of a module file that cannot be loaded, said once per mapping; callers that
+ * gather these (bpf/runtime/module_warn.c, lib/warnings.ts) read it by these parts:
+ * PRE path MID dwunw_strerror(err) POST */
+#define DWUNW_WARN_NO_MODULE_PRE   "dwunw: "
+#define DWUNW_WARN_NO_MODULE_MID   ": cannot load the module ("
+#define DWUNW_WARN_NO_MODULE_POST  "): its frames cannot be unwound"
+
 struct dwunw_ctx_impl;
 
 /* Caller-allocated handle; dwunw_init fills it. Concurrent dwunw_capture calls on one ctx are safe. */

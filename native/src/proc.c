@@ -480,7 +480,7 @@ int dw_map_module(struct dwunw_ctx_impl *c, struct dw_proc *p, struct dw_map *m,
 		if (m->kind == DW_MAP_FILE && err != DWUNW_ERR_NO_MODULE && c->cfg.warn &&
 		    !atomic_load_explicit(&m->mod_err, memory_order_relaxed)) {
 			char line[4200];
-			snprintf(line, sizeof(line), "dwunw: %s: cannot load the module (%s): its frames cannot be unwound",
+			snprintf(line, sizeof(line), DWUNW_WARN_NO_MODULE_PRE "%s" DWUNW_WARN_NO_MODULE_MID "%s" DWUNW_WARN_NO_MODULE_POST,
 				 path, dwunw_strerror(err));
 			c->cfg.warn(c->cfg.warn_arg, line);
 		}
