@@ -143,7 +143,7 @@ if (why) {
     const out = parseProfileJson(r.stdout);
     const frames = named(out.entries.map((e) => e.user).filter((u): u is NonNullable<PrEntry['user']> => u !== null));
     await checkLines(tt, 'profile', frames, /\/(hot|libhot\.so)$/);
-    tt.match(r.stderr, /^profile: lines: \d+ addresses looked up \(\d+ with a line\) for \d+ frames in [\d.]+ ms$/m, 'the cost line');
+    tt.match(r.stderr, /^profile: lines: \d+ addresses looked up \(\d+ with a line\) for \d+ frames: [\d.]+ ms of CPU$/m, 'the cost line');
     // the pprof through the CLI (profile --json under it), and text
     const dir = mkdtempSync(join(tmpdir(), 'dwunw-lines-'));
     try {
@@ -180,7 +180,7 @@ if (why) {
       .filter((f) => f.symbol && f.module && f.offset > 0)
       .map((f) => ({ f: f as PrFrame, q: `${f.symbol}+0x${(f.offset - 1).toString(16)}`, g: `*'${f.symbol}'+0x${(f.offset - 1).toString(16)}` }));
     await checkLines(tt, 'memleak', frames, /\/leaky$/);
-    tt.match(r.stderr, /^memleak: lines: \d+ addresses looked up \(\d+ with a line\) for \d+ frames in [\d.]+ ms$/m, 'the cost line');
+    tt.match(r.stderr, /^memleak: lines: \d+ addresses looked up \(\d+ with a line\) for \d+ frames: [\d.]+ ms of CPU$/m, 'the cost line');
     const txt = await run(tool('memleak'), ['--unwind=dwarf', '--lines', '-c', `${leaky} 1`, '600'], { timeoutMs: 180_000 });
     tt.equal(txt.status, 0, 'text: exit status 0');
     tt.match(txt.stdout, /^\t\d+ \[<[0-9a-f]{16}>\] big_2\+0x[0-9a-f]+ \[\S+\/leaky\] at \/\S+\/fixtures\/x86_64\/leaky\.c:\d+$/m, 'text: big_2 with its file:line');

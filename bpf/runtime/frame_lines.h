@@ -24,7 +24,7 @@ struct frame_lines;
  */
 void frames_lines(struct frames *fr, const uint32_t *stacks, size_t n);
 /* With --lines, one line on `out`: what the look-ups cost ("TOOL: lines: N addresses looked up
- * (M with a line) for F frames in T ms"). */
+ * (M with a line) for F frames: T ms of CPU"). */
 void frame_lines_summary(const struct frames *fr, FILE *out);
 void frame_lines_free(struct frame_lines *fl);
 
