@@ -171,12 +171,16 @@ export async function memleak(args: string[]): Promise<void> {
 export function colorLine(c: ChalkInstance, line: string): string {
   let m: RegExpExecArray | null;
   if ((m = /^\t(\d+) \[<([0-9a-f]{16})>\] (.*)$/.exec(line))) {
-    const [, idx, pc, all] = m as unknown as [string, string, string, string];
+    const [, idx, pc, line] = m as unknown as [string, string, string, string];
     const head = `\t${idx} ${c.dim(`[<${pc}>]`)} `;
+    // --lines: " at FILE:LINE" last (a named frame's)
+    const at = /^(.*\S) at (\S+)$/.exec(line);
+    const all = at ? at[1]! : line;
+    const src = at ? ` at ${c.green(at[2]!)}` : '';
     // where the frame came from, when it rests on more than the captured stack and CFI
     const mk = /((?: \[(?:live|fp|prologue|lr|jit)\])*)$/.exec(all)!;
     const rest = all.slice(0, all.length - mk[1]!.length);
-    const marks = mk[1] ? (mk[1].includes('[live]') ? c.red(mk[1]) : c.magenta(mk[1])) : '';
+    const marks = (mk[1] ? (mk[1].includes('[live]') ? c.red(mk[1]) : c.magenta(mk[1])) : '') + src;
     let s: RegExpExecArray | null;
     if ((s = /^(.+)\+0x([0-9a-f]+) \[(.*)\]$/.exec(rest))) return `${head}${c.cyan.bold(s[1]!)}${c.dim(`+0x${s[2]}`)} ${c.dim(`[${s[3]}]`)}${marks}`;
     if ((s = /^(.+)\+0x([0-9a-f]+)$/.exec(rest)) && !rest.startsWith('[')) return `${head}${c.cyan.bold(s[1]!)}${c.dim(`+0x${s[2]}`)}${marks}`;

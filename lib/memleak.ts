@@ -24,6 +24,9 @@ export interface MlFrame {
   module: string | null;
   /** Where the frame came from (bpf/README.md): window, live, fp, prologue, lr, signal. */
   origin?: 'window' | 'live' | 'fp' | 'prologue' | 'lr' | 'signal' | 'kernel-walk' | 'kernel' | 'frozen';
+  /** --lines: the source file and line (null: the row has none), when the debug info has them */
+  file?: string;
+  line?: number | null;
 }
 
 export interface MlAlloc {

@@ -19,9 +19,10 @@ export interface PrFrame {
   origin?: string;
   /** in anonymous executable memory (JIT code) */
   anon?: boolean;
-  /** with --lines: the source file and line, when the debug info has them */
-  file?: string;
-  line?: number;
+  /** with --lines: the source file and line (null: the row has none), when the debug info has
+   * them; a Python frame's own file and line (null: unknown) */
+  file?: string | null;
+  line?: number | null;
 }
 
 export interface PrStack {

@@ -119,6 +119,7 @@ int main(int argc, char **argv)
 	tool_set_verbose(ml->env.verbose);
 	stack_store_init(&ml->st, ml->env.max_stacks);
 	frames_setup(&ml->fr, &ml->st);
+	ml->fr.want_lines = ml->env.lines;
 	cpu_budget_init(&ml->budget, ml->env.max_cpu);
 #ifdef HAVE_DWUNW
 	ml->fr.max = ml->env.max_frames;

@@ -55,6 +55,7 @@ enum {
 	OPT_TABLE_BUDGET,
 	OPT_MAX_CPU,
 	OPT_ALLOCATED,
+	OPT_LINES,
 };
 
 static const struct option long_opts[] = {
@@ -79,6 +80,7 @@ static const struct option long_opts[] = {
 	{ "stack-size", required_argument, NULL, OPT_STACK_SIZE },
 	{ "folded", no_argument, NULL, OPT_FOLDED },
 	{ "json", no_argument, NULL, OPT_JSON },
+	{ "lines", no_argument, NULL, OPT_LINES },
 	{ "nested", no_argument, NULL, OPT_NESTED },
 	{ "perf-buffer", no_argument, NULL, OPT_PERFBUF },
 	{ "buffer-size", required_argument, NULL, OPT_BUFFER_SIZE },
@@ -139,6 +141,8 @@ static void usage(FILE *f)
 "      --max-frames=N        frames per stack (128, up to 65536); a stack cut there ends\n"
 "                            with [unwind stopped: frame limit reached]\n"
 "      --json                one JSON document per report (NDJSON)\n"
+"      --lines               the source file:line of each named frame when its debug\n"
+"                            info has it (text: \" at FILE:LINE\", JSON: file, line)\n"
 "      --nested              also record allocator calls made inside another one\n"
 "                            (glibc's mmap inside a large malloc)\n"
 "      --perf-buffer         use the perf buffer instead of the ring buffer\n"
@@ -275,6 +279,7 @@ void ml_parse_args(struct ml_env *env, int argc, char **argv)
 			break;
 		case OPT_FOLDED: env->folded = true; break;
 		case OPT_JSON: env->json = true; break;
+		case OPT_LINES: env->lines = true; break;
 		case OPT_NESTED: env->nested = true; break;
 		case OPT_PERFBUF: env->perfbuf = true; break;
 		case OPT_BUFFER_SIZE: env->buffer_size = opt_u64(optarg, "--buffer-size"); break;
@@ -323,6 +328,12 @@ void ml_parse_args(struct ml_env *env, int argc, char **argv)
 	}
 	if (env->folded && env->json)
 		usage_error("--folded and --json exclude each other");
+	if (env->lines && env->folded)
+		usage_error("--lines is for text and JSON reports (folded lines carry names only)");
+#ifndef HAVE_DWUNW
+	if (env->lines)
+		usage_error("--lines needs a build with libdwunw");
+#endif
 	if (!!env->pid + !!env->command + !!env->prog_argv > 1)
 		usage_error("-p, -c and -- PROG exclude each other");
 	/* every allocating process would be stopped: only a chosen one (or tree) */

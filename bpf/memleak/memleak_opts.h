@@ -34,6 +34,7 @@ struct ml_env {
 	bool freeze;           /* --unwind=freeze: dwarf mode, the thread stopped at the event (runtime/freeze.h) */
 	uint32_t stack_size;
 	bool folded, json;
+	bool lines;            /* --lines: file:line of named frames */
 	bool nested;
 	bool perfbuf;
 	size_t buffer_size;    /* 0 = default */

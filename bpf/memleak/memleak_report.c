@@ -10,6 +10,7 @@
 #include "runtime/cap_pump.h"
 #include "runtime/capture_user.h"
 #include "runtime/follow.h"
+#include "runtime/frame_lines.h"
 #include "runtime/mappings.h"
 #include "memleak_allocs.h"
 #include "memleak_mem.h"
@@ -274,6 +275,8 @@ void ml_report(struct memleak_ctx *ml)
 						r ? ", " : "", rname[r], rcount[r]);
 	}
 
+	/* --lines: the stacks shown, each distinct address once over the run */
+	frames_lines(&ml->fr, order, shown);
 	t = time(NULL);
 	localtime_r(&t, &tm);
 	if (ml->env.json) {

@@ -26,6 +26,7 @@
 #include "runtime/capture_user.h"
 #include "runtime/command.h"
 #include "runtime/cpu_budget.h"
+#include "runtime/frame_lines.h"
 #include "runtime/frames.h"
 #include "runtime/freeze.h"
 #include "runtime/intern.h"
@@ -579,6 +580,7 @@ int main(int argc, char **argv)
 	tool_set_verbose(c->o.verbose);
 	stack_store_init(&c->st, c->o.max_stacks);
 	frames_setup(&c->fr, &c->st);
+	c->fr.want_lines = c->o.lines;
 	cpu_budget_init(&c->budget, c->o.max_cpu);
 	c->sums.max = c->o.max_keys;
 	const char *why = tool_missing_privileges(c->o.user && c->o.unwind != OC_UNWIND_FP);
@@ -791,8 +793,11 @@ int main(int argc, char **argv)
 		c->stats.read_failed = capc[CAP_CNT_READ_FAILED];
 	}
 	tool_counters_read(skel->obj, c->stats.bpf, OC_CNT_MAX);
-	if (!tool_stdout_closed())
+	if (!tool_stdout_closed()) {
+		if (c->o.json || !c->o.folded)
+			frames_lines(&c->fr, NULL, 0);
 		oc_report(&c->o, &c->sums, &c->stats, &c->fr);
+	}
 	if (c->o.freeze) {
 		fputs("offcputime: ", stderr);
 		freeze_summary(&c->fz, stderr);

@@ -27,6 +27,7 @@ enum {
 	OPT_WAKER,
 	OPT_AGGREGATE,
 	OPT_NO_AGGREGATE,
+	OPT_LINES,
 };
 
 static const struct option long_opts[] = {
@@ -48,6 +49,7 @@ static const struct option long_opts[] = {
 	{ "unwind", required_argument, NULL, OPT_UNWIND },
 	{ "stack-size", required_argument, NULL, OPT_STACK_SIZE },
 	{ "json", no_argument, NULL, OPT_JSON },
+	{ "lines", no_argument, NULL, OPT_LINES },
 	{ "max-stacks", required_argument, NULL, OPT_MAX_STACKS },
 	{ "max-cpu", required_argument, NULL, OPT_MAX_CPU },
 	{ "max-keys", required_argument, NULL, OPT_MAX_KEYS },
@@ -98,6 +100,8 @@ static void usage(void)
 "      --json                   NDJSON: one line per stack (count: microseconds), with -f\n"
 "                               the folded lines too ({\"folded\":\"comm;...;leaf\",\"count\":US}),\n"
 "                               then a summary line\n"
+"      --lines                  the source file:line of each named user frame when its\n"
+"                               debug info has it (text: \" at FILE:LINE\", JSON: file, line)\n"
 "      --max-stacks=N           distinct stacks kept (262144; more: [stack table full])\n"
 "      --max-cpu=PCT            offcputime's own CPU under PCT %% of one CPU: 1 in N\n"
 "                               snapshots unwound, the others under [not unwound: --max-cpu]\n"
@@ -194,6 +198,7 @@ void oc_parse_args(struct oc_opts *o, int argc, char **argv)
 			o->table_budget = tool_opt_u64(optarg, "--table-budget", 1, 4096) << 20;
 			break;
 		case OPT_JSON: o->json = true; break;
+		case OPT_LINES: o->lines = true; break;
 		case OPT_MAX_CPU: o->max_cpu = cpu_budget_parse(optarg); break;
 		case OPT_MAX_STACKS: o->max_stacks = tool_opt_u64(optarg, "--max-stacks", 16, 1u << 24); break;
 		case OPT_MAX_KEYS: o->max_keys = tool_opt_u64(optarg, "--max-keys", 16, 1u << 26); break;
@@ -218,6 +223,8 @@ void oc_parse_args(struct oc_opts *o, int argc, char **argv)
 		tool_usage_error("-p and -- COMMAND exclude each other");
 	if (freq_given && !o->wall)
 		tool_usage_error("-F is for --wall");
+	if (o->lines && o->folded && !o->json)
+		tool_usage_error("--lines is for text and JSON output (folded lines carry names only)");
 	if (o->wall && o->state != -1)
 		tool_usage_error("--wall and --state exclude each other (on-CPU samples have no wait state)");
 	/* every thread switched in would be stopped: only chosen ones */

@@ -21,6 +21,7 @@ struct oc_opts {
 	bool folded;           /* -f */
 	bool delimiter;        /* -d */
 	bool json;             /* --json */
+	bool lines;            /* --lines: file:line of named user frames */
 	bool verbose;          /* -v */
 	int64_t state;         /* --state, -1: any */
 	uint64_t min_us, max_us; /* -m, -M */

@@ -39,6 +39,7 @@ enum {
 	OPT_DEBUG_DIR,
 	OPT_INTERVAL,
 	OPT_MAX_CPU,
+	OPT_LINES,
 };
 
 static const struct option long_opts[] = {
@@ -59,6 +60,7 @@ static const struct option long_opts[] = {
 	{ "unwind", required_argument, NULL, OPT_UNWIND },
 	{ "stack-size", required_argument, NULL, OPT_STACK_SIZE },
 	{ "json", no_argument, NULL, OPT_JSON },
+	{ "lines", no_argument, NULL, OPT_LINES },
 	{ "perf-buffer", no_argument, NULL, OPT_PERFBUF },
 	{ "aggregate", no_argument, NULL, OPT_AGGREGATE },
 	{ "max-stacks", required_argument, NULL, OPT_MAX_STACKS },
@@ -111,6 +113,8 @@ static void usage(FILE *f)
 "      --json                 NDJSON: one line per stack, then a summary line; with -f,\n"
 "                             the folded lines too ({\"folded\":\"comm;...;leaf\",\"count\":N}),\n"
 "                             before the summary\n"
+"      --lines                the source file:line of each named user frame when its debug\n"
+"                             info has it (text: \" at FILE:LINE\", JSON: file, line)\n"
 "      --interval=SEC         with --json: every SEC seconds the stacks counted since the\n"
 "                             last interval (with thread ids), then an interval line\n"
 "      --perf-buffer          perf buffer instead of the ring buffer\n"
@@ -272,6 +276,7 @@ void pr_parse_args(struct pr_opts *opts, int argc, char **argv)
 				tool_usage_error("--interval %s: out of range (1 .. 86400 seconds)", optarg);
 			break;
 		case OPT_JSON: opts->json = true; break;
+		case OPT_LINES: opts->lines = true; break;
 		case OPT_PERFBUF: opts->perfbuf = true; break;
 		case OPT_AGGREGATE: opts->aggregate = true; break;
 		case OPT_MAX_STACKS:
@@ -303,6 +308,8 @@ void pr_parse_args(struct pr_opts *opts, int argc, char **argv)
 		opts->user = false;
 	if (opts->interval && !opts->json)
 		tool_usage_error("--interval is for --json output");
+	if (opts->lines && opts->folded && !opts->json)
+		tool_usage_error("--lines is for text and JSON output (folded lines carry names only)");
 	if (opts->all && (opts->npids || opts->command))
 		tool_usage_error("-a excludes -p and -- COMMAND");
 	if (opts->npids && opts->command)

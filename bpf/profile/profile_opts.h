@@ -22,6 +22,7 @@ struct pr_opts {
 	bool folded;           /* -f */
 	bool delimiter;        /* -d */
 	bool json;             /* --json */
+	bool lines;            /* --lines: file:line of named user frames */
 	bool verbose;          /* -v */
 	bool perfbuf;          /* --perf-buffer */
 	bool aggregate;        /* --aggregate: kernel walks counted in BPF maps */

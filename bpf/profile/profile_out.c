@@ -13,6 +13,7 @@
 #include "profile_opts.h"
 #include "profile_out.h"
 #include "runtime/cpu_budget.h"
+#include "runtime/frame_lines.h"
 #include "runtime/mapped_files.h"
 #include "runtime/mappings.h"
 #include "profile_state.h"
@@ -190,6 +191,8 @@ void pr_print_interval(struct profile_ctx *pr, uint64_t seq, uint64_t start_ns, 
 	uint64_t samples = 0, keys = 0;
 	struct timespec rt;
 
+	frames_lines(&pr->fr, NULL, 0); /* --lines: the stacks stored since the last interval */
+
 	for (size_t i = 0; i < pr->agg.n; i++) {
 		struct pr_entry *e = &pr->agg.v[i];
 
@@ -263,6 +266,8 @@ void pr_report(struct profile_ctx *pr)
 	for (size_t i = 0; i < pr->agg.n; i++)
 		order[i] = (uint32_t)i;
 	qsort_r(order, pr->agg.n, sizeof(*order), cmp_count_asc, pr->agg.v);
+	if (pr->opts.json || !pr->opts.folded)
+		frames_lines(&pr->fr, NULL, 0);
 	for (size_t i = 0; i < pr->agg.n; i++) {
 		const struct pr_entry *e = &pr->agg.v[order[i]];
 

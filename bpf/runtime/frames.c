@@ -9,6 +9,7 @@
 #include <bpf/bpf.h>
 #include "capture_user.h"
 #include "frames.h"
+#include "frame_lines.h"
 #include "freeze.h"
 #include "intern.h"
 #include "mapped_files.h"
@@ -41,18 +42,25 @@ static void mods_put(struct frames *fr, size_t k)
 	fr->mods.index[i] = (uint32_t)k + 1;
 }
 
+const struct module_seen *frames_module_find(const struct frames *fr, const char *path, size_t *index)
+{
+	if (!path || !fr->mods.index_cap)
+		return NULL;
+	for (size_t i = hash64(0, (uint64_t)(uintptr_t)path) & (fr->mods.index_cap - 1); fr->mods.index[i];
+	     i = (i + 1) & (fr->mods.index_cap - 1))
+		if (fr->mods.v[fr->mods.index[i] - 1].path == path) {
+			if (index)
+				*index = fr->mods.index[i] - 1;
+			return &fr->mods.v[fr->mods.index[i] - 1];
+		}
+	return NULL;
+}
+
 /* Remember the module of a frame (path interned); its build id read once. */
 static void module_note(struct frames *fr, const char *path, const void *mod)
 {
-	size_t i;
-
-	if (!path)
+	if (!path || frames_module_find(fr, path, NULL))
 		return;
-	if (fr->mods.index_cap)
-		for (i = hash64(0, (uint64_t)(uintptr_t)path) & (fr->mods.index_cap - 1); fr->mods.index[i];
-		     i = (i + 1) & (fr->mods.index_cap - 1))
-			if (fr->mods.v[fr->mods.index[i] - 1].path == path)
-				return;
 	if (fr->mods.n == fr->mods.cap) {
 		fr->mods.cap = fr->mods.cap ? fr->mods.cap * 2 : 64;
 		fr->mods.v = xrealloc(fr->mods.v, fr->mods.cap * sizeof(*fr->mods.v));
@@ -250,6 +258,9 @@ void frames_shutdown(struct frames *fr)
 	syms_proc_free(fr->syms);
 	fr->syms = NULL;
 #endif
+	frame_lines_summary(fr, stderr);
+	frame_lines_free(fr->lines);
+	fr->lines = NULL;
 	free(fr->frames);
 	free(fr->pcs);
 	free(fr->ids);
@@ -272,7 +283,7 @@ int frames_init(struct frames *fr, uint32_t cache_slots, uint32_t flags, const c
 {
 	struct dwunw_config cfg = {
 		.size = sizeof(cfg),
-		.flags = flags,
+		.flags = flags | DWUNW_CFG_NO_LINES,
 		.cache_slots = cache_slots,
 		.debug_dirs = debug_dirs,
 		.warn = dw_warn,
@@ -326,7 +337,10 @@ void frames_name_fetched(struct frames *fr, uint32_t wait_ms)
 			nmissing++;
 		}
 	}
-	/* Frames of those modules named again, from the index rebuilt with the file. */
+	/* Frames of those modules named again, from the index rebuilt with the file (and their
+	 * lines looked up then, with --lines). */
+	if (nfetched)
+		fr->lines_done = 0;
 	for (size_t s = 0; s < fr->st->n && nfetched; s++) {
 		struct ustack *u = &fr->st->v[s];
 		for (uint32_t j = 0; j < u->nframes; j++) {

@@ -40,6 +40,7 @@ struct frames {
 				   * mapping events (libdwunw reads /proc itself) */
 	uint32_t max;             /* frames kept per unwound stack (--max-frames) */
 	bool use_perf_map;        /* name anonymous code from /tmp/perf-PID.map */
+	bool want_lines;          /* --lines: frames_lines gives named frames their file:line */
 #ifdef HAVE_DWUNW
 	struct dwunw_ctx dctx;    /* the unwinder (frames_init) */
 	bool dctx_ok;
@@ -53,6 +54,8 @@ struct frames {
 		uint32_t *index;      /* open addressing on the path pointer: entry + 1 */
 		size_t index_cap;
 	} mods;
+	struct frame_lines *lines; /* frame_lines.c's: the addresses looked up */
+	size_t lines_done;        /* stacks [0, lines_done) looked at by frames_lines */
 	struct freeze *fz;        /* --unwind=freeze: records with CAP_F_FROZEN held while walked */
 	uint64_t lag_ns;          /* DWUNW_TEST_LAG_MS */
 	void *frames;             /* struct dwunw_frame[max + 1] */
@@ -65,7 +68,8 @@ struct frames {
 /* Defaults: stacks into st, FRAMES_MAX frames, perf maps used, no mappings. */
 void frames_setup(struct frames *fr, struct stack_store *st);
 #ifdef HAVE_DWUNW
-/* dwunw_init with `cache_slots` module-cache slots and warnings on stderr under -v. */
+/* dwunw_init with `cache_slots` module-cache slots and warnings on stderr under -v; names only
+ * (DWUNW_CFG_NO_LINES: file:line comes from frames_lines, with --lines). */
 int frames_init(struct frames *fr, uint32_t cache_slots, uint32_t flags, const char *debug_dirs);
 /*
  * With DWUNW_CFG_DEBUGINFOD: wait at most wait_ms for the debug files asked (the fetches ran on
@@ -74,7 +78,8 @@ int frames_init(struct frames *fr, uint32_t cache_slots, uint32_t flags, const c
  */
 void frames_name_fetched(struct frames *fr, uint32_t wait_ms);
 #endif
-/* The unwinder (or symbolizer) shut down, the scratch freed. */
+/* The unwinder (or symbolizer) shut down, the scratch freed; with --lines, one line on stderr
+ * says what the look-ups cost (frame_lines_summary). */
 void frames_shutdown(struct frames *fr);
 
 /* pid exec'd: what the unwinder and the mappings know of it goes. */
@@ -83,6 +88,8 @@ void frames_forget_pid(struct frames *fr, uint32_t pid);
 void frames_refresh_pid(struct frames *fr, uint32_t pid);
 
 size_t frames_modules(const struct frames *fr, const struct module_seen **out);
+/* The module seen under this (interned) path, and its index in frames_modules(); NULL if none. */
+const struct module_seen *frames_module_find(const struct frames *fr, const char *path, size_t *index);
 
 /* Name frames[i] of pid's stack: its pc exact (frame 0, after a signal) or a return address. */
 void fill_pc(struct frames *fr, pid_t pid, struct uframe *frames, uint32_t i, bool exact);

@@ -81,6 +81,15 @@ void fprint_unknown(FILE *out, const struct uframe *f, const char *module_fmt, b
 	}
 }
 
+void fprint_frame_src(FILE *out, const struct uframe *f)
+{
+	if (!f->src)
+		return;
+	fprintf(out, " at %s", f->src->file);
+	if (f->src->line)
+		fprintf(out, ":%u", f->src->line);
+}
+
 void print_frame_text(size_t i, const struct uframe *f, bool fp_marks, uint32_t *seen)
 {
 	printf("\t%zu [<%016" PRIx64 ">] ", i, f->pc);
@@ -93,6 +102,7 @@ void print_frame_text(size_t i, const struct uframe *f, bool fp_marks, uint32_t 
 	else
 		fprint_unknown(stdout, f, "[%s]", false);
 	fprint_frame_marks(stdout, f, fp_marks, seen);
+	fprint_frame_src(stdout, f);
 	putchar('\n');
 }
 
@@ -144,6 +154,12 @@ void print_frame_json(const struct uframe *f)
 	/* in anonymous executable memory at the event (JIT code): module is null */
 	if (!f->module && (f->flags & UF_JIT))
 		printf(",\"anon\":true");
+	/* --lines: where the debug info places the pc (a return address: its call) */
+	if (f->src) {
+		printf(",\"file\":");
+		json_str(f->src->file);
+		f->src->line ? (void)printf(",\"line\":%u", f->src->line) : (void)printf(",\"line\":null");
+	}
 	printf(",\"origin\":\"%s\"}", frame_origin(f));
 }
 

@@ -44,7 +44,12 @@ void fprint_marks_legend(FILE *out, const char *indent, uint32_t seen);
  */
 void fprint_unknown(FILE *out, const struct uframe *f, const char *module_fmt, bool base);
 
-/* memleak's frame line: "\tI [<PC>] name+0xOFF [module]" (upstream's form), marks after it. */
+/* --lines: " at FILE:LINE" (" at FILE" for a row without a line) when the frame has one, as
+ * dwunw unwind-pid --lines prints it; nothing otherwise. */
+void fprint_frame_src(FILE *out, const struct uframe *f);
+
+/* memleak's frame line: "\tI [<PC>] name+0xOFF [module]" (upstream's form), marks after it, then
+ * its file:line (fprint_frame_src). */
 void print_frame_text(size_t i, const struct uframe *f, bool fp_marks, uint32_t *seen);
 
 /* A frame in folded stacks: its name, else "[module]" (base name), else "[unknown]". */
@@ -52,7 +57,8 @@ void print_frame_folded(const struct uframe *f);
 /* The same into a stream (a line built in memory: memleak merges identical folded lines). */
 void fprint_frame_folded(FILE *out, const struct uframe *f);
 
-/* {"pc":"0x..","symbol":..,"offset":N,"module":..,"origin":".."} */
+/* {"pc":"0x..","symbol":..,"offset":N,"module":..,"origin":".."}, with "file" and "line" when
+ * the frame has them (--lines) */
 void print_frame_json(const struct uframe *f);
 
 /* The modules' JSON array's items (frames_modules): {"path":..,"build_id":..|null}, comma-separated. */

@@ -40,6 +40,7 @@ static void text_frame(const struct uframe *f, bool fp_marks, uint32_t *seen)
 	else
 		fprint_unknown(stdout, f, "(%s)", false);
 	fprint_frame_marks(stdout, f, fp_marks, seen);
+	fprint_frame_src(stdout, f);
 	putchar('\n');
 }
 

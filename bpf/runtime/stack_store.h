@@ -15,6 +15,12 @@
 #include <stdint.h>
 #include <dwunw.h>
 
+/* A source position (frame_lines.h): file interned, line 0 when the row has none. */
+struct src_line {
+	const char *file;
+	uint32_t line;
+};
+
 struct uframe {
 	uint64_t pc;
 	const char *name;      /* NULL: no symbol */
@@ -23,6 +29,7 @@ struct uframe {
 	uint64_t maddr;        /* pc as an address of the module's file (0: unknown) */
 	uint32_t how;          /* enum dwunw_how for unwound frames (0 otherwise), or HOW_KERNEL */
 	uint32_t flags;        /* UF_* */
+	const struct src_line *src; /* --lines: its file:line (frames_lines), NULL when unknown */
 };
 
 #define UF_FP      (1u << 0) /* recovered by frame pointers inside a DWARF walk (no CFI there) */

@@ -23,8 +23,9 @@
  *    maps of a new pid, each module's first load, its table, symbols for the prologue
  *    analyser, /proc/PID/mem when process_vm_readv is refused), dwunw_load_for,
  *    dwunw_module_open*, dwunw_maps_refresh, dwunw_core_load;
- *  - I/O and the module's own lock (not the context's): dwunw_table_* and dwunw_symbolize* (the
- *    table, the symbol index and debug files, built on a module's first use);
+ *  - I/O and the module's own lock (not the context's): dwunw_table_*, dwunw_symbolize* and
+ *    dwunw_source_line (the table, the symbol index and debug files, the line table, built on a
+ *    module's first use);
  *  - lock, no I/O: dwunw_maps_set, _pin, _forget, dwunw_memory_add, dwunw_cache_trim,
  *    dwunw_shutdown;
  *  - ptrace waits: dwunw_stack_reader_attach (up to attach_timeout_ms), _detach.
@@ -261,6 +262,9 @@ struct dwunw_config {
  * timeouts), on a worker thread: nothing else waits on the network. Names appear as the files
  * come; dwunw_debuginfod_wait before a report. */
 #define DWUNW_CFG_DEBUGINFOD       (1u << 3)
+/* dwunw_symbolize(_frame) gives names only (file "", line 0): no line table is built for them. For
+ * callers that want file:line for some frames only, later (dwunw_source_line). */
+#define DWUNW_CFG_NO_LINES         (1u << 4)
 
 /* The warn line of a module file that cannot be loaded, said once per mapping; callers that
  * gather these (bpf/runtime/module_warn.c, lib/warnings.ts) read it by these parts:
@@ -707,6 +711,14 @@ struct dwunw_symbol {
 int dwunw_symbolize(struct dwunw_ctx *ctx, struct dwunw_module *mod, uint64_t addr,
 		    struct dwunw_symbol *out);
 int dwunw_symbolize_frame(struct dwunw_ctx *ctx, const struct dwunw_frame *frame, struct dwunw_symbol *out);
+/*
+ * The source file (full path, truncated to filelen) and line of a module address, from the
+ * module's .debug_line (or its debug file's), whatever DWUNW_CFG_NO_LINES says: DWUNW_OK, or
+ * DWUNW_ERR_NOT_FOUND when no row covers addr (file "", line 0). The line table is built on the
+ * module's first call. Return addresses: pass pc - 1, as for dwunw_symbolize.
+ */
+int dwunw_source_line(struct dwunw_ctx *ctx, struct dwunw_module *mod, uint64_t addr, char *file,
+		      size_t filelen, uint32_t *line);
 
 /* ---- Python (CPython) frames -------------------------------------------------------------- */
 

@@ -595,9 +595,20 @@ static const struct sym *find_sym(const struct dw_symtab *s, uint64_t addr)
 	return NULL;
 }
 
-int dw_symtab_lookup(struct dw_symtab *s, uint64_t addr, struct dwunw_symbol *out)
+int dw_symtab_line(struct dw_symtab *s, uint64_t addr, char *file, size_t filelen, uint32_t *line)
 {
 	struct dw_lines *lines;
+
+	if (filelen)
+		file[0] = 0;
+	*line = 0;
+	if (lines_get(s, &lines) != DWUNW_OK || !lines || !dw_lines_lookup(lines, addr, file, filelen, line))
+		return DWUNW_ERR_NOT_FOUND;
+	return DWUNW_OK;
+}
+
+int dw_symtab_lookup(struct dw_symtab *s, uint64_t addr, struct dwunw_symbol *out, bool lines)
+{
 	const struct sym *y;
 
 	if (!out)
@@ -606,8 +617,8 @@ int dw_symtab_lookup(struct dw_symtab *s, uint64_t addr, struct dwunw_symbol *ou
 	if (!s)
 		return DWUNW_ERR_INVALID_ARG;
 	y = find_sym(s, addr);
-	if (lines_get(s, &lines) == DWUNW_OK && lines)
-		dw_lines_lookup(lines, addr, out->file, sizeof(out->file), &out->line);
+	if (lines)
+		dw_symtab_line(s, addr, out->file, sizeof(out->file), &out->line);
 	if (!y)
 		return DWUNW_ERR_NOT_FOUND;
 	dw_demangle(y->name, out->name, sizeof(out->name));
@@ -677,16 +688,13 @@ void dw_symtab_upgrade(struct dwunw_ctx_impl *c, struct dwunw_module *m)
 	pthread_mutex_unlock(&m->lock);
 }
 
-DWUNW_API int dwunw_symbolize(struct dwunw_ctx *ctx, struct dwunw_module *mod, uint64_t addr,
-			      struct dwunw_symbol *out)
+/* The symbol index of a loaded module of ctx (the public calls' checks, in one place). */
+static int api_symtab(struct dwunw_ctx *ctx, struct dwunw_module *mod, struct dwunw_ctx_impl **cp,
+		      struct dw_symtab **s)
 {
 	struct dwunw_ctx_impl *c = dw_ctx(ctx);
-	struct dw_symtab *s;
-	int err;
 
-	if (out)
-		memset(out, 0, sizeof(*out));
-	if (!c || !out)
+	if (!c)
 		return DWUNW_ERR_INVALID_ARG;
 	if (!mod)
 		return DWUNW_ERR_NO_MODULE;
@@ -694,10 +702,41 @@ DWUNW_API int dwunw_symbolize(struct dwunw_ctx *ctx, struct dwunw_module *mod, u
 		return DWUNW_ERR_INVALID_ARG;
 	if (!mod->loaded)
 		return DWUNW_ERR_NO_MODULE;
-	err = module_symtab(c, mod, &s);
+	*cp = c;
+	return module_symtab(c, mod, s);
+}
+
+DWUNW_API int dwunw_symbolize(struct dwunw_ctx *ctx, struct dwunw_module *mod, uint64_t addr,
+			      struct dwunw_symbol *out)
+{
+	struct dwunw_ctx_impl *c;
+	struct dw_symtab *s;
+	int err;
+
+	if (!out)
+		return DWUNW_ERR_INVALID_ARG;
+	memset(out, 0, sizeof(*out));
+	err = api_symtab(ctx, mod, &c, &s);
 	if (err)
 		return err;
-	return dw_symtab_lookup(s, addr, out);
+	return dw_symtab_lookup(s, addr, out, !(c->cfg.flags & DWUNW_CFG_NO_LINES));
+}
+
+DWUNW_API int dwunw_source_line(struct dwunw_ctx *ctx, struct dwunw_module *mod, uint64_t addr, char *file,
+				size_t filelen, uint32_t *line)
+{
+	struct dwunw_ctx_impl *c;
+	struct dw_symtab *s;
+	int err;
+
+	if (!file || !line || !filelen)
+		return DWUNW_ERR_INVALID_ARG;
+	file[0] = 0;
+	*line = 0;
+	err = api_symtab(ctx, mod, &c, &s);
+	if (err)
+		return err;
+	return dw_symtab_line(s, addr, file, filelen, line);
 }
 
 DWUNW_API int dwunw_symbolize_frame(struct dwunw_ctx *ctx, const struct dwunw_frame *frame,

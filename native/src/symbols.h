@@ -5,6 +5,8 @@
 #ifndef DWUNW_SYMBOLS_H
 #define DWUNW_SYMBOLS_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include "dwunw.h"
 
 struct dw_symtab;
@@ -18,9 +20,12 @@ void dw_symtab_free(struct dw_symtab *s);
 void dw_symtab_upgrade(struct dwunw_ctx_impl *c, struct dwunw_module *m);
 /* Memory the index holds: its symbols and what it read of debug files (not the module's ELF). */
 uint64_t dw_symtab_bytes(const struct dw_symtab *s);
-/* Symbol covering module address `addr` (thread-safe: the line table is built on first use under
- * the symtab's own lock). DWUNW_ERR_NOT_FOUND when no symbol covers it (out->name is ""). */
-int dw_symtab_lookup(struct dw_symtab *s, uint64_t addr, struct dwunw_symbol *out);
+/* Symbol covering module address `addr`, with its file:line when `lines` (thread-safe: the line
+ * table is built on first use under the symtab's own lock). DWUNW_ERR_NOT_FOUND when no symbol
+ * covers it (out->name is ""). */
+int dw_symtab_lookup(struct dw_symtab *s, uint64_t addr, struct dwunw_symbol *out, bool lines);
+/* The line-table row covering `addr` (file truncated to filelen); DWUNW_ERR_NOT_FOUND when none. */
+int dw_symtab_line(struct dw_symtab *s, uint64_t addr, char *file, size_t filelen, uint32_t *line);
 /* Start of the symbol covering module address `addr` (index built on first use). */
 int dw_module_func_start(struct dwunw_module *m, uint64_t addr, uint64_t *start);
 

@@ -746,6 +746,30 @@ static void check_libc(void)
 			is_int(sym.line, want_line, "libc: line = addr2line's");
 		}
 		free(eu);
+		/* DWUNW_CFG_NO_LINES: names only; dwunw_source_line gives the same file:line apart */
+		struct dwunw_ctx nl;
+		struct dwunw_module *nm;
+		if (ctx_open(&nl, NULL, DWUNW_CFG_NO_LINES) == DWUNW_OK && dwunw_module_open(&nl, LIBC, &nm) == DWUNW_OK) {
+			struct dwunw_symbol s2;
+			char file[256];
+			uint32_t line;
+			is_int(dwunw_symbolize(&nl, nm, internal.addr + 2, &s2), DWUNW_OK, "NO_LINES: %s found", internal.name);
+			is_str(s2.name, sym.name, "NO_LINES: the same name");
+			ok(s2.file[0] == 0 && s2.line == 0, "NO_LINES: no file:line from dwunw_symbolize");
+			is_int(dwunw_source_line(&nl, nm, internal.addr + 2, file, sizeof(file), &line), DWUNW_OK,
+			       "dwunw_source_line: found");
+			is_str(file, sym.file, "dwunw_source_line: dwunw_symbolize's file");
+			is_int(line, sym.line, "dwunw_source_line: and line");
+			is_int(dwunw_source_line(&nl, nm, 0, file, sizeof(file), &line), DWUNW_ERR_NOT_FOUND,
+			       "dwunw_source_line: address 0 has none");
+			ok(file[0] == 0 && line == 0, "dwunw_source_line: none is \"\" and 0");
+			is_int(dwunw_source_line(&nl, NULL, 0, file, sizeof(file), &line), DWUNW_ERR_NO_MODULE,
+			       "dwunw_source_line: no module");
+			dwunw_module_put(&nl, nm);
+			dwunw_shutdown(&nl);
+		} else {
+			ok(0, "NO_LINES: context and libc opened");
+		}
 	}
 	/* 400 addresses spread over libc's code: line and file name as eu-addr2line (and gdb) give them. */
 	if (shell("command -v eu-addr2line >/dev/null") == 0 && mod->elf.exec_hi > mod->elf.exec_lo) {
@@ -827,10 +851,10 @@ static void check_libc(void)
 		uint64_t t0 = now_ns();
 		is_int(dw_symtab_build(dw_ctx(&ctx), mod, &s), DWUNW_OK, "libc: dw_symtab_build");
 		uint64_t t1 = now_ns();
-		dw_symtab_lookup(s, mal.addr, &sym);
+		dw_symtab_lookup(s, mal.addr, &sym, true);
 		uint64_t t2 = now_ns();
 		for (int i = 0; i < 100000; i++)
-			dw_symtab_lookup(s, mal.addr + (uint64_t)(i % 64), &sym);
+			dw_symtab_lookup(s, mal.addr + (uint64_t)(i % 64), &sym, true);
 		uint64_t t3 = now_ns();
 		dw_symtab_stats(s, &st);
 		printf("# libc symtab build %.2f ms (%llu symbols, debug file %s); first lookup (line table) %.2f ms "
