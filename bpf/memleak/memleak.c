@@ -31,6 +31,7 @@
 #include "runtime/py_merge.h"
 #include "runtime/capture_user.h"
 #include "runtime/frames.h"
+#include "runtime/frame_lines.h"
 #include "runtime/mappings.h"
 #include "memleak_allocs.h"
 #include "memleak_attach.h"
@@ -119,7 +120,7 @@ int main(int argc, char **argv)
 	tool_set_verbose(ml->env.verbose);
 	stack_store_init(&ml->st, ml->env.max_stacks);
 	frames_setup(&ml->fr, &ml->st);
-	ml->fr.want_lines = ml->env.lines;
+	frame_lines_want(&ml->fr, ml->env.lines);
 	cpu_budget_init(&ml->budget, ml->env.max_cpu);
 #ifdef HAVE_DWUNW
 	ml->fr.max = ml->env.max_frames;

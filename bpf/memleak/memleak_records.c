@@ -14,7 +14,7 @@
 #include "memleak_allocs.h"
 #include "memleak_opts.h"
 #include "memleak_records.h"
-#include "memleak_report.h"
+#include "memleak_figs.h"
 #include "memleak_state.h"
 #include "memleak.skel.h"
 #include "runtime/stack_store.h"

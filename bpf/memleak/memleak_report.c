@@ -13,6 +13,7 @@
 #include "runtime/frame_lines.h"
 #include "runtime/mappings.h"
 #include "memleak_allocs.h"
+#include "memleak_figs.h"
 #include "memleak_mem.h"
 #include "memleak_opts.h"
 #include "memleak_print.h"
@@ -68,18 +69,6 @@ struct report_walk {
 	uint64_t now, older_ns, exec_cut;
 };
 
-struct ml_stack_fig *ml_fig(struct memleak_ctx *ml, int64_t idx)
-{
-	if ((size_t)idx >= ml->nfigs) {
-		size_t n = ml->st.n > (size_t)idx ? ml->st.n : (size_t)idx + 1;
-
-		ml->figs = xrealloc(ml->figs, n * sizeof(*ml->figs));
-		for (size_t k = ml->nfigs; k < n; k++)
-			ml->figs[k] = (struct ml_stack_fig){ .first_alloc = -1 };
-		ml->nfigs = n;
-	}
-	return &ml->figs[idx];
-}
 
 /* One outstanding allocation of the map walk: counted under its stack (-a: also listed). */
 static void report_alloc(void *ctx, uint64_t addr, const struct ml_alloc_info *info)

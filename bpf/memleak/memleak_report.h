@@ -10,9 +10,6 @@ struct memleak_ctx;
 
 #include <stdint.h>
 
-/* Stack idx's figures in this report (the table grown with the store, new ones empty). */
-struct ml_stack_fig *ml_fig(struct memleak_ctx *ml, int64_t idx);
-
 /* One report on stdout (every record received until now counted first). */
 void ml_report(struct memleak_ctx *ml);
 

@@ -580,7 +580,7 @@ int main(int argc, char **argv)
 	tool_set_verbose(c->o.verbose);
 	stack_store_init(&c->st, c->o.max_stacks);
 	frames_setup(&c->fr, &c->st);
-	c->fr.want_lines = c->o.lines;
+	frame_lines_want(&c->fr, c->o.lines);
 	cpu_budget_init(&c->budget, c->o.max_cpu);
 	c->sums.max = c->o.max_keys;
 	const char *why = tool_missing_privileges(c->o.user && c->o.unwind != OC_UNWIND_FP);

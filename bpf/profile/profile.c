@@ -29,6 +29,7 @@
 #include <bpf/libbpf.h>
 #include "runtime/capture_user.h"
 #include "runtime/frames.h"
+#include "runtime/frame_lines.h"
 #include "runtime/intern.h"
 #include "runtime/module_warn.h"
 #include "runtime/ksyms.h"
@@ -497,7 +498,7 @@ int main(int argc, char **argv)
 	tool_set_verbose(pr->opts.verbose);
 	stack_store_init(&pr->st, pr->opts.max_stacks);
 	frames_setup(&pr->fr, &pr->st);
-	pr->fr.want_lines = pr->opts.lines;
+	frame_lines_want(&pr->fr, pr->opts.lines);
 	cpu_budget_init(&pr->budget, pr->opts.max_cpu);
 	pr->agg.max = pr->opts.max_keys;
 	const char *why = tool_missing_privileges(pr->opts.unwind != PR_UNWIND_FP);

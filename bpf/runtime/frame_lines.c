@@ -228,3 +228,16 @@ void frame_lines_free(struct frame_lines *fl)
 	(void)fl;
 }
 #endif
+
+static void lines_end(struct frames *fr)
+{
+	frame_lines_summary(fr, stderr);
+	frame_lines_free(fr->lines);
+	fr->lines = NULL;
+}
+
+void frame_lines_want(struct frames *fr, bool want)
+{
+	fr->want_lines = want;
+	fr->lines_end = want ? lines_end : NULL;
+}

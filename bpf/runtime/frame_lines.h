@@ -12,6 +12,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdbool.h>
 #include <stdio.h>
 
 struct frames;
@@ -27,5 +28,8 @@ void frames_lines(struct frames *fr, const uint32_t *stacks, size_t n);
  * (M with a line) for F frames: T ms of CPU"). */
 void frame_lines_summary(const struct frames *fr, FILE *out);
 void frame_lines_free(struct frame_lines *fl);
+
+/* --lines asked for or not: frames_shutdown then prints the summary and frees the look-ups. */
+void frame_lines_want(struct frames *fr, bool want);
 
 #endif /* DWUNW_FRAME_LINES_H */

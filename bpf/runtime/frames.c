@@ -9,7 +9,6 @@
 #include <bpf/bpf.h>
 #include "capture_user.h"
 #include "frames.h"
-#include "frame_lines.h"
 #include "freeze.h"
 #include "intern.h"
 #include "mapped_files.h"
@@ -258,9 +257,9 @@ void frames_shutdown(struct frames *fr)
 	syms_proc_free(fr->syms);
 	fr->syms = NULL;
 #endif
-	frame_lines_summary(fr, stderr);
-	frame_lines_free(fr->lines);
-	fr->lines = NULL;
+	if (fr->lines_end)
+		fr->lines_end(fr); /* frame_lines.c's, when --lines was asked for */
+	fr->lines_end = NULL;
 	free(fr->frames);
 	free(fr->pcs);
 	free(fr->ids);

@@ -55,6 +55,7 @@ struct frames {
 		size_t index_cap;
 	} mods;
 	struct frame_lines *lines; /* frame_lines.c's: the addresses looked up */
+	void (*lines_end)(struct frames *fr); /* frame_lines_want's: its summary and free, at shutdown */
 	size_t lines_done;        /* stacks [0, lines_done) looked at by frames_lines */
 	struct freeze *fz;        /* --unwind=freeze: records with CAP_F_FROZEN held while walked */
 	uint64_t lag_ns;          /* DWUNW_TEST_LAG_MS */
