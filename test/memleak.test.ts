@@ -342,7 +342,13 @@ async function main(t: Test): Promise<void> {
     const gotBytes = rep.stacks.reduce((a, s) => a + s.bytes, 0);
     tt.same([got, gotBytes], [want, wantBytes], `fp: every block of leaky's sites recorded (${got} blocks, ${gotBytes} bytes)`);
     tt.equal(rep.lost, 0, 'fp: no lost records');
-    tt.ok(rep.stacks.every((s) => s.frames.length >= 1), 'fp: every stack has at least its caller\'s frame');
+    // bpf_get_stackid can fail for one event (EFAULT: the CPU's callchain buffer held by another
+    // program's walk, preempted, when CPU-heavy tests run beside this one): such a block stands
+    // under a labeled lost stack, never under an empty one
+    const empty = rep.stacks.filter((s) => s.frames.length === 0);
+    const fpLost = empty.filter((s) => /^\[stack lost: (frame-pointer|bpf_get_stackid)/.test(s.reason ?? ''));
+    tt.same(empty.filter((s) => !fpLost.includes(s)).map((s) => `${s.bytes} ${s.reason ?? ''}`), [], 'fp: every stack has at least its caller\'s frame, or says why it was lost');
+    tt.ok(fpLost.reduce((a, s) => a + s.allocations, 0) <= 3, `fp: at most 3 blocks under a lost frame-pointer stack (${fpLost.map((s) => `${s.allocations} x ${s.reason}`).join('; ') || 'none'})`);
     tt.comment(fpCompleteness(rep));
   });
 
