@@ -166,14 +166,14 @@ t.test('dwunw unwind-pid of a zombie: one line, exit 3; reaped: no such process'
   const parent = startProcess('perl', ['-e', '$| = 1; my $p; $SIG{USR1} = sub { waitpid($p, 0); print "reaped\\n" }; $p = fork; exit 0 unless $p; print "$p\\n"; sleep 1 while 1'], {
     onOutput: (o) => (out = o),
   });
-  await waitFor(() => /^\d+\n/.test(out), 10_000, 'the zombie\'s pid');
+  await waitFor(() => /^\d+\n/.test(out), 60_000, 'the zombie\'s pid');
   const zombie = Number(out.split('\n')[0]);
-  tt.ok(await until(() => !alive(zombie) && existsSync(`/proc/${zombie}`), 10_000), 'the child is a zombie');
+  tt.ok(await until(() => !alive(zombie) && existsSync(`/proc/${zombie}`), 60_000), 'the child is a zombie');
   const r = await dwunw(['unwind-pid', String(zombie)]).done;
   tt.equal(r.status, 3, 'exit 3');
   tt.equal(r.stderr, `dwunw: pid ${zombie} is a zombie: it has exited, no stack is left\n`);
   parent.child.kill('SIGUSR1');
-  await waitFor(() => out.includes('reaped\n'), 10_000, 'the parent to reap the zombie');
+  await waitFor(() => out.includes('reaped\n'), 60_000, 'the parent to reap the zombie');
   parent.child.kill('SIGKILL');
   await parent.done;
   const gone = await dwunw(['unwind-pid', String(zombie)]).done;
