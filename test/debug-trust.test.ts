@@ -70,12 +70,15 @@ interface Frame {
   symbol: string | null;
   module: string | null;
 }
-function unwind(pid: number, dir: string): { names: (string | null)[]; stderr: string; status: number | null } {
+function unwind(pid: number, dir: string): { names: (string | null)[]; all: string[]; stderr: string; status: number | null } {
   const e = cliEnv();
   delete e.DEBUGINFOD_URLS;
   const r = spawnSync(dwunwBin, ['unwind-pid', String(pid), '--json', '--no-debuginfod', '--debug-dir', dir], { cwd: root, env: e, encoding: 'utf8', timeout: 180_000 });
-  const j = JSON.parse(r.stdout || '{"threads":[]}') as { threads: { frames: Frame[] }[] };
-  return { names: (j.threads[0]?.frames ?? []).filter((f) => f.module === prog).map((f) => f.symbol), stderr: r.stderr, status: r.status };
+  const j = JSON.parse(r.stdout || '{"threads":[]}') as { threads: { frames: Frame[]; stop?: string }[] };
+  const frames = j.threads[0]?.frames ?? [];
+  // every frame and the stop reason: the diagnostics when a name is missing
+  const all = [...frames.map((f) => `${f.symbol ?? '?'} (${f.module ?? '?'})`), `stop ${j.threads[0]?.stop ?? '?'}`];
+  return { names: frames.filter((f) => f.module === prog).map((f) => f.symbol), all, stderr: r.stderr, status: r.status };
 }
 
 t.test('unwind-pid: the debug file is used from root\'s directories only', async (t) => {
@@ -102,7 +105,7 @@ t.test('unwind-pid: the debug file is used from root\'s directories only', async
   ] as const) {
     const r = unwind(pid, dir);
     t.equal(r.status, 0, `${what}: exit 0`);
-    t.ok(r.names.includes(nmName), `${what}: ${nmName} named (${r.names.join(', ')})`);
+    t.ok(r.names.includes(nmName), `${what}: ${nmName} named (${r.names.join(', ')})`, { frames: r.all });
     t.equal(r.stderr, '', `${what}: nothing on stderr`);
   }
   for (const [dir, why] of [
