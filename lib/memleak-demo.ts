@@ -77,7 +77,7 @@ export async function runDemo(opts: DemoOptions): Promise<DemoResult> {
   process.once('SIGTERM', onSignal);
   try {
     try {
-      await within(Promise.all([dw.attached, fp.attached]), 60_000, 'memleak to attach');
+      await within(Promise.all([dw.attached, fp.attached]), 300_000, 'memleak to attach');
     } catch (e) {
       stopAll();
       await Promise.all([dw.done, fp.done]);
@@ -85,9 +85,10 @@ export async function runDemo(opts: DemoOptions): Promise<DemoResult> {
     }
     opts.progress?.(`tracing leaky (pid ${target.pid}, ${opts.rounds} rounds of leaks, ~${opts.rounds} s) with memleak --unwind=dwarf and --unwind=fp`);
     target.resume();
-    await within(target.done, opts.rounds * 1000 + 60_000, 'leaky to finish');
+    // hang guards: generous, a loaded host runs the three 5-10x slower
+    await within(target.done, opts.rounds * 1000 + 300_000, 'leaky to finish');
     // each memleak sees the exit, prints its last report, detaches and exits
-    const [d, f] = await within(Promise.all([dw.done, fp.done]), 60_000, 'memleak to exit after the target');
+    const [d, f] = await within(Promise.all([dw.done, fp.done]), 300_000, 'memleak to exit after the target');
     const reports: MlReport[] = [];
     for (const [name, r] of [['dwarf', d], ['fp', f]] as const) {
       const last = parseReports(r.stdout).at(-1);

@@ -345,12 +345,12 @@ export async function startStopped(program: string, args: string[], opts: { wrap
   );
   const pid = child.pid;
   if (pid === undefined) throw new CliError('/bin/sh', 'cannot start the target');
-  const end = Date.now() + 10_000;
+  const end = Date.now() + 60_000; // a hang guard: a loaded host may take seconds to start a shell
   while (procState(pid) !== 'T') {
     if (child.exitCode !== null || child.signalCode !== null) throw new CliError(program, `target exited before it stopped: ${stderr.trim()}`);
     if (Date.now() > end) {
       killChild(child);
-      throw new CliError(program, 'target did not stop within 10 s');
+      throw new CliError(program, 'target did not stop within 60 s');
     }
     await sleep(5);
   }

@@ -166,14 +166,14 @@ t.test('dwunw unwind-pid of a zombie: one line, exit 3; reaped: no such process'
   const parent = startProcess('perl', ['-e', '$| = 1; my $p; $SIG{USR1} = sub { waitpid($p, 0); print "reaped\\n" }; $p = fork; exit 0 unless $p; print "$p\\n"; sleep 1 while 1'], {
     onOutput: (o) => (out = o),
   });
-  await waitFor(() => /^\d+\n/.test(out), 10_000, 'the zombie\'s pid');
+  await waitFor(() => /^\d+\n/.test(out), 60_000, 'the zombie\'s pid');
   const zombie = Number(out.split('\n')[0]);
-  tt.ok(await until(() => !alive(zombie) && existsSync(`/proc/${zombie}`), 10_000), 'the child is a zombie');
+  tt.ok(await until(() => !alive(zombie) && existsSync(`/proc/${zombie}`), 60_000), 'the child is a zombie');
   const r = await dwunw(['unwind-pid', String(zombie)]).done;
   tt.equal(r.status, 3, 'exit 3');
   tt.equal(r.stderr, `dwunw: pid ${zombie} is a zombie: it has exited, no stack is left\n`);
   parent.child.kill('SIGUSR1');
-  await waitFor(() => out.includes('reaped\n'), 10_000, 'the parent to reap the zombie');
+  await waitFor(() => out.includes('reaped\n'), 60_000, 'the parent to reap the zombie');
   parent.child.kill('SIGKILL');
   await parent.done;
   const gone = await dwunw(['unwind-pid', String(zombie)]).done;
@@ -186,7 +186,7 @@ t.test('dwunw unwind-pid of a process traced by another: "pid N is traced by PID
   const target = start(prog, ['sleep', '600000']);
   const pid = target.child.pid!;
   const tracer = start('strace', ['-p', String(pid), '-o', '/dev/null']);
-  const traced = await until(() => /^TracerPid:\s*[1-9]/m.test(readFileSync(`/proc/${pid}/status`, 'utf8')), 10_000);
+  const traced = await until(() => /^TracerPid:\s*[1-9]/m.test(readFileSync(`/proc/${pid}/status`, 'utf8')), 60_000);
   tt.ok(traced, 'strace holds it');
   const r = await dwunw(['unwind-pid', String(pid)]).done;
   tt.equal(r.status, 5, 'exit 5');
@@ -362,7 +362,7 @@ bpfTest('dwunw memleak --json 1 | head -1: exits when head does, the command and
   const r = await sh.done; // the 60 s of the command are never waited for (the timeout kills at 90 s)
   tt.equal(r.signal, null, 'the pipeline ended by itself');
   tt.match(r.stdout, /^\{"time":.*\ndone\n$/, 'head printed one report');
-  tt.ok(await until(() => !spawnSync('pgrep', ['-f', `${prog} sleep 60000`]).stdout.length, 10_000), 'the command is gone');
+  tt.ok(await until(() => !spawnSync('pgrep', ['-f', `${prog} sleep 60000`]).stdout.length, 60_000), 'the command is gone');
 });
 
 bpfTest('SIGTERM: a last report, then exit 0', async (tt) => {
@@ -400,8 +400,8 @@ bpfTest('kill -9 of dwunw memleak: the tracer, the command and the probes gone',
     `the tracer holds ${held.links.length} links, ${held.perfEvents} perf_event fds`);
   process.kill(node, 'SIGKILL');
   await m.done;
-  tt.ok(await until(() => !alive(tracer), 10_000), 'the tracer died with dwunw (PR_SET_PDEATHSIG)');
-  tt.ok(target !== undefined && (await until(() => !alive(target), 10_000)), 'the command too');
+  tt.ok(await until(() => !alive(tracer), 60_000), 'the tracer died with dwunw (PR_SET_PDEATHSIG)');
+  tt.ok(target !== undefined && (await until(() => !alive(target), 60_000)), 'the command too');
   const before = bpftoolLinks();
   if (!before) return requireOrSkip(tt, 'the links gone from bpftool link', 'bpftool link show failed (scripts/ensure-deps installs bpftool)');
   tt.ok(

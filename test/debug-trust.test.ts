@@ -5,7 +5,7 @@
 // (unwind-pid and the profile tool). Under root's own directories, and a sticky world-writable one
 // (/tmp's rule), it is used. nm on the debug file is the oracle for the name.
 import { execFileSync, spawnSync } from 'node:child_process';
-import { chmodSync, chownSync, cpSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
@@ -70,12 +70,15 @@ interface Frame {
   symbol: string | null;
   module: string | null;
 }
-function unwind(pid: number, dir: string): { names: (string | null)[]; stderr: string; status: number | null } {
+function unwind(pid: number, dir: string): { names: (string | null)[]; all: string[]; stderr: string; status: number | null } {
   const e = cliEnv();
   delete e.DEBUGINFOD_URLS;
-  const r = spawnSync(dwunwBin, ['unwind-pid', String(pid), '--json', '--no-debuginfod', '--debug-dir', dir], { cwd: root, env: e, encoding: 'utf8', timeout: 60_000 });
-  const j = JSON.parse(r.stdout || '{"threads":[]}') as { threads: { frames: Frame[] }[] };
-  return { names: (j.threads[0]?.frames ?? []).filter((f) => f.module === prog).map((f) => f.symbol), stderr: r.stderr, status: r.status };
+  const r = spawnSync(dwunwBin, ['unwind-pid', String(pid), '--json', '--no-debuginfod', '--debug-dir', dir], { cwd: root, env: e, encoding: 'utf8', timeout: 180_000 });
+  const j = JSON.parse(r.stdout || '{"threads":[]}') as { threads: { frames: Frame[]; stop?: string }[] };
+  const frames = j.threads[0]?.frames ?? [];
+  // every frame and the stop reason: the diagnostics when a name is missing
+  const all = [...frames.map((f) => `${f.symbol ?? '?'} (${f.module ?? '?'})`), `stop ${j.threads[0]?.stop ?? '?'}`];
+  return { names: frames.filter((f) => f.module === prog).map((f) => f.symbol), all, stderr: r.stderr, status: r.status };
 }
 
 t.test('unwind-pid: the debug file is used from root\'s directories only', async (t) => {
@@ -83,15 +86,26 @@ t.test('unwind-pid: the debug file is used from root\'s directories only', async
   let ready = false;
   const c = start(prog, [], { onOutput: (o) => (ready ||= o.includes('ready')) });
   t.teardown(() => c.child.kill('SIGKILL'));
-  await waitFor(() => ready, 30_000, 'the fixture');
+  await waitFor(() => ready, 120_000, 'the fixture');
   const pid = c.child.pid!;
+  // "ready" is printed before pause(): on a loaded machine the target may still be in fflush or
+  // the PLT's first resolution of pause. Unwind only once it sleeps in pause (x86_64 syscall 34),
+  // so every run sees the same stack. The limit is a hang guard.
+  const inPause = (): boolean => {
+    try {
+      return readFileSync(`/proc/${pid}/syscall`, 'utf8').split(' ')[0] === '34';
+    } catch {
+      return false;
+    }
+  };
+  await waitFor(inPause, 120_000, 'the fixture to sleep in pause');
   for (const [dir, what] of [
     [trusted, 'root-owned 0755'],
     [sticky, 'root-owned 1777 (sticky)'],
   ] as const) {
     const r = unwind(pid, dir);
     t.equal(r.status, 0, `${what}: exit 0`);
-    t.ok(r.names.includes(nmName), `${what}: ${nmName} named (${r.names.join(', ')})`);
+    t.ok(r.names.includes(nmName), `${what}: ${nmName} named (${r.names.join(', ')})`, { frames: r.all });
     t.equal(r.stderr, '', `${what}: nothing on stderr`);
   }
   for (const [dir, why] of [

@@ -69,9 +69,9 @@ async function stoppedLeaky(args: string[]): Promise<{ pid: number; child: Child
       return false;
     }
   };
-  await waitFor(() => stateOf(pid) === 'S' && libc(), 10_000, `leaky (pid ${pid}) to start its delay`);
+  await waitFor(() => stateOf(pid) === 'S' && libc(), 60_000, `leaky (pid ${pid}) to start its delay`);
   process.kill(pid, 'SIGSTOP');
-  await waitFor(() => stateOf(pid) === 'T', 10_000, `leaky (pid ${pid}) to stop`);
+  await waitFor(() => stateOf(pid) === 'T', 60_000, `leaky (pid ${pid}) to stop`);
   return { pid, child: s.child, done: s.done };
 }
 
