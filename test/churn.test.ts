@@ -16,15 +16,28 @@
 //
 // Needs root, the kernel's BTF and BPF: without them skipped with the reason, unless
 // DWUNW_REQUIRE_BPF=1 (CI), which makes that a failure.
-import { readdirSync, readFileSync } from 'node:fs';
+import { readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
-import { bpfUnavailable, root, runSync, skipOrFail, start } from './helpers.js';
+import { bpfUnavailable, cliEnv, root, runSync, skipOrFail, start } from './helpers.js';
 import { type PrEntry, parseProfileJson } from '../lib/profile.js';
 
 const profileBin = join(root, 'build', 'bpf', 'profile');
 const hot = join(root, 'fixtures', 'x86_64', 'build', 'hot');
 const workload = join(root, 'scripts', 'churn-workload');
+/** where the workload writes its one JSON line (CHURN_OUT): on the shared stdout it could land
+ * inside one of profile's long JSON lines */
+const tmpOut = (what: string): string => join(tmpdir(), `dwunw-churn-${process.pid}-${what}.json`);
+const workloadReport = (file: string): { starts?: number; hot?: { pid: number } } => {
+  try {
+    return JSON.parse(readFileSync(file, 'utf8')) as { starts?: number; hot?: { pid: number } };
+  } catch {
+    return {};
+  } finally {
+    rmSync(file, { force: true });
+  }
+};
 const memleakBin = join(root, 'build', 'bpf', 'memleak');
 const forktree = join(root, 'fixtures', 'x86_64', 'build', 'forktree');
 const SECONDS = 40;
@@ -82,8 +95,10 @@ if (why) {
     let tick: NodeJS.Timeout | undefined;
     // the intervals start with the sampling (the header is printed once the BPF programs are in:
     // their load takes seconds on a loaded machine), not with the process
+    const wlOut = tmpOut('dwarf');
     const p = start(profileBin, ['-F', '99', '--json', '--', workload, String(SECONDS)], {
       timeoutMs: (SECONDS + 120) * 1000,
+      env: cliEnv({ CHURN_OUT: wlOut }),
       onOutput: (_out, err) => {
         if (tick || !err.includes('Sampling at')) return;
         tick = setInterval(() => {
@@ -100,7 +115,7 @@ if (why) {
     const out = parseProfileJson(r.stdout);
     const sum = out.summary as unknown as Record<string, any>;
     if (!sum) return void tt.fail('no summary');
-    const wl = JSON.parse(r.stdout.split('\n').find((l) => l.startsWith('{"starts"')) ?? '{}') as { starts?: number; hot?: { pid: number } };
+    const wl = workloadReport(wlOut);
     tt.ok((wl.starts ?? 0) > 100, `the workload started processes: ${wl.starts}`);
 
     // every sample accounted for
@@ -134,8 +149,15 @@ if (why) {
     tt.ok(held.exits >= held.forks * 0.95, `exits applied balance forks: ${held.exits} / ${held.forks}`);
     tt.ok(rss.length >= 9, `RSS sampled ${rss.length} times: ${rss.join(' ')}`);
     if (rss.length >= 9) {
-      const growth = (rss[rss.length - 1]! - rss[1]!) / rss[1]!;
-      tt.ok(growth < 0.02, `RSS growth between the 2nd and the last interval < 2 %: ${(100 * growth).toFixed(2)} % (${rss[1]} -> ${rss[rss.length - 1]} KiB)`);
+      // What still grows is what is kept per process for the final report: its stacks and their
+      // keys (held.stacks, held.keys; issue 29's open item). So the bound is bytes per process
+      // started between the 2nd and the last sample (the samples are SECONDS / 11 apart), below
+      // the 1.2 KiB per exited process measured when issue 29 was filed: a leak of a view, a held
+      // file or a module per process is far more.
+      const grown = (rss[rss.length - 1]! - rss[1]!) * 1024;
+      const started = ((wl.starts ?? 0) * (rss.length - 2)) / 11;
+      const per = started > 0 ? grown / started : Infinity;
+      tt.ok(per < 1024, `RSS growth between the 2nd and the last interval: ${Math.round(per)} bytes per process started (< 1024; ${rss[1]} -> ${rss[rss.length - 1]} KiB, ${Math.round(started)} processes)`);
     }
     tt.ok(mms.length > 0, `pr_mms read ${mms.length} times`);
     for (const m of mms) tt.ok(m.entries <= m.live + 32, `pr_mms entries ${m.entries} <= live processes ${m.live} (+32 in flight)`);
@@ -181,8 +203,10 @@ if (why) {
   // process needs a load from /proc (no `no-proc` fallback), and what the walker holds stays flat.
   t.test('kernel mode: short-lived processes walked in the kernel, entries freed at exit, map memory flat', async (tt) => {
     const KSECONDS = 30;
+    const wlOut = tmpOut('kernel');
     const p = start(profileBin, ['--unwind=kernel', '-F', '99', '--json', `--interval=${KSECONDS / 10}`, '--', workload, String(KSECONDS)], {
       timeoutMs: (KSECONDS + 60) * 1000,
+      env: cliEnv({ CHURN_OUT: wlOut }),
     });
     const live: number[] = [];
     const tick = setInterval(() => live.push(liveProcesses()), (KSECONDS * 1000) / 10);
@@ -197,7 +221,7 @@ if (why) {
     if (!sum) return void tt.fail('no summary');
     const kw = sum.kernel_walk as Record<string, any>;
     if (!kw) return void tt.fail('no kernel_walk in the summary');
-    const wl = JSON.parse(r.stdout.split('\n').find((l) => l.startsWith('{"starts"')) ?? '{}') as { starts?: number; hot?: { pid: number } };
+    const wl = workloadReport(wlOut);
     tt.ok((wl.starts ?? 0) > 100, `the workload started processes: ${wl.starts}`);
     const counted = out.entries.reduce((a, e) => a + e.count, 0);
     tt.equal(counted, sum.samples, `entries add up to the samples: ${counted} of ${sum.samples}`);
