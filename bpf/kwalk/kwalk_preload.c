@@ -13,6 +13,8 @@ void kw_preload_command(struct kw_loader *l, const char *cmd)
 	char line[1300], exe[1024], q[1200], *p, *e;
 	FILE *f;
 
+	/* [vdso]: no file to tell of, so without it every exec would load the process from /proc */
+	kw_preload_vdso(l);
 	/* a -c command line: its program is the first word (sh -c runs it) */
 	snprintf(exe, sizeof(exe), "%s", cmd);
 	exe[strcspn(exe, " \t\n")] = 0;

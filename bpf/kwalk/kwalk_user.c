@@ -841,6 +841,21 @@ static void files_put(struct kw_loader *l, struct kw_umod *um)
 	um->in_files = !bpf_map_update_elem(l->fd_files, &um->fkey, &f, BPF_ANY);
 }
 
+/* A module in use at stamp: its table loaded if it is not, its kw_files entry made. 0, or why it
+ * has no table (DWUNW_ERR_* / a negative errno, or -1). */
+static int mod_ready(struct kw_loader *l, struct kw_umod *um, uint64_t stamp)
+{
+	um->last_use = stamp;
+	if (um->state == 0) {
+		int e = mod_load(l, um, stamp);
+
+		if (e)
+			um->state = e < 0 ? e : -1;
+	}
+	files_put(l, um);
+	return um->state == 1 ? 0 : um->state;
+}
+
 /*
  * The slot of a module by key, added if new. The slots are module identities: a slot's gen is
  * given once, so the mappings entered with it stay valid while its table is evicted and loaded
@@ -907,9 +922,41 @@ static struct kw_uproc **proc_slot(struct kw_loader *l, int pid, int create)
 	return create ? tomb : NULL;
 }
 
+/* [vdso] of pid at start (sz bytes) as a module, keyed by its image (the kernel's: one for every
+ * process of an ABI). 0, or -1 when its memory cannot be read. */
+static int vdso_mod(struct kw_loader *l, int pid, uint64_t start, size_t sz, struct kw_umod **out)
+{
+	char fn[64], key[64];
+	void *img = malloc(sz);
+	struct kw_umod *um;
+	int fd;
+
+	*out = NULL;
+	snprintf(fn, sizeof(fn), "/proc/%d/mem", pid);
+	fd = open(fn, O_RDONLY | O_CLOEXEC);
+	if (!img || fd < 0 || pread(fd, img, sz, (off_t)start) != (ssize_t)sz) {
+		free(img);
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	close(fd);
+	snprintf(key, sizeof(key), "[kw-vdso-%016llx]", (unsigned long long)fnv64(img, sz));
+	um = *out = mod_find_or_add(l, key, "[vdso]");
+	if (um && !um->image) {
+		um->image = img;
+		um->image_size = sz;
+		um->fkey.size = sz;
+		read_segs(um);
+	} else {
+		free(img);
+	}
+	return 0;
+}
+
 int kw_load_pid(struct kw_loader *l, int pid)
 {
-	char fn[64], *text = NULL;
+	char *text = NULL;
 	size_t tlen = 0, nm = 0;
 	struct dwunw_map *maps;
 	struct kw_uproc **slot, *p;
@@ -965,29 +1012,8 @@ int kw_load_pid(struct kw_loader *l, int pid)
 		if (p->nmaps >= KW_MAX_MAPS)
 			break;
 		if (!strcmp(path, "[vdso]")) {
-			size_t sz = end - start;
-			void *img = malloc(sz);
-			int fd;
-
-			snprintf(fn, sizeof(fn), "/proc/%d/mem", pid);
-			fd = open(fn, O_RDONLY | O_CLOEXEC);
-			if (!img || fd < 0 || pread(fd, img, sz, (off_t)start) != (ssize_t)sz) {
-				free(img);
-				if (fd >= 0)
-					close(fd);
+			if (vdso_mod(l, pid, start, end - start, &um))
 				continue;
-			}
-			close(fd);
-			snprintf(key, sizeof(key), "[kw-vdso-%016llx]", (unsigned long long)fnv64(img, sz));
-			um = mod_find_or_add(l, key, "[vdso]");
-			if (um && !um->image) {
-				um->image = img;
-				um->image_size = sz;
-				um->fkey.size = sz;
-				read_segs(um);
-			} else {
-				free(img);
-			}
 		} else if (path[0] == '/') {
 			struct stat st;
 
@@ -1012,13 +1038,7 @@ int kw_load_pid(struct kw_loader *l, int pid)
 		bias = bias_of(um, start, off);
 		if (bias == INT64_MIN)
 			continue;
-		um->last_use = stamp;
-		if (um->state == 0) {
-			int e = mod_load(l, um, stamp);
-			if (e)
-				um->state = e < 0 ? e : -1;
-		}
-		files_put(l, um);
+		mod_ready(l, um, stamp);
 		struct kw_map *km = &p->maps[p->nmaps];
 		km->start = start;
 		km->end = end;
@@ -1060,15 +1080,7 @@ static int mod_of_file(struct kw_loader *l, const char *path, const struct stat 
 		um->fkey.ino = st->st_ino;
 		um->fkey.size = (uint64_t)st->st_size;
 	}
-	um->last_use = ++l->clock;
-	if (um->state == 0) {
-		int e = mod_load(l, um, um->last_use);
-
-		if (e)
-			um->state = e < 0 ? e : -1;
-	}
-	files_put(l, um);
-	return um->state == 1 ? 0 : um->state;
+	return mod_ready(l, um, ++l->clock);
 }
 
 int kw_preload_file(struct kw_loader *l, const char *path)
@@ -1079,6 +1091,31 @@ int kw_preload_file(struct kw_loader *l, const char *path)
 	if (stat(path, &st))
 		return -errno;
 	return mod_of_file(l, path, &st, &um);
+}
+
+int kw_preload_vdso(struct kw_loader *l)
+{
+	char *text = NULL;
+	size_t tlen = 0, nm = 0;
+	struct dwunw_map *maps = NULL;
+	struct kw_umod *um = NULL;
+	int err = -ENOENT;
+
+	if (dwunw_maps_read(getpid(), &text, &tlen) != DWUNW_OK)
+		return -ESRCH;
+	dwunw_maps_parse(text, tlen, NULL, &nm);
+	maps = calloc(nm ? nm : 1, sizeof(*maps));
+	if (maps && !dwunw_maps_parse(text, tlen, maps, &nm))
+		for (size_t i = 0; i < nm; i++)
+			if (!strcmp(maps[i].path, "[vdso]")) {
+				if (vdso_mod(l, getpid(), maps[i].start, maps[i].end - maps[i].start, &um) || !um)
+					break;
+				err = mod_ready(l, um, ++l->clock);
+				break;
+			}
+	free(maps);
+	free(text);
+	return err;
 }
 
 /* m into p's mappings (sorted by start), the ones it overlaps dropped; -1 when full. */

@@ -462,17 +462,27 @@ int ml_exec(void *ctx)
 	return 0;
 }
 
+/* A thread's exit: its pending calls go (a hash delete; whether or not the follow set still
+ * holds the process: its own exit program may run first). The last thread's (whichever it is:
+ * the main thread may go first), in kernel mode: the process's walker entry and tables. */
+#ifdef DWUNW_NO_KERNEL_BTF
 SEC("raw_tp/sched_process_exit")
 int ml_thread_exit(void *ctx)
+#else
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(ml_thread_exit, struct task_struct *task)
+#endif
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 
-	if (!ml_target(pid_tgid))
-		return 0;
-	cap_thread_exit((__u32)pid_tgid);
 #ifdef ML_HAVE_KWALK
-	if (unwind_mode == ML_UNWIND_KERNEL && (__u32)pid_tgid == (__u32)(pid_tgid >> 32))
-		kw_track_exit(ctx, pid_tgid >> 32);
+	__u32 tgid = pid_tgid >> 32;
+
+	/* an entry the BPF side made is freed even when the follow set forgot the process first */
+	if (unwind_mode == ML_UNWIND_KERNEL && task_last_thread(task) &&
+	    (ml_target(pid_tgid) || bpf_map_lookup_elem(&kw_procs, &tgid)))
+		kw_track_exit(ctx, tgid);
 #endif
+	cap_thread_exit((__u32)pid_tgid);
 	return 0;
 }

@@ -166,8 +166,10 @@ int main(int argc, char **argv)
 	ml->skel->rodata->cap_stack_bytes = ml->env.stack_size;
 	ml->skel->rodata->follow_tree = ml->following;
 	ml->skel->rodata->frz_enabled = ml->env.freeze;
-	/* dwarf mode: mapping changes in order with the records (DWUNW_MAPEV=0: off, to compare) */
-	if (ml->env.unwind == ML_UNWIND_DWARF &&
+	/* dwarf mode: mapping changes in order with the records (DWUNW_MAPEV=0: off, to compare);
+	 * kernel mode too: a tree's child is often gone before its events are processed, and its
+	 * walked pcs are named (its fallbacks unwound) through this view, not its /proc maps */
+	if ((ml->env.unwind == ML_UNWIND_DWARF || ml->env.unwind == ML_UNWIND_KERNEL) &&
 	    !(getenv("DWUNW_MAPEV") && !strcmp(getenv("DWUNW_MAPEV"), "0")))
 		ml->fr.maps = mappings_new();
 	ml->skel->rodata->mmap_ev_enabled = ml->fr.maps != NULL;
@@ -219,8 +221,12 @@ int main(int argc, char **argv)
 		ml->kwt.fr = &ml->fr;
 		if (!ml->kwt.l)
 			die("cannot set up the in-kernel walker's tables: %s", strerror(errno));
-		if (ml->following)
+		if (ml->following) {
 			kw_preload_command(ml->kwt.l, ml->env.prog_argv ? ml->env.prog_argv[0] : ml->cmd.what);
+			/* a -c command runs through sh first (its allocations before the exec) */
+			if (!ml->env.prog_argv)
+				kw_preload_command(ml->kwt.l, "/bin/sh");
+		}
 		else
 			kw_track_reload(&ml->kwt, (uint32_t)ml->target_pid, true);
 		err = kw_track_attach(&ml->kwt, ml->skel->obj);

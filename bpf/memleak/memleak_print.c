@@ -49,9 +49,16 @@ void ml_print_kwalk(const struct memleak_ctx *ml, bool json)
 			}
 		printf("},\"table_loads\":%" PRIu64 ",\"mmaps\":%" PRIu64 ",\"mmaps_lost\":%" PRIu64
 		       ",\"exits\":%" PRIu64 ",\"map_bytes\":%" PRIu64 ",\"table_bytes\":%" PRIu64
-		       ",\"modules\":%" PRIu64 ",\"evictions\":%" PRIu64 "}",
+		       ",\"modules\":%" PRIu64 ",\"evictions\":%" PRIu64,
 		       ml->kwt.loads, ml->kwt.mmaps, tc[KW_TC_LOST], ml->kwt.exits, ks.map_bytes, ks.table_bytes,
 		       ks.modules, ks.evictions);
+		/* the BPF side's process entries (kwalk_procmap.bpf.h): made at exec and fork, freed
+		 * at the last thread's exit; procs is what kw_procs holds now */
+		printf(",\"procs\":%" PRIu64 ",\"bpf_entries\":{\"exec\":%" PRIu64 ",\"fork\":%" PRIu64
+		       ",\"mmap\":%" PRIu64 ",\"unknown_file\":%" PRIu64 ",\"not_made\":%" PRIu64
+		       ",\"freed\":%" PRIu64 ",\"files_told\":%" PRIu64 ",\"files_not_found\":%" PRIu64 "}}",
+		       ks.procs, tc[KW_TC_PM_EXEC], tc[KW_TC_PM_FORK], tc[KW_TC_PM_ADD], tc[KW_TC_PM_MISS],
+		       tc[KW_TC_PM_FULL], tc[KW_TC_PM_EXIT], ml->kwt.files, ml->kwt.files_stale);
 		return;
 	}
 	printf("kernel walker: %" PRIu64 " events, %.1f%% fell back to the snapshot", ml->kws.events, pct);

@@ -64,8 +64,12 @@ void ml_start_command(struct memleak_ctx *ml)
 	if (simple_command(ml->env.command) && asprintf(&script, "exec %s", ml->env.command) < 0)
 		die("out of memory");
 	command_start(&ml->cmd, NULL, script ? script : ml->env.command);
-	ml->cmd.what = prog ? prog : ml->env.command;
-	/* script stays allocated: the child has its own copy, and it is small */
+	/* prog points into word, gone with this frame: the preload of the walker's tables
+	 * (kw_preload_command) reads the name after we return */
+	ml->cmd.what = prog ? strdup(prog) : NULL;
+	if (!ml->cmd.what)
+		ml->cmd.what = ml->env.command;
+	/* script and what stay allocated: the child has its own copy, and they are small */
 }
 
 /*
