@@ -163,39 +163,68 @@ if (why) {
     for (const m of mms) tt.ok(m.entries <= m.live + 32, `pr_mms entries ${m.entries} <= live processes ${m.live} (+32 in flight)`);
   });
 
-  t.test('memleak -c: a forking tree of 1,000 short-lived children, their blocks kept, their state freed', async (tt) => {
-    const CHILDREN = 1000;
-    const BATCH = 16; // children alive at once (forktree's second argument)
-    // dwarf mode: its view of each child follows the tree's fork/exit records (memleak's kernel
-    // mode, the default, keeps no view: a child gone before its fallback is processed stops there)
-    const r = await start(memleakBin, ['--unwind=dwarf', '--json', '-o', '0', '-T', '100000', '-c', `${forktree} ${CHILDREN} ${BATCH}`, '1'], { timeoutMs: 120_000 }).done;
-    tt.equal(r.status, 0, `exit status 0 ${r.stderr.slice(-800)}`);
-    interface Frame { symbol: string | null }
-    interface Stack { pid?: number; allocations: number; bytes: number; frames: Frame[]; complete: boolean | null; stop?: string }
-    interface Report { stacks: Stack[]; maps?: { forks: number; forgotten: number; held: { processes: number; files: number } } }
-    const reps = r.stdout.split('\n').filter((l) => l.startsWith('{"time"')).map((l) => JSON.parse(l) as Report);
-    const ft = JSON.parse(r.stdout.split('\n').find((l) => l.startsWith('{"children"')) ?? '{}') as { children?: number; block?: number };
-    tt.equal(ft.children, CHILDREN, 'forktree forked and reaped every child');
-    const last = reps[reps.length - 1];
-    if (!last) return void tt.fail('no report');
-    // every child's block, under its own pid, with its chain (ft_leak <- ft_child <- ft_spawn <- main)
-    const blocks = last.stacks.filter((s) => s.allocations && s.bytes === s.allocations * ft.block!);
-    const n = blocks.reduce((a, s) => a + s.allocations, 0);
-    tt.equal(n, CHILDREN, `${CHILDREN} blocks of ${ft.block} bytes kept`);
-    tt.equal(new Set(blocks.map((s) => s.pid)).size, CHILDREN, 'under their own pids');
-    const chain = ['ft_leak', 'ft_child', 'ft_spawn', 'main'];
-    const good = blocks.filter((s) => s.complete && chain.every((c, i) => s.frames.map((f) => f.symbol)[s.frames.findIndex((f) => f.symbol === 'ft_leak') + i] === c));
-    const stops = blocks.filter((s) => !good.includes(s)).map((s) => s.stop);
-    tt.ok(good.reduce((a, s) => a + s.allocations, 0) >= CHILDREN * 0.95, `>= 95 % complete through ${chain.join(' <- ')}: ${good.length}; others: ${JSON.stringify(stops.slice(0, 10))}`);
-    // per-child state: made at each fork, freed at each exit; never more than the live children held
-    tt.ok(last.maps, 'the maps summary');
-    tt.ok(last.maps!.forks >= CHILDREN, `views forked: ${last.maps!.forks}`);
-    tt.ok(last.maps!.forgotten >= CHILDREN, `views freed: ${last.maps!.forgotten}`);
-    for (const [i, rep] of reps.entries())
-      tt.ok(rep.maps && rep.maps.held.processes <= BATCH + 2, `report ${i}: ${rep.maps?.held.processes} views held (<= ${BATCH} children alive + the parent)`);
-    tt.equal(last.maps!.held.processes, 0, 'held processes back to the baseline at the end (the tree is gone)');
-    tt.equal(last.maps!.held.files, 0, 'no file held open');
-  });
+  // memleak's default mode (auto: the in-kernel walker here) and dwarf mode. forktree's 1,000
+  // children take ~4 s under memleak (1,000 forks, one walk each); a mode's run is bounded at 120 s.
+  for (const mode of ['default', 'dwarf'] as const)
+    t.test(`memleak -c (${mode} mode): a forking tree of 1,000 short-lived children, their blocks kept, their state freed`, async (tt) => {
+      const CHILDREN = 1000;
+      const BATCH = 16; // children alive at once (forktree's second argument)
+      // dwarf mode: its view of each child follows the tree's fork/exit records. Kernel mode: the
+      // BPF side gives each child its parent's walker entry at fork (before its first allocation)
+      // and frees it at its last thread's exit; its pcs are named through the same view.
+      const flags = mode === 'dwarf' ? ['--unwind=dwarf'] : [];
+      const r = await start(memleakBin, [...flags, '--json', '-o', '0', '-T', '100000', '-c', `${forktree} ${CHILDREN} ${BATCH}`, '1'], { timeoutMs: 120_000 }).done;
+      tt.equal(r.status, 0, `exit status 0 ${r.stderr.slice(-800)}`);
+      interface Frame { symbol: string | null; origin?: string }
+      interface Stack { pid?: number; allocations: number; bytes: number; frames: Frame[]; complete: boolean | null; stop?: string }
+      interface Report {
+        unwind_mode: string;
+        stacks: Stack[];
+        maps?: { forks: number; forgotten: number; held: { processes: number; files: number } };
+        kernel_walk?: { events: number; from_kernel: number; fallback: number; by_status: Record<string, number>; procs: number; bpf_entries: Record<string, number> };
+      }
+      const reps = r.stdout.split('\n').filter((l) => l.startsWith('{"time"')).map((l) => JSON.parse(l) as Report);
+      const ft = JSON.parse(r.stdout.split('\n').find((l) => l.startsWith('{"children"')) ?? '{}') as { children?: number; block?: number };
+      tt.equal(ft.children, CHILDREN, 'forktree forked and reaped every child');
+      const last = reps[reps.length - 1];
+      if (!last) return void tt.fail('no report');
+      tt.equal(last.unwind_mode, mode === 'dwarf' ? 'dwarf' : 'kernel', `unwind mode ${last.unwind_mode}`);
+      // every child's block, under its own pid, with its chain (ft_leak <- ft_child <- ft_spawn <- main)
+      const blocks = last.stacks.filter((s) => s.allocations && s.bytes === s.allocations * ft.block!);
+      const n = blocks.reduce((a, s) => a + s.allocations, 0);
+      tt.equal(n, CHILDREN, `${CHILDREN} blocks of ${ft.block} bytes kept`);
+      tt.equal(new Set(blocks.map((s) => s.pid)).size, CHILDREN, 'under their own pids');
+      const chain = ['ft_leak', 'ft_child', 'ft_spawn', 'main'];
+      const good = blocks.filter((s) => s.complete && chain.every((c, i) => s.frames.map((f) => f.symbol)[s.frames.findIndex((f) => f.symbol === 'ft_leak') + i] === c));
+      const stops = blocks.filter((s) => !good.includes(s)).map((s) => s.stop);
+      tt.ok(good.reduce((a, s) => a + s.allocations, 0) >= CHILDREN * 0.95, `>= 95 % complete through ${chain.join(' <- ')}: ${good.length}; others: ${JSON.stringify(stops.slice(0, 10))}`);
+      // per-child state: made at each fork, freed at each exit; never more than the live children held
+      tt.ok(last.maps, 'the maps summary');
+      tt.ok(last.maps!.forks >= CHILDREN, `views forked: ${last.maps!.forks}`);
+      tt.ok(last.maps!.forgotten >= CHILDREN, `views freed: ${last.maps!.forgotten}`);
+      for (const [i, rep] of reps.entries())
+        tt.ok(rep.maps && rep.maps.held.processes <= BATCH + 2, `report ${i}: ${rep.maps?.held.processes} views held (<= ${BATCH} children alive + the parent)`);
+      tt.equal(last.maps!.held.processes, 0, 'held processes back to the baseline at the end (the tree is gone)');
+      tt.equal(last.maps!.held.files, 0, 'no file held open');
+      if (mode === 'dwarf') return;
+
+      // kernel mode: every event accounted for, walked or fallen back under a reason (a fallback
+      // is unwound from its snapshot through the view: its frames say so)
+      const kw = last.kernel_walk;
+      if (!kw) return void tt.fail('no kernel_walk in the report');
+      const byReason = Object.values(kw.by_status).reduce((a, v) => a + v, 0);
+      tt.equal(byReason, kw.events, `walker events by reason add up: ${JSON.stringify(kw.by_status)}`);
+      tt.equal(kw.from_kernel + kw.fallback, kw.events, `walked ${kw.from_kernel} + fell back ${kw.fallback} = ${kw.events} events`);
+      tt.ok(kw.events >= CHILDREN, `an event per child at least: ${kw.events}`);
+      const walked = good.filter((s) => s.frames.every((f) => f.origin === 'kernel-walk')).length;
+      tt.pass(`children's blocks walked in the kernel: ${walked} of ${good.length} complete (fallbacks ${JSON.stringify(kw.by_status)})`);
+      // the walker's entries: one per child at fork, each freed at its exit, none held at the end
+      const be = kw.bpf_entries;
+      tt.ok(be.fork >= CHILDREN, `entries copied to the children at fork: ${be.fork}`);
+      tt.equal(be.not_made, 0, 'no entry left unmade (kw_procs full)');
+      tt.ok(be.freed >= be.fork, `entries freed at exit: ${be.freed} (made at fork ${be.fork}, at exec ${be.exec})`);
+      tt.equal(kw.procs, 0, 'no walker entry held at the end (the tree is gone)');
+    });
 
   // ---- kernel mode (--unwind=kernel): helper kchurn's part (the in-kernel walker's side) ----------
   // The walker's process entries are made by the BPF side at exec and fork, merged at mmap and

@@ -140,7 +140,8 @@ struct kw_file {
 
 struct kw_proc {
 	__u32 nmaps;
-	__u32 pad;
+	__u32 image;               /* which exec the mappings are of (the BPF side numbers them;
+	                            * a fork's copy keeps its parent's; 0: loaded from /proc) */
 	struct kw_map maps[KW_MAX_MAPS];
 };
 

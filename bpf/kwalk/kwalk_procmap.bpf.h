@@ -16,6 +16,7 @@
 #define DWUNW_KWALK_PROCMAP_BPF_H
 
 const volatile __u32 kw_pm_enabled = 0;      /* set by the tool before load (kw_track_prepare) */
+__u32 kw_pm_images = 0;                      /* execs numbered (struct kw_proc.image) */
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -82,7 +83,7 @@ struct {
 } kw_told SEC(".maps");
 
 /* Tell user space of a file kw_files does not hold: its identity, mapping and path. */
-static __always_inline void kw_pm_tell_file(void *ctx, __u32 tgid, const struct kw_pm_vma *v)
+static __always_inline void kw_pm_tell_file(void *ctx, __u32 tgid, __u32 image, const struct kw_pm_vma *v)
 {
 	struct kw_file_rec *r = bpf_map_lookup_elem(&kw_pm_filerec, &kw_zero_key);
 	struct dentry *d = (struct dentry *)v->dentry, *names[KW_PATH_DEPTH];
@@ -97,6 +98,7 @@ static __always_inline void kw_pm_tell_file(void *ctx, __u32 tgid, const struct 
 	r->h.kind = KW_KIND_FILE;
 	r->h.hdr_size = sizeof(*r);
 	r->pid = tgid;
+	r->image = image;
 	r->start = v->start;
 	r->end = v->end;
 	r->pgoff = v->pgoff;
@@ -139,9 +141,10 @@ static __always_inline void kw_pm_tell_file(void *ctx, __u32 tgid, const struct 
 }
 
 /* The mapping at addr of the current task as a kw_map: 1; 0 when it is not an executable file
- * mapping of a known module (*miss: a file kw_files does not hold, told to user space). */
-static __always_inline int kw_pm_map_at(void *ctx, __u32 tgid, struct task_struct *task, __u64 addr, int vdso,
-					struct kw_map *out, int *miss)
+ * mapping of a known module (*miss: a file kw_files does not hold, told to user space for the
+ * entry of that image). */
+static __always_inline int kw_pm_map_at(void *ctx, __u32 tgid, __u32 image, struct task_struct *task, __u64 addr,
+					int vdso, struct kw_map *out, int *miss)
 {
 	struct kw_pm_vma v = {};
 	struct kw_file *f;
@@ -161,7 +164,7 @@ static __always_inline int kw_pm_map_at(void *ctx, __u32 tgid, struct task_struc
 		/* 1: told with its path; 2: no path ([vdso]): user space loads the process */
 		*miss |= v.dentry ? 1 : 2;
 		if (v.dentry)
-			kw_pm_tell_file(ctx, tgid, &v);
+			kw_pm_tell_file(ctx, tgid, image, &v);
 		return 0;
 	}
 	off = v.pgoff << 12;
@@ -242,7 +245,7 @@ static __always_inline int kw_pm_mmap(void *ctx, __u64 addr, __u32 tgid)
 	p = bpf_map_lookup_elem(&kw_procs, &tgid);
 	if (!p)
 		return 0;
-	if (!kw_pm_map_at(ctx, tgid, bpf_get_current_task_btf(), addr, 0, &m, &miss)) {
+	if (!kw_pm_map_at(ctx, tgid, p->image, bpf_get_current_task_btf(), addr, 0, &m, &miss)) {
 		if (miss)
 			kw_track_count(KW_TC_PM_MISS);
 		return miss & 2 ? 0 : 1;
@@ -250,6 +253,7 @@ static __always_inline int kw_pm_mmap(void *ctx, __u64 addr, __u32 tgid)
 	s = bpf_map_lookup_elem(&kw_pm_scratch, &kw_zero_key);
 	if (!s)
 		return 0;
+	s->image = p->image;
 	if (kw_pm_merge(s, p, &m) || bpf_map_update_elem(&kw_procs, &tgid, s, BPF_EXIST)) {
 		kw_track_count(KW_TC_PM_FULL);
 		return 0;
@@ -277,9 +281,13 @@ static __always_inline int kw_pm_exec(void *ctx, struct task_struct *task, __u32
 	struct pt_regs *regs;
 	struct mm_struct *mm;
 	int miss = 0, n = 0;
+	__u32 image;
 
 	if (!kw_pm_enabled)
 		return 0;
+	image = __sync_fetch_and_add(&kw_pm_images, 1) + 1;
+	if (!image) /* 0 is user space's */
+		image = __sync_fetch_and_add(&kw_pm_images, 1) + 1;
 	s = bpf_map_lookup_elem(&kw_pm_scratch, &kw_zero_key);
 	mm = BPF_CORE_READ(task, mm);
 	if (!s || !mm)
@@ -287,12 +295,12 @@ static __always_inline int kw_pm_exec(void *ctx, struct task_struct *task, __u32
 	regs = (struct pt_regs *)bpf_task_pt_regs(task);
 	/* the executable's text (start_code lies in its executable segment), the entry point
 	 * (the interpreter's, or the executable's again), [vdso] */
-	if (kw_pm_map_at(ctx, tgid, task, BPF_CORE_READ(mm, start_code), 0, &m[0], &miss))
+	if (kw_pm_map_at(ctx, tgid, image, task, BPF_CORE_READ(mm, start_code), 0, &m[0], &miss))
 		n = 1;
-	if (kw_pm_map_at(ctx, tgid, task, PT_REGS_IP_CORE(regs), 0, &m[1], &miss) &&
+	if (kw_pm_map_at(ctx, tgid, image, task, PT_REGS_IP_CORE(regs), 0, &m[1], &miss) &&
 	    (!n || m[1].start != m[0].start))
 		n |= 2;
-	if (kw_pm_map_at(ctx, tgid, task, (__u64)BPF_CORE_READ(mm, context.vdso), 1, &m[2], &miss))
+	if (kw_pm_map_at(ctx, tgid, image, task, (__u64)BPF_CORE_READ(mm, context.vdso), 1, &m[2], &miss))
 		n |= 4;
 	/* unused ones sort last */
 	if (!(n & 1))
@@ -305,6 +313,7 @@ static __always_inline int kw_pm_exec(void *ctx, struct task_struct *task, __u32
 	kw_pm_swap(&m[1], &m[2]);
 	kw_pm_swap(&m[0], &m[1]);
 	s->nmaps = 0;
+	s->image = image;
 	for (int i = 0; i < 3; i++) {
 		if (m[i].start == ~0ull)
 			break;

@@ -106,7 +106,7 @@ static void on_file(struct kw_track *t, const struct kw_file_rec *r)
 		return; /* the next process mapping it tells again */
 	memcpy(path, r->path, sizeof(path));
 	path[r->pathlen < KW_PATH_MAX ? r->pathlen : KW_PATH_MAX - 1] = 0;
-	err = kw_enter_file(t->l, (int)r->pid, path, &fk, r->start, r->end, r->pgoff << 12);
+	err = kw_enter_file(t->l, (int)r->pid, r->image, path, &fk, r->start, r->end, r->pgoff << 12);
 	t->load_ns += mono_ns() - now;
 	t->tokens -= (int64_t)(mono_ns() - now);
 	if (err == -ESTALE || err == -ENOENT) {

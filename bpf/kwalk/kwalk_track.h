@@ -35,7 +35,8 @@ struct kw_track_rec {
 /*
  * A file the BPF side could not enter (kwalk_procmap.bpf.h): its identity, the mapping, and its
  * path as the dentries give it (up to its mount's root). User space loads it by that path once
- * stat shows the same identity, and enters the mapping, with no read of /proc/PID/maps; else it
+ * stat shows the same identity, and enters the mapping, with no read of /proc/PID/maps, unless the
+ * process exec'd since (the entry's image changed: the mapping was the old program's); else it
  * loads the process the old way.
  */
 #define KW_PATH_MAX 512                /* the BPF side writes up to 383 bytes */
@@ -43,6 +44,8 @@ struct kw_file_rec {
 	struct cap_rec_hdr h;
 	__u32 pid;
 	__u32 pathlen;                     /* bytes of path used (no NUL) */
+	__u32 image;                       /* the entry's image when told (struct kw_proc.image) */
+	__u32 pad;
 	__u64 start, end, pgoff;           /* the mapping (pages of the file from pgoff) */
 	__u64 dev, ino, size;              /* struct kw_file_key (kwalk_format.h) */
 	char path[KW_PATH_MAX];

@@ -954,6 +954,18 @@ static int vdso_mod(struct kw_loader *l, int pid, uint64_t start, size_t sz, str
 	return 0;
 }
 
+/* The image of pid's kernel entry (struct kw_proc.image), -1 when it has none. */
+static int64_t entry_image(struct kw_loader *l, int pid)
+{
+	struct kw_proc *kp = malloc(sizeof(*kp));
+	int64_t image = -1;
+
+	if (kp && !bpf_map_lookup_elem(l->fd_procs, &pid, kp))
+		image = kp->image;
+	free(kp);
+	return image;
+}
+
 int kw_load_pid(struct kw_loader *l, int pid)
 {
 	char *text = NULL;
@@ -962,6 +974,8 @@ int kw_load_pid(struct kw_loader *l, int pid)
 	struct kw_uproc **slot, *p;
 	struct kw_proc *kp;
 	uint64_t h, stamp = ++l->clock;
+	/* the BPF side makes entries at exec: one made while the maps were read stands */
+	int64_t image = l->bpf_procs ? entry_image(l, pid) : -1;
 	int err = 0;
 
 	switch (dwunw_maps_read(pid, &text, &tlen)) {
@@ -1054,8 +1068,11 @@ int kw_load_pid(struct kw_loader *l, int pid)
 	if (!kp)
 		return -ENOMEM;
 	kp->nmaps = p->nmaps;
+	kp->image = image > 0 ? (uint32_t)image : 0;
 	memcpy(kp->maps, p->maps, sizeof(kp->maps)); /* /proc/PID/maps is sorted by address */
-	if (bpf_map_update_elem(l->fd_procs, &pid, kp, BPF_ANY))
+	if (l->bpf_procs && entry_image(l, pid) != image) {
+		/* exec'd (or exited) meanwhile: what was read may be the old program's */
+	} else if (bpf_map_update_elem(l->fd_procs, &pid, kp, BPF_ANY))
 		err = -errno;
 	free(kp);
 	return err;
@@ -1149,8 +1166,8 @@ static int procs_merge(struct kw_proc *p, const struct kw_map *m)
 	return 0;
 }
 
-int kw_enter_file(struct kw_loader *l, int pid, const char *path, const struct kw_file_key *fk, uint64_t start,
-		  uint64_t end, uint64_t off)
+int kw_enter_file(struct kw_loader *l, int pid, uint32_t image, const char *path, const struct kw_file_key *fk,
+		  uint64_t start, uint64_t end, uint64_t off)
 {
 	struct stat st;
 	struct kw_umod *um;
@@ -1175,7 +1192,9 @@ int kw_enter_file(struct kw_loader *l, int pid, const char *path, const struct k
 	if (!kp)
 		return -ENOMEM;
 	err = 0;
-	if (!bpf_map_lookup_elem(l->fd_procs, &pid, kp)) {
+	/* an entry of a later image (the process exec'd since the tell) keeps its own mappings: the
+	 * told one was the old program's and may overlap the new one's */
+	if (!bpf_map_lookup_elem(l->fd_procs, &pid, kp) && kp->image == image) {
 		struct kw_map m = { .start = start, .end = end, .bias = (uint64_t)bias, .mod = um->slot, .gen = um->gen };
 
 		if (procs_merge(kp, &m) || bpf_map_update_elem(l->fd_procs, &pid, kp, BPF_EXIST))

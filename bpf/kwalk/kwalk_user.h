@@ -74,10 +74,11 @@ int kw_preload_vdso(struct kw_loader *l);
  * only its own record of a process at exec and exit, and counts the kernel's entries. */
 void kw_loader_bpf_procs(struct kw_loader *l, int on);
 /* A file the BPF side told of (kwalk_track.h's kw_file_rec): loaded by path when stat shows the
- * identity fk, and pid's mapping [start, end) at file offset off entered in its kernel entry.
- * 0, or a negative errno (-ESTALE: the path names another file; load the process instead). */
-int kw_enter_file(struct kw_loader *l, int pid, const char *path, const struct kw_file_key *fk, uint64_t start,
-		  uint64_t end, uint64_t off);
+ * identity fk, and pid's mapping [start, end) at file offset off entered in its kernel entry if
+ * that is still of image (struct kw_proc.image: not after an exec). 0, or a negative errno
+ * (-ESTALE: the path names another file; load the process instead). */
+int kw_enter_file(struct kw_loader *l, int pid, uint32_t image, const char *path, const struct kw_file_key *fk,
+		  uint64_t start, uint64_t end, uint64_t off);
 /* The process exited: drop its entry (its modules stay cached until evicted). */
 void kw_forget_pid(struct kw_loader *l, int pid);
 /* Should an event with this status make user space reload the process? */
