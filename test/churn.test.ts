@@ -40,6 +40,7 @@ const workloadReport = (file: string): { starts?: number; hot?: { pid: number } 
 };
 const memleakBin = join(root, 'build', 'bpf', 'memleak');
 const forktree = join(root, 'fixtures', 'x86_64', 'build', 'forktree');
+const lastthread = join(root, 'fixtures', 'x86_64', 'build', 'lastthread');
 const SECONDS = 40;
 /** the workload's programs (comm), each with a known chain */
 const WORKLOAD = new Set(['hot', 'true', 'sh', 'churn-workload']);
@@ -85,6 +86,7 @@ const why = bpfUnavailable('profile needs CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE',
   [hot, 'make fixtures'],
   [memleakBin, 'make bpf'],
   [forktree, 'make fixtures'],
+  [lastthread, 'make fixtures'],
 ]);
 if (why) {
   skipOrFail(t, why, 'churn tests skipped');
@@ -225,6 +227,29 @@ if (why) {
       tt.ok(be.freed >= be.fork, `entries freed at exit: ${be.freed} (made at fork ${be.fork}, at exec ${be.exec})`);
       tt.equal(kw.procs, 0, 'no walker entry held at the end (the tree is gone)');
     });
+
+  // The walker's entry lives until the process's *last* thread exits: lastthread's main thread
+  // leaves first (pthread_exit), its worker then leaks 50 blocks. Freed at the main thread's exit
+  // (before), the worker's walks all fell back (no-proc) and its blocks were lost.
+  t.test('memleak (default mode): the main thread leaves first, the worker\'s allocations still walked in the kernel', async (tt) => {
+    const r = await start(memleakBin, ['--json', '-o', '0', '-T', '100000', '-c', lastthread, '1'], { timeoutMs: 60_000 }).done;
+    tt.equal(r.status, 0, `exit status 0 ${r.stderr.slice(-800)}`);
+    const lt = JSON.parse(r.stdout.split('\n').find((l) => l.startsWith('{"blocks"')) ?? '{}') as { blocks?: number; block?: number; main_gone?: boolean };
+    tt.equal(lt.main_gone, true, 'the worker allocated after the main thread was gone');
+    interface Stack { allocations: number; bytes: number; complete: boolean | null; frames: { symbol: string | null; origin?: string }[] }
+    const reps = r.stdout.split('\n').filter((l) => l.startsWith('{"time"')).map((l) => JSON.parse(l) as { stacks: Stack[]; kernel_walk?: { events: number; from_kernel: number; by_status: Record<string, number>; procs: number; bpf_entries: Record<string, number> } });
+    const last = reps[reps.length - 1];
+    if (!last?.kernel_walk) return void tt.fail('no report with kernel_walk');
+    const mine = last.stacks.filter((s) => s.allocations && s.bytes === s.allocations * lt.block!);
+    const chain = ['lt_leak', 'lt_worker', 'start_thread'];
+    const walked = mine.filter((s) => s.complete && chain.every((c, i) => s.frames[i]?.symbol === c) && s.frames.every((f) => f.origin === 'kernel-walk'));
+    tt.equal(walked.reduce((a, s) => a + s.allocations, 0), lt.blocks, `${lt.blocks} blocks walked in the kernel through ${chain.join(' <- ')}: ${JSON.stringify(mine.map((s) => [s.allocations, s.frames.map((f) => f.symbol)]))}`);
+    const kw = last.kernel_walk;
+    tt.equal(Object.values(kw.by_status).reduce((a, v) => a + v, 0), kw.events, `events by reason add up: ${JSON.stringify(kw.by_status)}`);
+    tt.notOk(kw.by_status['no-proc'], 'no walk without its process entry');
+    tt.ok(kw.bpf_entries.freed >= 1, `the entry freed at the last thread's exit (freed ${kw.bpf_entries.freed})`);
+    tt.equal(kw.procs, 0, 'no walker entry held at the end');
+  });
 
   // ---- kernel mode (--unwind=kernel): helper kchurn's part (the in-kernel walker's side) ----------
   // The walker's process entries are made by the BPF side at exec and fork, merged at mmap and
