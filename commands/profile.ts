@@ -105,10 +105,13 @@ export async function profile(args: string[]): Promise<void> {
     run = [...head, '--json', ...(eo ? [`--interval=${eo.intervalS}`] : []), ...(dd < 0 ? [] : run.slice(dd))];
   }
   // the output, line by line: with --export every interval is handed over as it ends; what
-  // follows the last interval line is the run's report (totals, folded lines, summary)
+  // follows the last interval line is the run's report (folded lines, summary: profile drops an
+  // interval's keys once it is printed). --pprof/--html want the whole run: the intervals' entries
+  // are kept for them (only then: memory that grows with the run's stacks)
   let lines: string[] = [];
+  const keepEntries = sp.pprof !== undefined || sp.html !== undefined;
   const onLine = (l: string) => {
-    if (exp && l.startsWith('{"interval":')) lines = [];
+    if (exp && l.startsWith('{"interval":')) lines = keepEntries ? lines.filter((x) => x.startsWith('{"pid":')) : [];
     else lines.push(l);
     if (!exp || !l.startsWith('{')) return; // the profiled command's own output on the same stdout
     try {
@@ -137,6 +140,6 @@ export async function profile(args: string[]): Promise<void> {
     process.stderr.write(`profile: wrote ${sp.html} (flame graph)\n`);
   }
   if (exportStats) lines.push(JSON.stringify({ export: { intervals: exp!.intervals, destinations: exportStats } }));
-  if (sp.json) process.stdout.write(lines.map((l) => `${l}\n`).join(''));
+  if (sp.json) process.stdout.write(lines.filter((l) => !exp || !keepEntries || !l.startsWith('{"pid":')).map((l) => `${l}\n`).join(''));
   else if (sp.folded) process.stdout.write(out.folded.map((l) => `${l.folded} ${l.count}\n`).join(''));
 }

@@ -7,8 +7,10 @@
 //    through hot's own chains (the chains hot reports measuring);
 //  - samples inside execve are unwound against the old image, or lost under a reason that names why;
 //  - what profile holds per process is freed at its exit: at the end the views, held files and
-//    address spaces are those of the few live processes, forks and exits applied balance; its RSS
-//    (/proc/PID/status) grows < 2 % between the second and the last of 10 intervals; the BPF side's
+//    address spaces are those of the few live processes, forks and exits applied balance; with
+//    --interval each interval's keys are dropped once printed and the stacks of processes gone
+//    freed (profile's own figures: user stacks held <= the keys of this interval and the last);
+//    its RSS (/proc/PID/status) grows < 2 % between the 2nd and the 10th interval; the BPF side's
 //    per-process map (pr_mms) holds no more entries than there are live processes.
 //  - kernel mode (--unwind=kernel): the BPF side makes, merges and frees the walker's process entries
 //    (no no-proc fallback, entries freed at exit, map memory flat over 10 intervals), >= 95 % of the
@@ -92,33 +94,38 @@ if (why) {
   skipOrFail(t, why, 'churn tests skipped');
 } else {
   t.test('dwarf: short-lived processes unwound, every sample accounted for, memory flat', async (tt) => {
+    // --interval: each interval's keys are printed, then dropped with the stacks of the processes
+    // gone (profile_reset.c); the RSS is read as each interval line comes
+    // 13 intervals in the run: the 10th ends well before the workload (the last, partial one is
+    // printed as profile exits, when its RSS may be gone)
+    const IVAL = 3;
     const rss: number[] = [];
     const mms: { entries: number; live: number }[] = [];
-    let tick: NodeJS.Timeout | undefined;
-    // the intervals start with the sampling (the header is printed once the BPF programs are in:
-    // their load takes seconds on a loaded machine), not with the process
+    let cursor = 0;
     const wlOut = tmpOut('dwarf');
-    const p = start(profileBin, ['-F', '99', '--json', '--', workload, String(SECONDS)], {
+    const p = start(profileBin, ['-F', '99', '--json', `--interval=${IVAL}`, '--', workload, String(SECONDS)], {
       timeoutMs: (SECONDS + 120) * 1000,
       env: cliEnv({ CHURN_OUT: wlOut }),
-      onOutput: (_out, err) => {
-        if (tick || !err.includes('Sampling at')) return;
-        tick = setInterval(() => {
+      onOutput: (out) => {
+        for (let i = out.indexOf('{"interval":', cursor); i >= 0; i = out.indexOf('{"interval":', cursor)) {
+          cursor = i + 1;
           const r = rssKib(p.child.pid!);
           if (r !== null) rss.push(r);
           const e = prMmsEntries();
           if (e !== null) mms.push({ entries: e, live: liveProcesses() });
-        }, (SECONDS * 1000) / 11); // 10 intervals inside the run, whatever the start lag
+        }
       },
     });
     const r = await p.done;
-    clearInterval(tick);
     tt.equal(r.status, 0, `exit status 0 ${r.stderr.slice(-1500)}`);
+    // the entries come per interval (each interval's own counts), the summary at the end
     const out = parseProfileJson(r.stdout);
     const sum = out.summary as unknown as Record<string, any>;
     if (!sum) return void tt.fail('no summary');
+    const ivs = r.stdout.split('\n').filter((l) => l.startsWith('{"interval"')).map((l) => (JSON.parse(l) as { interval: { samples: number; keys: number; held: Record<string, number> } }).interval);
     const wl = workloadReport(wlOut);
     tt.ok((wl.starts ?? 0) > 100, `the workload started processes: ${wl.starts}`);
+    tt.equal(ivs.reduce((a, iv) => a + iv.samples, 0), sum.samples, 'the intervals add up to the samples');
 
     // every sample accounted for
     const counted = out.entries.reduce((a, e) => a + e.count, 0);
@@ -149,17 +156,21 @@ if (why) {
     tt.ok(held, 'the summary says what is held');
     tt.ok(held.processes <= 16 && held.files <= 64, `held at the end: ${JSON.stringify(held)}`);
     tt.ok(held.exits >= held.forks * 0.95, `exits applied balance forks: ${held.exits} / ${held.forks}`);
-    tt.ok(rss.length >= 9, `RSS sampled ${rss.length} times: ${rss.join(' ')}`);
-    if (rss.length >= 9) {
-      // What still grows is what is kept per process for the final report: its stacks and their
-      // keys (held.stacks, held.keys; issue 29's open item). So the bound is bytes per process
-      // started between the 2nd and the last sample (the samples are SECONDS / 11 apart), below
-      // the 1.2 KiB per exited process measured when issue 29 was filed: a leak of a view, a held
-      // file or a module per process is far more.
-      const grown = (rss[rss.length - 1]! - rss[1]!) * 1024;
-      const started = ((wl.starts ?? 0) * (rss.length - 2)) / 11;
-      const per = started > 0 ? grown / started : Infinity;
-      tt.ok(per < 1024, `RSS growth between the 2nd and the last interval: ${Math.round(per)} bytes per process started (< 1024; ${rss[1]} -> ${rss[rss.length - 1]} KiB, ${Math.round(started)} processes)`);
+    // the tool's own figures: an interval's end holds its own keys' stacks and those a live
+    // process used in the interval before, never the stacks of processes gone before that
+    tt.ok(ivs.length >= 10, `${ivs.length} intervals`);
+    for (const [i, iv] of ivs.entries())
+      if (i > 0) tt.ok(iv.held.user_stacks <= iv.keys + ivs[i - 1]!.keys, `interval ${i}: ${iv.held.user_stacks} user stacks held <= keys of this interval and the last (${iv.keys} + ${ivs[i - 1]!.keys})`);
+    tt.ok(held.user_stacks <= ivs[ivs.length - 1]!.keys, `at the end: ${held.user_stacks} user stacks, those of the last interval's live processes at most; ${held.stacks_freed} freed`);
+    // address spaces (pid -> image generation) of processes gone are dropped at their exit (or,
+    // for one whose sample came after its exit record, by a sweep): those left are live or
+    // leaving with the workload
+    tt.ok(held.spaces <= 32, `processes with an entry at the end: ${held.spaces}`);
+    // RSS (/proc/PID/status) between the 2nd and the 10th interval's end: < 2 %
+    tt.ok(rss.length >= 10, `RSS read at ${rss.length} interval ends: ${rss.join(' ')}`);
+    if (rss.length >= 10) {
+      const growth = (rss[9]! - rss[1]!) / rss[1]!;
+      tt.ok(growth < 0.02, `RSS growth between the 2nd and the 10th interval < 2 %: ${(100 * growth).toFixed(2)} % (${rss[1]} -> ${rss[9]} KiB; ${wl.starts} processes started; user stacks held ${ivs.map((iv) => iv.held.user_stacks).join(' ')})`);
     }
     tt.ok(mms.length > 0, `pr_mms read ${mms.length} times`);
     for (const m of mms) tt.ok(m.entries <= m.live + 32, `pr_mms entries ${m.entries} <= live processes ${m.live} (+32 in flight)`);
@@ -267,10 +278,8 @@ if (why) {
     const r = await p.done;
     clearInterval(tick);
     tt.equal(r.status, 0, `exit status 0 ${r.stderr.slice(-1500)}`);
-    // with --interval the stacks come per interval, then all of them again before the summary
-    const lines = r.stdout.split('\n');
-    const lastIv = lines.map((l) => l.startsWith('{"interval"')).lastIndexOf(true);
-    const out = parseProfileJson(lines.slice(lastIv + 1).join('\n'));
+    // with --interval the entries come per interval (each interval's own counts), the summary at the end
+    const out = parseProfileJson(r.stdout);
     const sum = out.summary as unknown as Record<string, any>;
     if (!sum) return void tt.fail('no summary');
     const kw = sum.kernel_walk as Record<string, any>;

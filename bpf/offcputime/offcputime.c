@@ -23,6 +23,7 @@
 #include <sys/syscall.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include "runtime/spaces.h"
 #include "runtime/capture_user.h"
 #include "runtime/command.h"
 #include "runtime/cpu_budget.h"
@@ -81,54 +82,17 @@ struct oc_ctx {
 		int64_t ustack;
 	} *pending, *wpending; /* wpending: --waker's stacks, direct-mapped by seq */
 	size_t npending;
-	/* pid -> exec generation: the address space of its stacks (same pcs after an exec are
-	 * another program's) */
-	uint32_t *gen_pid, *gen;
-	size_t gen_cap, gen_n;
+	struct spaces spaces;      /* pid -> image generation: the address space of its stacks */
 #ifdef HAVE_KWALK
 	struct kw_track kwt;
 	struct kw_drain kagg;      /* --aggregate: the spans summed in the kernel, drained into sums */
 #endif
 };
 
-static uint32_t *gen_slot(struct oc_ctx *c, uint32_t pid, bool add)
-{
-	size_t i;
-
-	if (add && (c->gen_n + 1) * 2 > c->gen_cap) {
-		size_t ncap = c->gen_cap ? c->gen_cap * 2 : 256;
-		uint32_t *np = xcalloc(ncap, sizeof(*np)), *ng = xcalloc(ncap, sizeof(*ng));
-
-		for (size_t k = 0; k < c->gen_cap; k++)
-			if (c->gen_pid[k]) {
-				for (i = hash64(0, c->gen_pid[k]) & (ncap - 1); np[i]; i = (i + 1) & (ncap - 1))
-					;
-				np[i] = c->gen_pid[k];
-				ng[i] = c->gen[k];
-			}
-		free(c->gen_pid);
-		free(c->gen);
-		c->gen_pid = np;
-		c->gen = ng;
-		c->gen_cap = ncap;
-	}
-	if (!c->gen_cap)
-		return NULL;
-	for (i = hash64(0, pid + 1) & (c->gen_cap - 1); c->gen_pid[i]; i = (i + 1) & (c->gen_cap - 1))
-		if (c->gen_pid[i] == pid + 1)
-			return &c->gen[i];
-	if (!add)
-		return NULL;
-	c->gen_pid[i] = pid + 1;
-	c->gen_n++;
-	return &c->gen[i];
-}
-
+/* The address space of pid's stacks (runtime/spaces.h). */
 static uint64_t space_of(struct oc_ctx *c, uint32_t pid)
 {
-	uint32_t *g = gen_slot(c, pid, false);
-
-	return (uint64_t)(g ? *g : 0) << 32 | pid;
+	return spaces_of(&c->spaces, pid);
 }
 
 static int64_t user_fp_stack(struct oc_ctx *c, uint32_t pid, int32_t id)
@@ -363,7 +327,7 @@ static void on_exec(struct oc_ctx *c, uint32_t pid)
 #ifdef HAVE_KWALK
 	kw_drain_pid(&c->kagg, pid); /* its sums before the exec: named with the old program's maps */
 #endif
-	(*gen_slot(c, pid, true))++;
+	spaces_new_image(&c->spaces, pid, true);
 	/* with mapping events the view follows the exec by its own record (mappings.c) */
 	if (!c->fr.maps)
 		frames_forget_pid(&c->fr, pid);
@@ -472,12 +436,14 @@ static int on_record(void *arg, const void *data, size_t size)
 
 		memcpy(&r, data, sizeof(r));
 		if (r.op == CAP_PROC_FORK) {
+			spaces_new_image(&c->spaces, r.pid, false);
 			mappings_fork(c->fr.maps, r.parent, r.pid);
 		} else if (r.op == CAP_PROC_EXIT) {
 #ifdef HAVE_KWALK
 			kw_drain_pid(&c->kagg, r.pid); /* its sums named before its view goes */
 #endif
 			frames_forget_pid(&c->fr, r.pid);
+			spaces_drop(&c->spaces, r.pid);
 		}
 #ifdef HAVE_KWALK
 	} else if (h->kind == KW_KIND_EVENT) {

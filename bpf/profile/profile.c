@@ -93,13 +93,15 @@ static const char *comm_of(struct profile_ctx *pr, uint32_t tid)
 	return pr->comm_cache[i].comm;
 }
 
+static void note_pid(struct profile_ctx *pr, uint32_t pid);
+
 static void count_samples(struct profile_ctx *pr, uint32_t pid, uint32_t tid, int64_t kidx,
 			  int64_t uidx, uint64_t n)
 {
 	struct pr_key k = { .pid = pid, .tid = pr->opts.interval ? tid : 0, .comm = comm_of(pr, tid),
 			    .kstack = kidx, .ustack = uidx };
 
-	pr_note_pid(pr, pid);
+	note_pid(pr, pid);
 	pr_agg_add(&pr->agg, &pr->st, &k, n);
 }
 
@@ -109,68 +111,23 @@ static void count_sample(struct profile_ctx *pr, uint32_t pid, uint32_t tid, int
 	count_samples(pr, pid, tid, kidx, uidx, 1);
 }
 
-/*
- * The address space of pid's samples in the stack store: the pid and its image's generation (the
- * same pcs after an exec are another program's; a pid reused after an exit is another process):
- * each fork and exec seen takes a new generation, an exit drops the pid's entry.
- */
-static uint32_t *gen_slot(struct profile_ctx *pr, uint32_t pid, bool add)
-{
-	size_t i;
-
-	if (add && (pr->gens.n + pr->gens.tomb + 1) * 2 > pr->gens.cap) {
-		/* grown when live entries fill it, rehashed in place when dropped ones do */
-		size_t ncap = !pr->gens.cap ? 256 : pr->gens.n * 4 > pr->gens.cap ? pr->gens.cap * 2 : pr->gens.cap;
-		uint32_t *np = xcalloc(ncap, sizeof(*np)), *ng = xcalloc(ncap, sizeof(*ng));
-
-		for (size_t k = 0; k < pr->gens.cap; k++)
-			if (pr->gens.pid[k] && pr->gens.pid[k] != GEN_TOMB) {
-				for (i = hash64(0, pr->gens.pid[k]) & (ncap - 1); np[i]; i = (i + 1) & (ncap - 1))
-					;
-				np[i] = pr->gens.pid[k];
-				ng[i] = pr->gens.gen[k];
-			}
-		free(pr->gens.pid);
-		free(pr->gens.gen);
-		pr->gens.pid = np;
-		pr->gens.gen = ng;
-		pr->gens.cap = ncap;
-		pr->gens.tomb = 0;
-	}
-	if (!pr->gens.cap)
-		return NULL;
-	for (i = hash64(0, pid + 1) & (pr->gens.cap - 1); pr->gens.pid[i]; i = (i + 1) & (pr->gens.cap - 1))
-		if (pr->gens.pid[i] == pid + 1)
-			return &pr->gens.gen[i];
-	if (!add)
-		return NULL;
-	pr->gens.pid[i] = pid + 1;
-	pr->gens.n++;
-	return &pr->gens.gen[i];
-}
-
-static void gen_drop(struct profile_ctx *pr, uint32_t pid)
-{
-	uint32_t *g = gen_slot(pr, pid, false);
-
-	if (!g)
-		return;
-	pr->gens.pid[g - pr->gens.gen] = GEN_TOMB;
-	pr->gens.n--;
-	pr->gens.tomb++;
-}
-
+/* The address space of pid's samples in the stack store (runtime/spaces.h). */
 static uint64_t space_of(struct profile_ctx *pr, uint32_t pid)
 {
-	uint32_t *g = gen_slot(pr, pid, false);
+	return spaces_of(&pr->spaces, pid);
+}
 
-	return (uint64_t)(g ? *g : 0) << 32 | pid;
+/* A process with samples: counted once (a pid reused after an exit is another process). */
+static void note_pid(struct profile_ctx *pr, uint32_t pid)
+{
+	if (spaces_mark_seen(&pr->spaces, pid))
+		pr->prs.npids++;
 }
 
 static void on_exec(struct profile_ctx *pr, uint32_t pid)
 {
 	pr->comm_cache[hash64(0, pid) & (COMM_CACHE - 1)].tid = 0;
-	*gen_slot(pr, pid, true) = ++pr->gens.seq;
+	spaces_new_image(&pr->spaces, pid, true);
 	/* with mapping events the view follows the exec by its own record (mappings.c) */
 	if (!pr->fr.maps)
 		frames_forget_pid(&pr->fr, pid);
@@ -180,7 +137,7 @@ static void on_exec(struct profile_ctx *pr, uint32_t pid)
 static void on_fork(struct profile_ctx *pr, uint32_t pid, uint32_t parent)
 {
 	pr->prs.forks++;
-	*gen_slot(pr, pid, true) = ++pr->gens.seq;
+	spaces_new_image(&pr->spaces, pid, false);
 	mappings_fork(pr->fr.maps, parent, pid);
 }
 
@@ -188,7 +145,7 @@ static void on_fork(struct profile_ctx *pr, uint32_t pid, uint32_t parent)
 static void on_proc_exit(struct profile_ctx *pr, uint32_t pid)
 {
 	pr->prs.exits++;
-	gen_drop(pr, pid);
+	spaces_drop(&pr->spaces, pid);
 	pr->comm_cache[hash64(0, pid) & (COMM_CACHE - 1)].tid = 0;
 	frames_forget_pid(&pr->fr, pid);
 	py_merge_forget(&pr->py, pid);
@@ -654,7 +611,7 @@ int main(int argc, char **argv)
 
 	uint64_t t0 = mono_ns(), end = pr->opts.duration ? t0 + pr->opts.duration * 1000000000ull : 0;
 	uint64_t last_check = t0, last_sweep = t0, ival_start = t0, ival_seq = 0, last_drain = t0;
-	uint64_t last_trim = t0;
+	uint64_t last_trim = t0, last_spaces = t0;
 
 	pr->prs.start_ns = t0;
 	pr->prs.setup_cpu_ns = self_cpu_ns();
@@ -687,6 +644,10 @@ int main(int argc, char **argv)
 
 			last_sweep = now;
 			mappings_sweep(pr->fr.maps, pr->processed_ts, on_swept, pr);
+			if (now - last_spaces >= 10000000000ull) {
+				last_spaces = now;
+				spaces_sweep(&pr->spaces);
+			}
 			pr->prs.maps_ns += thread_cpu_ns() - c0;
 		}
 #ifdef HAVE_DWUNW
@@ -729,6 +690,7 @@ int main(int argc, char **argv)
 	if (pr->opts.interval) /* the last, partial interval */
 		pr_print_interval(pr, ival_seq, ival_start, pr->prs.end_ns);
 	pr_kw_stats(pr);
+	spaces_sweep(&pr->spaces); /* the summary's "held": what is left of processes gone */
 	if (pr->opts.debuginfod)
 		frames_name_fetched(&pr->fr, 60000);
 	pr_report(pr);

@@ -2,6 +2,7 @@
 /* profile's bounded sample counts: see profile_agg.h. */
 #include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
 #include "profile_agg.h"
 #include "runtime/stack_store.h"
 #include "runtime/tool_util.h"
@@ -80,4 +81,11 @@ void pr_agg_add(struct pr_agg *agg, struct stack_store *st, const struct pr_key 
 		e = insert(agg, k, h);
 	}
 	e->count += count;
+}
+
+void pr_agg_reset(struct pr_agg *agg)
+{
+	agg->n = 0;
+	if (agg->index_cap)
+		memset(agg->index, 0, agg->index_cap * sizeof(*agg->index));
 }

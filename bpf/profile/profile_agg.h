@@ -22,7 +22,6 @@ struct pr_entry {
 	struct pr_key k;
 	uint64_t hash;
 	uint64_t count;
-	uint64_t sent;         /* --interval: count at the last interval line */
 };
 
 struct pr_agg {
@@ -39,5 +38,8 @@ struct stack_store;
 
 /* Count k (an overflow key's pseudo-stack interned in st when full). */
 void pr_agg_add(struct pr_agg *agg, struct stack_store *st, const struct pr_key *k, uint64_t count);
+
+/* --interval: the keys dropped once their interval is reported (samples and overflow stay the run's). */
+void pr_agg_reset(struct pr_agg *agg);
 
 #endif /* DWUNW_PROFILE_AGG_H */

@@ -9,6 +9,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "runtime/intern.h"
+#include "runtime/kstack.h"
 #include "profile_agg.h"
 #include "profile_opts.h"
 #include "profile_out.h"
@@ -33,33 +34,6 @@ static const char *kw_status_text(unsigned s)
 	return "?";
 }
 #endif
-
-/* ---- Processes seen ---------------------------------------------------------------------- */
-
-void pr_note_pid(struct profile_ctx *pr, uint32_t pid)
-{
-	size_t i;
-
-	if (pr->prs.npids * 2 + 2 > pr->pids.cap) {
-		size_t ncap = pr->pids.cap ? pr->pids.cap * 2 : 256;
-		uint32_t *nv = xcalloc(ncap, sizeof(*nv));
-
-		for (size_t k = 0; k < pr->pids.cap; k++)
-			if (pr->pids.v[k]) {
-				for (i = hash64(0, pr->pids.v[k]) & (ncap - 1); nv[i]; i = (i + 1) & (ncap - 1))
-					;
-				nv[i] = pr->pids.v[k];
-			}
-		free(pr->pids.v);
-		pr->pids.v = nv;
-		pr->pids.cap = ncap;
-	}
-	for (i = hash64(0, pid + 1) & (pr->pids.cap - 1); pr->pids.v[i]; i = (i + 1) & (pr->pids.cap - 1))
-		if (pr->pids.v[i] == pid + 1)
-			return;
-	pr->pids.v[i] = pid + 1;
-	pr->prs.npids++;
-}
 
 static const char *unwind_name(const struct profile_ctx *pr)
 {
@@ -116,22 +90,34 @@ static void folded_line(const struct profile_ctx *pr, FILE *o, const struct pr_e
  * Folded output: stacks that differ only in addresses (another pc in the same function) have
  * the same line; they are merged, as flame graphs expect. Smallest counts first, as bcc.
  */
-static void print_folded_all(const struct profile_ctx *pr)
+static void print_folded_all(struct profile_ctx *pr)
 {
-	struct folded_line *v = xcalloc(pr->agg.n, sizeof(*v));
+	pr_tally_keys(pr); /* the keys' lines joined to those of the intervals (--interval) */
+	print_folded_lines(pr->folded.v, pr->folded.n, FOLDED_BY_WEIGHT, pr->opts.json);
+	pr->folded.v = NULL;
+	pr->folded.n = pr->folded.cap = 0;
+}
 
+/* The keys' folded lines added to the run's (pr->folded), lines alike merged. */
+static void fold_keys(struct profile_ctx *pr)
+{
+	if (pr->folded.n + pr->agg.n > pr->folded.cap) {
+		pr->folded.cap = (pr->folded.n + pr->agg.n) * 2;
+		pr->folded.v = xrealloc(pr->folded.v, pr->folded.cap * sizeof(*pr->folded.v));
+	}
 	for (size_t i = 0; i < pr->agg.n; i++) {
+		struct folded_line *l = &pr->folded.v[pr->folded.n++];
 		size_t len = 0;
-		FILE *o = open_memstream(&v[i].text, &len);
+		FILE *o = open_memstream(&l->text, &len);
 
 		if (!o)
 			die("out of memory");
 		folded_line(pr, o, &pr->agg.v[i]);
 		fclose(o);
-		v[i].weight = pr->agg.v[i].count;
-		v[i].rank = (uint32_t)i;
+		l->weight = pr->agg.v[i].count;
+		l->rank = (uint32_t)i;
 	}
-	print_folded_lines(v, pr->agg.n, FOLDED_BY_WEIGHT, pr->opts.json);
+	pr->folded.n = folded_merge(pr->folded.v, pr->folded.n);
 }
 
 static void print_json(const struct profile_ctx *pr, const struct pr_entry *e, uint64_t count)
@@ -148,11 +134,7 @@ static void print_json(const struct profile_ctx *pr, const struct pr_entry *e, u
 	printf("}\n");
 }
 
-/*
- * --interval: the stacks counted since the last interval line (entries keep their totals; `sent`
- * is what was printed before), then the interval line with the modules seen since (build ids).
- * The end's report still prints every entry with its total: the sum of the intervals.
- */
+/* --unwind=kernel: the walker's figures now. */
 void pr_kw_stats(struct profile_ctx *pr)
 {
 #ifdef HAVE_KWALK
@@ -184,6 +166,12 @@ void pr_kw_stats(struct profile_ctx *pr)
 #endif
 }
 
+/*
+ * --interval: the interval's keys (their counts are the interval's: keys are dropped at its end),
+ * then the interval line with the modules seen since the last (build ids) and what is held. The
+ * end's report has no keys of its own: they are in the intervals (with -f, the run's folded lines,
+ * merged by name, and the summary's figures are kept across them).
+ */
 void pr_print_interval(struct profile_ctx *pr, uint64_t seq, uint64_t start_ns, uint64_t end_ns)
 {
 	const struct module_seen *mods;
@@ -194,14 +182,11 @@ void pr_print_interval(struct profile_ctx *pr, uint64_t seq, uint64_t start_ns, 
 	frames_lines(&pr->fr, NULL, 0); /* --lines: the stacks stored since the last interval */
 
 	for (size_t i = 0; i < pr->agg.n; i++) {
-		struct pr_entry *e = &pr->agg.v[i];
+		const struct pr_entry *e = &pr->agg.v[i];
 
-		if (e->count == e->sent)
-			continue;
-		print_json(pr, e, e->count - e->sent);
-		samples += e->count - e->sent;
+		print_json(pr, e, e->count);
+		samples += e->count;
 		keys++;
-		e->sent = e->count;
 	}
 	clock_gettime(CLOCK_REALTIME, &rt);
 	printf("{\"interval\":{\"seq\":%" PRIu64 ",\"start_unix_ns\":%" PRIu64 ",\"duration_ns\":%" PRIu64
@@ -223,8 +208,15 @@ void pr_print_interval(struct profile_ctx *pr, uint64_t seq, uint64_t start_ns, 
 		       pr->prs.kw_map_bytes, pr->prs.kw_table_bytes, pr->prs.kw_procs, pr->prs.kw_files,
 		       pr->prs.kw_modules, pr->prs.kw_evictions);
 	}
+	/* what is held at the interval's end, before its keys go */
+	struct pr_held hd;
+
+	pr_held(pr, &hd);
+	pr_held_json(&hd);
 	printf("}}\n");
 	fflush(stdout);
+	pr_tally_keys(pr);
+	pr_interval_reset(pr);
 }
 
 /* qsort_r: entries by count, smallest first */
@@ -240,28 +232,49 @@ static int cmp_count_asc(const void *a, const void *b, void *arg)
 
 /* ---- Summary ------------------------------------------------------------------------------- */
 
-struct reason {
-	const char *name;
-	uint64_t n;
-};
-
-static void reason_add(struct reason *r, size_t *nr, size_t max, const char *name, uint64_t n)
+static void reason_add(struct pr_reason *r, size_t *nr, const char *name, uint64_t n)
 {
 	for (size_t i = 0; i < *nr; i++)
 		if (r[i].name == name) {
 			r[i].n += n;
 			return;
 		}
-	if (*nr < max)
-		r[(*nr)++] = (struct reason){ name, n };
+	if (*nr < PR_REASONS)
+		r[(*nr)++] = (struct pr_reason){ name, n };
+}
+
+void pr_tally_keys(struct profile_ctx *pr)
+{
+	struct pr_tally *t = &pr->tally;
+
+	for (size_t i = 0; i < pr->agg.n; i++) {
+		const struct pr_entry *e = &pr->agg.v[i];
+
+		if (e->k.ustack < 0)
+			continue;
+		const struct ustack *u = &pr->st.v[e->k.ustack];
+		t->usamples += e->count;
+		if (stack_reaches_bottom(u))
+			t->ucomplete += e->count;
+		if (u->kind == SK_FP)
+			t->ufp += e->count;
+		/* stacks cut where the memory above the window changed since the event */
+		if (u->kind == SK_DWARF && u->stop_name && !strcmp(u->stop_name, "STALE"))
+			t->ustale += e->count;
+		if (u->kind == SK_DWARF && u->live)
+			t->ulive += e->count;
+		if (u->kind == SK_PSEUDO)
+			reason_add(t->lost, &t->nlost, u->label, e->count);
+		else if (u->stop)
+			reason_add(t->stopped, &t->nstopped, u->stop_name, e->count);
+	}
+	if (pr->opts.folded)
+		fold_keys(pr);
 }
 
 void pr_report(struct profile_ctx *pr)
 {
-	uint32_t *order = xcalloc(pr->agg.n, sizeof(*order));
-	struct reason lost[32], stopped[32];
-	size_t nlost = 0, nstopped = 0;
-	uint64_t usamples = 0, ucomplete = 0, ufp = 0, ulive = 0, ustale = 0;
+	uint32_t *order = xcalloc(pr->agg.n + 1, sizeof(*order));
 
 	for (size_t i = 0; i < pr->agg.n; i++)
 		order[i] = (uint32_t)i;
@@ -275,30 +288,21 @@ void pr_report(struct profile_ctx *pr)
 			print_json(pr, e, e->count);
 		else if (!pr->opts.folded)
 			print_text(pr, e);
-		if (e->k.ustack < 0)
-			continue;
-		const struct ustack *u = &pr->st.v[e->k.ustack];
-		usamples += e->count;
-		if (stack_reaches_bottom(u))
-			ucomplete += e->count;
-		if (u->kind == SK_FP)
-			ufp += e->count;
-		/* stacks cut where the memory above the window changed since the event */
-		if (u->kind == SK_DWARF && u->stop_name && !strcmp(u->stop_name, "STALE"))
-			ustale += e->count;
-		if (u->kind == SK_DWARF && u->live)
-			ulive += e->count;
-		if (u->kind == SK_PSEUDO)
-			reason_add(lost, &nlost, 32, u->label, e->count);
-		else if (u->stop)
-			reason_add(stopped, &nstopped, 32, u->stop_name, e->count);
 	}
 	free(order);
+	/* the figures of the keys left (none after --interval's last: tallied there) */
 	if (pr->opts.folded)
 		print_folded_all(pr);
-	else if (!pr->opts.json)
+	else
+		pr_tally_keys(pr);
+	if (!pr->opts.folded && !pr->opts.json)
 		fprint_marks_legend(stdout, "    ", pr->marks_seen);
 	fflush(stdout);
+
+	const struct pr_tally *t = &pr->tally;
+	const struct pr_reason *lost = t->lost, *stopped = t->stopped;
+	size_t nlost = t->nlost, nstopped = t->nstopped;
+	uint64_t usamples = t->usamples, ucomplete = t->ucomplete, ufp = t->ufp, ulive = t->ulive, ustale = t->ustale;
 
 	struct rusage ru;
 	const struct module_seen *mods;
@@ -473,12 +477,17 @@ void pr_held(const struct profile_ctx *pr, struct pr_held *h)
 	h->processes = mappings_held(pr->fr.maps, &h->view_bytes);
 	mapped_files_stats_get(&mf);
 	h->files = mf.open;
-	h->spaces = pr->gens.n;
+	h->spaces = pr->spaces.n;
 	h->forks = pr->prs.forks;
 	h->exits = pr->prs.exits;
 	h->swept = pr->prs.swept;
 	h->stacks = pr->st.n;
 	h->keys = pr->agg.n;
+	h->stack_bytes = pr->st.bytes + pr->st.n * sizeof(*pr->st.v);
+	for (size_t i = 0; i < pr->st.n; i++)
+		h->user_stacks += pr->st.v[i].kind != SK_PSEUDO && pr->st.v[i].space != KSTACK_SPACE;
+	h->stacks_freed = pr->st.freed;
+	h->folded = pr->folded.n;
 	h->not_followed = pr->prs.bpf[PR_CNT_FOLLOW_FULL];
 #ifdef HAVE_DWUNW
 	struct dwunw_cache_stats cs;
@@ -491,17 +500,19 @@ void pr_held(const struct profile_ctx *pr, struct pr_held *h)
 void pr_held_json(const struct pr_held *h)
 {
 	printf(",\"held\":{\"processes\":%" PRIu64 ",\"view_bytes\":%" PRIu64 ",\"files\":%" PRIu64
-	       ",\"spaces\":%" PRIu64 ",\"modules\":%" PRIu64 ",\"stacks\":%" PRIu64 ",\"keys\":%" PRIu64
+	       ",\"spaces\":%" PRIu64 ",\"modules\":%" PRIu64 ",\"stacks\":%" PRIu64 ",\"user_stacks\":%" PRIu64 ",\"stack_bytes\":%" PRIu64
+	       ",\"stacks_freed\":%" PRIu64 ",\"keys\":%" PRIu64 ",\"folded_lines\":%" PRIu64
 	       ",\"forks\":%" PRIu64 ",\"exits\":%" PRIu64 ",\"swept\":%" PRIu64 ",\"not_followed\":%" PRIu64 "}",
-	       h->processes, h->view_bytes, h->files, h->spaces, h->modules, h->stacks, h->keys, h->forks, h->exits,
-	       h->swept, h->not_followed);
+	       h->processes, h->view_bytes, h->files, h->spaces, h->modules, h->stacks, h->user_stacks, h->stack_bytes,
+	       h->stacks_freed, h->keys, h->folded, h->forks, h->exits, h->swept, h->not_followed);
 }
 
 void pr_held_text(const struct pr_held *h)
 {
 	fprintf(stderr, "profile: held: %" PRIu64 " processes' mappings (%.1f KiB), %" PRIu64 " files open, %" PRIu64
-		" address spaces, %" PRIu64 " modules cached; %" PRIu64 " stacks, %" PRIu64 " keys; %" PRIu64
-		" forks and %" PRIu64 " exits applied, %" PRIu64 " gone without an exit record (lost)\n", h->processes,
-		(double)h->view_bytes / 1024.0, h->files, h->spaces, h->modules, h->stacks, h->keys, h->forks, h->exits,
-		h->swept);
+		" address spaces, %" PRIu64 " modules cached; %" PRIu64 " stacks (%.1f KiB; %" PRIu64 " freed), %" PRIu64
+		" keys, %" PRIu64 " folded lines; %" PRIu64 " forks and %" PRIu64 " exits applied, %" PRIu64
+		" gone without an exit record (lost)\n", h->processes, (double)h->view_bytes / 1024.0, h->files, h->spaces,
+		h->modules, h->stacks, (double)h->stack_bytes / 1024.0, h->stacks_freed, h->keys, h->folded, h->forks,
+		h->exits, h->swept);
 }

@@ -40,20 +40,41 @@ struct pr_stats {
 	uint64_t setup_cpu_ns;  /* profile's CPU before sampling began (BPF load, symbols, tables) */
 };
 
+/* A reason's samples (lost or stopped stacks), by its label. */
+struct pr_reason {
+	const char *name;
+	uint64_t n;
+};
+
+#define PR_REASONS 32
+
+/*
+ * The summary's figures of user stacks, summed over the keys as they are reported: at the end,
+ * and with --interval at each interval's end, before its keys are dropped.
+ */
+struct pr_tally {
+	uint64_t usamples, ucomplete, ufp, ulive, ustale;
+	struct pr_reason lost[PR_REASONS], stopped[PR_REASONS];
+	size_t nlost, nstopped;
+};
+
 /* What profile holds now (the summary's "held"): per-process state, caches, the report's tables. */
 struct pr_held {
 	uint64_t processes, view_bytes; /* mapping views (runtime/mappings.h) */
 	uint64_t files;                 /* executable files held open (runtime/mapped_files.h) */
-	uint64_t spaces;                /* pids with an image generation */
+	uint64_t spaces;                /* live processes with an entry (image generation, seen) */
 	uint64_t modules;               /* libdwunw's module cache: active + warm slots */
 	uint64_t stacks, keys;          /* the stack store, the aggregation */
+	uint64_t user_stacks;           /* ... its stacks of processes (not the kernel's, not reasons) */
+	uint64_t stack_bytes;           /* the stacks and their frames */
+	uint64_t stacks_freed;          /* --interval: stacks freed at intervals' ends */
+	uint64_t folded;                /* --interval -f: the run's folded lines kept (by name) */
 	uint64_t forks, exits, swept;
 	uint64_t not_followed;          /* -- COMMAND: children left out (filter map full) */
 };
 
 struct profile_ctx;
 
-void pr_note_pid(struct profile_ctx *pr, uint32_t pid);
 void pr_print_header(const struct profile_ctx *pr);
 void pr_report(struct profile_ctx *pr);
 /* --unwind=kernel: the walker's tables and process entries into pr->prs (no-op otherwise). */
@@ -61,7 +82,15 @@ void pr_kw_stats(struct profile_ctx *pr);
 void pr_held(const struct profile_ctx *pr, struct pr_held *h);
 void pr_held_json(const struct pr_held *h);
 void pr_held_text(const struct pr_held *h);
-/* --interval: the stacks counted since the last call, then an interval line (NDJSON). */
+/*
+ * --interval: the stacks counted since the last call, then an interval line (NDJSON); then the
+ * interval's keys are dropped and the stacks no key of a live process used in it freed
+ * (profile_reset.c): nothing of a process outlives the interval after its exit.
+ */
 void pr_print_interval(struct profile_ctx *pr, uint64_t seq, uint64_t start_ns, uint64_t end_ns);
+/* The keys' figures into pr->tally (and with --interval -f, their folded lines into pr->folded). */
+void pr_tally_keys(struct profile_ctx *pr);
+/* profile_reset.c: the interval's keys dropped, stacks no longer needed freed. */
+void pr_interval_reset(struct profile_ctx *pr);
 
 #endif /* DWUNW_PROFILE_OUT_H */

@@ -16,6 +16,7 @@
 #include "runtime/frames.h"
 #include "runtime/freeze.h"
 #include "runtime/py_merge.h"
+#include "runtime/spaces.h"
 #include "runtime/stack_store.h"
 #ifdef HAVE_KWALK
 #include "kwalk/kwalk_track_user.h"
@@ -24,7 +25,6 @@
 #include "kwalk/kwalk_drain.h"
 
 #define PR_COMM_CACHE 4096
-#define GEN_TOMB UINT32_MAX
 
 struct profile_ctx;
 
@@ -51,13 +51,7 @@ struct profile_ctx {
 		const char *comm;
 		uint64_t ns;
 	} comm_cache[PR_COMM_CACHE];
-	/* pid -> image generation: the address space of its samples (profile.c) */
-	struct {
-		uint32_t *pid;          /* pid + 1; GEN_TOMB: a dropped entry */
-		uint32_t *gen;
-		size_t cap, n, tomb;
-		uint32_t seq;           /* the last generation given */
-	} gens;
+	struct spaces spaces;           /* pid -> image generation: the address space of its samples */
 #ifdef HAVE_KWALK
 	struct kw_track kwt;
 #endif
@@ -66,10 +60,11 @@ struct profile_ctx {
 	int *pfds;
 	int nlinks;
 	/* the report (profile_out.c) */
+	struct pr_tally tally;          /* the summary's figures of the keys reported and dropped */
 	struct {
-		uint32_t *v;            /* pid + 1 */
-		size_t cap;
-	} pids;                         /* processes seen */
+		struct folded_line *v;  /* --interval -f: the run's folded lines, by name (no pid) */
+		size_t n, cap;
+	} folded;
 	uint32_t marks_seen;            /* markers shown in the text (legend after) */
 	size_t mods_printed;            /* --interval: modules already in an interval line */
 };

@@ -187,7 +187,7 @@ static int cmp_folded_weight(const void *a, const void *b)
 	return strcmp(x->text, y->text);
 }
 
-void print_folded_lines(struct folded_line *v, size_t n, enum folded_order order, bool json)
+size_t folded_merge(struct folded_line *v, size_t n)
 {
 	size_t m = 0;
 
@@ -201,6 +201,13 @@ void print_folded_lines(struct folded_line *v, size_t n, enum folded_order order
 		}
 		v[m++] = v[k];
 	}
+	return m;
+}
+
+void print_folded_lines(struct folded_line *v, size_t n, enum folded_order order, bool json)
+{
+	size_t m = folded_merge(v, n);
+
 	qsort(v, m, sizeof(*v), order == FOLDED_BY_RANK ? cmp_folded_rank : cmp_folded_weight);
 	for (size_t k = 0; k < m; k++) {
 		if (json) {

@@ -81,5 +81,7 @@ enum folded_order {
  * expect: "TEXT WEIGHT", or with json {"folded":"TEXT","count":WEIGHT} (what `dwunw profile`
  * prints, so the folding stays here); frees the texts and v. */
 void print_folded_lines(struct folded_line *v, size_t n, enum folded_order order, bool json);
+/* Lines alike merged in place (weights summed, the first-ranked kept): the count left. */
+size_t folded_merge(struct folded_line *v, size_t n);
 
 #endif /* DWUNW_REPORT_FMT_H */

@@ -92,6 +92,7 @@ int64_t stack_get_ids(struct stack_store *st, uint64_t space, uint32_t kind, int
 	s->stop_name = stop_name;
 	s->nframes = n;
 	s->frames = xcalloc(n, sizeof(*s->frames));
+	st->bytes += n * (sizeof(*s->frames) + (ids ? sizeof(*s->ids) : 0));
 	for (uint32_t k = 0; k < n; k++)
 		s->frames[k].pc = pcs[k];
 	if (ids && n) {
@@ -102,4 +103,34 @@ int64_t stack_get_ids(struct stack_store *st, uint64_t space, uint32_t kind, int
 		fill(arg, s->frames, n);
 	index_put(st, h, (uint32_t)st->n);
 	return (int64_t)st->n++;
+}
+
+size_t stack_store_compact(struct stack_store *st, const bool *keep, int64_t *remap)
+{
+	size_t m = 0, freed = 0;
+
+	for (size_t k = 0; k < st->n; k++) {
+		struct ustack *s = &st->v[k];
+
+		if (!keep[k]) {
+			st->bytes -= s->nframes * (sizeof(*s->frames) + (s->ids ? sizeof(*s->ids) : 0));
+			free(s->frames);
+			free(s->ids);
+			remap[k] = -1;
+			freed++;
+			continue;
+		}
+		remap[k] = (int64_t)m;
+		if (m != k)
+			st->v[m] = *s;
+		m++;
+	}
+	st->n = m;
+	st->freed += freed;
+	if (st->index_cap) {
+		memset(st->index, 0, st->index_cap * sizeof(*st->index));
+		for (size_t k = 0; k < st->n; k++)
+			index_put(st, st->v[k].hash, (uint32_t)k);
+	}
+	return freed;
 }

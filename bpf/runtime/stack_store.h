@@ -100,6 +100,8 @@ struct stack_store {
 	size_t index_cap;
 	size_t max;            /* stacks with frames kept at most (pseudo-stacks always fit) */
 	uint64_t full;         /* stacks refused: table full */
+	uint64_t bytes;        /* held by the stacks' frames and ids */
+	uint64_t freed;        /* stacks freed by stack_store_compact */
 };
 
 #define STACK_STORE_MAX 65536 /* default max */
@@ -127,6 +129,13 @@ static inline int64_t stack_get(struct stack_store *st, uint32_t kind, int32_t s
 {
 	return stack_get_in(st, 0, kind, stop, label, stop_name, pcs, n, fill, arg);
 }
+
+/*
+ * Frees the stacks whose keep[i] is false and numbers the others anew, in their order: remap[i]
+ * is stack i's new index, or -1 when it was freed. Every index a caller holds must be remapped
+ * (or dropped) after. Returns the number of stacks freed.
+ */
+size_t stack_store_compact(struct stack_store *st, const bool *keep, int64_t *remap);
 
 /* The pseudo-stack standing for `label` (interned here). */
 int64_t pseudo_stack(struct stack_store *st, const char *label);
