@@ -185,7 +185,8 @@ struct dwunw_arch_ops {
 	/* readelf's name for a DWARF register ("rbx", "x29", ...), or NULL when readelf prints rN. */
 	const char *(*reg_name)(unsigned reg);
 	/* The CFI's raw return address -> the caller's pc (strips arm64 pointer authentication);
-	 * NULL = identity. */
+	 * NULL = identity. The identity for addresses below 2^48 (no tag bits): the unwinder's fast
+	 * path calls it only for others. */
 	uint64_t (*ra_to_pc)(uint64_t ra, int ra_signed);
 	/*
 	 * A signal trampoline at pc (recognised by its code, read through `read`)? If so, fill

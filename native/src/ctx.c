@@ -45,6 +45,8 @@ DWUNW_API int dwunw_init(struct dwunw_ctx *ctx, const struct dwunw_config *cfg)
 		return DWUNW_ERR_NOMEM;
 	}
 	pthread_mutex_init(&c->lock, NULL);
+	/* the memo's shape caches: every set to be emptied before first use (dw_memo_fill) */
+	memset(c->memo_dirty, 0xff, sizeof(c->memo_dirty));
 	for (uint32_t i = 0; i < c->nslots; i++) {
 		struct dwunw_module *m = &c->slots[i];
 		m->slot = i;
@@ -135,16 +137,17 @@ DWUNW_API int dwunw_module_cache_release(struct dwunw_ctx *ctx, struct dwunw_fra
 	if (!dw_ctx(ctx) || (!frames && frame_cnt))
 		return DWUNW_ERR_INVALID_ARG;
 	if (frame_cnt && (frames[0].flags & DWUNW_FRAME_REF_LIST)) {
-		/* as dwunw_capture linked them: only the holders */
-		for (size_t i = 0;;) {
-			struct dwunw_frame *f = &frames[i];
-			size_t d = f->flags >> DWUNW_FRAME_REF_NEXT_SHIFT;
-			if (f->module && (f->flags & DWUNW_FRAME_HOLDS_REF))
+		/* as dwunw_capture linked them: only the holders (little kept across the call) */
+		const struct dwunw_frame *end = frames + frame_cnt;
+		for (struct dwunw_frame *f = frames;;) {
+			uint32_t fl = f->flags;
+			size_t d = fl >> DWUNW_FRAME_REF_NEXT_SHIFT;
+			f->flags = fl & ~DWUNW_FRAME_REF_BITS;
+			if (f->module && (fl & DWUNW_FRAME_HOLDS_REF))
 				dw_module_put(f->module);
-			f->flags &= ~DWUNW_FRAME_REF_BITS;
-			if (!d || d >= frame_cnt - i)
+			if (!d || d >= (size_t)(end - f))
 				return DWUNW_OK;
-			i += d;
+			f += d;
 		}
 	}
 	for (size_t i = 0; i < frame_cnt; i++) {

@@ -77,20 +77,21 @@ struct dwunw_ctx_impl {
 	uint64_t proc_seq;
 	struct dw_image *images;    /* vDSO images read from processes, deduplicated */
 	struct dw_fetcher *fetcher; /* debuginfod.c: with DWUNW_CFG_DEBUGINFOD */
-	/* The places (unwind.c) of a recent capture: the next capture of the same process starts
-	 * with them instead of looking its modules up. Whoever sets memo_busy owns the fields below
-	 * until it clears it; a capture that finds it set does without (no waiting). No reference
-	 * is kept: a module is taken again only if its slot still holds the same load. */
 	/* One live-read buffer (unwind.c) kept between captures: no malloc/free per capture that
 	 * reads live (a traced free() in memleak itself costs a trap). Taken by exchange. */
 	uint8_t *_Atomic live_spare;
+	/* The places (walk.h) of a capture, kept for the next one: a capture of the same process
+	 * walks in them instead of looking its modules up. Whoever sets memo_busy owns the fields
+	 * below until it clears it; a capture that finds it set does without (no waiting). No
+	 * reference is kept: a module is taken again only if its slot still holds the same load. */
 	_Atomic uint32_t memo_busy;
-	uint32_t memo_n;
+	uint32_t memo_nplaces;      /* places filled so far (the next victim) */
 	const struct dw_proc *memo_proc;
 	uint64_t memo_proc_seq;     /* loaded_seq of memo_proc: the same maps */
-	uint32_t memo_gen[2];
-	uint64_t memo_place[2][18];
-	struct dw_shape memo_shapes[2][1 << DW_SHAPE_BITS]; /* per memo place (shape.h) */
+	uint32_t memo_gen[DW_MEMO_PLACES];
+	uint64_t memo_place[DW_MEMO_PLACES][18];
+	struct dw_shape memo_shapes[DW_MEMO_PLACES][1 << DW_SHAPE_BITS]; /* per place (shape.h) */
+	uint64_t memo_dirty[DW_MEMO_PLACES]; /* the sets written since the cache was emptied */
 };
 
 /* Take a reference on an already-loaded slot if it still holds generation `gen`. */

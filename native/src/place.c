@@ -3,8 +3,11 @@
 #include <string.h>
 #include "live_read.h"
 #include "place.h"
+#include "place_memo.h"
 
-const struct dw_shape dw_no_shapes[1 << DW_SHAPE_BITS];
+const struct dw_shape dw_no_shapes[1 << DW_SHAPE_BITS] = {
+	[0 ... (1 << DW_SHAPE_BITS) - 1] = { .key = DW_SHAPE_EMPTY },
+};
 
 /* A place for the mapping holding `lookup`, in slot pl (frame_place). */
 static void place_fill(struct walk *w, struct place *pl, uint64_t lookup, uint32_t fi)
@@ -35,7 +38,8 @@ static void place_fill(struct walk *w, struct place *pl, uint64_t lookup, uint32
 			if (w->proc_ref)
 				dw_proc_put(w->c, old);
 			w->proc_ref = 1;
-			memset(w->places, 0, sizeof(w->places));
+			memset(w->places, 0, DW_MEMO_PLACES * sizeof(*w->places));
+			w->filled = (uint8_t)((1u << DW_MEMO_PLACES) - 1);
 			m = (struct dw_map *)dw_proc_find(w->proc, lookup);
 		}
 	}
@@ -117,7 +121,7 @@ const struct place *dw_frame_place(struct walk *w, uint64_t *lookup, uint64_t op
 {
 	struct place *pl = NULL;
 
-	for (unsigned i = 0; i < DW_ARRAY_SIZE(w->places); i++)
+	for (unsigned i = 0; i < DW_MEMO_PLACES; i++)
 		if (*lookup - w->places[i].start < w->places[i].len) {
 			pl = &w->places[i];
 			place_use(w, pl, fi);
@@ -125,9 +129,12 @@ const struct place *dw_frame_place(struct walk *w, uint64_t *lookup, uint64_t op
 		}
 	if (!pl) {
 		/* the oldest goes: places fill in order, so the victim rotates */
-		unsigned v = w->nplaces++ % DW_ARRAY_SIZE(w->places);
+		unsigned v = w->nplaces++ % DW_MEMO_PLACES;
 		pl = &w->places[v];
+		w->filled |= (uint8_t)(1u << v);
 		place_fill(w, pl, *lookup, fi);
+		if (w->places != w->own)
+			dw_memo_fill(w, pl);
 	}
 	if (DW_UNLIKELY(*lookup != opc && opc - pl->start >= pl->len && w->proc)) {
 		const struct dw_map *own = dw_proc_find(w->proc, opc);
@@ -140,16 +147,17 @@ const struct place *dw_frame_place(struct walk *w, uint64_t *lookup, uint64_t op
 }
 
 
-/* The frames keep one reference per module, on the first frame using it; frame 0 and each holder
- * link to the next holder, so that dwunw_module_cache_release visits only those. */
+/* The general case (dw_hand_refs_in_order takes the common one inline): holders whose frame
+ * shows another module, out of frame order, too far apart, or without a frame. */
 void dw_hand_refs(struct walk *w, struct dwunw_frame *frames, size_t nf)
 {
 	size_t at = 0;
 	int list = nf > 0, sorted = 1;
+	unsigned i;
 
 	/* A place handed over to the mapping of the pc itself (frame_place's trampoline case) left
 	 * its module on a frame showing another one: the first frame that shows it holds it. */
-	for (unsigned i = 0; i < w->nheld; i++) {
+	for (i = 0; i < w->nheld; i++) {
 		size_t fr = w->held[i].frame;
 		if (fr < nf && frames[fr].module != w->held[i].m) {
 			while (fr < nf && frames[fr].module != w->held[i].m)

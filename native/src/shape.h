@@ -8,11 +8,14 @@
 #include <stdint.h>
 
 #define DW_SHAPE_BITS 8            /* entries per cache: 1 << DW_SHAPE_BITS */
+#define DW_MEMO_PLACES 4           /* a capture's places (walk.h), each with a shape cache */
 #define DW_SHAPE_WAYS 4            /* entries per set, the newest first: a few pcs that hash
 				    * alike (it depends on the layout) do not evict each other */
 
+#define DW_SHAPE_EMPTY UINT32_MAX  /* no key: a mapping with a shape cache is below 4 GiB - 2 */
+
 struct dw_shape {
-	uint32_t key;              /* the look-up's offset in the place's mapping + 1; 0: empty */
+	uint32_t key;              /* the look-up's offset in the place's mapping; DW_SHAPE_EMPTY */
 	int32_t cfa_off;
 	int32_t off_min;           /* the slots: [cfa + off_min, + span) */
 	uint32_t span;
@@ -23,11 +26,16 @@ struct dw_shape {
 	uint64_t step_mask;        /* registers the step sets */
 };
 
-/* The set of a key (a mapping offset + 1): its first entry, the newest; the other ways follow. */
+/* The set of a key (a mapping offset): its first entry, the newest; the other ways follow. Bits
+ * 2.. of the offset pick the set (arm64 and mips32 pcs are 4-byte aligned; return addresses in
+ * one module spread over them evenly enough): one AND, no multiply. */
 static inline uint32_t dw_shape_slot(uint32_t key)
 {
-	return ((key * 0x9e3779b9u) >> (32 - DW_SHAPE_BITS)) & ~(uint32_t)(DW_SHAPE_WAYS - 1);
+	return key & ((1u << DW_SHAPE_BITS) - 1) & ~(uint32_t)(DW_SHAPE_WAYS - 1);
 }
+
+_Static_assert(DW_SHAPE_WAYS == 4, "dw_shape_slot: the ways are the offset's low 2 bits");
+_Static_assert((1 << DW_SHAPE_BITS) / DW_SHAPE_WAYS <= 64, "a cache's sets fit a 64-bit dirty mask");
 
 _Static_assert(sizeof(struct dw_shape) == 32, "a shape is 32 bytes: 2 per cache line");
 

@@ -355,13 +355,21 @@ struct fast_env {
 	struct walk *w;
 	const uint8_t *snap;
 	uint64_t snap_lo, snap_len;
+	uint64_t snap_lean;        /* snap_len - DW_LEAN_SPAN_MAX: slots starting at or below fit */
 	uint64_t keep;             /* registers a step keeps: callee-saved and link, < nregs */
 	unsigned spr, fpr;         /* the frame pointer is callee-saved on every backend */
+	unsigned lrr;              /* the link register (< 64), else 255 */
+	uint64_t lr_val;           /* frame 0's link register */
 	uint64_t (*ra_to_pc)(uint64_t ra, int ra_signed);
 	const struct place *places, *places_end; /* every recent place */
 };
 
 enum { FAST_MORE, FAST_END, FAST_NO_PROGRESS, FAST_DEPTH };
+
+/* A shape that is not a LEAN step: its flags have CFA_FP, so the common path tests nothing more,
+ * and SIGNAL, which no LEAN rule has; pad says which (fast_frame's `other`). */
+#define DW_SHAPE_OTHER (DW_RULEF_CFA_FP | DW_RULEF_SIGNAL)
+enum { DW_SHAPE_LEAF = 1, DW_SHAPE_OUTERMOST };
 
 /*
  * The common frames: a return address in one of two recent places (a module not seen yet in
@@ -380,6 +388,7 @@ struct fast_st {
 	const struct place *p, *a;
 	uint64_t pc, sp, fp;
 	uint64_t saved;            /* registers some step restored */
+	uint64_t dropped;          /* registers valid on entry that a step made unknown */
 	struct dwunw_frame *f;
 	struct dwunw_frame *f0;    /* the first frame of this walk_fast */
 };
@@ -404,15 +413,18 @@ static inline __attribute__((always_inline)) int fast_frame(const struct fast_en
 	uintptr_t base;
 	unsigned fl;
 
-	/* lookup and pc (= lookup + dec) both in the place (never for pc 0 after a step) */
-	if (DW_UNLIKELY(dec ? pc - p->start1 >= p->len1 : lookup - p->start >= p->len)) {
+	/* lookup and pc (= lookup + dec) both in the place (never for pc 0 after a step); off:
+	 * lookup's offset in the mapping, the shape cache's key */
+	uint64_t off = dec ? pc - p->start1 : lookup - p->start;
+
+	if (DW_UNLIKELY(off >= (dec ? p->len1 : p->len))) {
 		const struct place *t = st->a;
 
-		/* the step before read a zero return address: the chain's end (checked here, off
-		 * the common path) */
-		if (DW_UNLIKELY(pc == 0) && f != st->f0)
-			return FAST_END;
 		if (DW_UNLIKELY(!t->rcache || (dec ? pc - t->start1 >= t->len1 : lookup - t->start >= t->len))) {
+			/* the step before read a zero return address: the chain's end (checked here,
+			 * off the common path: no place holds pc 0 - 1) */
+			if (DW_UNLIKELY(pc == 0) && f != st->f0)
+				return FAST_END;
 			/* a third module: the other recent places */
 			for (t = e->places; t < e->places_end; t++)
 				if (t->rcache && (dec ? pc - t->start1 < t->len1 : lookup - t->start < t->len))
@@ -431,10 +443,11 @@ static inline __attribute__((always_inline)) int fast_frame(const struct fast_en
 		/* (the other recent place was the current one of an earlier frame: in use already) */
 		st->a = p;
 		st->p = p = t;
+		off = dec ? pc - p->start1 : lookup - p->start;
 	}
 	/* the rule, pre-decoded: one probe of the place's shape cache, else the table's look-up
 	 * cache (filling the shape cache when the capture owns it) */
-	skey = dec ? (uint32_t)(pc - p->start1) + 1 : (uint32_t)(lookup - p->start) + 1;
+	skey = (uint32_t)off;
 	sh = &p->shapes[dw_shape_slot(skey)];
 	if (DW_UNLIKELY(sh->key != skey)) {
 		set = sh;
@@ -453,36 +466,43 @@ static inline __attribute__((always_inline)) int fast_frame(const struct fast_en
 		}
 		rule = &p->rules[(uint32_t)ent];
 		fl = rule->flags;
-		if (DW_UNLIKELY(!(fl & DW_RULEF_LEAN))) {
-			/* the last frame, as step_cfi would end it: no caller, no CFA shown (a CFA
-			 * register that is not kept by a step: left to the slow path) */
-			if ((fl & DW_RULEF_OUTERMOST) && (((v0 | st->saved) >> rule->cfa_reg) & 1)) {
-				*f++ = (struct dwunw_frame){ .pc = pc, .sp = sp, .module_addr = pc - p->bias,
-							     .module = p->mod, .how = DWUNW_HOW_CFI,
-							     .flags = p->fflags };
-				st->f = f;
-				return FAST_END;
-			}
-			return FAST_MORE;
+		if (rule->cfa_kind == DW_CFA_KIND_REG && rule->cfa_reg == e->spr && !rule->nregs &&
+		    e->lrr < 64 && rule->ra_reg == e->lrr && !(fl & DW_RULEF_SIGNAL)) {
+			/* a leaf's rule: CFA = sp + offset, nothing saved, the return address in the
+			 * link register (frame 0 only, below) */
+			tmp = (struct dw_shape){ .key = skey, .cfa_off = rule->cfa_off,
+						 .flags = DW_SHAPE_OTHER | (fl & DW_RULEF_RA_SIGNED),
+						 .pad = DW_SHAPE_LEAF };
+		} else if (!(fl & DW_RULEF_LEAN)) {
+			/* the last frame (below), else the slow path */
+			if (!(fl & DW_RULEF_OUTERMOST) || rule->cfa_reg >= 64)
+				return FAST_MORE;
+			tmp = (struct dw_shape){ .key = skey, .span = rule->cfa_reg, .flags = DW_SHAPE_OTHER,
+						 .pad = DW_SHAPE_OUTERMOST };
+		} else {
+			/* (slots from the register beyond 32 bits: the slow path) */
+			if (DW_UNLIKELY((int64_t)rule->cfa_off + rule->off_min !=
+					(int32_t)(rule->cfa_off + (int64_t)rule->off_min)))
+				return FAST_MORE;
+			tmp = (struct dw_shape){ .key = skey, .cfa_off = rule->cfa_off, .off_min = rule->off_min,
+						 .span = rule->span, .ra_slot = rule->ra_slot, .fp_slot = rule->fp_slot,
+						 .flags = (uint8_t)fl, .step_mask = rule->step_mask,
+						 .lo_off = (int32_t)((int64_t)rule->cfa_off + rule->off_min) };
 		}
-		/* (slots from the register beyond 32 bits: the slow path) */
-		if (DW_UNLIKELY((int64_t)rule->cfa_off + rule->off_min != (int32_t)(rule->cfa_off + (int64_t)rule->off_min)))
-			return FAST_MORE;
-		tmp = (struct dw_shape){ .key = skey, .cfa_off = rule->cfa_off, .off_min = rule->off_min,
-					 .span = rule->span, .ra_slot = rule->ra_slot, .fp_slot = rule->fp_slot,
-					 .flags = (uint8_t)fl, .step_mask = rule->step_mask,
-					 .lo_off = (int32_t)((int64_t)rule->cfa_off + rule->off_min) };
 		if (p->shapes_w) {
 			/* the newest first, the oldest goes */
 			struct dw_shape *ws = (struct dw_shape *)set;
 			memmove(ws + 1, ws, (DW_SHAPE_WAYS - 1) * sizeof(*ws));
 			ws[0] = tmp;
+			*p->dirty |= 1ull << ((size_t)(ws - p->shapes) / DW_SHAPE_WAYS);
 		}
 		sh = &tmp;
 	}
 shape_hit:
 	fl = sh->flags;
 	if (fl & DW_RULEF_CFA_FP) {
+		if (DW_UNLIKELY(fl & DW_RULEF_SIGNAL))
+			goto other;
 		if (DW_UNLIKELY(!(((v0 | st->saved) >> e->fpr) & 1)))
 			return FAST_MORE;
 		cfa = st->fp;
@@ -498,7 +518,7 @@ shape_hit:
 		lo = cfa + (uint64_t)(int64_t)sh->lo_off - e->snap_lo;
 		cfa += (uint64_t)(int64_t)sh->cfa_off;
 	}
-	if (DW_UNLIKELY(lo > e->snap_len - sh->span))
+	if (DW_UNLIKELY(lo > e->snap_lean) && lo > e->snap_len - sh->span)
 		return FAST_MORE;
 	/* the step: from here on this frame is done */
 	base = snap_base + cfa;
@@ -506,15 +526,15 @@ shape_hit:
 	if (sh->fp_slot)
 		st->fp = word_at((const uint8_t *)(base + (intptr_t)sh->fp_slot * asz), asz);
 	st->saved |= sh->step_mask;
-	if (has_ra_to_pc)
+	if (has_ra_to_pc && DW_UNLIKELY(npc >> 48)) /* (the identity below 2^48: dwunw.h) */
 		npc = e->ra_to_pc(npc, !!(fl & DW_RULEF_RA_SIGNED));
+record:
 	/* how and the first frame's EXACT_PC: set by the caller */
 	f->pc = pc;
 	f->sp = sp;
 	f->cfa = cfa;
 	f->module_addr = pc - p->bias;
-	f->module = p->mod;
-	memcpy(&f->how, &p->howflags, sizeof(p->howflags)); /* how and flags in one store */
+	frame_modhow(f, p);
 	st->f = ++f;
 	st->pc = npc;
 	st->sp = cfa;
@@ -529,6 +549,34 @@ shape_hit:
 	if (DW_UNLIKELY(f >= fend))
 		return npc == 0 ? FAST_END : FAST_DEPTH;
 	return -1;
+
+other:
+	if (sh->pad == DW_SHAPE_LEAF) {
+		/* frame 0 in a leaf (arm64, mips32): the return address still in the link register;
+		 * the caller's link register is not known (step_cfi's step, without the slow path's
+		 * full register state). A return address there (pc - 1 at that offset): the slow path. */
+		if (dec || !((v0 >> e->lrr) & 1))
+			return FAST_MORE;
+		cfa = sp + (uint64_t)(int64_t)sh->cfa_off;
+		if (asz == 4)
+			cfa = (uint32_t)cfa;
+		npc = e->lr_val;
+		if (has_ra_to_pc && DW_UNLIKELY(npc >> 48))
+			npc = e->ra_to_pc(npc, !!(fl & DW_RULEF_RA_SIGNED));
+		st->dropped |= 1ull << e->lrr;
+		goto record;
+	}
+	/* the last frame, as step_cfi would end it: no caller, no CFA shown (a CFA register that
+	 * is not kept by a step: left to the slow path) */
+	if (!((((v0 & ~st->dropped) | st->saved) >> sh->span) & 1))
+		return FAST_MORE;
+	f->pc = pc;
+	f->sp = sp;
+	f->cfa = 0;
+	f->module_addr = pc - p->bias;
+	frame_modhow(f, p); /* how CFI, the place's flags */
+	st->f = ++f;
+	return FAST_END;
 }
 
 static inline __attribute__((always_inline)) int walk_fast(const struct fast_env *e, struct state *s,
@@ -544,7 +592,7 @@ static inline __attribute__((always_inline)) int walk_fast(const struct fast_env
 	const uint64_t v0 = (s->valid & e->keep) | (1ull << spr);
 	struct dwunw_frame *const fend = frames + cap;
 	struct fast_st st = { .p = *plp, .a = *altp, .pc = s->pc, .sp = s->regs[spr], .fp = s->regs[fpr],
-			      .saved = 0, .f = frames + *nfp, .f0 = frames + *nfp };
+			      .saved = 0, .dropped = 0, .f = frames + *nfp, .f0 = frames + *nfp };
 	int ret = -1;
 
 	if (exact)
@@ -554,6 +602,7 @@ static inline __attribute__((always_inline)) int walk_fast(const struct fast_env
 	s->regs[spr] = st.sp;
 	s->regs[fpr] = st.fp;
 	s->pc = st.pc;
+	s->valid &= ~st.dropped;
 	*savedp = st.saved;
 	*nfp = (size_t)(st.f - frames);
 	*plp = st.p;
@@ -585,7 +634,8 @@ static __attribute__((noinline)) void fast_restore(const struct walk *w, struct 
 	const struct dw_rule *r = fast_rule(&frames[nf - 1], !(nf - 1 == n0 && exact0), &t);
 	uint64_t need, sp_bit = 1ull << w->arch->sp_reg;
 
-	s->valid = ((s->valid | saved) & keep) | (r ? r->step_mask : sp_bit);
+	/* (a rule that is not FAST has no step_mask: frame 0's leaf step sets sp only) */
+	s->valid = ((s->valid | saved) & keep) | (r && (r->flags & DW_RULEF_FAST) ? r->step_mask : sp_bit);
 	need = s->valid & saved & ~sp_bit & ~(1ull << fpr);
 	for (size_t i = nf; i-- > n0 && need;) {
 		const struct dwunw_frame *f = &frames[i];
@@ -690,11 +740,6 @@ DWUNW_API int dwunw_capture_sampled(struct dwunw_ctx *ctx, const struct dwunw_re
 	if (!arch)
 		return DWUNW_ERR_UNSUPPORTED_ARCH;
 	memset(&w, 0, offsetof(struct walk, remote));
-	for (unsigned i = 0; i < DW_ARRAY_SIZE(w.places); i++) {
-		w.places[i].start = w.places[i].len = 0;
-		w.places[i].start1 = w.places[i].len1 = 0;
-		w.places[i].rcache = NULL;
-	}
 	w.nheld = 0;
 	w.c = c;
 	w.in = regs;
@@ -738,9 +783,12 @@ DWUNW_API int dwunw_capture_sampled(struct dwunw_ctx *ctx, const struct dwunw_re
 	cur->regs[arch->fp_reg] = regs->regs[arch->fp_reg];
 	exact = !(regs->flags & DWUNW_REGS_PC_IS_RETADDR);
 	pl = alt = &no_place; /* the first frame looks its place up */
-	fe = (struct fast_env){ .w = &w, .snap = snap, .snap_lo = snap_lo, .snap_len = snap_len, .keep = keep,
+	fe = (struct fast_env){ .w = &w, .snap = snap, .snap_lo = snap_lo, .snap_len = snap_len,
+				.snap_lean = snap_len - DW_LEAN_SPAN_MAX, .keep = keep,
 				.spr = spr, .fpr = arch->fp_reg, .ra_to_pc = arch->ra_to_pc,
-				.places = w.places, .places_end = w.places + DW_ARRAY_SIZE(w.places) };
+				.lrr = arch->lr_reg < 64 ? arch->lr_reg : 255,
+				.lr_val = arch->lr_reg < DWUNW_MAX_REGS ? regs->regs[arch->lr_reg] : 0,
+				.places = w.places, .places_end = w.places + DW_MEMO_PLACES };
 
 	for (;;) {
 		struct dwunw_frame *f = &frames[nf];
@@ -860,7 +908,8 @@ stop:
 		ret = DWUNW_ERR_WOULDBLOCK; /* some step went without a file read it needed */
 	if (memo)
 		dw_memo_give(&w);
-	dw_hand_refs(&w, frames, nf);
+	if (!dw_hand_refs_in_order(&w, frames, nf))
+		dw_hand_refs(&w, frames, nf);
 	if (w.remote_on)
 		dw_remote_end(&w.remote);
 	/* not free(NULL) nor free per capture: memleak's own free() is uprobed too, a trap (~1 us) */

@@ -6,6 +6,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include "internal.h"
 #include "proc.h"
 #include "table.h"
@@ -35,16 +36,17 @@ struct place {
 	unsigned rshift;
 	const struct dw_rule *rules;
 	const struct dw_regrule *regrules;
+	/* a CFI frame's module, how and flags, laid out as in struct dwunw_frame (frame_modhow) */
 	struct dwunw_module *mod;
+	uint64_t howflags;
 	struct dw_map *map;
-	uint64_t howflags;         /* a CFI frame's how and flags, as laid out in struct dwunw_frame */
 	/* pre-decoded rules (shape.h): the memo's cache of this place, else dw_no_shapes */
 	struct dw_shape *shapes;
+	uint64_t *dirty;           /* shapes_w: the sets written (dw_memo_fill empties only those) */
 	uint32_t fflags;           /* DWUNW_FRAME_* every frame here carries (JIT, vDSO, uprobes) */
 	int err;
 	uint8_t unused;            /* taken from the memo, no frame yet: held[hidx] has no frame */
 	uint8_t hidx;
-	uint8_t memo_slot;         /* 1 + the memo place it came from (its shapes), 0: none */
 	uint8_t shapes_w;          /* shapes may be filled (the capture owns the memo) */
 };
 
@@ -64,6 +66,9 @@ struct walk {
 	uint64_t snap_lo, snap_len;
 	struct dw_proc *proc;
 	int proc_ref;              /* the capture holds a reference on proc (else it is a reader) */
+	/* DW_MEMO_PLACES recent places (frame_place); empty: len 0, no rcache. The context's memo
+	 * when the capture owns it (place_memo.h), else own[] */
+	struct place *places;
 	unsigned nplaces;          /* places filled so far */
 	uint8_t remote_on;
 	uint8_t refreshed;
@@ -72,6 +77,7 @@ struct walk {
 	uint8_t stale;             /* ... and one differed: live memory is not trusted */
 	uint8_t nowait;            /* DWUNW_REGS_NOWAIT: no file I/O, no context lock */
 	uint8_t blocked;           /* ... and a read of a module file was refused */
+	uint8_t filled;            /* the places filled by this capture (bit per place) */
 	unsigned asz;
 	uint64_t live_lo, live_len; /* live_buf holds the process's bytes [live_lo, +live_len) */
 	uint8_t *live_buf;         /* DW_LIVE_SPAN + DW_SAMPLE_MAX bytes, allocated on first need */
@@ -79,7 +85,7 @@ struct walk {
 	size_t nsamples;
 	/* not cleared at the start of a capture: */
 	struct dw_remote remote;   /* set up on first use (remote_on) */
-	struct place places[4];    /* recent ones (frame_place); empty: len 0, no rcache */
+	struct place own[DW_MEMO_PLACES];
 	struct {
 		struct dwunw_module *m;
 		uint32_t frame;    /* first frame using it: it carries the reference */
@@ -89,6 +95,21 @@ struct walk {
 
 _Static_assert(offsetof(struct dwunw_frame, flags) == offsetof(struct dwunw_frame, how) + 4,
 	       "a frame's how and flags are one 8-byte word (place.howflags)");
+_Static_assert(sizeof(void *) != 8 ||
+	       (offsetof(struct dwunw_frame, how) == offsetof(struct dwunw_frame, module) + 8 &&
+		offsetof(struct place, howflags) == offsetof(struct place, mod) + 8),
+	       "with 64-bit pointers a frame's module, how and flags are 16 bytes, as a place's mod and howflags");
+
+/* A CFI frame's module, how and flags from its place: one 16-byte copy with 64-bit pointers. */
+static inline void frame_modhow(struct dwunw_frame *f, const struct place *p)
+{
+	if (sizeof(void *) == 8) {
+		memcpy(&f->module, &p->mod, 16);
+	} else {
+		f->module = p->mod;
+		memcpy(&f->how, &p->howflags, sizeof(p->howflags));
+	}
+}
 
 /* The first frame in a place taken from the memo carries its module's reference. */
 static inline void place_use(struct walk *w, const struct place *pl, uint32_t fi)
