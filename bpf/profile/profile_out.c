@@ -354,6 +354,8 @@ void pr_report(struct profile_ctx *pr)
 		       scpu, ru.ru_maxrss);
 		print_modules_json(mods, nmods);
 		printf("]");
+		if (pr->opts.perfbuf)
+			printf(",\"perf_buffer\":{\"untimed\":%" PRIu64 "}", pr->prs.untimed);
 		pr_held_json(&hd);
 		printf(",\"cost\":{\"cpu_s\":%.3f,\"setup_s\":%.3f,\"us_per_sample\":%.1f,\"us_per_process\":%.1f,"
 		       "\"maps_s\":%.3f,\"budget\":{\"max_cpu_pct\":%u,\"not_unwound\":%" PRIu64 ",\"max_stride\":%u}}",
@@ -428,6 +430,9 @@ void pr_report(struct profile_ctx *pr)
 		fprintf(stderr, "; --unwind=kernel walks stacks at the event");
 	if (pr->prs.klost)
 		fprintf(stderr, "; kernel stacks lost: %" PRIu64, pr->prs.klost);
+	if (pr->prs.untimed)
+		fprintf(stderr, "; %" PRIu64 " perf-buffer records without a time (in the order of the one "
+			"before them)", pr->prs.untimed);
 	if (pr->prs.bpf[PR_CNT_REC_LOST])
 		fprintf(stderr, "; samples lost (buffer full): %" PRIu64, pr->prs.bpf[PR_CNT_REC_LOST]);
 	if (pr->prs.bpf[PR_CNT_FOLLOW_FULL])
