@@ -9,7 +9,7 @@
 // DWUNW_REQUIRE_BPF=1 (CI).
 import { readdirSync, readFileSync } from 'node:fs';
 import t from 'tap';
-import { bpfUnavailable, cliEnv, run, skipOrFail, start } from './helpers.js';
+import { bpfUnavailable, cliEnv, run, skipOrFail, start, until } from './helpers.js';
 import { deepRewrite, memleakBin, runDeepRewrite } from './deep-rewrite.js';
 import { root } from './helpers.js';
 import { join } from 'node:path';
@@ -156,9 +156,12 @@ if (why) {
         later = later.concat(stoppedThreads(target.pid!));
       }
       t.same(later, [], 'and none stopped again over the next second');
-      // it runs on: SIGTERM is handled by the program (a stopped one would not exit)
+      // it runs on: SIGTERM is handled by the program (a stopped one would not exit: it stays in
+      // T), so wait for its exit or a stopped thread, whichever comes first
       target.kill('SIGTERM');
-      const code = await Promise.race([exited, sleep(10_000).then(() => 'timeout')]);
+      let code: number | null | 'timeout' = 'timeout';
+      void exited.then((c) => (code = c));
+      await until(() => code !== 'timeout' || stoppedThreads(target.pid!).length > 0, 60_000);
       t.not(code, 'timeout', `the target ran on and exited on SIGTERM (${targetErr.trim().split('\n').pop() ?? ''})`);
     } finally {
       if (ml.exitCode === null && ml.signalCode === null) ml.kill('SIGKILL');
