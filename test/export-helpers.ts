@@ -7,6 +7,7 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { Test } from 'tap';
 import { jsonLines, root, type Run, start, type Started, until } from './helpers.js';
 import type { PrEntry, PrFolded, PrSummary } from '../lib/profile.js';
 
@@ -90,6 +91,20 @@ service:
 export async function stopCollector(c: Collector): Promise<Run> {
   c.run.child.kill('SIGTERM');
   return c.run.done;
+}
+
+/**
+ * Pyroscope's push API on a free loopback port (build/engines/pyroscope-push), writing what it
+ * receives to `out`; checked listening on tt, stopped at tt's teardown. Its port.
+ */
+export async function startPushReceiver(tt: Test, out: string): Promise<string> {
+  let log = '';
+  const recv = start(pyroscopePush, ['-addr', '127.0.0.1:0', '-out', out], { timeoutMs: 300_000, onOutput: (o, e) => (log = o + e) });
+  tt.teardown(() => {
+    recv.child.kill('SIGTERM');
+  });
+  tt.ok(await until(() => /listening on 127\.0\.0\.1:\d+/.test(log) || recv.child.exitCode !== null, 60_000), `the receiver listens (${log.slice(-300)})`);
+  return /listening on 127\.0\.0\.1:(\d+)/.exec(log)![1]!;
 }
 
 // ---- What the Collector wrote: its file exporter's JSON (pdata's OTLP JSON) ------------------------

@@ -15,8 +15,8 @@ import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
 import { existsSync, readFileSync } from 'node:fs';
-import { bpfUnavailable, cliEnv, dwunwBin, fixturesX64, jsonLines, root, skipOrFail, start, until } from './helpers.js';
-import { decode, ensureEngines, pyroscopePush, startCollector, stopCollector } from './export-helpers.js';
+import { bpfUnavailable, cliEnv, dwunwBin, fixturesX64, jsonLines, root, skipOrFail, start } from './helpers.js';
+import { decode, ensureEngines, startCollector, startPushReceiver, stopCollector } from './export-helpers.js';
 import type { MlReport } from '../lib/memleak.js';
 import { frameName } from '../lib/profile.js';
 import { splitArgs } from '../commands/memleak.js';
@@ -114,13 +114,7 @@ t.test('-a: alloc_space and alloc_objects to the Collector and to Pyroscope, equ
   tt.teardown(() => rmSync(dir, { recursive: true, force: true }));
   const c = await startCollector(dir, 'mla');
   const pushed = join(dir, 'pushed.json');
-  let log = '';
-  const recv = start(pyroscopePush, ['-addr', '127.0.0.1:0', '-out', pushed], { timeoutMs: 300_000, onOutput: (o, e) => (log = o + e) });
-  tt.teardown(() => {
-    recv.child.kill('SIGTERM');
-  });
-  tt.ok(await until(() => /listening on 127\.0\.0\.1:\d+/.test(log) || recv.child.exitCode !== null, 60_000), `the receiver listens (${log.slice(-300)})`);
-  const port = /listening on 127\.0\.0\.1:(\d+)/.exec(log)![1];
+  const port = await startPushReceiver(tt, pushed);
   // 3,000 malloc(64) on rate_3 <- rate_2 <- rate_1, each freed but 1 in 100; -o 0: the last leaks count too
   const r = await start(
     process.execPath,

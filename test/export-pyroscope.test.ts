@@ -12,8 +12,8 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'no
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
-import { bpfUnavailable, cliEnv, dwunwBin, fixturesX64, jsonLines, root, skipOrFail, start, until } from './helpers.js';
-import { ensureEngines, foldedMap, parseRun, pyroscopePush } from './export-helpers.js';
+import { bpfUnavailable, cliEnv, dwunwBin, fixturesX64, jsonLines, root, skipOrFail, start } from './helpers.js';
+import { ensureEngines, foldedMap, parseRun, startPushReceiver } from './export-helpers.js';
 
 const hot = join(fixturesX64, 'hot');
 const profileBin = join(root, 'build', 'bpf', 'profile');
@@ -38,13 +38,7 @@ t.test('profile --export pyroscope://: every sample pushed, with its labels; aut
   const dir = mkdtempSync(join(tmpdir(), 'dwunw-export-pyro-'));
   tt.teardown(() => rmSync(dir, { recursive: true, force: true }));
   const out = join(dir, 'pushed.json');
-  let log = '';
-  const recv = start(pyroscopePush, ['-addr', '127.0.0.1:0', '-out', out], { timeoutMs: 300_000, onOutput: (o, e) => (log = o + e) });
-  tt.teardown(() => {
-    recv.child.kill('SIGTERM');
-  });
-  tt.ok(await until(() => /listening on 127\.0\.0\.1:\d+/.test(log) || recv.child.exitCode !== null, 60_000), `the receiver listens (${log.slice(-300)})`);
-  const port = /listening on 127\.0\.0\.1:(\d+)/.exec(log)![1];
+  const port = await startPushReceiver(tt, out);
 
   // secrets by file and by environment variable; a dead second destination makes failures (and their messages)
   const fileSecret = `s3cret-${randomBytes(8).toString('hex')}`;

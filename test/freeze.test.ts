@@ -7,10 +7,9 @@
 //     stopped (its watchdog sends SIGCONT), and the target runs on to its end.
 // Real BPF, real ptrace, real signals. Needs root, BTF and BPF: skipped with the reason, unless
 // DWUNW_REQUIRE_BPF=1 (CI).
-import { spawn } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import t from 'tap';
-import { bpfUnavailable, skipOrFail } from './helpers.js';
+import { bpfUnavailable, cliEnv, run, skipOrFail, start, until } from './helpers.js';
 import { deepRewrite, memleakBin, runDeepRewrite } from './deep-rewrite.js';
 import { root } from './helpers.js';
 import { join } from 'node:path';
@@ -75,17 +74,7 @@ if (why) {
 
   /** TOOL --unwind=freeze --json ARGS -- deep_rewrite WORK: its user stacks through rec_x. */
   async function deepStacks(bin: string, args: string[], work: string[]): Promise<{ deep: number; complete: number; frozen: number; frozenShort: number; live: number; err: string }> {
-    const env: NodeJS.ProcessEnv = { ...process.env };
-    delete env.NODE_OPTIONS;
-    const child = spawn(bin, ['--unwind=freeze', '--json', ...args, '--', deepRewrite, ...work, '--wait', '0'],
-      { env, stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    let err = '';
-    child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
-    child.stderr!.on('data', (d: Buffer) => (err += d.toString()));
-    const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
-    await new Promise((res) => child.on('close', res));
-    clearTimeout(timer);
+    const { stdout: out, stderr: err } = await run(bin, ['--unwind=freeze', '--json', ...args, '--', deepRewrite, ...work, '--wait', '0'], { timeoutMs: 60_000 });
     const r = { deep: 0, complete: 0, frozen: 0, frozenShort: 0, live: 0, err };
     for (const l of out.split('\n')) {
       if (!l.startsWith('{')) continue;
@@ -127,10 +116,10 @@ if (why) {
   // records 60 s)
   for (const [what, hook] of [['held under ptrace', 'DWUNW_TEST_FREEZE_HOLD_MS'], ['stopped, not seized yet', 'DWUNW_TEST_LAG_MS']])
   t.test(`memleak killed mid-freeze (${what}): no thread of the target left stopped`, { timeout: 90_000 }, async (t) => {
-    const target = spawn(deepRewrite, ['--count', '100000', '--pace-us', '2000', '--wait', '0'], { stdio: ['ignore', 'ignore', 'pipe'] });
     let targetErr = '';
-    target.stderr!.on('data', (d: Buffer) => (targetErr += d.toString()));
-    const exited = new Promise<number | null>((res) => target.on('exit', (code, sig) => res(sig ? -1 : code)));
+    const tg = start(deepRewrite, ['--count', '100000', '--pace-us', '2000', '--wait', '0'], { timeoutMs: 90_000, onOutput: (_o, e) => (targetErr = e) });
+    const target = tg.child;
+    const exited = tg.done.then((r) => (r.signal ? -1 : r.status));
     // memleak -p needs the target's libc mapped: wait for the loader to have run
     for (let i = 0; i < 500; i++) {
       try {
@@ -140,12 +129,10 @@ if (why) {
       }
       await sleep(10);
     }
-    const env: NodeJS.ProcessEnv = { ...process.env, [hook]: '60000' };
-    delete env.NODE_OPTIONS;
-    const ml = spawn(memleakBin, ['--unwind=freeze', '-p', String(target.pid), '--json', '5'], { env, stdio: ['ignore', 'ignore', 'pipe'] });
     let mlErr = '';
-    ml.stderr!.on('data', (d: Buffer) => (mlErr += d.toString()));
-    const mlGone = new Promise<void>((res) => ml.on('exit', () => res()));
+    const mlRun = start(memleakBin, ['--unwind=freeze', '-p', String(target.pid), '--json', '5'], { timeoutMs: 90_000, env: cliEnv({ [hook]: '60000' }), onOutput: (_o, e) => (mlErr = e) });
+    const ml = mlRun.child;
+    const mlGone = mlRun.done;
     try {
       // wait for a thread stopped by a freeze
       let held: string[] = [];
@@ -169,9 +156,12 @@ if (why) {
         later = later.concat(stoppedThreads(target.pid!));
       }
       t.same(later, [], 'and none stopped again over the next second');
-      // it runs on: SIGTERM is handled by the program (a stopped one would not exit)
+      // it runs on: SIGTERM is handled by the program (a stopped one would not exit: it stays in
+      // T), so wait for its exit or a stopped thread, whichever comes first
       target.kill('SIGTERM');
-      const code = await Promise.race([exited, sleep(10_000).then(() => 'timeout')]);
+      let code: number | null | 'timeout' = 'timeout';
+      void exited.then((c) => (code = c));
+      await until(() => code !== 'timeout' || stoppedThreads(target.pid!).length > 0, 60_000);
       t.not(code, 'timeout', `the target ran on and exited on SIGTERM (${targetErr.trim().split('\n').pop() ?? ''})`);
     } finally {
       if (ml.exitCode === null && ml.signalCode === null) ml.kill('SIGKILL');

@@ -11,11 +11,10 @@
 //    thread on CPU 0: the reader's order across the CPUs' buffers (every stack complete).
 // Invariants only (no rates or timings asserted); the rate reached is printed as a comment.
 // Needs root, BTF and BPF: skipped with the reason, unless DWUNW_REQUIRE_BPF=1 (CI).
-import { spawn } from 'node:child_process';
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
-import { bpfUnavailable, root, skipOrFail } from './helpers.js';
+import { bpfUnavailable, jsonLines, root, run, skipOrFail } from './helpers.js';
 
 const memleakBin = join(root, 'build', 'bpf', 'memleak');
 const fx = join(root, 'fixtures', 'x86_64', 'build');
@@ -44,18 +43,9 @@ interface JReport {
 
 /** memleak -c CMD until the command exits; its last JSON report and stderr. */
 async function trace(cmd: string, extra: string[] = []): Promise<{ code: number | null; last: JReport | null; stderr: string }> {
-  const env = { ...process.env };
-  delete env.NODE_OPTIONS;
-  const child = spawn(memleakBin, ['--unwind=dwarf', ...extra, '--json', '-o', '0', '-T', '100000', '-c', cmd, '600'], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
-  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-  const timer = setTimeout(() => child.kill('SIGKILL'), 240_000);
-  const code = await new Promise<number | null>((res) => child.on('close', (c) => res(c)));
-  clearTimeout(timer);
-  const reps = stdout.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as JReport);
-  return { code, last: reps[reps.length - 1] ?? null, stderr };
+  const r = await run(memleakBin, ['--unwind=dwarf', ...extra, '--json', '-o', '0', '-T', '100000', '-c', cmd, '600'], { timeoutMs: 240_000 });
+  const reps = jsonLines<JReport>(r.stdout);
+  return { code: r.status, last: reps[reps.length - 1] ?? null, stderr: r.stderr };
 }
 
 const names = (s: JStack): string[] => s.frames.map((f) => f.symbol ?? '?');

@@ -20,12 +20,11 @@
 //
 // Needs root, the kernel's BTF and BPF: without them the test is skipped with the reason, unless
 // DWUNW_REQUIRE_BPF=1 (CI), which turns that into a failure.
-import { spawn } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import t from 'tap';
-import { bpfUnavailable, root, skipOrFail } from './helpers.js';
+import { bpfUnavailable, root, skipOrFail, start } from './helpers.js';
 
 const memleakBin = join(root, 'build', 'bpf', 'memleak');
 const leaky = join(root, 'fixtures', 'x86_64', 'build', 'leaky');
@@ -89,18 +88,14 @@ if (why) {
 } else {
   t.test(`memleak soak: ${CALLS / 1e6} M leaked malloc calls at up to ${RATE / 1000} k/s in dwarf mode`, { timeout: (LIMIT_S + 120) * 1000 }, async (t) => {
     const cmd = `${leaky} --delay 1 --rate ${RATE} --count ${CALLS} --seconds ${LIMIT_S} --leak`;
-    const env = { ...process.env };
-    delete env.NODE_OPTIONS;
-    const child = spawn(memleakBin, ['--unwind=dwarf', '--json', '-o', '0', '-T', '1000', '-c', cmd, String(INTERVAL)], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
-    t.teardown(() => {
-      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-    });
+    const ml = start(memleakBin, ['--unwind=dwarf', '--json', '-o', '0', '-T', '1000', '-c', cmd, String(INTERVAL)], { timeoutMs: (LIMIT_S + 120) * 1000 });
+    const child = ml.child;
     let stdout = '';
     let stderr = '';
-    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
-    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-    const done = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((res) =>
-      child.on('close', (code, signal) => res({ code, signal })));
+    const done = ml.done.then((r) => {
+      ({ stdout, stderr } = r);
+      return { code: r.status, signal: r.signal };
+    });
 
     // RSS twice a second while memleak runs
     const t0 = Date.now();

@@ -9,12 +9,12 @@
 // node's binary is large: the first unwind builds its table (seconds under load); the test
 // asserts invariants only, never timings. Needs root, BTF, BPF and node: skipped with the
 // reason, unless DWUNW_REQUIRE_BPF=1 (CI).
-import { type ChildProcess, spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { chownSync, existsSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
-import { REQUIRE_BPF as REQUIRE, root } from './helpers.js';
+import { REQUIRE_BPF as REQUIRE, root, start as startProcess } from './helpers.js';
 
 const memleakBin = join(root, 'build', 'bpf', 'memleak');
 const profileBin = join(root, 'build', 'bpf', 'profile');
@@ -65,20 +65,12 @@ interface Proc {
 const work = mkdtempSync(join(tmpdir(), 'dwunw-node-jit-'));
 t.teardown(() => rmSync(work, { recursive: true, force: true }));
 
+/** helpers' start in the work directory, its output so far kept on the Proc. */
 function start(cmd: string, args: string[], timeoutMs: number): Proc {
-  const env = { ...process.env };
-  delete env.NODE_OPTIONS;
-  const child = spawn(cmd, args, { cwd: work, env, stdio: ['ignore', 'pipe', 'pipe'] });
-  const p: Proc = { child, stdout: '', stderr: '', done: Promise.resolve(null) };
-  child.stdout!.setEncoding('utf8').on('data', (d: string) => (p.stdout += d));
-  child.stderr!.setEncoding('utf8').on('data', (d: string) => (p.stderr += d));
-  const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
-  p.done = new Promise((resolve) =>
-    child.on('close', (code) => {
-      clearTimeout(timer);
-      resolve(code);
-    }),
-  );
+  const p = { stdout: '', stderr: '' } as Proc;
+  const s = startProcess(cmd, args, { cwd: work, timeoutMs, onOutput: (o, e) => ((p.stdout = o), (p.stderr = e)) });
+  p.child = s.child;
+  p.done = s.done.then((r) => r.status);
   return p;
 }
 

@@ -20,6 +20,12 @@
 // 10 %, every on-CPU sample accounted for (taken = received + lost, all in the entries), the folded
 // lines' [off-CPU] leaf and the pprof's state label carrying the same split.
 //
+// A process whose main thread exits first (waits --leader-exit: main pthread_exit()s, orphan_thread
+// goes on sleeping), --unwind=kernel -p PID (its tables loaded before the leader exits): the
+// process's walker tables stay until its last thread exits, so every one of the orphan's spans is
+// walked in the kernel (frames "kernel-walk"), none fallen back to the snapshot; the summary's
+// kernel_walk figures add up.
+//
 // --waker (offwaketime) on waits: main's pipe reads are woken by writer_thread's write, its mutex
 // waits by holder_thread's unlock, its nanosleeps by the timer interrupt ([interrupt]); the waker
 // stacks complete, nearly all of each wait's time under its known waker.
@@ -28,7 +34,7 @@ import { gunzipSync } from 'node:zlib';
 import { Profile } from 'pprof-format';
 import { join } from 'node:path';
 import t, { type Test } from 'tap';
-import { bpfUnavailable, cliEnv, dwunwBin, root, type Run, skipOrFail, start } from './helpers.js';
+import { bpfUnavailable, cliEnv, dwunwBin, root, type Run, skipOrFail, start, startDwunw, waitFor } from './helpers.js';
 import { OFF_CPU_FRAME, parseProfileJson, type PrEntry } from '../lib/profile.js';
 
 const bin = join(root, 'build', 'bpf', 'offcputime');
@@ -266,6 +272,51 @@ if (why) {
     } finally {
       rmSync(pb, { force: true });
     }
+  });
+  t.test('--unwind=kernel -p on a process whose leader exits first: the other thread\'s spans walked in the kernel', async (tt) => {
+    const rounds = 20;
+    let slept = false; // the orphan's line: its sleeps are over
+    const w = start(waits, ['--leader-exit', '--rounds', String(rounds), '--ms', '10'], {
+      stdinPipe: true,
+      timeoutMs: 120_000,
+      onOutput: (o) => (slept ||= /^wait orphan /m.test(o)),
+    });
+    let ready = false;
+    const oc = startDwunw(['offcputime', '--unwind=kernel', '--json', '-p', String(w.child.pid)], {
+      timeoutMs: 120_000,
+      env: cliEnv(),
+      onOutput: (_o, e) => (ready ||= /^Tracing /m.test(e)),
+    });
+    await waitFor(() => ready || oc.child.exitCode !== null, 60_000, 'offcputime to start tracing');
+    w.child.stdin!.write('g'); // the leader exits, orphan_thread sleeps
+    await waitFor(() => slept || w.child.exitCode !== null, 60_000, 'the orphan thread\'s sleeps');
+    oc.child.kill('SIGINT'); // the report while the process (its maps) is still there
+    const r = await oc.done;
+    w.child.stdin!.end();
+    const wr = await w.done;
+    tt.equal(wr.status, 0, `waits: exit status 0 ${wr.stderr}`);
+    tt.equal(r.status, 0, `offcputime: exit status 0 ${r.stderr.slice(-400)}`);
+    const own = measured(wr.stdout).get('main orphan_sleep');
+    tt.equal(own?.count, rounds, `the orphan thread's own line: ${rounds} sleeps`);
+    const out = parseProfileJson(r.stdout);
+    const kw = (out.summary as unknown as { kernel_walk?: { events: number; from_kernel: number; fallback: number; by_status: Record<string, number> } } | undefined)?.kernel_walk;
+    tt.ok(kw, 'the summary has the kernel walker\'s figures');
+    if (kw) {
+      tt.equal(kw.from_kernel + kw.fallback, kw.events, `walker events ${kw.events} = ${kw.from_kernel} walked in the kernel + ${kw.fallback} fallen back ${JSON.stringify(kw.by_status)}`);
+      tt.notOk(kw.by_status['no-proc'], 'no walk found the process without tables (they were loaded at the start, -p)');
+    }
+    // the orphan's waits (not preempted in the clock reads around them)
+    const orphan = out.entries.filter((e) => {
+      const fr = e.user?.frames ?? [];
+      return fr.some((f) => f.symbol === 'orphan_sleep') && !fr.some((f) => /clock_gettime|clock_ns|now_ns|^note$/.test(f.symbol ?? '') || /vdso/.test(f.module ?? ''));
+    });
+    const walked = (e: PrEntry) => (e.user?.frames ?? []).every((f) => f.origin === 'kernel-walk' || f.origin === 'signal');
+    const sw = (es: PrEntry[]) => es.reduce((a, e) => a + (e.switches ?? 0), 0);
+    const inKernel = sw(orphan.filter(walked));
+    const fellBack = orphan.filter((e) => !walked(e));
+    tt.ok(inKernel >= rounds, `the orphan's switch-outs walked in the kernel: ${inKernel} (its ${rounds} sleeps)`);
+    tt.same(fellBack.map((e) => `${e.switches}x ${(e.user?.frames ?? []).map((f) => `${f.symbol}[${f.origin}]`).join(';')}`), [], 'none fallen back to the snapshot');
+    tt.same(orphan.filter((e) => !e.user?.complete).length, 0, 'every stack complete to the thread start');
   });
   t.test('--waker -- waits: the known wakers (pipe writer, mutex holder, timer interrupt)', async (tt) => {
     const file = join('/tmp', `dwunw-offcpu-${process.pid}-waker.dat`);

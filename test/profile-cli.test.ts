@@ -197,6 +197,24 @@ if (why) {
     tt.pass(`-a: ${out.summary?.samples} samples, ${out.summary?.user_complete}/${out.summary?.user_samples} user stacks complete, lost ${lost}, stopped ${stopped} (${JSON.stringify(out.summary?.stopped)})`);
   });
 
+  for (const mode of ['fp', 'dwarf']) {
+    // per-CPU buffers, ordered by the reader by each record's kernel time: every kind profile
+    // sends (samples, exec, snapshots, mapping and process records) carries one
+    t.test(`--perf-buffer --unwind=${mode} -- hot: every record ordered by its own time, every sample counted`, async (tt) => {
+      const r = await dwunw(['--perf-buffer', `--unwind=${mode}`, '-F', '499', '--json', '--', hot, '2']);
+      tt.equal(r.status, 0, `exit status 0 ${r.stderr.slice(-300)}`);
+      const out = parseProfileJson(r.stdout);
+      const s = out.summary as unknown as { samples: number; perf_buffer?: { untimed: number } } | undefined;
+      tt.ok(s?.perf_buffer, 'the summary has the perf buffer\'s figures');
+      tt.equal(s?.perf_buffer?.untimed, 0, 'no record of a kind without a time');
+      tt.equal(s?.samples, out.entries.reduce((a, e) => a + e.count, 0), 'every sample in an entry');
+      const pid = out.entries.find((e) => e.comm === 'hot')?.pid ?? 0;
+      const mine = ofPid(r.stdout, pid);
+      if (mode === 'dwarf') tt.ok(mine.total > 50 && mine.complete / mine.total >= 0.95, `hot: ${mine.complete}/${mine.total} complete (${mine.lost} lost, reported)`);
+      else tt.ok(mine.total > 50, `hot: ${mine.total} samples`);
+    });
+  }
+
   t.test('-p of a process in its own mount namespace, and of a deleted binary', async (tt) => {
     const dir = mkdtempSync(join(tmpdir(), 'dwunw-ns-'));
     try {

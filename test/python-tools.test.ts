@@ -87,10 +87,13 @@ function chainOf(fx: PyF[]): string | null {
 
 const ROOTS = new Set(['clone3', 'clone', '__clone3', '__clone', 'start_thread']);
 
-for (const mode of ['dwarf', 'kernel']) {
+// perf: dwarf mode on the per-CPU perf buffer, where the reader orders the records by their kernel
+// time (the Python record has its own, just before its stack's)
+for (const mode of ['dwarf', 'kernel', 'perf']) {
   t.test(`profile --unwind=${mode}: each thread's Python chain, at the event`, { timeout: 240_000 }, async (tt) => {
     if (why) return skipOrFail(tt, why, 'profile Python frames');
-    const r = await run(profileBin, ['-U', '-F', '499', '-f', `--unwind=${mode}`, '-v', '--', PY, CHAINS, '4'], { timeoutMs: 180_000 });
+    const how = mode === 'perf' ? ['--unwind=dwarf', '--perf-buffer'] : [`--unwind=${mode}`];
+    const r = await run(profileBin, ['-U', '-F', '499', '-f', ...how, '-v', '--', PY, CHAINS, '4'], { timeoutMs: 180_000 });
     tt.equal(r.status, 0, `profile exits 0\n${r.stderr.slice(-2000)}`);
     const own = JSON.parse(r.stdout.split('\n').find((l) => l.startsWith('{"pid"'))!) as { cpu: Record<string, number> };
     const lines = parseFolded(r.stdout);
@@ -118,6 +121,7 @@ for (const mode of ['dwarf', 'kernel']) {
       tt.ok(Math.abs(mine - theirs) <= 5, `${tag}: ${mine.toFixed(1)} % of the samples, ${theirs.toFixed(1)} % of the program's own CPU time`);
     }
     tt.match(r.stderr, /python: 1 processes, \d+ chains: \d+ merged/, 'the Python chains are counted');
+    if (mode === 'perf') tt.notMatch(r.stderr, /perf-buffer records without a time/, 'every record ordered by its own time (none said untimed)');
   });
 }
 

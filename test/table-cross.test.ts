@@ -12,12 +12,11 @@
 //     -fasynchronous-unwind-tables in .eh_frame; every function's first row is the CIE's r29+0;
 //   - readelf's register names: x19-x29 (arm64) and rN (mips) appear in the compared rows.
 // $DWUNW_BUILD overrides build/.
-import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
 import { ElfFile } from '../lib/verify-elf.js';
-import { buildDir as build, root } from './helpers.js';
+import { buildDir as build, root, type Run, run as runToEnd } from './helpers.js';
 
 const tool = join(build, 'test', 'tools', 'cfi_vs_readelf');
 
@@ -32,17 +31,8 @@ const variants = {
 };
 const fixture = (arch: 'arm64' | 'mips32', v: string): string => join(root, 'fixtures', arch, 'build', `verify_zoo-${v}`);
 
-function run(cmd: string, args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((res) => {
-    const child = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-    const out: Buffer[] = [];
-    const err: Buffer[] = [];
-    child.stdout.on('data', (b: Buffer) => out.push(b));
-    child.stderr.on('data', (b: Buffer) => err.push(b));
-    child.on('error', (e) => res({ code: -1, stdout: '', stderr: String(e) }));
-    child.on('close', (code) => res({ code, stdout: Buffer.concat(out).toString(), stderr: Buffer.concat(err).toString() }));
-  });
-}
+/** A program to its end (make, the table tools, qemu): as long as the test file may take. */
+const run = (cmd: string, args: string[]): Promise<Run> => runToEnd(cmd, args, { timeoutMs: 900_000 });
 
 interface Result {
   status: string;
@@ -109,7 +99,7 @@ if (missing.length) {
 } else {
   t.test('cross fixtures are built', async (t) => {
     const r = await run('make', ['-s', '-C', join(root, 'fixtures'), 'verify-arm64', 'verify-mips32']);
-    t.equal(r.code, 0, `make -C fixtures verify-arm64 verify-mips32${r.code ? `: ${r.stderr.trim().slice(-500)}` : ''}`);
+    t.equal(r.status, 0, `make -C fixtures verify-arm64 verify-mips32${r.status !== 0 ? `: ${r.stderr.trim().slice(-500)}` : ''}`);
   });
 
   for (const arch of ['arm64', 'mips32'] as const) {

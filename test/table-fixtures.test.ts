@@ -10,12 +10,12 @@
 //     a CFA expression, wide offsets, a signal-frame CIE) appear in dwunw's rows of the function
 //     that has them (cfi_vs_readelf -d prints the rows; nm gives the function ranges).
 // $DWUNW_BUILD overrides build/.
-import { execFile, spawn } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { closeSync, existsSync, lstatSync, openSync, readSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import t from 'tap';
-import { buildDir as build, root } from './helpers.js';
+import { buildDir as build, root, type Run, run as runToEnd } from './helpers.js';
 
 const tool = join(build, 'test', 'tools', 'cfi_vs_readelf');
 const fixdir = join(root, 'fixtures', 'x86_64', 'build');
@@ -81,19 +81,8 @@ function parseOutput(out: string): Map<string, FileResult> {
   return results;
 }
 
-function run(cmd: string, args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((res) => {
-    const child = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-    const out: Buffer[] = [];
-    const err: Buffer[] = [];
-    child.stdout.on('data', (b: Buffer) => out.push(b));
-    child.stderr.on('data', (b: Buffer) => err.push(b));
-    child.on('error', (e) => res({ code: -1, stdout: '', stderr: String(e) }));
-    child.on('close', (code, signal) =>
-      res({ code: signal ? -1 : code, stdout: Buffer.concat(out).toString(), stderr: Buffer.concat(err).toString() }),
-    );
-  });
-}
+/** A program to its end (make, the table tools, qemu): as long as the test file may take. */
+const run = (cmd: string, args: string[]): Promise<Run> => runToEnd(cmd, args, { timeoutMs: 900_000 });
 
 interface Row {
   pc: bigint;
@@ -226,7 +215,7 @@ t.test('fixtures against readelf', async (t) => {
   await t.test('the fixture programs run', async (t) => {
     for (const n of ['cfi_zoo-pie', 'cfi_zoo-static', 'cfi_raw-pie', 'demo-pie']) {
       const x = await run(join(fixdir, n), []);
-      t.equal(x.code, 0, `${n} exits 0${x.code ? ': ' + x.stdout.trim().split('\n').slice(-3).join(' | ') : ''}`);
+      t.equal(x.status, 0, `${n} exits 0${x.status !== 0 ? ': ' + x.stdout.trim().split('\n').slice(-3).join(' | ') : ''}`);
     }
   });
 });

@@ -7,12 +7,11 @@
 //   - every header the cross build reads comes from the cross compiler, the cross C library, the
 //     source tree, or is one of the Multi-Arch: same libelf/zlib/zstd/lzma headers the Makefile
 //     lets through (nothing else from the host's /usr/include).
-import { spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
 import { ElfFile } from '../lib/verify-elf.js';
-import { root } from './helpers.js';
+import { root, type Run, run as runToEnd } from './helpers.js';
 
 const targets = [
   { cross: 'aarch64-linux-gnu-', machine: 183, is64: true },
@@ -22,17 +21,8 @@ const targets = [
 const crossLock = join(root, 'build', '.cross.lock');
 const allowed = /^\/usr\/include\/(libelf\.h|gelf\.h|nlist\.h|elfutils\/[^/]+|zlib\.h|zconf\.h|zstd\.h|lzma\.h|lzma\/[^/]+)$/;
 
-function run(cmd: string, args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((res) => {
-    const child = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'], cwd: root });
-    const out: Buffer[] = [];
-    const err: Buffer[] = [];
-    child.stdout.on('data', (b: Buffer) => out.push(b));
-    child.stderr.on('data', (b: Buffer) => err.push(b));
-    child.on('error', (e) => res({ code: -1, stdout: '', stderr: String(e) }));
-    child.on('close', (code) => res({ code, stdout: Buffer.concat(out).toString(), stderr: Buffer.concat(err).toString() }));
-  });
-}
+/** A program to its end (make, the table tools, qemu): as long as the test file may take. */
+const run = (cmd: string, args: string[]): Promise<Run> => runToEnd(cmd, args, { timeoutMs: 900_000 });
 
 for (const x of targets) {
   const triplet = x.cross.slice(0, -1);
@@ -42,7 +32,7 @@ for (const x of targets) {
       return;
     }
     const b = await run('flock', [crossLock, 'make', '-s', '-j2', '-C', 'native', `CROSS=${x.cross}`, 'lib', 'cross-check']);
-    t.equal(b.code, 0, `make -C native CROSS=${x.cross} lib cross-check${b.code ? `: ${b.stderr.slice(-1500)}` : ''}`);
+    t.equal(b.status, 0, `make -C native CROSS=${x.cross} lib cross-check${b.status !== 0 ? `: ${b.stderr.slice(-1500)}` : ''}`);
     const lines = b.stdout.split('\n').filter((l) => /: exit \d+, \d+ ok, \d+ not ok$/.test(l));
     t.equal(lines.length, 3, `three unit tests ran under qemu (${lines.length})`);
     for (const l of lines) t.match(l, /: exit 0, [1-9]\d* ok, 0 not ok$/, l);
@@ -58,7 +48,7 @@ for (const x of targets) {
     }
 
     const h = await run('make', ['-s', '-C', 'native', `CROSS=${x.cross}`, 'cross-headers']);
-    t.equal(h.code, 0, 'make cross-headers');
+    t.equal(h.status, 0, 'make cross-headers');
     const headers = h.stdout.split('\n').filter((l) => l !== '');
     const foreign = headers.filter(
       (p) =>
@@ -103,9 +93,9 @@ for (const x of memleakTargets) {
   const triplet = x.cross.slice(0, -1);
   t.test(`memleak builds for ${triplet}`, async (t) => {
     const lib = await run('flock', [crossLock, 'make', '-s', '-j2', '-C', 'native', `CROSS=${x.cross}`, 'lib']);
-    t.equal(lib.code, 0, `make -C native CROSS=${x.cross} lib${lib.code ? `: ${lib.stderr.slice(-1500)}` : ''}`);
+    t.equal(lib.status, 0, `make -C native CROSS=${x.cross} lib${lib.status !== 0 ? `: ${lib.stderr.slice(-1500)}` : ''}`);
     const b = await run('flock', [crossLock, 'make', '-s', '-C', 'bpf', `CROSS=${x.cross}`]);
-    t.equal(b.code, 0, `make -C bpf CROSS=${x.cross}${b.code ? `: ${b.stderr.slice(-1500)}` : ''}`);
+    t.equal(b.status, 0, `make -C bpf CROSS=${x.cross}${b.status !== 0 ? `: ${b.stderr.slice(-1500)}` : ''}`);
     const out = join(root, 'build', triplet, 'bpf');
     for (const name of ['memleak', 'memleak-fp']) {
       const f = join(out, name);
@@ -126,11 +116,11 @@ for (const x of memleakTargets) {
     }
     const sysroot = `/usr/${triplet}`;
     const help = await run(x.qemu, ['-L', sysroot, join(out, 'memleak'), '--help']);
-    t.equal(help.code, 0, `${x.qemu} memleak --help: exit 0`);
+    t.equal(help.status, 0, `${x.qemu} memleak --help: exit 0`);
     t.match(help.stdout, /^Usage: memleak \[OPTION\.\.\.\] \[INTERVAL \[COUNT\]\]/, 'its usage');
     t.match(help.stdout, /--unwind=auto\|kernel\|dwarf\|fp/, 'with DWARF unwinding (HAVE_DWUNW)');
     const pid1 = await run(x.qemu, ['-L', sysroot, join(out, 'memleak'), '-p', '1']);
-    t.equal(pid1.code, 1, `${x.qemu} memleak -p 1: exit 1`);
+    t.equal(pid1.status, 1, `${x.qemu} memleak -p 1: exit 1`);
     t.match(pid1.stderr, /^memleak: pid 1 does not map libc\.so\.6/m, 'one line naming the cause');
   });
 }

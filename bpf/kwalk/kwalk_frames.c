@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /* In-kernel walker event -> interned stack (kwalk_frames.h). */
+#include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
@@ -7,6 +8,7 @@
 #include "runtime/intern.h"
 #include "runtime/mappings.h"
 #include "kwalk_track.h"
+#include "kwalk_user.h"
 
 #ifdef HAVE_DWUNW
 struct kw_fill {
@@ -101,3 +103,18 @@ int64_t frames_from_kwalk(struct frames *fr, const void *data, size_t size, uint
 	return stack_get_in(fr->st, space, SK_DWARF, rc, label, stop_name, pcs, n, fill_kwalk, &fa);
 }
 #endif
+
+void kwalk_seen_json(FILE *out, const struct kwalk_seen *s)
+{
+	bool c = false;
+
+	fprintf(out, "\"events\":%" PRIu64 ",\"from_kernel\":%" PRIu64 ",\"fallback\":%" PRIu64
+		",\"fallback_pct\":%.2f,\"bad\":%" PRIu64 ",\"by_status\":{", s->events, s->kernel,
+		s->snapshot, s->events ? 100.0 * (double)s->snapshot / (double)s->events : 0.0, s->bad);
+	for (unsigned k = 0; k < KW_ST_MAX; k++)
+		if (s->status[k]) {
+			fprintf(out, "%s\"%s\":%" PRIu64, c ? "," : "", kw_status_name(k), s->status[k]);
+			c = true;
+		}
+	fputc('}', out);
+}

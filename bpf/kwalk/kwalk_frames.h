@@ -11,6 +11,7 @@
 
 #include <stdint.h>
 #include <stddef.h>
+#include <stdio.h>
 #include "runtime/frames.h"
 #include "kwalk_format.h"
 
@@ -43,5 +44,9 @@ int64_t frames_from_kwalk(struct frames *fr, const void *data, size_t size, uint
 			  uint64_t space, struct unwind_stats *stats, struct kwalk_seen *seen,
 			  struct kwalk_info *info);
 #endif
+
+/* The summary's figures of `s` as JSON members (events, from_kernel, fallback, fallback_pct, bad,
+ * by_status: the stops by name), without the braces: the tool's own members may follow. */
+void kwalk_seen_json(FILE *out, const struct kwalk_seen *s);
 
 #endif /* DWUNW_KWALK_FRAMES_H */

@@ -388,10 +388,13 @@ int BPF_PROG(oc_thread_exit, struct task_struct *p)
 	if (want_waker)
 		bpf_map_delete_elem(&wakers, &tid);
 	cap_thread_exit(tid);
-	/* the last thread: its view and held files go after its last record */
-	if (mmap_ev_enabled && task_last_thread(p) && sel_tgid(tgid))
+	if (!task_last_thread(p) || !sel_tgid(tgid))
+		return 0;
+	/* the last thread (not the leader: it may pthread_exit first and the others go on): its
+	 * view, held files and walker tables go after its last record */
+	if (mmap_ev_enabled)
 		cap_emit_proc(ctx, CAP_PROC_EXIT, tgid, 0);
-	if (unwind_mode == OC_UNWIND_KERNEL && tid == tgid && sel_tgid(tgid))
+	if (unwind_mode == OC_UNWIND_KERNEL)
 		kw_track_exit(ctx, tgid);
 	return 0;
 }

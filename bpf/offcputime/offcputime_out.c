@@ -265,6 +265,11 @@ void oc_report(const struct oc_opts *o, const struct oc_sums *s, const struct oc
 			       p->agg.keys, p->agg.drains, p->agg.no_stack, p->agg.bytes);
 		printf(",\"switch_outs_bpf\":%" PRIu64 ",\"span_records\":%" PRIu64 ",\"still_off\":%" PRIu64,
 		       p->bpf[OC_CNT_SWITCHES], p->off_records, p->still_off);
+		if (o->unwind == OC_UNWIND_KERNEL) { /* the walks: in the kernel, or fallen back (why) */
+			printf(",\"kernel_walk\":{");
+			kwalk_seen_json(stdout, &p->kw);
+			putchar('}');
+		}
 		if (fr->fz) {
 			putchar(',');
 			freeze_json(fr->fz, stdout);

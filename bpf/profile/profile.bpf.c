@@ -130,7 +130,7 @@ int sample(struct bpf_perf_event_data *ctx)
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	__u32 tgid = pid_tgid >> 32, tid = (__u32)pid_tgid;
 	struct task_struct *task = bpf_get_current_task_btf();
-	struct pr_sample_rec r = {};
+	struct pr_sample_rec r = { .ts = bpf_ktime_get_ns() };
 	char comm[PR_COMM_LEN];
 	int kid = PR_STACK_NONE, uid = PR_STACK_NONE;
 	int has_user = task->mm != NULL;
@@ -217,6 +217,7 @@ int BPF_PROG(pr_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 	r.h.kind = PR_REC_EXEC;
 	r.h.hdr_size = sizeof(r);
 	r.pid = bpf_get_current_pid_tgid() >> 32;
+	r.ts = bpf_ktime_get_ns();
 	cap_emit(ctx, &r, sizeof(r));
 	return 0;
 }

@@ -569,6 +569,9 @@ int main(int argc, char **argv)
 	reader = dwunw_cap_reader_new(pr->skel->obj, pr->opts.perfbuf, 8u << 20, on_record, pr);
 	if (!reader)
 		die("cannot open the %s buffer: %s", pr->opts.perfbuf ? "perf" : "ring", strerror(errno));
+	/* --perf-buffer: the reader orders our records by their time as it does the runtime's */
+	dwunw_cap_reader_order_by(reader, PR_REC_SAMPLE, offsetof(struct pr_sample_rec, ts));
+	dwunw_cap_reader_order_by(reader, PR_REC_EXEC, offsetof(struct pr_exec_rec, ts));
 	err = bpf_program__attach(pr->skel->progs.pr_thread_exit) ? 0 : -errno;
 	if (err)
 		die("cannot attach sched_process_exit: %s", strerror(-err));
@@ -685,6 +688,7 @@ int main(int argc, char **argv)
 		if (dwunw_cap_reader_lost(reader) > pr->prs.output_failed)
 			pr->prs.output_failed = dwunw_cap_reader_lost(reader);
 		pr->prs.read_failed = capc[CAP_CNT_READ_FAILED];
+		pr->prs.untimed = dwunw_cap_reader_untimed(reader);
 	}
 	tool_counters_read(pr->skel->obj, pr->prs.bpf, PR_CNT_MAX);
 	if (pr->opts.interval) /* the last, partial interval */

@@ -29,6 +29,7 @@ struct pr_exec_rec {
 	struct cap_rec_hdr h;
 	__u32 pid;
 	__u32 pad;
+	__u64 ts;            /* bpf_ktime_get_ns(): the perf buffer's reader orders by it */
 };
 
 struct pr_sample_rec {
@@ -39,6 +40,7 @@ struct pr_sample_rec {
 	__s32 ustack;        /* user stack id (fp) */
 	__u32 cpu;
 	__u32 flags;         /* PR_S_* */
+	__u64 ts;            /* bpf_ktime_get_ns() at the event (the perf buffer's order) */
 };
 
 #define PR_S_KTHREAD   (1u << 0) /* no user context (kernel thread) */

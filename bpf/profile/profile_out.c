@@ -358,6 +358,8 @@ void pr_report(struct profile_ctx *pr)
 		       scpu, ru.ru_maxrss);
 		print_modules_json(mods, nmods);
 		printf("]");
+		if (pr->opts.perfbuf)
+			printf(",\"perf_buffer\":{\"untimed\":%" PRIu64 "}", pr->prs.untimed);
 		pr_held_json(&hd);
 		printf(",\"cost\":{\"cpu_s\":%.3f,\"setup_s\":%.3f,\"us_per_sample\":%.1f,\"us_per_process\":%.1f,"
 		       "\"maps_s\":%.3f,\"budget\":{\"max_cpu_pct\":%u,\"not_unwound\":%" PRIu64 ",\"max_stride\":%u}}",
@@ -365,18 +367,9 @@ void pr_report(struct profile_ctx *pr)
 		       pr->prs.forks ? 1e6 * run / (double)pr->prs.forks : 0.0, (double)pr->prs.maps_ns / 1e9,
 		       pr->budget.pct, pr->budget.skipped, pr->budget.max_stride);
 		if (pr->opts.unwind == PR_UNWIND_KERNEL) {
-			printf(",\"kernel_walk\":{\"events\":%" PRIu64 ",\"from_kernel\":%" PRIu64
-			       ",\"fallback\":%" PRIu64 ",\"fallback_pct\":%.2f,\"bad\":%" PRIu64
-			       ",\"by_status\":{", pr->prs.kw.events, pr->prs.kw.kernel, pr->prs.kw.snapshot,
-			       kw_fallback_pct(pr), pr->prs.kw.bad);
-			bool c = false;
-			for (unsigned k = 0; k < KW_ST_MAX; k++)
-				if (pr->prs.kw.status[k]) {
-					printf("%s\"%s\":%" PRIu64, c ? "," : "", kw_status_text(k),
-					       pr->prs.kw.status[k]);
-					c = true;
-				}
-			printf("},\"table_loads\":%" PRIu64 ",\"load_ns\":%" PRIu64 ",\"mmaps\":%" PRIu64 ",\"mmaps_lost\":%" PRIu64
+			printf(",\"kernel_walk\":{");
+			kwalk_seen_json(stdout, &pr->prs.kw);
+			printf(",\"table_loads\":%" PRIu64 ",\"load_ns\":%" PRIu64 ",\"mmaps\":%" PRIu64 ",\"mmaps_lost\":%" PRIu64
 			       ",\"exits\":%" PRIu64 ",\"loads_deferred\":%" PRIu64 ",\"map_bytes\":%" PRIu64 ",\"table_bytes\":%" PRIu64
 			       ",\"modules\":%" PRIu64 ",\"evictions\":%" PRIu64 ",\"slots_recycled\":%" PRIu64
 			       ",\"procs\":%" PRIu64 ",\"files\":%" PRIu64,
@@ -441,6 +434,9 @@ void pr_report(struct profile_ctx *pr)
 		fprintf(stderr, "; --unwind=kernel walks stacks at the event");
 	if (pr->prs.klost)
 		fprintf(stderr, "; kernel stacks lost: %" PRIu64, pr->prs.klost);
+	if (pr->prs.untimed)
+		fprintf(stderr, "; %" PRIu64 " perf-buffer records without a time (in the order of the one "
+			"before them)", pr->prs.untimed);
 	if (pr->prs.bpf[PR_CNT_REC_LOST])
 		fprintf(stderr, "; samples lost (buffer full): %" PRIu64, pr->prs.bpf[PR_CNT_REC_LOST]);
 	if (pr->prs.bpf[PR_CNT_FOLLOW_FULL])

@@ -20,6 +20,7 @@ struct pr_stats {
 	struct unwind_stats unw;
 	uint64_t ulost, klost; /* samples whose user / kernel stack was lost */
 	uint64_t output_failed, read_failed;
+	uint64_t untimed;       /* --perf-buffer: records of a kind with no time (dwunw_cap_reader_untimed) */
 	uint64_t bpf[PR_CNT_MAX]; /* enum pr_counter */
 	uint64_t npids;
 	uint64_t records;       /* records received */

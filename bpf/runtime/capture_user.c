@@ -18,6 +18,7 @@
 #include "capture_user.h"
 #include "counters.h"
 #include "mmap_ev.h"
+#include "py.h"
 
 /*
  * The perf buffer has one buffer per CPU, each in the order its records were written, none across
@@ -26,8 +27,9 @@
  * orders them as perf does: each pass copies what every CPU's buffer holds into a staging area,
  * sorts it by kernel time, and gives the tool the records older than the pass's start less
  * REORDER_NS (a record's time is taken before it is written: a writer preempted in between
- * commits it late); the younger ones wait for the next pass. Records of a kind without a time
- * take the time of the record before them in their CPU's buffer.
+ * commits it late); the younger ones wait for the next pass. Every kind a tool sends has its
+ * time registered; a record of a kind without one is counted (dwunw_cap_reader_untimed) and takes
+ * the time of the record before them in its CPU's buffer.
  */
 #define REORDER_NS (20ull * 1000 * 1000)
 
@@ -43,6 +45,7 @@ struct dwunw_cap_reader {
 	dwunw_cap_record_fn fn;
 	void *ctx;
 	uint64_t lost;
+	uint64_t untimed;        /* perf buffer: records of a kind with no time registered */
 	int stop;                /* perf buffer: a callback asked to stop this pass */
 	/* perf buffer only */
 	size_t nbufs, cur_buf;
@@ -143,6 +146,8 @@ static void stage(struct dwunw_cap_reader *r, const void *data, uint32_t size)
 	if (off >= 0 && (size_t)off + sizeof(ts) <= size) {
 		memcpy(&ts, (const uint8_t *)data + off, sizeof(ts));
 		r->buf_ts[r->cur_buf] = ts;
+	} else {
+		r->untimed++;
 	}
 	size_t padded = ((size_t)size + 7) & ~(size_t)7;
 
@@ -342,6 +347,7 @@ struct dwunw_cap_reader *dwunw_cap_reader_new(struct bpf_object *obj, int perfbu
 		r->ts_off[CAP_KIND_SNAPSHOT] = offsetof(struct cap_record, ts);
 		r->ts_off[CAP_KIND_MAPEV] = offsetof(struct mmap_ev_rec, ts);
 		r->ts_off[CAP_KIND_PROC] = offsetof(struct cap_proc_rec, ts);
+		r->ts_off[CAP_KIND_PY] = offsetof(struct py_rec, ts);
 	} else {
 		m = bpf_object__find_map_by_name(obj, "cap_ringbuf");
 		if (m)
@@ -398,6 +404,11 @@ int dwunw_cap_reader_fd(const struct dwunw_cap_reader *r)
 uint64_t dwunw_cap_reader_lost(const struct dwunw_cap_reader *r)
 {
 	return r->lost;
+}
+
+uint64_t dwunw_cap_reader_untimed(const struct dwunw_cap_reader *r)
+{
+	return r->untimed;
 }
 
 void dwunw_cap_reader_free(struct dwunw_cap_reader *r)

@@ -67,6 +67,9 @@ int dwunw_cap_reader_order_by(struct dwunw_cap_reader *r, uint16_t kind, size_t 
 int dwunw_cap_reader_fd(const struct dwunw_cap_reader *r);
 /* Records the kernel dropped in the perf buffer (reported by perf's lost records). */
 uint64_t dwunw_cap_reader_lost(const struct dwunw_cap_reader *r);
+/* Perf buffer: records read of a kind with no time registered (ordered by the one before them on
+ * their CPU, not by their own time): 0 when every kind the tool sends is registered. */
+uint64_t dwunw_cap_reader_untimed(const struct dwunw_cap_reader *r);
 void dwunw_cap_reader_free(struct dwunw_cap_reader *r);
 
 /*

@@ -53,6 +53,7 @@ struct py_rec {
 	__u32 tid;
 	__u32 status;
 	__u32 nframes;
+	__u64 ts;              /* bpf_ktime_get_ns(), before its stack's (the perf buffer's order) */
 	struct py_raw_frame frames[PY_MAX_FRAMES];
 };
 

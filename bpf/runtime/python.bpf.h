@@ -85,6 +85,7 @@ static __always_inline long py_emit(void *ctx, __u32 tgid, __u32 tid)
 	s->rec.h.flags = 0;
 	s->rec.pid = tgid;
 	s->rec.tid = tid;
+	s->rec.ts = t0;
 	s->rec.status = PY_R_OK;
 	ts = py_tstate(p, tid);
 	if (!ts)

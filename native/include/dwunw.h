@@ -590,7 +590,8 @@ struct dwunw_map {
  */
 int dwunw_maps_parse(char *text, size_t len, struct dwunw_map *out, size_t *n);
 /* Read /proc/PID/maps (pid 0: our own) into a malloc'ed, NUL-terminated text (*out; *len bytes
- * before the NUL; free() it): DWUNW_OK, DWUNW_ERR_NO_PROCESS when pid has exited or is a zombie. */
+ * before the NUL; free() it): DWUNW_OK, DWUNW_ERR_NO_PROCESS when pid has exited or is a zombie.
+ * A process whose main thread exited first is read through another of its threads. */
 int dwunw_maps_read(int32_t pid, char **out, size_t *len);
 /* Both: pid's mappings (pid 0: our own) as *n entries in one malloc'ed block (free(*out) frees
  * them and their paths). */

@@ -4,6 +4,7 @@
  * tool use it. Depends on nothing else of the library but the errno mapping, so a tool built
  * without the unwinder (memleak-fp) links only this.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -132,19 +133,13 @@ DWUNW_API int dwunw_maps_parse(char *text, size_t len, struct dwunw_map *out, si
 	return found ? DWUNW_OK : DWUNW_ERR_CORRUPT;
 }
 
-DWUNW_API int dwunw_maps_read(int32_t pid, char **out, size_t *len)
+/* One maps file, whole (DWUNW_ERR_NO_PROCESS when empty: a task without an mm). */
+static int read_maps(const char *path, char **out, size_t *len)
 {
-	char path[64];
 	size_t cap = 1 << 16, n = 0;
 	char *buf;
 	int fd;
 
-	if (!out || !len || pid < 0)
-		return DWUNW_ERR_INVALID_ARG;
-	if (pid)
-		snprintf(path, sizeof(path), "/proc/%d/maps", pid);
-	else
-		snprintf(path, sizeof(path), "/proc/self/maps");
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return errno == ENOENT ? DWUNW_ERR_NO_PROCESS : dw_errno_to_err(errno);
@@ -185,6 +180,39 @@ DWUNW_API int dwunw_maps_read(int32_t pid, char **out, size_t *len)
 	*out = buf;
 	*len = n;
 	return DWUNW_OK;
+}
+
+DWUNW_API int dwunw_maps_read(int32_t pid, char **out, size_t *len)
+{
+	char path[64];
+	int err;
+	DIR *d;
+	struct dirent *de;
+
+	if (!out || !len || pid < 0)
+		return DWUNW_ERR_INVALID_ARG;
+	if (!pid)
+		return read_maps("/proc/self/maps", out, len);
+	snprintf(path, sizeof(path), "/proc/%d/maps", pid);
+	err = read_maps(path, out, len);
+	if (err != DWUNW_ERR_NO_PROCESS)
+		return err;
+	/* a main thread that exited first (pthread_exit) is a zombie without maps while the other
+	 * threads run on in the same mm: read it through one of them */
+	snprintf(path, sizeof(path), "/proc/%d/task", pid);
+	d = opendir(path);
+	if (!d)
+		return DWUNW_ERR_NO_PROCESS;
+	while (err == DWUNW_ERR_NO_PROCESS && (de = readdir(d))) {
+		int tid = atoi(de->d_name);
+
+		if (tid <= 0 || tid == pid)
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%d/maps", pid, tid);
+		err = read_maps(path, out, len);
+	}
+	closedir(d);
+	return err;
 }
 
 DWUNW_API int dwunw_maps_load(int32_t pid, struct dwunw_map **out, size_t *n)

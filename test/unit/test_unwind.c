@@ -15,6 +15,7 @@
 #include <fcntl.h>
 #include <link.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -594,6 +595,62 @@ static void test_maps_parse(void)
 	is_int((int)n, (int)lc, "maps parse: one mapping a line of /proc/self/maps (%zu)", lc);
 	free(self_text);
 	is_int(dwunw_maps_read(-1, &self_text, &len), DWUNW_ERR_INVALID_ARG, "maps read: pid -1 refused");
+}
+
+static void *park(void *arg)
+{
+	(void)arg;
+	for (;;)
+		pause();
+	return NULL;
+}
+
+/* a child whose main thread pthread_exit()s, another thread parked */
+static void leader_exits(void)
+{
+	pthread_t t;
+
+	if (pthread_create(&t, NULL, park, NULL))
+		_exit(1);
+	pthread_exit(NULL);
+}
+
+/* A process whose main thread exited first: /proc/PID/maps is empty, read through another thread. */
+static void test_maps_leader_gone(void)
+{
+	char path[64], *text = NULL;
+	size_t len = 0;
+	pid_t kid = fork();
+	int empty = 0, err;
+
+	if (kid == 0)
+		leader_exits();
+	kid_add(kid);
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)kid);
+	/* the leader is gone when its maps read empty (bounded: 30 s) */
+	for (int i = 0; i < 3000 && !empty; i++) {
+		char c;
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+		empty = fd >= 0 && read(fd, &c, 1) == 0;
+		if (fd >= 0)
+			close(fd);
+		if (!empty)
+			usleep(10000);
+	}
+	ok(empty, "maps read, leader gone: /proc/%d/maps is empty", (int)kid);
+	err = dwunw_maps_read(kid, &text, &len);
+	is_int(err, DWUNW_OK, "maps read, leader gone: read through its other thread");
+	if (empty && err == DWUNW_OK) {
+		char exe[512];
+		ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+
+		exe[n > 0 ? n : 0] = 0;
+		ok(n > 0 && strstr(text, exe), "maps read, leader gone: our forked image's maps (%zu bytes, %s in them)",
+		   len, exe);
+	}
+	free(text);
+	kid_end(kid);
 }
 
 /*
@@ -1390,6 +1447,7 @@ int main(void)
 	test_self();
 	test_offline();
 	test_maps_parse();
+	test_maps_leader_gone();
 	test_pinned();
 	test_code_start_memo();
 	test_live_end();
