@@ -473,6 +473,7 @@ void pr_held(const struct profile_ctx *pr, struct pr_held *h)
 	h->processes = mappings_held(pr->fr.maps, &h->view_bytes);
 	mapped_files_stats_get(&mf);
 	h->files = mf.open;
+	h->file_bytes = mf.bytes;
 	h->spaces = pr->gens.n;
 	h->forks = pr->prs.forks;
 	h->exits = pr->prs.exits;
@@ -480,28 +481,24 @@ void pr_held(const struct profile_ctx *pr, struct pr_held *h)
 	h->stacks = pr->st.n;
 	h->keys = pr->agg.n;
 	h->not_followed = pr->prs.bpf[PR_CNT_FOLLOW_FULL];
-#ifdef HAVE_DWUNW
-	struct dwunw_cache_stats cs;
-
-	if (pr->fr.dctx_ok && dwunw_cache_stats((struct dwunw_ctx *)&pr->fr.dctx, &cs) == DWUNW_OK)
-		h->modules = cs.active + cs.warm;
-#endif
+	h->modules = frames_modules_held(&pr->fr, &h->module_bytes);
 }
 
 void pr_held_json(const struct pr_held *h)
 {
-	printf(",\"held\":{\"processes\":%" PRIu64 ",\"view_bytes\":%" PRIu64 ",\"files\":%" PRIu64
-	       ",\"spaces\":%" PRIu64 ",\"modules\":%" PRIu64 ",\"stacks\":%" PRIu64 ",\"keys\":%" PRIu64
+	printf(",\"held\":{\"processes\":%" PRIu64 ",\"view_bytes\":%" PRIu64 ",\"files\":%" PRIu64 ",\"file_bytes\":%" PRIu64
+	       ",\"spaces\":%" PRIu64 ",\"modules\":%" PRIu64 ",\"module_bytes\":%" PRIu64 ",\"stacks\":%" PRIu64 ",\"keys\":%" PRIu64
 	       ",\"forks\":%" PRIu64 ",\"exits\":%" PRIu64 ",\"swept\":%" PRIu64 ",\"not_followed\":%" PRIu64 "}",
-	       h->processes, h->view_bytes, h->files, h->spaces, h->modules, h->stacks, h->keys, h->forks, h->exits,
-	       h->swept, h->not_followed);
+	       h->processes, h->view_bytes, h->files, h->file_bytes, h->spaces, h->modules, h->module_bytes, h->stacks, h->keys, h->forks,
+	       h->exits, h->swept, h->not_followed);
 }
 
 void pr_held_text(const struct pr_held *h)
 {
 	fprintf(stderr, "profile: held: %" PRIu64 " processes' mappings (%.1f KiB), %" PRIu64 " files open, %" PRIu64
-		" address spaces, %" PRIu64 " modules cached; %" PRIu64 " stacks, %" PRIu64 " keys; %" PRIu64
+		" address spaces, %" PRIu64 " modules cached (%.1f MiB); %" PRIu64 " stacks, %" PRIu64 " keys; %" PRIu64
 		" forks and %" PRIu64 " exits applied, %" PRIu64 " gone without an exit record (lost)\n", h->processes,
-		(double)h->view_bytes / 1024.0, h->files, h->spaces, h->modules, h->stacks, h->keys, h->forks, h->exits,
+		(double)h->view_bytes / 1024.0, h->files, h->spaces, h->modules, (double)h->module_bytes / 1048576.0,
+		h->stacks, h->keys, h->forks, h->exits,
 		h->swept);
 }
