@@ -284,6 +284,13 @@ uint64_t frames_modules_held(const struct frames *fr, uint64_t *bytes)
 	return 0;
 }
 
+void frames_modules_json(const struct frames *fr)
+{
+	uint64_t bytes, n = frames_modules_held(fr, &bytes);
+
+	printf(",\"module_cache\":{\"modules\":%" PRIu64 ",\"bytes\":%" PRIu64 "}", n, bytes);
+}
+
 #ifdef HAVE_DWUNW
 static void dw_warn(void *arg, const char *line)
 {

@@ -14,7 +14,7 @@
  * module load holds while it opens and reads the file):
  *  - never: dwunw_version, dwunw_strerror, dwunw_errname, dwunw_arch_*, dwunw_module_path,
  *    _build_id, _arch, dwunw_module_memory, dwunw_module_cache_release, dwunw_module_put,
- *    dwunw_cache_stats, dwunw_stack_reader_init;
+ *    dwunw_stack_reader_init;
  *    dwunw_capture(_sampled) with DWUNW_REGS_NOWAIT (no file I/O, no context lock: what is not
  *    loaded yet gives DWUNW_ERR_WOULDBLOCK; it still reads the target's memory beyond the
  *    snapshot with process_vm_readv, a system call, unless DWUNW_CFG_NO_REMOTE_READS, and may
@@ -23,11 +23,11 @@
  *    maps of a new pid, each module's first load, its table, symbols for the prologue
  *    analyser, /proc/PID/mem when process_vm_readv is refused), dwunw_load_for,
  *    dwunw_module_open*, dwunw_maps_refresh, dwunw_core_load;
- *  - I/O and the module's own lock (not the context's): dwunw_table_*, dwunw_symbolize* and
- *    dwunw_source_line (the table, the symbol index and debug files, the line table, built on a
- *    module's first use);
- *  - lock, no I/O: dwunw_maps_set, _pin, _forget, dwunw_memory_add, dwunw_cache_trim,
- *    dwunw_shutdown;
+ *  - I/O and the module's own lock: dwunw_table_*, dwunw_symbolize* and dwunw_source_line (the
+ *    table, the symbol index and debug files, the line table, built on a module's first use;
+ *    after such a build, the context's lock once, to count the cache's bytes);
+ *  - lock, no I/O: dwunw_maps_set, _pin, _forget, dwunw_memory_add, dwunw_cache_stats,
+ *    dwunw_cache_trim, dwunw_shutdown;
  *  - ptrace waits: dwunw_stack_reader_attach (up to attach_timeout_ms), _detach.
  */
 #ifndef DWUNW_H

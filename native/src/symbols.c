@@ -488,8 +488,10 @@ uint64_t dw_symtab_bytes(const struct dw_symtab *s)
 	if (!s)
 		return 0;
 	/* The line table is left out: built only when file:line is asked for. */
-	return sizeof(*s) + s->nsyms * sizeof(s->syms[0]) + (s->have_dbg ? s->dbg.held : 0) +
-	       (s->have_mdi ? s->mdi.size : 0);
+	/* the debug file's bytes grow as its sections are read (a line table): read atomically, the
+	 * byte bound counts them while other threads symbolize */
+	return sizeof(*s) + s->nsyms * sizeof(s->syms[0]) +
+	       (s->have_dbg ? __atomic_load_n(&s->dbg.held, __ATOMIC_RELAXED) : 0) + (s->have_mdi ? s->mdi.size : 0);
 }
 
 uint64_t dw_symtab_lines_bytes(const struct dw_symtab *s)
