@@ -76,6 +76,12 @@ export interface CacheStats {
   slots: number;
   active: number;
   warm: number;
+  /** Bytes the loaded modules hold (tables, symbol index, line tables, ELF bytes read). */
+  bytes: number;
+  /** The bound on them (config cache_bytes in effect). */
+  bytesBound: number;
+  /** Evictions made to keep within the bound. */
+  bytesEvictions: number;
 }
 
 /** Section name of a DWUNW_TABLE_SRC_* bit. */
@@ -266,6 +272,8 @@ export class Module {
 export interface DwunwOptions {
   /** Module-cache slots; 0 = the library's default. */
   cacheSlots?: number;
+  /** Bytes the module cache's warm modules may hold (LRU beyond); 0 = the library's default (256 MiB). */
+  cacheBytes?: number;
   /** DWUNW_CFG_* flags. */
   flags?: number;
   /** Prefix for module paths (offline snapshots of another root); null = "/". */
@@ -759,6 +767,7 @@ export class Dwunw {
       pad: 0,
       attach_timeout_ms: opts.attachTimeoutMs ?? 0,
       pad2: 0,
+      cache_bytes: BigInt(opts.cacheBytes ?? 0),
     };
     this.ctxMem = N.allocCtx();
     const rc = lib.dwunw_init(this.ctxMem, this.cfg);
@@ -845,6 +854,9 @@ export class Dwunw {
       slots: r.slots,
       active: r.active,
       warm: r.warm,
+      bytes: num(r.bytes),
+      bytesBound: num(r.bytes_bound),
+      bytesEvictions: num(r.bytes_evictions),
     };
   }
 

@@ -53,6 +53,7 @@ export const ConfigT = koffi.struct('dwunw_config', {
   pad: 'uint32_t',
   attach_timeout_ms: 'uint32_t',
   pad2: 'uint32_t',
+  cache_bytes: 'uint64_t',
 });
 
 export const DebuginfodResultT = koffi.struct('dwunw_debuginfod_result', {
@@ -101,6 +102,9 @@ export const CacheStatsT = koffi.struct('dwunw_cache_stats', {
   active: 'uint32_t',
   warm: 'uint32_t',
   pad: 'uint32_t',
+  bytes: 'uint64_t',
+  bytes_bound: 'uint64_t',
+  bytes_evictions: 'uint64_t',
 });
 
 export const TableInfoT = koffi.struct('dwunw_table_info', {
@@ -320,6 +324,9 @@ export interface RawCacheStats {
   slots: number;
   active: number;
   warm: number;
+  bytes: number | bigint;
+  bytes_bound: number | bigint;
+  bytes_evictions: number | bigint;
 }
 
 export interface RawSymbol {

@@ -262,6 +262,29 @@ if (why) {
     tt.equal(kw.procs, 0, 'no walker entry held at the end');
   });
 
+  // Held files by identity (runtime/mapped_files.c): 60 live children mapping the same few
+  // libraries hold each file once (one fd per device and inode, refcounted by the mappings), not
+  // one per mapping; every hold goes with the last mapping of its file.
+  t.test('held files by identity: 60 live processes mapping the same libraries hold each file once', async (tt) => {
+    const KIDS = 60;
+    const r = await start(memleakBin, ['--unwind=dwarf', '--json', '-o', '0', '-c', `sh -c 'for i in $(seq ${KIDS}); do sleep 6 & done; wait'`, '1'], { timeoutMs: 120_000 }).done;
+    tt.equal(r.status, 0, `exit status 0 ${r.stderr.slice(-800)}`);
+    interface Maps { files_held: number; files_shared: number; files_missed: number; held: { processes: number; files: number; file_mappings: number } }
+    const maps = r.stdout.split('\n').filter((l) => l.startsWith('{"time"')).map((l) => (JSON.parse(l) as { maps?: Maps }).maps).filter((m): m is Maps => !!m);
+    const last = maps[maps.length - 1];
+    if (!last) return void tt.fail('no report with a maps summary');
+    // the report with the most mappings held: the children alive
+    const peak = maps.reduce((a, m) => (m.held.file_mappings > a.held.file_mappings ? m : a));
+    tt.ok(peak.held.processes >= KIDS / 2, `a report while the children lived: ${peak.held.processes} processes' views`);
+    tt.ok(peak.held.file_mappings >= peak.held.processes, `each of them refers to held files: ${peak.held.file_mappings} mappings`);
+    // sleep, libc, ld.so and sh: a few files, however many processes map them
+    tt.ok(peak.held.files <= 8, `files held while they lived: ${peak.held.files} (<= 8) for ${peak.held.file_mappings} mappings`);
+    tt.ok(last.files_shared >= KIDS, `mappings that found their file held already, without an open: ${last.files_shared}`);
+    tt.ok(last.files_held <= 16, `files ever opened to be held: ${last.files_held}`);
+    tt.equal(last.held.files, 0, 'no file held open at the end');
+    tt.equal(last.held.file_mappings, 0, 'no mapping record left');
+  });
+
   // ---- kernel mode (--unwind=kernel): helper kchurn's part (the in-kernel walker's side) ----------
   // The walker's process entries are made by the BPF side at exec and fork, merged at mmap and
   // freed at exit; modules are loaded once by file (kw_files) and shared by every process: no

@@ -322,6 +322,7 @@ void ml_report(struct memleak_ctx *ml)
 			freeze_json(&ml->fz, stdout);
 		}
 		mappings_json(ml->fr.maps);
+		frames_modules_json(&ml->fr);
 		ml_mem_json(ml->skel->obj, ml->report_outstanding);
 		printf("}\n");
 	} else if (ml->env.folded) {

@@ -473,6 +473,7 @@ void pr_held(const struct profile_ctx *pr, struct pr_held *h)
 	h->processes = mappings_held(pr->fr.maps, &h->view_bytes);
 	mapped_files_stats_get(&mf);
 	h->files = mf.open;
+	h->file_bytes = mf.bytes;
 	h->spaces = pr->spaces.n;
 	h->forks = pr->prs.forks;
 	h->exits = pr->prs.exits;
@@ -485,30 +486,25 @@ void pr_held(const struct profile_ctx *pr, struct pr_held *h)
 	h->stacks_freed = pr->st.freed;
 	h->folded = pr->folded.n;
 	h->not_followed = pr->prs.bpf[PR_CNT_FOLLOW_FULL];
-#ifdef HAVE_DWUNW
-	struct dwunw_cache_stats cs;
-
-	if (pr->fr.dctx_ok && dwunw_cache_stats((struct dwunw_ctx *)&pr->fr.dctx, &cs) == DWUNW_OK)
-		h->modules = cs.active + cs.warm;
-#endif
+	h->modules = frames_modules_held(&pr->fr, &h->module_bytes);
 }
 
 void pr_held_json(const struct pr_held *h)
 {
-	printf(",\"held\":{\"processes\":%" PRIu64 ",\"view_bytes\":%" PRIu64 ",\"files\":%" PRIu64
-	       ",\"spaces\":%" PRIu64 ",\"modules\":%" PRIu64 ",\"stacks\":%" PRIu64 ",\"user_stacks\":%" PRIu64 ",\"stack_bytes\":%" PRIu64
-	       ",\"stacks_freed\":%" PRIu64 ",\"keys\":%" PRIu64 ",\"folded_lines\":%" PRIu64
-	       ",\"forks\":%" PRIu64 ",\"exits\":%" PRIu64 ",\"swept\":%" PRIu64 ",\"not_followed\":%" PRIu64 "}",
-	       h->processes, h->view_bytes, h->files, h->spaces, h->modules, h->stacks, h->user_stacks, h->stack_bytes,
-	       h->stacks_freed, h->keys, h->folded, h->forks, h->exits, h->swept, h->not_followed);
+	printf(",\"held\":{\"processes\":%" PRIu64 ",\"view_bytes\":%" PRIu64 ",\"files\":%" PRIu64 ",\"file_bytes\":%" PRIu64
+	       ",\"spaces\":%" PRIu64 ",\"modules\":%" PRIu64 ",\"module_bytes\":%" PRIu64 ",\"stacks\":%" PRIu64
+	       ",\"user_stacks\":%" PRIu64 ",\"stack_bytes\":%" PRIu64 ",\"stacks_freed\":%" PRIu64 ",\"keys\":%" PRIu64
+	       ",\"folded_lines\":%" PRIu64 ",\"forks\":%" PRIu64 ",\"exits\":%" PRIu64 ",\"swept\":%" PRIu64 ",\"not_followed\":%" PRIu64 "}",
+	       h->processes, h->view_bytes, h->files, h->file_bytes, h->spaces, h->modules, h->module_bytes, h->stacks, h->user_stacks,
+	       h->stack_bytes, h->stacks_freed, h->keys, h->folded, h->forks, h->exits, h->swept, h->not_followed);
 }
 
 void pr_held_text(const struct pr_held *h)
 {
 	fprintf(stderr, "profile: held: %" PRIu64 " processes' mappings (%.1f KiB), %" PRIu64 " files open, %" PRIu64
-		" address spaces, %" PRIu64 " modules cached; %" PRIu64 " stacks (%.1f KiB; %" PRIu64 " freed), %" PRIu64
+		" address spaces, %" PRIu64 " modules cached (%.1f MiB); %" PRIu64 " stacks (%.1f KiB; %" PRIu64 " freed), %" PRIu64
 		" keys, %" PRIu64 " folded lines; %" PRIu64 " forks and %" PRIu64 " exits applied, %" PRIu64
 		" gone without an exit record (lost)\n", h->processes, (double)h->view_bytes / 1024.0, h->files, h->spaces,
-		h->modules, h->stacks, (double)h->stack_bytes / 1024.0, h->stacks_freed, h->keys, h->folded, h->forks,
-		h->exits, h->swept);
+		h->modules, (double)h->module_bytes / 1048576.0, h->stacks, (double)h->stack_bytes / 1024.0, h->stacks_freed,
+		h->keys, h->folded, h->forks, h->exits, h->swept);
 }

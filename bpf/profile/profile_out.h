@@ -63,8 +63,10 @@ struct pr_tally {
 struct pr_held {
 	uint64_t processes, view_bytes; /* mapping views (runtime/mappings.h) */
 	uint64_t files;                 /* executable files held open (runtime/mapped_files.h) */
+	uint64_t file_bytes;            /* ... its tables (files and the mappings using them) */
 	uint64_t spaces;                /* live processes with an entry (image generation, seen) */
 	uint64_t modules;               /* libdwunw's module cache: active + warm slots */
+	uint64_t module_bytes;          /* ... the bytes they hold (bounded: config cache_bytes) */
 	uint64_t stacks, keys;          /* the stack store, the aggregation */
 	uint64_t user_stacks;           /* ... its stacks of processes (not the kernel's, not reasons) */
 	uint64_t stack_bytes;           /* the stacks and their frames */

@@ -268,6 +268,29 @@ void frames_shutdown(struct frames *fr)
 	fr->cap = 0;
 }
 
+uint64_t frames_modules_held(const struct frames *fr, uint64_t *bytes)
+{
+	*bytes = 0;
+#ifdef HAVE_DWUNW
+	struct dwunw_cache_stats cs;
+
+	if (fr->dctx_ok && dwunw_cache_stats((struct dwunw_ctx *)&fr->dctx, &cs) == DWUNW_OK) {
+		*bytes = cs.bytes;
+		return cs.active + cs.warm;
+	}
+#else
+	(void)fr;
+#endif
+	return 0;
+}
+
+void frames_modules_json(const struct frames *fr)
+{
+	uint64_t bytes, n = frames_modules_held(fr, &bytes);
+
+	printf(",\"module_cache\":{\"modules\":%" PRIu64 ",\"bytes\":%" PRIu64 "}", n, bytes);
+}
+
 #ifdef HAVE_DWUNW
 static void dw_warn(void *arg, const char *line)
 {

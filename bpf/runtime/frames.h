@@ -79,6 +79,11 @@ int frames_init(struct frames *fr, uint32_t cache_slots, uint32_t flags, const c
  */
 void frames_name_fetched(struct frames *fr, uint32_t wait_ms);
 #endif
+/* libdwunw's module cache now: modules loaded (active + warm) and the bytes they hold (its byte
+ * bound, config cache_bytes, keeps the warm ones within 256 MiB); 0 without it. */
+uint64_t frames_modules_held(const struct frames *fr, uint64_t *bytes);
+/* The same as a JSON member: ,"module_cache":{"modules":N,"bytes":B} (memleak's summary). */
+void frames_modules_json(const struct frames *fr);
 /* The unwinder (or symbolizer) shut down, the scratch freed; with --lines, one line on stderr
  * says what the look-ups cost (frame_lines_summary). */
 void frames_shutdown(struct frames *fr);

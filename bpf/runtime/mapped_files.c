@@ -14,19 +14,39 @@
 #include "mmap_ev.h"
 #include "mapped_files.h"
 
+/*
+ * A held file: one per identity (device, inode), shared by every mapping of it in every process.
+ * While the fd is open the inode cannot be freed, so no other file can take its number: a later
+ * mapping event with the same device and inode is the same file, and finds it held without an
+ * open. (The mapping events carry no build id; device and inode of an inode kept alive are
+ * unique, which a build id could only confirm.)
+ */
 struct hold {
-	uint32_t pid;
 	int fd;                /* -1: free */
 	int used_fd;           /* the number given to libdwunw (never one given before), -1: none */
-	uint64_t start, end, ino, seq;
-	uint64_t ts;           /* kernel time of the mapping's event */
+	uint32_t refs;         /* mappings (struct mref) using it */
+	uint64_t ino, seq;
 	uint32_t maj, min;
-	char path[MMAP_EV_NAME_PARTS * MMAP_EV_PART_LEN + 2];
+	char path[MMAP_EV_NAME_PARTS * MMAP_EV_PART_LEN + 2]; /* as the first mapping named it */
 };
 
-/* few at once (libraries mapped by the traced processes): a flat table under one lock; the
- * drain thread takes it once per executable mmap, the main thread only on a frame without module */
+/* One executable file mapping of a process, made by the event of kernel time ts: its file. */
+struct mref {
+	uint32_t pid;
+	uint32_t next;         /* the next of the pid's bucket (index + 1; 0: none); free list */
+	uint32_t hold;         /* index in holds[] */
+	uint32_t pad;
+	uint64_t start, end, ts;
+};
+
+/* few files at once (libraries mapped by the traced processes): a flat table under one lock; the
+ * drain thread takes it once per executable mmap, the main thread only on a frame without module.
+ * The mappings, many more (each process maps the same few files), hash by pid. */
 static struct hold holds[MAPPED_FILES_MAX];
+#define MREF_BUCKETS 1024
+static uint32_t mref_bucket[MREF_BUCKETS]; /* index + 1 of the first mref of a pid bucket */
+static struct mref *mrefs;
+static uint32_t mrefs_cap, mrefs_free; /* free list: index + 1 */
 static uint64_t seq;
 static struct mapped_files_stats stats;
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
@@ -46,6 +66,78 @@ static void init_locked(void)
 	for (size_t i = 0; i < MAPPED_FILES_MAX; i++)
 		holds[i].fd = holds[i].used_fd = -1;
 	inited = true;
+}
+
+static uint32_t *bucket_of(uint32_t pid)
+{
+	return &mref_bucket[(pid * 2654435761u) >> 22 & (MREF_BUCKETS - 1)];
+}
+
+/* A mapping's ref, chained into its pid's bucket; NULL when out of memory. Locked. */
+static struct mref *mref_add(uint32_t pid)
+{
+	uint32_t i, *b = bucket_of(pid);
+
+	if (!mrefs_free) {
+		uint32_t cap = mrefs_cap ? mrefs_cap * 2 : 256;
+		struct mref *v = realloc(mrefs, (size_t)cap * sizeof(*v));
+
+		if (!v)
+			return NULL;
+		mrefs = v;
+		for (i = cap; i-- > mrefs_cap;) {
+			mrefs[i].next = mrefs_free;
+			mrefs_free = i + 1;
+		}
+		mrefs_cap = cap;
+	}
+	i = mrefs_free - 1;
+	mrefs_free = mrefs[i].next;
+	mrefs[i] = (struct mref){ .pid = pid, .next = *b };
+	*b = i + 1;
+	stats.mappings++;
+	return &mrefs[i];
+}
+
+/* The file's fds closed once no mapping uses it. Locked. */
+static void hold_close(struct hold *h)
+{
+	close(h->fd);
+	if (h->used_fd >= 0)
+		close(h->used_fd);
+	h->fd = h->used_fd = -1;
+	h->refs = 0;
+}
+
+/* Unchain *link's mref (free it) and drop its hold's reference. Locked. */
+static void mref_drop(uint32_t *link)
+{
+	uint32_t i = *link - 1;
+	struct hold *h = &holds[mrefs[i].hold];
+
+	*link = mrefs[i].next;
+	mrefs[i].next = mrefs_free;
+	mrefs[i].pid = 0;
+	mrefs_free = i + 1;
+	stats.mappings--;
+	if (h->fd >= 0 && !--h->refs)
+		hold_close(h);
+}
+
+/* Iterate over pid's mrefs: `link` points at the link to the current one. */
+#define for_each_mref(pid, link) \
+	for (uint32_t *link = bucket_of(pid); *link; link = &mrefs[*link - 1].next)
+
+/* The held file of this identity, or NULL. Locked. */
+static struct hold *hold_find(uint64_t ino, uint32_t maj, uint32_t min)
+{
+	for (size_t i = 0; i < MAPPED_FILES_MAX; i++) {
+		struct hold *h = &holds[i];
+
+		if (h->fd >= 0 && h->ino == ino && h->maj == maj && h->min == min)
+			return h;
+	}
+	return NULL;
 }
 
 bool mmap_ev_rec_path(const struct mmap_ev_rec *r, char *buf, size_t size)
@@ -100,11 +192,12 @@ static int open_mapping(const struct mmap_ev_rec *r, const char *path)
 /* Already held? Locked. */
 static bool held_locked(const struct mmap_ev_rec *r)
 {
-	for (size_t i = 0; i < MAPPED_FILES_MAX; i++) {
-		const struct hold *h = &holds[i];
+	init_locked();
+	for_each_mref(r->pid, link) {
+		const struct mref *m = &mrefs[*link - 1];
 
 		/* by the event itself: an inode number is reused once a file is deleted */
-		if (h->fd >= 0 && h->pid == r->pid && h->ts == r->ts && h->start == r->start)
+		if (m->pid == r->pid && m->ts == r->ts && m->start == r->start)
 			return true;
 	}
 	return false;
@@ -164,10 +257,10 @@ static void chg_note(const struct mmap_ev_rec *r)
 		chg_latest = c.ts;
 	__atomic_add_fetch(&chg_seq, 1, __ATOMIC_RELEASE);
 	init_locked();
-	for (size_t i = 0; i < MAPPED_FILES_MAX; i++) {
-		const struct hold *h = &holds[i];
+	for_each_mref(c.pid, link) {
+		const struct mref *m = &mrefs[*link - 1];
 
-		if (h->fd >= 0 && h->pid == c.pid && h->ts < c.ts && h->start < c.end && c.start < h->end) {
+		if (m->pid == c.pid && m->ts < c.ts && m->start < c.end && c.start < m->end) {
 			__atomic_add_fetch(&chg_hold_seq, 1, __ATOMIC_RELEASE);
 			break;
 		}
@@ -211,12 +304,68 @@ void mapped_files_tap(const void *data, size_t size)
 	mapped_files_tap_one(data, size);
 }
 
+/* A hold for the file of r (path: where it was opened, fd: that open); NULL when none is free. An
+ * identity table full means more distinct files than MAPPED_FILES_MAX are mapped at once: the one
+ * held longest goes, with its mappings (counted: evicted). Locked. */
+static struct hold *hold_new_locked(const struct mmap_ev_rec *r, const char *path, int fd)
+{
+	struct hold *slot = NULL;
+
+	for (size_t i = 0; i < MAPPED_FILES_MAX; i++) {
+		struct hold *h = &holds[i];
+
+		if (h->fd < 0) {
+			slot = h;
+			break;
+		}
+		if (!slot || h->seq < slot->seq)
+			slot = h;
+	}
+	if (slot->fd >= 0) {
+		uint32_t victim = (uint32_t)(slot - holds);
+
+		for (uint32_t b = 0; b < MREF_BUCKETS; b++)
+			for (uint32_t *link = &mref_bucket[b]; *link;) {
+				if (mrefs[*link - 1].hold == victim)
+					mref_drop(link); /* the last one closes it */
+				else
+					link = &mrefs[*link - 1].next;
+			}
+		if (slot->fd >= 0)
+			hold_close(slot);
+		stats.evicted++;
+	}
+	*slot = (struct hold){ .fd = fd, .used_fd = -1, .ino = r->ino, .maj = r->dev_major, .min = r->dev_minor,
+			       .seq = ++seq };
+	snprintf(slot->path, sizeof(slot->path), "%s", path);
+	stats.held++;
+	return slot;
+}
+
+/* r's mapping refers to h from now on. Locked. */
+static void mref_attach(const struct mmap_ev_rec *r, struct hold *h)
+{
+	struct mref *m = mref_add(r->pid);
+
+	if (!m) {
+		if (!h->refs)
+			hold_close(h);
+		return;
+	}
+	m->hold = (uint32_t)(h - holds);
+	m->start = r->start;
+	m->end = r->end;
+	m->ts = r->ts;
+	h->refs++;
+}
+
 static void mapped_files_tap_one(const void *data, size_t size)
 {
 	struct mmap_ev_rec r;
 	char path[sizeof(holds[0].path)] = "";
-	struct hold *slot = NULL;
+	struct hold *h;
 	bool dup;
+	int fd;
 
 	if (size < sizeof(r))
 		return;
@@ -224,41 +373,30 @@ static void mapped_files_tap_one(const void *data, size_t size)
 	if (r.h.kind != CAP_KIND_MAPEV || r.op != MMAP_EV_MMAP || !(r.prot & 4) || r.end <= r.start)
 		return;
 	pthread_mutex_lock(&mu);
-	init_locked();
 	dup = held_locked(&r); /* tapped already (the drain thread, then the main one) */
+	/* its file held already (another mapping, another process): no open */
+	h = dup ? NULL : hold_find(r.ino, r.dev_major, r.dev_minor);
+	if (h) {
+		mref_attach(&r, h);
+		stats.shared++;
+	}
 	pthread_mutex_unlock(&mu);
-	if (dup)
+	if (dup || h)
 		return;
 	mmap_ev_rec_path(&r, path, sizeof(path));
-	int fd = open_mapping(&r, path);
+	fd = open_mapping(&r, path);
 
 	pthread_mutex_lock(&mu);
 	if (fd < 0) {
 		stats.missed++;
 	} else if (held_locked(&r)) {
 		close(fd);
+	} else if ((h = hold_find(r.ino, r.dev_major, r.dev_minor))) {
+		close(fd); /* held by another thread meanwhile */
+		mref_attach(&r, h);
+		stats.shared++;
 	} else {
-		/* a free slot, else the oldest hold (its mapping the longest-lived) */
-		for (size_t i = 0; i < MAPPED_FILES_MAX; i++) {
-			struct hold *h = &holds[i];
-
-			if (h->fd < 0) {
-				slot = h;
-				break;
-			}
-			if (!slot || h->seq < slot->seq)
-				slot = h;
-		}
-		if (slot->fd >= 0) {
-			close(slot->fd);
-			if (slot->used_fd >= 0)
-				close(slot->used_fd);
-			stats.evicted++;
-		}
-		*slot = (struct hold){ .pid = r.pid, .fd = fd, .used_fd = -1, .start = r.start, .end = r.end, .ino = r.ino,
-				       .maj = r.dev_major, .min = r.dev_minor, .seq = ++seq, .ts = r.ts };
-		memcpy(slot->path, path, sizeof(path));
-		stats.held++;
+		mref_attach(&r, hold_new_locked(&r, path, fd));
 	}
 	pthread_mutex_unlock(&mu);
 }
@@ -285,11 +423,11 @@ static int fresh_fd(int fd)
 static struct hold *hold_of_locked(uint32_t pid, uint64_t start, uint64_t ts)
 {
 	init_locked();
-	for (size_t i = 0; i < MAPPED_FILES_MAX; i++) {
-		struct hold *h = &holds[i];
+	for_each_mref(pid, link) {
+		const struct mref *m = &mrefs[*link - 1];
 
-		if (h->fd >= 0 && h->pid == pid && h->ts == ts && start >= h->start && start < h->end)
-			return h;
+		if (m->pid == pid && m->ts == ts && start >= m->start && start < m->end)
+			return &holds[m->hold];
 	}
 	return NULL;
 }
@@ -386,17 +524,16 @@ void mapped_files_release(uint32_t pid, uint64_t start, uint64_t end, uint64_t t
 {
 	pthread_mutex_lock(&mu);
 	init_locked();
-	for (size_t i = 0; i < MAPPED_FILES_MAX; i++) {
-		struct hold *h = &holds[i];
+	for (uint32_t *link = bucket_of(pid); *link;) {
+		const struct mref *m = &mrefs[*link - 1];
 
 		/* released once the whole mapping went (a partial munmap leaves code mapped); a hold
-		 * taken for a later mapping (the drain thread runs ahead: the same range reused) stays */
-		if (h->fd >= 0 && h->pid == pid && start <= h->start && h->end <= end && h->ts < ts) {
-			close(h->fd);
-			if (h->used_fd >= 0)
-				close(h->used_fd);
-			h->fd = h->used_fd = -1;
-		}
+		 * taken for a later mapping (the drain thread runs ahead: the same range reused) stays;
+		 * the file is closed with the last mapping of it */
+		if (m->pid == pid && start <= m->start && m->end <= end && m->ts < ts)
+			mref_drop(link);
+		else
+			link = &mrefs[*link - 1].next;
 	}
 	pthread_mutex_unlock(&mu);
 }
@@ -409,5 +546,6 @@ void mapped_files_stats_get(struct mapped_files_stats *out)
 	out->open = 0;
 	for (size_t i = 0; i < MAPPED_FILES_MAX; i++)
 		out->open += holds[i].fd >= 0;
+	out->bytes = sizeof(holds) + sizeof(mref_bucket) + (uint64_t)mrefs_cap * sizeof(*mrefs);
 	pthread_mutex_unlock(&mu);
 }

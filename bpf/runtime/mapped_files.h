@@ -2,7 +2,9 @@
 /*
  * Files of executable file mappings held open by identity from the moment user space first sees
  * their mapping event (the drain thread, cap_pump.c), until the main thread applies the munmap
- * that ends the mapping (every record taken while it was mapped is processed by then). The kernel
+ * that ends the last mapping of them (every record taken while it was mapped is processed by
+ * then). One fd per file (device, inode), however many processes map it: a thousand shells
+ * mapping libc hold libc once, referred to by a small record per mapping. The kernel
  * keeps a deleted file while an fd refers to it, so a library unloaded and deleted before its
  * records are processed is still unwound and named through /proc/self/fd/N (mappings.c gives
  * that path to libdwunw only when the file's own path no longer names it). A mapping gone before
@@ -18,11 +20,15 @@
 struct mmap_ev_rec;
 
 struct mapped_files_stats {
-	uint64_t held;         /* files held (executable file mappings seen in time) */
-	uint64_t missed;       /* ... whose mapping and file were gone when the event was seen */
-	uint64_t evicted;      /* holds closed early: more than MAPPED_FILES_MAX at once */
+	uint64_t held;         /* files held open (one per identity: device, inode) */
+	uint64_t shared;       /* mappings whose file was held already (another mapping's): no open */
+	uint64_t missed;       /* mappings whose mapping and file were gone when the event was seen */
+	uint64_t evicted;      /* files closed early: more than MAPPED_FILES_MAX distinct at once */
 	uint64_t used;         /* mappings unwound through a held file (their path named another) */
-	uint64_t open;         /* held now (released at munmap, exec and the process's exit) */
+	uint64_t open;         /* files held now (closed with the last mapping of them: munmap, exec,
+				* the process's exit) */
+	uint64_t mappings;     /* mappings referring to a held file now */
+	uint64_t bytes;        /* memory of the tables (files and mappings) */
 };
 
 #define MAPPED_FILES_MAX 256

@@ -760,10 +760,12 @@ void mappings_json(struct mappings *ms)
 	       ",\"held_used\":%" PRIu64 ",\"anon_mmaps\":%" PRIu64 ",\"held_pinned\":%" PRIu64 ",\"held_late\":%" PRIu64
 	       ",\"hole_reads\":%" PRIu64 ",\"rewalks\":%" PRIu64 ",\"swept\":%" PRIu64 ",\"forks\":%" PRIu64
 	       ",\"forgotten\":%" PRIu64 ",\"named_from_proc\":%" PRIu64
-	       ",\"held\":{\"processes\":%zu,\"view_bytes\":%" PRIu64 ",\"files\":%" PRIu64 "}}",
+	       ",\"files_shared\":%" PRIu64
+	       ",\"held\":{\"processes\":%zu,\"view_bytes\":%" PRIu64 ",\"files\":%" PRIu64
+	       ",\"file_mappings\":%" PRIu64 ",\"file_bytes\":%" PRIu64 "}}",
 	       s->events, s->mmaps, s->unknown, s->mprotects, s->mremaps, s->munmaps, s->execs, s->seeds, s->flagged, h.held, h.missed,
 	       h.used, s->anon_mmaps, s->held_pinned, s->held_late, s->hole_reads, s->rewalks, s->swept, s->forks, s->forgotten,
-	       s->named_from_proc, nheld, held_bytes, h.open);
+	       s->named_from_proc, h.shared, nheld, held_bytes, h.open, h.mappings, h.bytes);
 }
 
 void mappings_held_text(struct mappings *ms, FILE *f)

@@ -14,7 +14,7 @@
  * module load holds while it opens and reads the file):
  *  - never: dwunw_version, dwunw_strerror, dwunw_errname, dwunw_arch_*, dwunw_module_path,
  *    _build_id, _arch, dwunw_module_memory, dwunw_module_cache_release, dwunw_module_put,
- *    dwunw_cache_stats, dwunw_stack_reader_init;
+ *    dwunw_stack_reader_init;
  *    dwunw_capture(_sampled) with DWUNW_REGS_NOWAIT (no file I/O, no context lock: what is not
  *    loaded yet gives DWUNW_ERR_WOULDBLOCK; it still reads the target's memory beyond the
  *    snapshot with process_vm_readv, a system call, unless DWUNW_CFG_NO_REMOTE_READS, and may
@@ -23,11 +23,11 @@
  *    maps of a new pid, each module's first load, its table, symbols for the prologue
  *    analyser, /proc/PID/mem when process_vm_readv is refused), dwunw_load_for,
  *    dwunw_module_open*, dwunw_maps_refresh, dwunw_core_load;
- *  - I/O and the module's own lock (not the context's): dwunw_table_*, dwunw_symbolize* and
- *    dwunw_source_line (the table, the symbol index and debug files, the line table, built on a
- *    module's first use);
- *  - lock, no I/O: dwunw_maps_set, _pin, _forget, dwunw_memory_add, dwunw_cache_trim,
- *    dwunw_shutdown;
+ *  - I/O and the module's own lock: dwunw_table_*, dwunw_symbolize* and dwunw_source_line (the
+ *    table, the symbol index and debug files, the line table, built on a module's first use;
+ *    after such a build, the context's lock once, to count the cache's bytes);
+ *  - lock, no I/O: dwunw_maps_set, _pin, _forget, dwunw_memory_add, dwunw_cache_stats,
+ *    dwunw_cache_trim, dwunw_shutdown;
  *  - ptrace waits: dwunw_stack_reader_attach (up to attach_timeout_ms), _detach.
  */
 #ifndef DWUNW_H
@@ -253,7 +253,13 @@ struct dwunw_config {
 	 * parent or a thread in uninterruptible I/O cannot stop); then DWUNW_ERR_IO, ETIMEDOUT. */
 	uint32_t attach_timeout_ms; /* 0 = 2000 */
 	uint32_t pad2;              /* 0 */
+	/* Module cache: bytes its modules may hold (tables, symbol index, line table, ELF bytes
+	 * read); past it the warm modules used least recently are freed. 0 = DWUNW_CACHE_BYTES_DEFAULT,
+	 * UINT64_MAX = no bound. Modules in use are never freed: they may hold more. */
+	uint64_t cache_bytes;
 };
+
+#define DWUNW_CACHE_BYTES_DEFAULT (256ull << 20)
 
 #define DWUNW_CFG_NO_FP_FALLBACK   (1u << 0) /* never use frame pointers where CFI is missing */
 #define DWUNW_CFG_NO_REMOTE_READS  (1u << 1) /* never read target memory beyond the snapshot */
@@ -450,7 +456,10 @@ int dwunw_load_for(struct dwunw_ctx *ctx, const struct dwunw_regs *regs);
 /*
  * A slot is active while referenced (refcnt > 0) and warm once released (refcnt == 0: ELF and
  * table kept, reused by the next look-up of the same file). A new module takes a free slot, else
- * the warm slot released first (FIFO); when every slot is active, DWUNW_ERR_CACHE_FULL.
+ * the warm slot released longest ago (LRU); when every slot is active, DWUNW_ERR_CACHE_FULL.
+ * The modules' bytes are bounded by config `cache_bytes`: when a module is loaded or builds a
+ * table, symbol index or line table, and at dwunw_cache_trim, warm modules are freed, least
+ * recently used first, until the bytes held fit (active ones are never freed).
  * Modules are keyed on path and file identity (device, inode, size, mtime, ctime): a file rebuilt
  * or rewritten at its path is never served a stale table. A module given as an image (config
  * `modules`, dwunw_module_open_image) is used for every mapping of its path.
@@ -479,6 +488,9 @@ struct dwunw_cache_stats {
 	uint32_t active;
 	uint32_t warm;
 	uint32_t pad;
+	uint64_t bytes;             /* held by the loaded modules (dwunw_module_memory's parts + lines) */
+	uint64_t bytes_bound;       /* config cache_bytes in effect (UINT64_MAX: none) */
+	uint64_t bytes_evictions;   /* of evictions: modules freed to keep within bytes_bound */
 };
 int dwunw_cache_stats(struct dwunw_ctx *ctx, struct dwunw_cache_stats *out);
 
@@ -486,7 +498,8 @@ int dwunw_cache_stats(struct dwunw_ctx *ctx, struct dwunw_cache_stats *out);
  * Free the warm modules (no reference held) that were not used again since the previous call:
  * a long-running tool calls it now and then, so the files of processes long gone leave memory
  * while those in use stay (a module trimmed and needed again is loaded again). *freed (may be
- * NULL): how many were freed. The first call only sets the mark.
+ * NULL): how many were freed. The first call only sets the mark. It also applies the byte bound
+ * (config cache_bytes) to what tables built lazily since added.
  */
 int dwunw_cache_trim(struct dwunw_ctx *ctx, uint32_t *freed);
 

@@ -37,10 +37,15 @@ DWUNW_API int dwunw_init(struct dwunw_ctx *ctx, const struct dwunw_config *cfg)
 	c->cfg.debug_dirs = c->debug_dirs;
 	c->nslots = c->cfg.cache_slots;
 	c->slots = calloc(c->nslots, sizeof(*c->slots));
-	if (!c->debug_dirs || (cfg && cfg->sysroot && !c->sysroot) || !c->slots) {
+	c->bound_scratch = calloc(c->nslots, sizeof(*c->bound_scratch));
+	if (!c->cfg.cache_bytes)
+		c->cfg.cache_bytes = DWUNW_CACHE_BYTES_DEFAULT;
+	c->bytes_bound = c->cfg.cache_bytes;
+	if (!c->debug_dirs || (cfg && cfg->sysroot && !c->sysroot) || !c->slots || !c->bound_scratch) {
 		free(c->sysroot);
 		free(c->debug_dirs);
 		free(c->slots);
+		free(c->bound_scratch);
 		free(c);
 		return DWUNW_ERR_NOMEM;
 	}
@@ -100,6 +105,7 @@ DWUNW_API void dwunw_shutdown(struct dwunw_ctx *ctx)
 	pthread_mutex_destroy(&c->lock);
 	free(atomic_load(&c->live_spare));
 	free(c->slots);
+	free(c->bound_scratch);
 	free(c->sysroot);
 	free(c->debug_dirs);
 	free(c);
@@ -195,6 +201,7 @@ DWUNW_API int dwunw_cache_stats(struct dwunw_ctx *ctx, struct dwunw_cache_stats 
 	out->misses = atomic_load(&c->misses);
 	out->evictions = atomic_load(&c->evictions);
 	out->slots = c->nslots;
+	out->bytes_bound = c->bytes_bound;
 	pthread_mutex_lock(&c->lock);
 	for (uint32_t i = 0; i < c->nslots; i++) {
 		struct dwunw_module *m = &c->slots[i];
@@ -205,8 +212,10 @@ DWUNW_API int dwunw_cache_stats(struct dwunw_ctx *ctx, struct dwunw_cache_stats 
 			out->active++;
 		else
 			out->warm++;
+		out->bytes += dw_module_bytes(m);
 	}
 	pthread_mutex_unlock(&c->lock);
+	out->bytes_evictions = atomic_load(&c->bytes_evictions);
 	return DWUNW_OK;
 }
 

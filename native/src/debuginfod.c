@@ -82,6 +82,7 @@ done:
 	/* An index built before the file came: rebuilt with it. */
 	if (state == F_FETCHED && dw_module_get(m, q->gen) == DWUNW_OK) {
 		dw_symtab_upgrade(c, m);
+		dw_module_grew(m); /* the debug file's sections count toward the byte bound */
 		dw_module_put(m);
 	}
 }

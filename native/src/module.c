@@ -3,8 +3,10 @@
  * The module cache: a fixed number of slots, each active (refcnt > 0) or warm (refcnt == 0, ELF and
  * table kept). A reference is taken without a lock (an atomic on the slot's refcnt, checked
  * against the slot's generation); loading and reclaiming a slot happen under the context lock.
- * Reclaim takes the warm slot released first (FIFO). Slot structs live as long as the context,
- * so a stale pointer can never touch freed memory: it only fails the generation check.
+ * Reclaim takes the warm slot released longest ago (LRU: its warm_seq is stamped when its last
+ * reference goes, once per capture). Slot structs live as long as the context, so a stale
+ * pointer can never touch freed memory: it only fails the generation check. The byte bound
+ * (module_bound.c) frees warm slots the same way.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -88,7 +90,7 @@ static struct dwunw_module *claim_slot(struct dwunw_ctx_impl *c)
 		struct dwunw_module *m = &c->slots[i];
 		if (!m->loaded || atomic_load(&m->refcnt) != 0)
 			continue;
-		/* A stale file goes first; then FIFO by the time it turned warm. */
+		/* A stale file goes first; then the least recently used (released longest ago). */
 		if (!best || (m->stale && !best->stale) ||
 		    (m->stale == best->stale && atomic_load(&m->warm_seq) < atomic_load(&best->warm_seq)))
 			best = m;
@@ -101,6 +103,13 @@ static struct dwunw_module *claim_slot(struct dwunw_ctx_impl *c)
 		unload(best);
 	}
 	return best;
+}
+
+void dw_module_evict(struct dwunw_module *m)
+{
+	unload(m);
+	atomic_store_explicit(&m->refcnt, 0, memory_order_release); /* an empty slot */
+	atomic_fetch_add(&m->ctx->evictions, 1);
 }
 
 int dw_module_trim(struct dwunw_ctx_impl *c, uint32_t *freed)
@@ -118,12 +127,11 @@ int dw_module_trim(struct dwunw_ctx_impl *c, uint32_t *freed)
 			continue; /* an image given by the caller could not be loaded again */
 		if (!atomic_compare_exchange_strong(&m->refcnt, &zero, DW_REF_EVICTING))
 			continue; /* taken meanwhile: in use */
-		unload(m);
-		atomic_store_explicit(&m->refcnt, 0, memory_order_release); /* an empty slot */
-		atomic_fetch_add(&c->evictions, 1);
+		dw_module_evict(m);
 		n++;
 	}
 	c->trim_mark = atomic_load(&c->warm_clock);
+	dw_cache_bound_locked(c); /* what lazy tables added since the last count */
 	pthread_mutex_unlock(&c->lock);
 	if (freed)
 		*freed = n;
@@ -224,6 +232,7 @@ int dw_module_acquire(struct dwunw_ctx_impl *c, const char *path, const char *op
 	if (!m->is_image)
 		dw_fetcher_module_loaded(c->fetcher, m, atomic_load_explicit(&m->gen, memory_order_acquire),
 					 &m->elf, m->path);
+	dw_cache_bound_locked(c); /* m is ours (refcnt 1): others make room for it */
 	pthread_mutex_unlock(&c->lock);
 	*out = m;
 	return DWUNW_OK;
@@ -369,6 +378,7 @@ static int table_once(struct dwunw_module *m, _Atomic int *state, int whole, str
 	int s = atomic_load_explicit(state, memory_order_acquire);
 
 	if (s == 0) {
+		int built = 0;
 		pthread_mutex_lock(&m->lock);
 		s = atomic_load_explicit(state, memory_order_relaxed);
 		if (s == 0) {
@@ -376,8 +386,11 @@ static int table_once(struct dwunw_module *m, _Atomic int *state, int whole, str
 			/* A table with skipped entries is still a table. */
 			s = err ? err : 1;
 			atomic_store_explicit(state, s, memory_order_release);
+			built = s == 1;
 		}
 		pthread_mutex_unlock(&m->lock);
+		if (built)
+			dw_module_grew(m); /* once per table, not per frame */
 	}
 	return s < 0 ? s : DWUNW_OK;
 }

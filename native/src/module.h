@@ -31,7 +31,8 @@ struct dwunw_module {
 	uint32_t slot;
 	uint32_t loaded;            /* holds a module (under ctx lock) */
 	uint32_t stale;             /* its file changed on disk: never handed out again */
-	_Atomic uint64_t warm_seq;  /* when refcnt last dropped to 0: FIFO order of reclaim */
+	_Atomic uint64_t warm_seq;  /* when refcnt last dropped to 0: the LRU order of reclaim (one
+				     * stamp per release, i.e. per capture, never per frame) */
 	struct dwunw_ctx_impl *ctx;
 
 	/* Identity */
@@ -65,6 +66,9 @@ struct dwunw_ctx_impl {
 	uint32_t nslots;
 	_Atomic uint64_t hits, misses, evictions;
 	_Atomic uint64_t warm_clock;
+	uint64_t bytes_bound;       /* cfg.cache_bytes in effect (UINT64_MAX: none) */
+	_Atomic uint64_t bytes_evictions;
+	uint64_t *bound_scratch;    /* nslots byte counts for dw_cache_bound_locked (under the lock) */
 	uint64_t trim_mark;         /* warm_clock at the last dwunw_cache_trim (under the lock) */
 	struct dw_proc *procs;      /* per-pid maps (proc.c) */
 	/* The process of the last capture, with a reference of its own: a capture of the same pid
@@ -99,6 +103,19 @@ int dw_module_get(struct dwunw_module *m, uint32_t gen);
 void dw_module_put(struct dwunw_module *m);
 /* dwunw_cache_trim: free the warm slots not used since the last call. */
 int dw_module_trim(struct dwunw_ctx_impl *c, uint32_t *freed);
+/* Empty a slot this caller owns (refcnt == DW_REF_EVICTING) and count the eviction; the slot
+ * is left free (refcnt 0). Under the context lock. */
+void dw_module_evict(struct dwunw_module *m);
+
+/* The byte bound (module_bound.c). Bytes a module holds now: table(s), symbol index, line table,
+ * ELF bytes read (what dwunw_module_memory reports, plus the line table). */
+uint64_t dw_module_bytes(struct dwunw_module *m);
+/* Count the loaded modules' bytes and free warm ones, least recently used first, until they fit
+ * the bound. Under the context lock. */
+void dw_cache_bound_locked(struct dwunw_ctx_impl *c);
+/* m built something (a table, its symbols, its lines): apply the bound now. Takes the context
+ * lock: never call it holding that lock or m's. */
+void dw_module_grew(struct dwunw_module *m);
 
 /* Find or load a module; takes a reference. `name` is its path as shown and matched (with the
  * file's stat identity); `open_path` what to open (e.g. /proc/PID/map_files/... for a deleted

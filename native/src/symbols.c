@@ -488,8 +488,25 @@ uint64_t dw_symtab_bytes(const struct dw_symtab *s)
 	if (!s)
 		return 0;
 	/* The line table is left out: built only when file:line is asked for. */
-	return sizeof(*s) + s->nsyms * sizeof(s->syms[0]) + (s->have_dbg ? s->dbg.held : 0) +
-	       (s->have_mdi ? s->mdi.size : 0);
+	/* the debug file's bytes grow as its sections are read (a line table): read atomically, the
+	 * byte bound counts them while other threads symbolize */
+	return sizeof(*s) + s->nsyms * sizeof(s->syms[0]) +
+	       (s->have_dbg ? __atomic_load_n(&s->dbg.held, __ATOMIC_RELAXED) : 0) + (s->have_mdi ? s->mdi.size : 0);
+}
+
+uint64_t dw_symtab_lines_bytes(const struct dw_symtab *s)
+{
+	struct dw_lines_stats st;
+
+	if (!s || atomic_load_explicit(&s->lines_state, memory_order_acquire) != 1)
+		return 0;
+	dw_lines_stats(s->lines, &st);
+	return st.bytes;
+}
+
+int dw_symtab_lines_done(const struct dw_symtab *s)
+{
+	return s && atomic_load_explicit(&s->lines_state, memory_order_relaxed) != 0;
 }
 
 void dw_symtab_free(struct dw_symtab *s)
@@ -655,11 +672,13 @@ static int module_symtab(const struct dwunw_ctx_impl *c, struct dwunw_module *m,
 			struct dw_symtab *s = NULL;
 			int err = dw_symtab_build(c, m, &s);
 			if (!err)
-				m->syms = s;
+				__atomic_store_n(&m->syms, s, __ATOMIC_RELEASE);
 			st = err ? err : 1;
 			atomic_store_explicit(&m->syms_state, st, memory_order_release);
 		}
 		pthread_mutex_unlock(&m->lock);
+		if (st == 1)
+			dw_module_grew(m); /* once per module load: its index counts toward the bound */
 	}
 	if (st < 0)
 		return st;
@@ -716,10 +735,16 @@ DWUNW_API int dwunw_symbolize(struct dwunw_ctx *ctx, struct dwunw_module *mod, u
 	if (!out)
 		return DWUNW_ERR_INVALID_ARG;
 	memset(out, 0, sizeof(*out));
+	int lines_before;
+
 	err = api_symtab(ctx, mod, &c, &s);
 	if (err)
 		return err;
-	return dw_symtab_lookup(s, addr, out, !(c->cfg.flags & DWUNW_CFG_NO_LINES));
+	lines_before = dw_symtab_lines_done(s);
+	err = dw_symtab_lookup(s, addr, out, !(c->cfg.flags & DWUNW_CFG_NO_LINES));
+	if (!lines_before && dw_symtab_lines_done(s))
+		dw_module_grew(mod); /* its line table was built just now */
+	return err;
 }
 
 DWUNW_API int dwunw_source_line(struct dwunw_ctx *ctx, struct dwunw_module *mod, uint64_t addr, char *file,
@@ -736,7 +761,11 @@ DWUNW_API int dwunw_source_line(struct dwunw_ctx *ctx, struct dwunw_module *mod,
 	err = api_symtab(ctx, mod, &c, &s);
 	if (err)
 		return err;
-	return dw_symtab_line(s, addr, file, filelen, line);
+	int lines_before = dw_symtab_lines_done(s);
+	err = dw_symtab_line(s, addr, file, filelen, line);
+	if (!lines_before && dw_symtab_lines_done(s))
+		dw_module_grew(mod);
+	return err;
 }
 
 DWUNW_API int dwunw_symbolize_frame(struct dwunw_ctx *ctx, const struct dwunw_frame *frame,

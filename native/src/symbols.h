@@ -20,6 +20,10 @@ void dw_symtab_free(struct dw_symtab *s);
 void dw_symtab_upgrade(struct dwunw_ctx_impl *c, struct dwunw_module *m);
 /* Memory the index holds: its symbols and what it read of debug files (not the module's ELF). */
 uint64_t dw_symtab_bytes(const struct dw_symtab *s);
+/* Bytes of its line table, once built (0 before). */
+uint64_t dw_symtab_lines_bytes(const struct dw_symtab *s);
+/* Whether its line table was built (or found missing): dwunw_symbolize then applies the byte bound. */
+int dw_symtab_lines_done(const struct dw_symtab *s);
 /* Symbol covering module address `addr`, with its file:line when `lines` (thread-safe: the line
  * table is built on first use under the symtab's own lock). DWUNW_ERR_NOT_FOUND when no symbol
  * covers it (out->name is ""). */

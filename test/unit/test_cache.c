@@ -27,34 +27,10 @@
 
 
 static char dir[64];
-static char lib_a[512], lib_b[512]; /* two different real ELF files: the originals */
+static char lib_a[PATH_MAX], lib_b[PATH_MAX]; /* two different real ELF files: the originals */
 static size_t size_a, size_b;
 
 /* ---- files ------------------------------------------------------------------------------- */
-
-static int find_lib(struct dl_phdr_info *info, size_t size, void *arg)
-{
-	const char **want = arg; /* want[0]: name fragment, want[1]: result */
-	(void)size;
-	if (info->dlpi_name && strstr(info->dlpi_name, want[0])) {
-		want[1] = info->dlpi_name;
-		return 1;
-	}
-	return 0;
-}
-
-/* Path of a library this binary is linked with (libz and liblzma are, through LDLIBS). */
-static int lib_path(const char *frag, char *out, size_t outlen)
-{
-	const char *want[2] = { frag, NULL };
-
-	dl_iterate_phdr(find_lib, want);
-	if (!want[1] || !want[1][0])
-		return -1;
-	if (!realpath(want[1], out))
-		snprintf(out, outlen, "%s", want[1]);
-	return 0;
-}
 
 static size_t file_size(const char *path)
 {
@@ -62,38 +38,16 @@ static size_t file_size(const char *path)
 	return stat(path, &st) == 0 ? (size_t)st.st_size : 0;
 }
 
-/* Copy src to dst. in_place: rewrite dst's existing inode (as `cp` does); else a new file. */
+/* Copy src to dst. in_place: rewrite dst's existing inode (as `cp` does); else a new file renamed
+ * over it. */
 static int copy_file(const char *src, const char *dst, int in_place)
 {
-	static char buf[1 << 16];
 	char tmp[600];
-	int in, out;
-	ssize_t n;
 
-	in = open(src, O_RDONLY | O_CLOEXEC);
-	if (in < 0)
-		return -1;
-	if (in_place) {
-		out = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	} else {
-		snprintf(tmp, sizeof(tmp), "%s.tmp", dst);
-		out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	}
-	if (out < 0) {
-		close(in);
-		return -1;
-	}
-	while ((n = read(in, buf, sizeof(buf))) > 0)
-		if (write(out, buf, (size_t)n) != n) {
-			n = -1;
-			break;
-		}
-	close(in);
-	if (close(out) || n < 0)
-		return -1;
-	if (!in_place && rename(tmp, dst))
-		return -1;
-	return 0;
+	if (in_place)
+		return copy_file_mode(src, dst, 0644);
+	snprintf(tmp, sizeof(tmp), "%s.tmp", dst);
+	return copy_file_mode(src, tmp, 0644) || rename(tmp, dst) ? -1 : 0;
 }
 
 /* Move dst's mtime `secs` into the future, so no timestamp granularity can hide a rewrite. */
@@ -621,52 +575,16 @@ struct snap {
 	uint8_t *stack;
 };
 
-static uint64_t mapping_end(uint64_t addr)
-{
-	FILE *f = fopen("/proc/self/maps", "re");
-	char line[1024];
-	uint64_t end = 0;
-
-	if (!f)
-		return 0;
-	while (fgets(line, sizeof(line), f)) {
-		unsigned long long lo, hi;
-		if (sscanf(line, "%llx-%llx", &lo, &hi) == 2 && addr >= lo && addr < hi) {
-			end = hi;
-			break;
-		}
-	}
-	fclose(f);
-	return end;
-}
-
 /* Registers of this function at one instruction, and the stack from rsp to the mapping's end. */
 __attribute__((noinline, no_sanitize_address)) static int take_snapshot(struct snap *s)
 {
 	static uint64_t r[8];
-	uint64_t end;
 
 	CAPTURE_REGS(r);
 	capture_to_regs(&s->regs, r);
 	s->regs.pid = getpid();
 	s->regs.tid = s->regs.pid;
-	end = mapping_end(r[1]);
-	if (!end)
-		return -1;
-	s->stack = malloc(end - r[1]);
-	if (!s->stack)
-		return -1;
-	{
-		/* The live stack holds ASan's redzones: copied byte by byte, uninstrumented. */
-		const volatile uint8_t *src = (const volatile uint8_t *)(uintptr_t)r[1];
-		uint8_t *dst = (uint8_t *)s->stack;
-		for (uint64_t i = 0; i < end - r[1]; i++)
-			dst[i] = src[i];
-	}
-	s->regs.stack = s->stack;
-	s->regs.stack_start = r[1];
-	s->regs.stack_size = end - r[1];
-	return 0;
+	return self_stack_copy(&s->regs, &s->stack);
 }
 
 __attribute__((noinline)) static int snap_outer(struct snap *s, int depth)
@@ -893,15 +811,15 @@ static void test_trim(void)
 int main(void)
 {
 	arm_timeout(120, cleanup_dir);
-	if (lib_path("libz.so", lib_a, sizeof(lib_a)) || !(size_a = file_size(lib_a))) {
+	if (linked_lib("libz.so", lib_a, sizeof(lib_a)) || !(size_a = file_size(lib_a))) {
 		SKIP("no libz mapped");
 		return done_testing();
 	}
-	if (lib_path("liblzma.so", lib_b, sizeof(lib_b)) || !(size_b = file_size(lib_b)))
+	if (linked_lib("liblzma.so", lib_b, sizeof(lib_b)) || !(size_b = file_size(lib_b)))
 		lib_b[0] = 0;
 	/* The rewrite-under-holder case wants the second file shorter than the first. */
 	if (lib_b[0] && size_b > size_a) {
-		char t[512];
+		char t[PATH_MAX];
 		size_t ts = size_a;
 		memcpy(t, lib_a, sizeof(t));
 		memcpy(lib_a, lib_b, sizeof(t));

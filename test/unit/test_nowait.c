@@ -356,7 +356,10 @@ static unsigned knob(const char *name, unsigned def)
 int main(void)
 {
 	unsigned iters = knob("DWUNW_NOWAIT_ITERS", 2000);
-	struct dwunw_config cfg = { .size = sizeof(cfg), .cache_slots = knob("DWUNW_NOWAIT_SLOTS", 4) };
+	/* DWUNW_NOWAIT_BYTES: the cache's byte bound (0: the default), so that loads free warm
+	 * modules by bytes too while captures take them without a lock */
+	struct dwunw_config cfg = { .size = sizeof(cfg), .cache_slots = knob("DWUNW_NOWAIT_SLOTS", 4),
+				    .cache_bytes = knob("DWUNW_NOWAIT_BYTES", 0) };
 	pthread_t th[MAX_CAPTURERS + MAX_LOADERS];
 	char why[256];
 	int ready = 1;
@@ -448,8 +451,9 @@ int main(void)
 	{
 		struct dwunw_cache_stats st;
 		dwunw_cache_stats(&shared, &st);
-		printf("# cache: %llu misses, %llu evictions\n", (unsigned long long)st.misses,
-		       (unsigned long long)st.evictions);
+		printf("# cache: %llu misses, %llu evictions (%llu for bytes, bound %llu)\n", (unsigned long long)st.misses,
+		       (unsigned long long)st.evictions, (unsigned long long)st.bytes_evictions,
+		       (unsigned long long)st.bytes_bound);
 	}
 	/* after the threads: each one loaded, then captured at once, is complete */
 	for (unsigned k = 0; k < NTARGETS; k++) {

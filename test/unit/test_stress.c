@@ -70,51 +70,16 @@ static struct expect *cur; /* the snapshot being taken */
 static char *maps_text;
 static size_t maps_len;
 
-static uint64_t mapping_end(uint64_t addr)
-{
-	FILE *f = fopen("/proc/self/maps", "re");
-	char line[1024];
-	uint64_t end = 0;
-
-	if (!f)
-		return 0;
-	while (fgets(line, sizeof(line), f)) {
-		unsigned long long lo, hi;
-		if (sscanf(line, "%llx-%llx", &lo, &hi) == 2 && addr >= lo && addr < hi) {
-			end = hi;
-			break;
-		}
-	}
-	fclose(f);
-	return end;
-}
-
 __attribute__((no_sanitize_address)) CHAIN static void take_snapshot(void)
 {
 	static uint64_t r[8];
 	struct expect *s = cur;
-	uint64_t end;
 
 	CAPTURE_REGS(r);
 	if (!s || s->stack)
 		return; /* one snapshot per callback chain */
 	capture_to_regs(&s->regs, r);
-	end = mapping_end(r[1]);
-	if (!end)
-		return;
-	s->stack = malloc(end - r[1]);
-	if (!s->stack)
-		return;
-	{
-		/* The live stack holds ASan's redzones: copied byte by byte, uninstrumented. */
-		const volatile uint8_t *src = (const volatile uint8_t *)(uintptr_t)r[1];
-		uint8_t *dst = (uint8_t *)s->stack;
-		for (uint64_t i = 0; i < end - r[1]; i++)
-			dst[i] = src[i];
-	}
-	s->regs.stack = s->stack;
-	s->regs.stack_start = r[1];
-	s->regs.stack_size = end - r[1];
+	self_stack_copy(&s->regs, &s->stack);
 }
 
 static volatile int sink;
@@ -259,39 +224,6 @@ static void *copies[NCOPIES];
 static inflate_init_fn copy_init[NCOPIES];
 static inflate_end_fn copy_end[NCOPIES];
 
-static int find_lib(struct dl_phdr_info *info, size_t size, void *arg)
-{
-	const char **want = arg;
-	(void)size;
-	if (info->dlpi_name && strstr(info->dlpi_name, want[0])) {
-		want[1] = info->dlpi_name;
-		return 1;
-	}
-	return 0;
-}
-
-static int copy_file(const char *src, const char *dst)
-{
-	static char buf[1 << 16];
-	int in = open(src, O_RDONLY | O_CLOEXEC), out;
-	ssize_t n;
-
-	if (in < 0)
-		return -1;
-	out = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0755);
-	if (out < 0) {
-		close(in);
-		return -1;
-	}
-	while ((n = read(in, buf, sizeof(buf))) > 0)
-		if (write(out, buf, (size_t)n) != n) {
-			n = -1;
-			break;
-		}
-	close(in);
-	return close(out) || n < 0 ? -1 : 0;
-}
-
 static void cleanup_dir(void)
 {
 	char cmd[128];
@@ -305,11 +237,9 @@ static void cleanup_dir(void)
 
 static int load_copies(void)
 {
-	const char *want[2] = { "libz.so", NULL };
-	char path[128];
+	char lib[PATH_MAX], path[128];
 
-	dl_iterate_phdr(find_lib, want);
-	if (!want[1])
+	if (linked_lib("libz.so", lib, sizeof(lib)))
 		return -1;
 	snprintf(dir, sizeof(dir), "/tmp/dwunw-stress-XXXXXX");
 	if (!mkdtemp(dir))
@@ -317,7 +247,7 @@ static int load_copies(void)
 	atexit(cleanup_dir);
 	for (unsigned i = 0; i < NCOPIES; i++) {
 		snprintf(path, sizeof(path), "%s/libz-copy%u.so", dir, i);
-		if (copy_file(want[1], path))
+		if (copy_file_mode(lib, path, 0755))
 			return -1;
 		/* inflateInit2_ itself calls zalloc: through inflateInit_ the copy's call would be
 		 * bound to the libz this binary links (and RTLD_DEEPBIND does not go with TSan) */

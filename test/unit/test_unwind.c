@@ -111,27 +111,6 @@ static char wait_state(pid_t pid, const char *states, unsigned ms)
 	return s;
 }
 
-/* End of the mapping of pid that contains addr (0 if none). */
-static uint64_t mapping_end(pid_t pid, uint64_t addr)
-{
-	char path[64], line[1024];
-	uint64_t end = 0;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/maps", pid);
-	f = fopen(path, "re");
-	if (!f)
-		return 0;
-	while (fgets(line, sizeof(line), f)) {
-		unsigned long long lo, hi;
-		if (sscanf(line, "%llx-%llx", &lo, &hi) == 2 && addr >= lo && addr < hi) {
-			end = hi;
-			break;
-		}
-	}
-	fclose(f);
-	return end;
-}
 
 /* ---- frames ------------------------------------------------------------------------------ */
 
@@ -293,28 +272,13 @@ static struct snap self;
 __attribute__((no_sanitize_address)) CHAIN static int take_snapshot(struct snap *s)
 {
 	static uint64_t r[8];
-	uint64_t end;
 
 	CAPTURE_REGS(r);
 	capture_to_regs(&s->regs, r);
 	s->regs.pid = getpid();
 	s->regs.tid = s->regs.pid;
-	end = mapping_end(getpid(), r[1]);
-	if (!end)
+	if (self_stack_copy(&s->regs, &s->stack))
 		return -1;
-	s->stack = malloc(end - r[1]);
-	if (!s->stack)
-		return -1;
-	{
-		/* The live stack holds ASan's redzones: copied byte by byte, uninstrumented. */
-		const volatile uint8_t *src = (const volatile uint8_t *)(uintptr_t)r[1];
-		uint8_t *dst = (uint8_t *)s->stack;
-		for (uint64_t i = 0; i < end - r[1]; i++)
-			dst[i] = src[i];
-	}
-	s->regs.stack = s->stack;
-	s->regs.stack_start = r[1];
-	s->regs.stack_size = end - r[1];
 	s->nbt = backtrace(s->bt, MAXF);
 	{
 		/* An interceptor of backtrace() (ASan's, in libasan.so) is frame 0 before its caller:
@@ -982,7 +946,7 @@ static int freeze(pid_t pid, size_t want, struct frozen *fz)
 	err = dwunw_stack_reader_regs(&r, &fz->regs);
 	if (!err) {
 		sp = fz->regs.regs[X_RSP];
-		fz->top = mapping_end(pid, sp);
+		fz->top = mapping_end_of(pid, sp);
 		n = want;
 		if (fz->top && fz->top - sp < n)
 			n = (size_t)(fz->top - sp);
@@ -1389,7 +1353,7 @@ static void test_breakpoint(void)
 	regs.pid = regs.tid = k.pid;
 	n = 16384;
 	{
-		uint64_t top = mapping_end(k.pid, ur.rsp);
+		uint64_t top = mapping_end_of(k.pid, ur.rsp);
 		if (top && top - ur.rsp < n)
 			n = (size_t)(top - ur.rsp);
 	}

@@ -5,7 +5,8 @@
  *  - CAPTURE_REGS: this function's x86_64 registers at one instruction, and capture_to_regs;
  *  - CALLBACKS_CHAIN: the "callbacks" chain (~30 frames through glibc's qsort, bsearch and
  *    dl_iterate_phdr callbacks), the bench's reference stack and the unit tests' self snapshot;
- *  - sleep_ms, read_text, and the SIGALRM timeout (on_timeout, with a cleanup hook).
+ *  - sleep_ms, read_text, linked_lib, copy_file_mode, mapping_end_of, self_stack_copy (a self snapshot's
+ *    stack), and the SIGALRM timeout (on_timeout, with a cleanup hook).
  * Header-only (static inline): each includer compiles what it uses. bench/ and fuzz/ include it
  * by its path from the repository root.
  */
@@ -14,12 +15,15 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <link.h>
 #include <signal.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/types.h>
 #include <unistd.h>
 #include "dwunw.h"
 
@@ -199,6 +203,99 @@ static inline char *read_text(const char *path, size_t *len)
 	buf[n] = 0;
 	*len = n;
 	return buf;
+}
+
+static inline int linked_lib_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	const char **want = arg; /* want[0]: name fragment, want[1]: result */
+	(void)size;
+	if (info->dlpi_name && strstr(info->dlpi_name, want[0])) {
+		want[1] = info->dlpi_name;
+		return 1;
+	}
+	return 0;
+}
+
+/* The path (symlinks resolved when it can) of a library this process maps whose name contains
+ * frag (libz and liblzma are linked through LDLIBS). 0, or -1 when none. */
+static inline int linked_lib(const char *frag, char *out, size_t outlen)
+{
+	const char *want[2] = { frag, NULL };
+
+	dl_iterate_phdr(linked_lib_cb, want);
+	if (!want[1] || !want[1][0])
+		return -1;
+	if (outlen >= PATH_MAX && realpath(want[1], out))
+		return 0;
+	snprintf(out, outlen, "%s", want[1]);
+	return 0;
+}
+
+/* Copy src to a new file dst (mode), or rewrite dst's existing inode in place (O_TRUNC: as `cp`
+ * does). 0, or -1. */
+static inline int copy_file_mode(const char *src, const char *dst, mode_t mode)
+{
+	static char buf[1 << 16];
+	int in = open(src, O_RDONLY | O_CLOEXEC), out;
+	ssize_t n = 0;
+
+	if (in < 0)
+		return -1;
+	out = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+	if (out < 0) {
+		close(in);
+		return -1;
+	}
+	while ((n = read(in, buf, sizeof(buf))) > 0)
+		if (write(out, buf, (size_t)n) != n) {
+			n = -1;
+			break;
+		}
+	close(in);
+	return close(out) || n < 0 ? -1 : 0;
+}
+
+/* End of the mapping of pid that contains addr (0 if none). */
+static inline uint64_t mapping_end_of(pid_t pid, uint64_t addr)
+{
+	char path[64], line[1024];
+	uint64_t end = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	f = fopen(path, "re");
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long long lo, hi;
+		if (sscanf(line, "%llx-%llx", &lo, &hi) == 2 && addr >= lo && addr < hi) {
+			end = hi;
+			break;
+		}
+	}
+	fclose(f);
+	return end;
+}
+
+/*
+ * A self snapshot's stack: from regs' sp (CAPTURE_REGS of the caller's frame) to the end of its
+ * mapping, copied into *buf (malloc'd) and set in regs. The live stack holds ASan's redzones:
+ * copied byte by byte, uninstrumented. 0, or -1.
+ */
+__attribute__((noinline, no_sanitize_address, unused)) static int self_stack_copy(struct dwunw_regs *regs,
+										  uint8_t **buf)
+{
+	uint64_t sp = regs->regs[CAPTURE_RSP], end = mapping_end_of(getpid(), sp);
+	const volatile uint8_t *src = (const volatile uint8_t *)(uintptr_t)sp;
+
+	if (!end || !(*buf = malloc(end - sp)))
+		return -1;
+	for (uint64_t i = 0; i < end - sp; i++)
+		(*buf)[i] = src[i];
+	regs->stack = *buf;
+	regs->stack_start = sp;
+	regs->stack_size = end - sp;
+	return 0;
 }
 
 /* Run at a timeout before the process ends (async-signal-safe: kill children, remove files). */
