@@ -313,5 +313,14 @@ function kernelText(k: KernelBench, c: ChalkInstance, tty: boolean): string {
   );
   const met = k.met ? c.green('met') : c.red('missed');
   o += `target: ≤ ${k.target_ns_per_frame} ns/frame: ${met}; maps ${((k.walker.map_bytes ?? 0) / 1048576).toFixed(1)} MiB\n`;
+  const f = k.floor;
+  if (f) {
+    o += `floor (same samples): entry ${ns(f.entry_ns)}, bpf_loop iteration ${num(f.loop_iter_ns, 1)}, user read 8 B ${num(f.read_user_8_ns, 1)} / 16 B ${num(f.read_user_16_ns, 1)}, `;
+    o += `${f.chunk_bytes} B chunk ${ns(f.chunk_read_ns)}, hash lookup ${num(f.hash_lookup_ns, 1)}, array ${num(f.array_lookup_ns, 1)}, per-CPU ${num(f.percpu_lookup_ns, 1)}, `;
+    o += `line cold ${num(f.cold_line_ns, 1)} / warm ${num(f.warm_line_ns, 1)} / hot ${num(f.hot_line_ns, 1)} ns\n`;
+    const fm = k.floor_met ? c.green('met') : c.red('missed');
+    o += `floor per frame ${num(f.ns_per_frame, 1)} ns ((entry + chunk) / frames + iteration + cold line); walker ${num(f.walker_x, 2)}x of it (≤ ${k.floor_x_allowed}x: ${fm}); `;
+    o += `with a warm line ${num(f.ns_per_frame_warm, 1)} ns, walker ${num(f.walker_x_warm, 2)}x\n`;
+  }
   return o;
 }

@@ -162,6 +162,12 @@ t.test('bench --quick --json: every snapshot, every applicable unwinder agrees',
   t.ok((k.walker?.ns_per_frame ?? 0) > 0 && (k.peer?.ns_per_frame ?? 0) > 0, 'both walkers were timed (bpf_stats)');
   t.ok((k.walker?.bytes_per_row ?? 99) <= 4, `${k.walker?.bytes_per_row} B per row (<= 4)`);
   t.equal(k.differences, 0, 'the walked samples match libdwunw frame for frame');
+  // The floor measured beside it (issue 28): each cost a number, on samples of the same run.
+  const fl = k.floor as Record<string, number> | undefined;
+  t.ok(fl && fl.samples > 0, `kernel.floor measured on ${fl?.samples} samples`);
+  for (const f of ['entry_ns', 'loop_iter_ns', 'read_user_8_ns', 'read_user_16_ns', 'hash_lookup_ns', 'cold_line_ns', 'chunk_read_ns', 'ns_per_frame', 'walker_x'])
+    t.ok(typeof fl?.[f] === 'number' && Number.isFinite(fl[f]), `kernel.floor.${f} = ${fl?.[f]}`);
+  t.ok((fl?.entry_ns ?? 0) > 0 && (fl?.ns_per_frame ?? 0) > 0, 'the empty program and the per-frame floor were timed');
 });
 
 t.test('bench --quick, piped: plain aligned text', async (t) => {

@@ -117,6 +117,11 @@ struct {
  * of the next samples mostly repeat, and one cache line then replaces the block index, rows and
  * rule lines, each a cache (and TLB) miss after the traced program ran. Shared by every process
  * mapping the module; a slot refilled with another module has another gen, so nothing to flush.
+ *
+ * One entry is one cache line (48 B entries straddled two lines half the time). A per-CPU array's
+ * values are only 8-byte aligned, so this is a plain mmapable array (values page-aligned), one
+ * value per possible CPU (kw_size_maps), indexed by the CPU and looked up once per walk; the
+ * scratch's busy flag keeps a nested program on this CPU out of it, as out of the scratch.
  */
 #define KW_CACHE 512
 struct kw_cent {
@@ -124,17 +129,17 @@ struct kw_cent {
 	__u32 mod;
 	__u32 gen;                 /* 0: empty */
 	__u32 rid;
-	__u32 pad;
 	struct kw_rule r;
-};
+} __attribute__((aligned(64)));
 
 struct kw_cache {
 	struct kw_cent e[KW_CACHE];
 };
 
 struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);    /* possible CPUs (kw_size_maps) */
+	__uint(map_flags, BPF_F_MMAPABLE);
 	__type(key, __u32);
 	__type(value, struct kw_cache);
 } kw_cache SEC(".maps");
@@ -180,6 +185,7 @@ struct kw_walk {
 	__u64 pc;
 	struct kw_proc *proc;
 	struct kw_scratch *out;
+	struct kw_cache *cache;    /* this CPU's */
 	__u64 stop_pc;
 	__u64 stop_addr;
 	__u32 n;                   /* frames written */
@@ -604,7 +610,7 @@ static long kw_frame_cb(__u64 i, void *arg)
 	struct kw_map *m;
 	struct kw_mod *mod;
 	struct kw_rule *r;
-	struct kw_cache *cache;
+	struct kw_cache *cache = w->cache;
 	struct kw_cent *ce;
 	__u64 lookup, addr;
 	__u32 n = w->n, rid;
@@ -625,7 +631,6 @@ static long kw_frame_cb(__u64 i, void *arg)
 	if (!mod || !mod->gen || mod->gen != m->gen)
 		return kw_stop(w, KW_ST_NO_TABLE, lookup - m->bias, ~0u);
 	addr = lookup - m->bias;
-	cache = bpf_map_lookup_elem(&kw_cache, &kw_zero_key);
 	if (!cache)
 		return 1;
 	/* the peer looks up every time (entry 0 is only where its rule is copied: one pointer type
@@ -717,6 +722,12 @@ static __always_inline struct kw_scratch *kw_walk(struct kw_walk *w, struct pt_r
 	}
 	w->out = s;
 	w->rs = &s->rs;
+	zero = bpf_get_smp_processor_id();
+	w->cache = bpf_map_lookup_elem(&kw_cache, &zero);
+	if (!w->cache) { /* kw_cache not sized to the CPUs (kw_size_maps): no walk */
+		w->status = KW_ST_BUSY;
+		w->stop_pc = w->pc;
+	}
 #if KW_ARM64
 	/* unrolled: regs may be the program's context, read only at constant offsets */
 #pragma unroll
@@ -751,7 +762,10 @@ static __always_inline struct kw_scratch *kw_walk(struct kw_walk *w, struct pt_r
 		max = KW_MAX_FRAMES;
 	if (mode == KW_MODE_BENCH1 || mode == KW_MODE_PEER1)
 		max = 1;
-	bpf_loop(max, kw_frame_cb, w, 0);
+	if (!w->cache)
+		max = 0;
+	if (max)
+		bpf_loop(max, kw_frame_cb, w, 0);
 	if (w->status == KW_ST_MAX) {
 		w->status = KW_ST_DEPTH;
 		w->stop_pc = w->pc;

@@ -207,3 +207,127 @@ int kc_micro_perf(struct bpf_perf_event_data *ctx)
 		__sync_fetch_and_add(&kc_micro_faults, m.faults);
 	return 0;
 }
+
+/*
+ * --floor: the cost of each thing a walker does, on the same samples (each its own program, so
+ * each has its own run_time_ns / run_cnt). Every program but the empty one runs floor_n
+ * iterations of bpf_loop; the cost of one operation is (its ns/sample - the bare loop's) / n.
+ *   0 empty program (entry, bpf_stats timing)      1 bpf_loop, empty callback
+ *   2 bpf_probe_read_user 8 B at sp               3 the same, 16 B
+ *   4 hash lookup (kw_procs, the pid)              5 array lookup (kw_mods, index i & 7)
+ *   6 per-CPU array lookup (kw_cache)              7 a load at a random line of kc_floor_mem (8 MiB)
+ *   8 a random line of its first 32 KiB           9 the same line every time
+ *  10 bpf_probe_read_user of kw_chunk bytes at sp (once per sample, no loop)
+ */
+const volatile __u32 floor_n = 32;
+const volatile __u32 floor_lines = 1; /* kc_floor_mem entries / 8 */
+__u64 kc_floor_faults;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);    /* 1 M (8 MiB) with --floor */
+	__type(key, __u32);
+	__type(value, __u64);
+} kc_floor_mem SEC(".maps");
+
+struct kc_floor {
+	__u64 sp;
+	__u64 sum;
+	__u32 pid;
+	__u32 lines;               /* kc_floor_mem entries / 8 */
+	__u32 faults;
+	__u32 op;
+};
+
+static long kc_floor_cb(__u64 i, void *arg)
+{
+	struct kc_floor *f = arg;
+	__u64 buf[2];
+	__u32 k;
+	void *v;
+
+	switch (f->op) {
+	case 2:
+		f->faults += !!bpf_probe_read_user(buf, 8, (void *)f->sp);
+		f->sum += buf[0];
+		break;
+	case 3:
+		f->faults += !!bpf_probe_read_user(buf, 16, (void *)f->sp);
+		f->sum += buf[0];
+		break;
+	case 4:
+		v = bpf_map_lookup_elem(&kw_procs, &f->pid);
+		f->sum += v ? *(__u32 *)v : 1;
+		break;
+	case 5:
+		k = (__u32)i & 7;
+		v = bpf_map_lookup_elem(&kw_mods, &k);
+		f->sum += v ? *(__u32 *)v : 1;
+		break;
+	case 6:
+		v = bpf_map_lookup_elem(&kw_cache, &kw_zero_key);
+		f->sum += v ? *(__u64 *)v : 1;
+		break;
+	case 7:
+	case 8:
+	case 9:
+		/* a multiplicative hash of (i, the previous load): the next line is unknown until the
+		 * last load is in (a dependent chain, as the walker's row -> rule -> next frame) */
+		k = f->op == 9 ? 0 : (__u32)((i + 1 + f->sum) * 2654435761u) % (f->op == 7 ? f->lines : 512);
+		k *= 8;
+		v = bpf_map_lookup_elem(&kc_floor_mem, &k);
+		f->sum += v ? *(__u64 *)v : 1;
+		break;
+	}
+	return 0;
+}
+
+static __always_inline int kc_floor_run(__u32 op)
+{
+	struct kc_floor f = {};
+	struct kw_scratch *s;
+	__u32 len = kw_chunk;
+
+	f.op = op;
+	f.sp = kc_user_regs()->sp;
+	f.pid = (__u32)(bpf_get_current_pid_tgid() >> 32);
+	f.lines = floor_lines;
+	if (op == 10) {
+		s = bpf_map_lookup_elem(&kw_scratch, &kw_zero_key);
+		if (!s)
+			return 0;
+		if (len > KW_CHUNK || len < 64)
+			len = KW_CHUNK;
+		if (bpf_probe_read_user(s->stk, len, (void *)f.sp))
+			__sync_fetch_and_add(&kc_floor_faults, 1);
+		return 0;
+	}
+	if (!f.lines)
+		f.lines = 1;
+	bpf_loop(floor_n, kc_floor_cb, &f, 0);
+	if (f.faults)
+		__sync_fetch_and_add(&kc_floor_faults, f.faults);
+	return 0;
+}
+
+SEC("perf_event")
+int kc_floor0(struct bpf_perf_event_data *ctx)
+{
+	return 0;
+}
+
+#define KC_FLOOR_PROG(k)                                                                           \
+	SEC("perf_event") int kc_floor##k(struct bpf_perf_event_data *ctx)                         \
+	{                                                                                          \
+		return kc_floor_run(k);                                                            \
+	}
+KC_FLOOR_PROG(1)
+KC_FLOOR_PROG(2)
+KC_FLOOR_PROG(3)
+KC_FLOOR_PROG(4)
+KC_FLOOR_PROG(5)
+KC_FLOOR_PROG(6)
+KC_FLOOR_PROG(7)
+KC_FLOOR_PROG(8)
+KC_FLOOR_PROG(9)
+KC_FLOOR_PROG(10)

@@ -59,6 +59,7 @@ struct kc_opts {
 	int preload;
 	int micro;
 	unsigned micro_op, micro_size, micro_n;
+	unsigned floor_n;          /* --floor N: 0 = off */
 	char **cmd;
 };
 
@@ -114,6 +115,9 @@ static const struct argp_option options[] = {
 	  "continue it once they are (short runs)", 0 },
 	{ "micro", 'M', "OP:SIZE:N", 0, "Also time N operations per sample: 0 nothing, 1 user read of SIZE "
 	  "bytes at sp, 2 row loads at random indices below SIZE, 3 at one index, 4 reads at sp + 64 i", 0 },
+	{ "floor", 'L', "N", 0, "Also time the floor of a walker on the same samples: an empty program, and N "
+	  "of each: bpf_loop iterations, user reads of 8 and 16 B, hash / array / per-CPU array lookups, "
+	  "loads of cold, warm and hot lines; and one read of the stack chunk", 0 },
 	{},
 };
 
@@ -139,6 +143,11 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 		    kc->opt.micro_op > 4 || kc->opt.micro_size > 1u << 24 || kc->opt.micro_n > 4096)
 			argp_error(state, "--micro OP:SIZE:N (OP 0..4, N <= 4096)");
 		kc->opt.micro = 1;
+		break;
+	case 'L':
+		kc->opt.floor_n = (unsigned)strtoul(arg, NULL, 0);
+		if (kc->opt.floor_n == 0 || kc->opt.floor_n > 4096)
+			argp_error(state, "--floor N: 1..4096");
 		break;
 	case 'u':
 		if (kc->opt.nuprobes >= KC_MAX_UPROBES || !strchr(arg, ':'))
@@ -440,10 +449,22 @@ static int perf_open(int pid, int cpu, unsigned freq)
 	return (int)syscall(__NR_perf_event_open, &a, pid, cpu, -1, PERF_FLAG_FD_CLOEXEC);
 }
 
+/* --floor's programs, by number (kwalk_check.bpf.c says what each times) */
+static struct bpf_program *floor_prog(struct kwalk_check_bpf *skel, int k)
+{
+	struct bpf_program *p[KC_FLOOR_PROGS] = {
+		skel->progs.kc_floor0, skel->progs.kc_floor1, skel->progs.kc_floor2, skel->progs.kc_floor3,
+		skel->progs.kc_floor4, skel->progs.kc_floor5, skel->progs.kc_floor6, skel->progs.kc_floor7,
+		skel->progs.kc_floor8, skel->progs.kc_floor9, skel->progs.kc_floor10,
+	};
+
+	return p[k];
+}
+
 struct links {
-	struct bpf_link *l[6 * 256 + 5 * KC_MAX_UPROBES];
+	struct bpf_link *l[(6 + KC_FLOOR_PROGS) * 256 + 5 * KC_MAX_UPROBES];
 	int n;
-	int fds[6 * 256];
+	int fds[(6 + KC_FLOOR_PROGS) * 256];
 	int nfds;
 };
 
@@ -491,6 +512,22 @@ static int attach_all(struct kwalk_check *kc, struct kwalk_check_bpf *skel, int 
 			return -1;
 		}
 		L->l[L->n++] = lk;
+	}
+	for (int cpu = 0; kc->opt.floor_n && !kc->opt.no_perf && cpu < ncpu && cpu < 256; cpu++) {
+		for (int p = 0; p < KC_FLOOR_PROGS; p++) {
+			int fd = perf_open(pid, cpu, kc->opt.freq);
+			struct bpf_link *lk;
+
+			if (fd < 0)
+				break;
+			L->fds[L->nfds++] = fd;
+			lk = bpf_program__attach_perf_event(floor_prog(skel, p), fd);
+			if (!lk) {
+				fprintf(stderr, "kwalk-check: attach perf event: %s\n", strerror(errno));
+				return -1;
+			}
+			L->l[L->n++] = lk;
+		}
 	}
 	for (int i = 0; i < kc->opt.nuprobes; i++) {
 		char path[512], *sym;
@@ -553,6 +590,38 @@ static double ratio(double a, double b)
 	return b > 0 ? a / b : 0;
 }
 
+/* --floor's figures: ns per sample of each program, and what one operation costs. */
+static void print_floor(const struct prog_fig *f, unsigned n, unsigned chunk, uint64_t faults, int json)
+{
+	static const char *const name[KC_FLOOR_PROGS] = {
+		"entry_ns", "loop_iter_ns", "read_user_8_ns", "read_user_16_ns", "hash_lookup_ns",
+		"array_lookup_ns", "percpu_lookup_ns", "cold_line_ns", "warm_line_ns", "hot_line_ns", "chunk_read_ns",
+	};
+	double per[KC_FLOOR_PROGS];
+	double t[KC_FLOOR_PROGS];
+
+	for (int k = 0; k < KC_FLOOR_PROGS; k++)
+		t[k] = ratio((double)f[k].run_ns, (double)f[k].run_cnt);
+	per[0] = t[0];
+	per[1] = (t[1] - t[0]) / n;
+	for (int k = 2; k < 10; k++)
+		per[k] = (t[k] - t[1]) / n;
+	per[10] = t[10] - t[0];
+	if (json) {
+		printf(",\"floor\":{\"n\":%u,\"chunk_bytes\":%u,\"samples\":%llu,\"faults\":%llu", n, chunk,
+		       (unsigned long long)f[0].run_cnt, (unsigned long long)faults);
+		for (int k = 0; k < KC_FLOOR_PROGS; k++)
+			printf(",\"%s\":%.1f", name[k], per[k]);
+		printf("}");
+		return;
+	}
+	printf("floor (%llu samples, %u per loop, %llu faults):", (unsigned long long)f[0].run_cnt, n,
+	       (unsigned long long)faults);
+	for (int k = 0; k < KC_FLOOR_PROGS; k++)
+		printf(" %s %.1f", name[k], per[k]);
+	printf("\n");
+}
+
 int main(int argc, char **argv)
 {
 	static const struct argp argp = { options, parse_arg, "-- COMMAND [ARGS...]",
@@ -564,6 +633,7 @@ int main(int argc, char **argv)
 	struct dwunw_cap_reader *rd = NULL;
 	static struct links L;
 	struct prog_fig main_f = {}, bench_f = {}, peer_f = {}, bench1_f = {}, peer1_f = {}, micro_f = {};
+	struct prog_fig floor_f[KC_FLOOR_PROGS] = {};
 	struct kw_stats ks;
 	uint64_t c[KW_C_MAX], t0;
 	int go[2], stats_fd, status = 0, exited = 0, rc = 1;
@@ -622,6 +692,13 @@ int main(int argc, char **argv)
 	skel->rodata->micro_n = kc->opt.micro_n;
 	if (!kc->opt.micro)
 		bpf_program__set_autoload(skel->progs.kc_micro_perf, false);
+	skel->rodata->floor_n = kc->opt.floor_n;
+	for (int k = 0; k < KC_FLOOR_PROGS && !kc->opt.floor_n; k++)
+		bpf_program__set_autoload(floor_prog(skel, k), false);
+	if (kc->opt.floor_n) {
+		bpf_map__set_max_entries(skel->maps.kc_floor_mem, 1u << 20); /* 8 MiB: beyond L2 */
+		skel->rodata->floor_lines = (1u << 20) / 8;
+	}
 	if (!kc->opt.peer) {
 		bpf_program__set_autoload(skel->progs.kc_peer_perf, false);
 		bpf_program__set_autoload(skel->progs.kc_peer_uprobe, false);
@@ -684,6 +761,8 @@ int main(int argc, char **argv)
 	}
 	if (kc->opt.micro)
 		prog_fig(skel->progs.kc_micro_perf, &micro_f);
+	for (int k = 0; k < KC_FLOOR_PROGS && kc->opt.floor_n; k++)
+		prog_fig(floor_prog(skel, k), &floor_f[k]);
 	counters(skel->obj, c);
 	kw_get_stats(kc->kl, &ks);
 	{
@@ -764,6 +843,8 @@ int main(int argc, char **argv)
 				       "\"faults\":%llu}", kc->opt.micro_op, kc->opt.micro_size, kc->opt.micro_n,
 				       ratio((double)micro_f.run_ns, (double)micro_f.run_cnt), (unsigned long long)micro_f.run_cnt,
 				       (unsigned long long)skel->bss->kc_micro_faults);
+			if (kc->opt.floor_n)
+				print_floor(floor_f, kc->opt.floor_n, skel->rodata->kw_chunk, skel->bss->kc_floor_faults, 1);
 			printf(",\"bpf_stats\":%s}\n", stats_fd >= 0 ? "true" : "false");
 		} else {
 			printf("%s: %llu events, %llu identical (%.3f%%), %llu differences, %llu fell back (%.3f%%), "
@@ -789,6 +870,8 @@ int main(int argc, char **argv)
 				       kc->opt.micro_op, kc->opt.micro_size, kc->opt.micro_n,
 				       ratio((double)micro_f.run_ns, (double)micro_f.run_cnt),
 				       (unsigned long long)micro_f.run_cnt, (unsigned long long)skel->bss->kc_micro_faults);
+			if (kc->opt.floor_n)
+				print_floor(floor_f, kc->opt.floor_n, skel->rodata->kw_chunk, skel->bss->kc_floor_faults, 0);
 			for (int i = 0; i < kc->nsites; i++) {
 				char r[160];
 				kw_rule_text(kc->kl, kc->sites[i].rule, r, sizeof(r));

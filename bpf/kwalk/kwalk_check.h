@@ -6,4 +6,7 @@
 /* Stack bytes carried with every event (the snapshot half of the comparison). */
 #define KC_WINDOW 32768
 
+/* --floor: programs kc_floor0 .. kc_floor10 (kwalk_check.bpf.c says what each times) */
+#define KC_FLOOR_PROGS 11
+
 #endif

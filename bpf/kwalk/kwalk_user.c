@@ -131,6 +131,7 @@ int kw_size_maps(struct bpf_object *obj, const struct kw_opts *opts)
 		uint32_t n;
 	} m[6];
 	struct bpf_map *files = bpf_object__find_map_by_name(obj, "kw_files");
+	struct bpf_map *cache = bpf_object__find_map_by_name(obj, "kw_cache");
 	int err;
 
 	kw_sizes_of(opts, &s);
@@ -148,6 +149,9 @@ int kw_size_maps(struct bpf_object *obj, const struct kw_opts *opts)
 		if ((err = bpf_map__set_max_entries(map, m[i].n)))
 			return err;
 	}
+	/* the rule cache: one value per CPU (an mmapable array, so each entry is one cache line) */
+	if (cache && (err = bpf_map__set_max_entries(cache, (uint32_t)libbpf_num_possible_cpus())))
+		return err;
 	return files ? bpf_map__set_max_entries(files, s.mods) : 0;
 }
 
