@@ -107,7 +107,7 @@ int dw_module_trim(struct dwunw_ctx_impl *c, uint32_t *freed);
  * is left free (refcnt 0). Under the context lock. */
 void dw_module_evict(struct dwunw_module *m);
 
-/* The byte bound (module_bound.c). Bytes a module holds now: table(s), symbol index, line table,
+/* The byte bound (module.c). Bytes a module holds now: table(s), symbol index, line table,
  * ELF bytes read (what dwunw_module_memory reports, plus the line table). */
 uint64_t dw_module_bytes(struct dwunw_module *m);
 /* Count the loaded modules' bytes and free warm ones, least recently used first, until they fit
@@ -135,7 +135,5 @@ int dw_module_find_image(struct dwunw_ctx_impl *c, const char *name, struct dwun
 int dw_module_table(struct dwunw_module *m, const struct dw_table **out);
 /* Every row of the module's table: the look-up table when it is eager, else one built whole. */
 int dw_module_full_table(struct dwunw_module *m, const struct dw_table **out);
-/* Bytes held by the module's tables. */
-uint64_t dw_module_table_bytes(struct dwunw_module *m);
 
 #endif
