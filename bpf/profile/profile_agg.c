@@ -2,6 +2,7 @@
 /* profile's bounded sample counts: see profile_agg.h. */
 #include <stdbool.h>
 #include <stdlib.h>
+#include <bpf/bpf.h>
 #include "profile_agg.h"
 #include "runtime/stack_store.h"
 #include "runtime/tool_util.h"
@@ -80,4 +81,22 @@ void pr_agg_add(struct pr_agg *agg, struct stack_store *st, const struct pr_key 
 		e = insert(agg, k, h);
 	}
 	e->count += count;
+}
+
+void pr_hold_sweep(int hold_fd, uint64_t before)
+{
+	uint32_t key, next, gone[64];
+	uint64_t until;
+	size_t n = 0;
+	bool more = !bpf_map_get_next_key(hold_fd, NULL, &next);
+
+	/* deleted after the walk (a delete during it may restart it); the rest at the next poll */
+	while (more && n < sizeof(gone) / sizeof(gone[0])) {
+		key = next;
+		more = !bpf_map_get_next_key(hold_fd, &key, &next);
+		if (!bpf_map_lookup_elem(hold_fd, &key, &until) && until < before)
+			gone[n++] = key;
+	}
+	for (size_t i = 0; i < n; i++)
+		bpf_map_delete_elem(hold_fd, &gone[i]);
 }

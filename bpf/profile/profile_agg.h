@@ -40,4 +40,8 @@ struct stack_store;
 /* Count k (an overflow key's pseudo-stack interned in st when full). */
 void pr_agg_add(struct pr_agg *agg, struct stack_store *st, const struct pr_key *k, uint64_t count);
 
+/* --aggregate: the processes held (profile.bpf.c pr_agg_hold) since before `before` released;
+ * call after a poll that started after `before` consumed the ring (their records applied) */
+void pr_hold_sweep(int hold_fd, uint64_t before);
+
 #endif /* DWUNW_PROFILE_AGG_H */
