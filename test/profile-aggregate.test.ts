@@ -9,7 +9,8 @@
 // Needs root, the kernel's BTF and BPF: skipped with the reason, unless DWUNW_REQUIRE_BPF=1.
 import { join } from 'node:path';
 import t from 'tap';
-import { bpfUnavailable, root, run as runProcess, skipOrFail } from './helpers.js';
+import { readFileSync } from 'node:fs';
+import { bpfUnavailable, commOf, root, run as runProcess, type Run, skipOrFail, start, waitFor } from './helpers.js';
 import { parseProfileJson } from '../lib/profile.js';
 
 const profileBin = join(root, 'build', 'bpf', 'profile');
@@ -25,6 +26,8 @@ interface Res {
   chains: Record<string, number>;
   top: Record<string, string>;
   cpu: Record<string, number>;
+  /** samples in stacks with no frame named: a drained count named before its process's records were applied */
+  unnamed: number;
   samples: number;
   recordsLost: number;
   bufferBytes: number;
@@ -32,14 +35,17 @@ interface Res {
 }
 
 async function profile(extra: string[]): Promise<Res | string> {
-  const r = await runProcess(profileBin, ['-U', '-F', '999', '-f', '--json', ...extra, '--', hot, '3'], { timeoutMs: 120_000, env: process.env });
+  return parse(await runProcess(profileBin, ['-U', '-F', '999', '-f', '--json', ...extra, '--', hot, '3'], { timeoutMs: 120_000, env: process.env }), extra);
+}
+
+function parse(r: Run, extra: string[]): Res | string {
   if (r.status !== 0) return `profile ${extra.join(' ')} exited ${r.status}: ${r.stderr.trim().split('\n').pop()}`;
   const hotLine = r.stdout.split('\n').find((l) => l.startsWith('{"pid":') && l.includes('"cpu_ns"'));
   const out = parseProfileJson(r.stdout);
   if (!hotLine || !out.summary) return 'no report';
   const cpuNs = (JSON.parse(hotLine) as { cpu_ns: Record<string, number> }).cpu_ns;
   const cpuTotal = Object.keys(CHAINS).reduce((a, c) => a + (cpuNs[c] ?? 0), 0);
-  const res: Res = { total: 0, chains: {}, top: {}, cpu: {}, samples: out.summary.samples, recordsLost: (out.summary as unknown as { records_lost: number }).records_lost,
+  const res: Res = { total: 0, unnamed: 0, chains: {}, top: {}, cpu: {}, samples: out.summary.samples, recordsLost: (out.summary as unknown as { records_lost: number }).records_lost,
     bufferBytes: (out.summary as unknown as { buffer_bytes: number }).buffer_bytes, agg: (out.summary as unknown as { aggregated?: Agg }).aggregated };
   for (const c of Object.keys(CHAINS)) res.cpu[c] = (cpuNs[c] ?? 0) / cpuTotal;
   const paths: Record<string, Map<string, number>> = {};
@@ -47,6 +53,7 @@ async function profile(extra: string[]): Promise<Res | string> {
     res.total += f.count;
     const leafFirst = f.folded.split(';').slice(1).reverse();
     const c = Object.keys(CHAINS).find((k) => leafFirst.includes(CHAINS[k]!));
+    if (leafFirst.every((n) => n === '[unknown]')) res.unnamed += f.count;
     if (!c) continue;
     res.chains[c] = (res.chains[c] ?? 0) + f.count;
     // glibc's merge sort recurses to a data-dependent depth: a run of msort_with_tmp counts once
@@ -74,7 +81,7 @@ if (why) {
       t.ok(r.samples >= 100, `${name}: ${r.samples} samples of hot`);
       for (const c of Object.keys(CHAINS)) {
         const share = (r.chains[c] ?? 0) / r.total;
-        t.ok(Math.abs(share - r.cpu[c]!) <= 0.05, `${name} ${c}: ${(100 * share).toFixed(1)} % of samples vs ${(100 * r.cpu[c]!).toFixed(1)} % of hot's CPU`);
+        t.ok(Math.abs(share - r.cpu[c]!) <= 0.05, `${name} ${c}: ${(100 * share).toFixed(1)} % of samples vs ${(100 * r.cpu[c]!).toFixed(1)} % of hot's CPU (${r.unnamed} samples in stacks with no frame named)`);
       }
     }
     for (const c of Object.keys(CHAINS))
@@ -83,5 +90,69 @@ if (why) {
     t.equal(a.no_stack, 0, 'every drained count found its stack');
     t.ok(a.samples >= agg.samples * 0.5, `most samples counted in the kernel (${a.samples} of ${agg.samples})`);
     t.equal(a.selected_samples, agg.samples + agg.recordsLost, `samples selected (${a.selected_samples}) = counted + records + lost (${agg.samples} + ${agg.recordsLost})`);
+  });
+
+  // The walker counts a new image's samples as soon as the exec (its tables are in the kernel),
+  // while user space may be behind on the exec's records: a drain at those records would name the
+  // new image's counts with the old one ("[unknown]"). The command is stopped before its exec,
+  // profile stopped once it polls (the command released), the command continued: it execs hot,
+  // which runs 0.3 s of CPU before profile reads the exec's records. Those samples must be named.
+  t.test('--aggregate: the samples after an exec named with the new image, user space behind', { timeout: 300_000 }, async (t) => {
+    const read = (f: string): string => { try { return readFileSync(f, 'utf8'); } catch { return ''; } };
+    const cpuTicks = (pid: number): number => {
+      const f = read(`/proc/${pid}/stat`).split(') ')[1]?.split(' ');
+      return f ? Number(f[11]) + Number(f[12]) : -1; // utime + stime
+    };
+    /** one run: its result, or null when the command ran its exec before it could be stopped */
+    const attempt = async (): Promise<Res | string | null> => {
+      let stderr = '';
+      const s = start(profileBin, ['-U', '-F', '999', '-f', '--json', '--unwind=kernel', '--aggregate', '--', hot, '2'], { timeoutMs: 120_000, env: process.env, onOutput: (_o, e) => (stderr = e) });
+      const ppid = s.child.pid!;
+      const stopped = new Set<number>();
+      const signal = (pid: number, sig: 'SIGSTOP' | 'SIGCONT'): void => {
+        process.kill(pid, sig);
+        if (sig === 'SIGSTOP') stopped.add(pid);
+        else stopped.delete(pid);
+      };
+      let missed = false;
+      try {
+        // the command: profile's child waiting for its go on a pipe (profile runs others, e.g. sh,
+        // in its set-up); missed when it is hot already (the go came before it read the pipe)
+        const kids = (): number[] => read(`/proc/${ppid}/task/${ppid}/children`).trim().split(' ').map(Number).filter((k) => k > 0);
+        let cmd = 0;
+        await waitFor(() => {
+          missed = kids().some((k) => commOf(k) === 'hot') || s.child.exitCode !== null;
+          cmd = kids().find((k) => commOf(k) === 'profile' && read(`/proc/${k}/wchan`).includes('pipe_read')) ?? 0;
+          return missed || cmd > 0;
+        }, 60_000, 'the command forked', 1);
+        if (!missed) {
+          signal(cmd, 'SIGSTOP'); // before its exec
+          await waitFor(() => stderr.includes('Sampling at') && read(`/proc/${ppid}/wchan`).includes('poll'), 60_000, 'profile polling');
+          signal(ppid, 'SIGSTOP');
+          signal(cmd, 'SIGCONT');
+          // missed too when profile was stopped before its go (the command reads the pipe again)
+          await waitFor(() => {
+            missed = commOf(cmd) === 'profile' && read(`/proc/${cmd}/wchan`).includes('pipe_read');
+            const c = cpuTicks(cmd);
+            return missed || c < 0 || (commOf(cmd) === 'hot' && c >= 30);
+          }, 60_000, 'hot to run 0.3 s of CPU', 1);
+        }
+      } finally {
+        for (const pid of [...stopped]) signal(pid, 'SIGCONT');
+      }
+      const run = await s.done;
+      return missed ? null : parse(run, ['--aggregate (stopped after the exec)']);
+    };
+    let r: Res | string | null = null;
+    for (let i = 0; i < 3 && r === null; i++) r = await attempt();
+    if (r === null) return void t.fail('the command ran its exec before it could be stopped, 3 times');
+    if (typeof r === 'string') return void t.fail(r);
+    t.comment(`${r.samples} samples, ${r.agg?.samples ?? 0} counted in the kernel, ${r.samples - (r.agg?.samples ?? 0)} as records`);
+    t.equal(r.total, r.samples, `the folded counts add up to the samples (${r.total})`);
+    t.equal(r.unnamed, 0, `no sample in a stack with no frame named (${r.unnamed})`);
+    for (const c of Object.keys(CHAINS)) {
+      const share = (r.chains[c] ?? 0) / r.total;
+      t.ok(Math.abs(share - r.cpu[c]!) <= 0.05, `${c}: ${(100 * share).toFixed(1)} % of samples vs ${(100 * r.cpu[c]!).toFixed(1)} % of hot's CPU`);
+    }
   });
 }
