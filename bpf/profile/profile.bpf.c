@@ -67,10 +67,17 @@ struct {
 	__type(value, __u64);
 } pr_agg_hold SEC(".maps");
 
+/* Set once the hold map could not take a process: from then on every walk goes as a record
+ * (named after its process's records are applied), never a count that could be named wrong. */
+static volatile __u32 hold_all;
+
 static __always_inline void pr_hold(__u32 tgid, __u64 until)
 {
-	if (aggregate)
-		bpf_map_update_elem(&pr_agg_hold, &tgid, &until, BPF_ANY);
+	if (aggregate && bpf_map_update_elem(&pr_agg_hold, &tgid, &until, BPF_ANY)) {
+		if (!hold_all)
+			tool_count(PR_CNT_HOLD_FULL);
+		hold_all = 1;
+	}
 }
 
 /* KW_HYBRID_TAKE: a complete walk counted (1), or 0 (not --aggregate, a map full, the process
@@ -82,7 +89,7 @@ static __always_inline int pr_agg_take(struct kw_walk *w, struct kw_scratch *s, 
 	int ok;
 
 	/* a Python process's record carries its chain (sent just before): not counted here */
-	if (!aggregate || bpf_map_lookup_elem(&py_procs, &pid) || bpf_map_lookup_elem(&pr_agg_hold, &pid))
+	if (!aggregate || hold_all || bpf_map_lookup_elem(&py_procs, &pid) || bpf_map_lookup_elem(&pr_agg_hold, &pid))
 		return 0;
 	if (kw_agg_stack_put(w, s, &k.s)) {
 		tool_count(PR_CNT_AGG_FULL);

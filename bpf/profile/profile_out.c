@@ -388,10 +388,10 @@ void pr_report(struct profile_ctx *pr)
 		}
 		if (pr->kagg.on)
 			printf(",\"aggregated\":{\"samples\":%" PRIu64 ",\"counted_in_bpf\":%" PRIu64
-			       ",\"map_full\":%" PRIu64 ",\"keys\":%" PRIu64 ",\"drains\":%" PRIu64
+			       ",\"map_full\":%" PRIu64 ",\"hold_full\":%" PRIu64 ",\"keys\":%" PRIu64 ",\"drains\":%" PRIu64
 			       ",\"no_stack\":%" PRIu64 ",\"drain_bytes\":%" PRIu64 ",\"selected_samples\":%" PRIu64 "}",
 			       pr->kagg.events, pr->prs.bpf[PR_CNT_AGG], pr->prs.bpf[PR_CNT_AGG_FULL],
-			       pr->kagg.keys_drained, pr->kagg.drains, pr->kagg.no_stack, pr->kagg.bytes,
+			       pr->prs.bpf[PR_CNT_HOLD_FULL], pr->kagg.keys_drained, pr->kagg.drains, pr->kagg.no_stack, pr->kagg.bytes,
 			       pr->prs.bpf[PR_CNT_SAMPLES] - pr->prs.bpf[PR_CNT_FILTERED]);
 		if (pr->opts.freeze) {
 			putchar(',');
