@@ -86,12 +86,7 @@ static void make_copies(void)
 
 static void cleanup_dir(void)
 {
-	char cmd[128];
-	if (dir[0]) {
-		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-		if (system(cmd) != 0)
-			fprintf(stderr, "could not remove %s\n", dir);
-	}
+	remove_dir(dir);
 }
 
 /* ---- helpers ----------------------------------------------------------------------------- */
@@ -104,11 +99,7 @@ static int init_slots(struct dwunw_ctx *ctx, uint32_t slots)
 
 static struct dwunw_cache_stats stats(struct dwunw_ctx *ctx)
 {
-	struct dwunw_cache_stats s;
-	memset(&s, 0xff, sizeof(s));
-	if (dwunw_cache_stats(ctx, &s))
-		memset(&s, 0xff, sizeof(s));
-	return s;
+	return cache_stats_of(ctx);
 }
 
 /* Open a module, expecting success; NULL on failure (and a failed check). */

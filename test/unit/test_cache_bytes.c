@@ -32,13 +32,7 @@ static char copies[NCOPIES][600];
 
 static void cleanup_dir(void)
 {
-	char cmd[128];
-
-	if (dir[0]) {
-		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-		if (system(cmd) != 0)
-			fprintf(stderr, "could not remove %s\n", dir);
-	}
+	remove_dir(dir);
 }
 
 static int init_bound(struct dwunw_ctx *ctx, uint32_t slots, uint64_t bytes)
@@ -50,12 +44,7 @@ static int init_bound(struct dwunw_ctx *ctx, uint32_t slots, uint64_t bytes)
 
 static struct dwunw_cache_stats stats(struct dwunw_ctx *ctx)
 {
-	struct dwunw_cache_stats s;
-
-	memset(&s, 0, sizeof(s));
-	if (dwunw_cache_stats(ctx, &s))
-		memset(&s, 0xff, sizeof(s));
-	return s;
+	return cache_stats_of(ctx);
 }
 
 /* Open path and build what a tool builds (the table, the symbol index); the module stays held. */

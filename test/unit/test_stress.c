@@ -226,13 +226,7 @@ static inflate_end_fn copy_end[NCOPIES];
 
 static void cleanup_dir(void)
 {
-	char cmd[128];
-	if (dir[0]) {
-		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-		if (system(cmd) != 0)
-			fprintf(stderr, "could not remove %s\n", dir);
-		dir[0] = 0;
-	}
+	remove_dir(dir);
 }
 
 static int load_copies(void)

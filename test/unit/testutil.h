@@ -301,6 +301,30 @@ __attribute__((noinline, no_sanitize_address, unused)) static int self_stack_cop
 /* Run at a timeout before the process ends (async-signal-safe: kill children, remove files). */
 static void (*timeout_cleanup)(void) __attribute__((unused));
 
+/* The context's cache figures, all bits set when the call fails (so a check on them fails too). */
+static inline struct dwunw_cache_stats cache_stats_of(struct dwunw_ctx *ctx)
+{
+	struct dwunw_cache_stats s;
+
+	memset(&s, 0xff, sizeof(s));
+	if (dwunw_cache_stats(ctx, &s))
+		memset(&s, 0xff, sizeof(s));
+	return s;
+}
+
+/* Remove a test's scratch directory (and forget it): for atexit and arm_timeout's cleanup. */
+static inline void remove_dir(char *dir)
+{
+	char cmd[PATH_MAX + 16];
+
+	if (dir[0]) {
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+		if (system(cmd) != 0)
+			fprintf(stderr, "could not remove %s\n", dir);
+		dir[0] = 0;
+	}
+}
+
 /* SIGALRM: "Bail out!" (TAP), the cleanup, exit 2. */
 static inline void on_timeout(int sig)
 {
