@@ -17,7 +17,8 @@ const char *kw_why_name(unsigned w)
 	return w < sizeof(n) / sizeof(n[0]) ? n[w] : "?";
 }
 
-static int sleb(const uint8_t **p, const uint8_t *end, int64_t *out)
+/* A LEB128 number (signed: sign-extended from its last byte); -1 past end or over 64 bits. */
+static int leb128(const uint8_t **p, const uint8_t *end, int sign, uint64_t *out)
 {
 	uint64_t v = 0;
 	unsigned shift = 0;
@@ -30,25 +31,8 @@ static int sleb(const uint8_t **p, const uint8_t *end, int64_t *out)
 		v |= (uint64_t)(b & 0x7f) << shift;
 		shift += 7;
 	} while (b & 0x80);
-	if (shift < 64 && (b & 0x40))
+	if (sign && shift < 64 && (b & 0x40))
 		v |= ~0ull << shift;
-	*out = (int64_t)v;
-	return 0;
-}
-
-static int uleb(const uint8_t **p, const uint8_t *end, uint64_t *out)
-{
-	uint64_t v = 0;
-	unsigned shift = 0;
-	uint8_t b;
-
-	do {
-		if (*p >= end || shift > 63)
-			return -1;
-		b = *(*p)++;
-		v |= (uint64_t)(b & 0x7f) << shift;
-		shift += 7;
-	} while (b & 0x80);
 	*out = v;
 	return 0;
 }
@@ -57,8 +41,8 @@ static int uleb(const uint8_t **p, const uint8_t *end, uint64_t *out)
 static void cfa_expr(const uint8_t *e, uint32_t len, struct kw_rule *r)
 {
 	const uint8_t *p = e, *end = e + len;
+	uint64_t uoff, add;
 	int64_t off;
-	uint64_t add;
 
 	if (!KW_ARM64 && len == sizeof(plt_expr11) && (!memcmp(e, plt_expr11, len) || !memcmp(e, plt_expr10, len))) {
 		r->cfa_type = KW_CFA_PLT;
@@ -71,7 +55,10 @@ static void cfa_expr(const uint8_t *e, uint32_t len, struct kw_rule *r)
 	if (len < 2 || e[0] < 0x70 || e[0] > 0x7f)
 		return;
 	p++;
-	if (sleb(&p, end, &off) || off < INT32_MIN || off > INT32_MAX)
+	if (leb128(&p, end, 1, &uoff))
+		return;
+	off = (int64_t)uoff;
+	if (off < INT32_MIN || off > INT32_MAX)
 		return;
 	if (p == end) {
 		if (e[0] - 0x70 >= KW_NREGS)
@@ -85,7 +72,7 @@ static void cfa_expr(const uint8_t *e, uint32_t len, struct kw_rule *r)
 		return;
 	add = 0;
 	if (p < end) {
-		if (*p++ != 0x23 || uleb(&p, end, &add) || add > INT16_MAX || p != end)
+		if (*p++ != 0x23 || leb128(&p, end, 0, &add) || add > INT16_MAX || p != end)
 			return;
 	}
 	r->cfa_type = KW_CFA_DEREF;
