@@ -17,6 +17,7 @@ export interface IntervalLine {
   records_lost: number;
   keys_overflow: number;
   stack_table_full: number;
+  /** the modules of the interval's user stacks, each line naming its own (profile_out.c) */
   modules: { path: string; build_id: string | null }[];
 }
 
@@ -33,7 +34,7 @@ export interface Interval {
   entries: PrEntry[];
   host: string;
   procs: Map<number, ProcInfo>;
-  /** module path -> build id, of every module seen so far */
+  /** module path -> build id, of the modules of this interval's stacks */
   buildIds: Map<string, string | null>;
   /** what each sample's values are: one profile per measure */
   measures: Measure[];
@@ -109,10 +110,12 @@ export function procsOf(entries: PrEntry[], cache: ProcCache): Map<number, ProcI
   return procs;
 }
 
-/** Assembles intervals from profile's NDJSON lines. */
+/**
+ * Assembles intervals from profile's NDJSON lines. What it keeps across intervals is bounded by
+ * the processes of the last two (ProcCache); modules come with each interval's line.
+ */
 export class IntervalReader {
   private entries: PrEntry[] = [];
-  private buildIds = new Map<string, string | null>();
   private procs = new ProcCache();
   private host = hostname();
 
@@ -126,19 +129,23 @@ export class IntervalReader {
     }
     if (!o.interval) return null;
     const line = o.interval;
-    for (const m of line.modules) this.buildIds.set(m.path, m.build_id);
     const procs = procsOf(this.entries, this.procs);
     const iv: Interval = {
       line,
       entries: this.entries,
       host: this.host,
       procs,
-      buildIds: this.buildIds,
+      buildIds: new Map(line.modules.map((m) => [m.path, m.build_id])),
       measures: CPU_MEASURES,
       period: { type: 'cpu', unit: 'nanoseconds', value: line.period || (line.frequency ? Math.round(1e9 / line.frequency) : 0) },
     };
     this.entries = [];
     return iv;
+  }
+
+  /** What it keeps across intervals: the processes of the last two (their attributes). */
+  held(): { processes: number } {
+    return { processes: this.procs.size };
   }
 }
 

@@ -155,8 +155,14 @@ export function otlpRequest(iv: Interval, service?: string): Record<string, unkn
   };
 }
 
-/** The encoded request, gzip'd (both transports send it compressed). */
+/**
+ * The encoded request, gzip'd (both transports send it compressed). The plain object is encoded
+ * as it is (its fields already have the wire's types: 64-bit ones as decimal strings, bytes as
+ * Buffers): a message tree made by fromObject first was a second copy of the interval, which
+ * took 40 % of the encode's time (98.7 -> 58.9 ms for 443 stacks) and, garbage each interval,
+ * grew V8's young generation (the dwunw process's RSS: scripts/export-soak).
+ */
 export function encodeOtlp(iv: Interval, service?: string): Buffer {
   const T = exportRequestType();
-  return gzipSync(T.encode(T.fromObject(otlpRequest(iv, service))).finish());
+  return gzipSync(T.encode(otlpRequest(iv, service)).finish());
 }

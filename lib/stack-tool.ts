@@ -103,7 +103,9 @@ export async function runStackTool(tool: StackTool, args: string[], parse?: (arg
   const keepEntries = sp.pprof !== undefined || sp.html !== undefined;
   const onLine = (l: string) => {
     if (exp && l.startsWith('{"interval":')) lines = keepEntries ? lines.filter((x) => x.startsWith('{"pid":')) : [];
-    else lines.push(l);
+    // an interval's stacks go to the exporter only (parsed below): their text, most of the
+    // tool's output, is not kept until the interval's end
+    else if (!exp || keepEntries || !l.startsWith('{"pid":')) lines.push(l);
     if (!exp || !l.startsWith('{')) return; // the profiled command's own output on the same stdout
     try {
       exp.run.line(JSON.parse(l));

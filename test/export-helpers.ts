@@ -141,6 +141,8 @@ export interface Received {
   frameTypes: Set<string>;
   /** mapping file -> its build id attribute */
   buildIds: Map<string, string>;
+  /** mapping file -> how many requests had a mapping of it without a build id attribute */
+  noBuildId: Map<string, number>;
   requests: number;
 }
 
@@ -150,7 +152,7 @@ export const val = (v: KV['value'] | undefined, str: string[]): string =>
 
 /** What the files hold: the samples of profiles of sampleType, by stack (thread name first, root first). */
 export function decode(files: string[], sampleType = 'samples'): Received {
-  const r: Received = { stacks: new Map(), samples: 0, profiles: new Set(), resources: [], threadAttrs: true, locationAttrs: true, frameTypes: new Set(), buildIds: new Map(), requests: 0 };
+  const r: Received = { stacks: new Map(), samples: 0, profiles: new Set(), resources: [], threadAttrs: true, locationAttrs: true, frameTypes: new Set(), buildIds: new Map(), noBuildId: new Map(), requests: 0 };
   for (const f of files) {
     if (!existsSync(f)) continue;
     // whole lines only: the Collector may be writing the last one
@@ -163,7 +165,9 @@ export function decode(files: string[], sampleType = 'samples'): Received {
       const attrs = (ix: number[] | undefined) => new Map((ix ?? []).map((i) => [str[attr(i).keyStrindex ?? 0]!, val(attr(i).value, str)]));
       for (const [i, m] of (d.mappingTable ?? []).entries()) {
         const b = attrs(m.attributeIndices).get('process.executable.build_id.gnu');
-        if (i && b) r.buildIds.set(str[m.filenameStrindex ?? 0]!, b);
+        const file = str[m.filenameStrindex ?? 0]!;
+        if (i && b) r.buildIds.set(file, b);
+        else if (i) r.noBuildId.set(file, (r.noBuildId.get(file) ?? 0) + 1);
       }
       const frame = (li: number): string => {
         const l = d.locationTable![li]!;

@@ -17,7 +17,7 @@ import { basename, join } from 'node:path';
 import t, { type Test } from 'tap';
 import { bpfUnavailable, cliEnv, dwunwBin, root, skipOrFail, start, type Started, until } from './helpers.js';
 import { decode, ensureEngines, foldedMap, parseRun, startCollector, stopCollector } from './export-helpers.js';
-import { containerId, ProcCache } from '../lib/export-interval.js';
+import { containerId, IntervalReader, ProcCache } from '../lib/export-interval.js';
 import { parseHeaders, parseDestination } from '../lib/export-send.js';
 import { splitArgs } from '../commands/profile.js';
 
@@ -51,6 +51,26 @@ t.test('options and their errors', async (tt) => {
   c.endInterval();
   c.endInterval();
   tt.equal(c.size, 0, 'process cache bounded by the last intervals');
+  // the reader over 40 intervals of processes that come and go (pids above any pid_max: gone),
+  // each with a module of its own: it keeps the processes of the last two intervals, and the
+  // build ids an interval carries are its own line's only
+  const rd = new IntervalReader();
+  const frame = (module: string) => ({ pc: '0x1000', symbol: 'f', offset: 0, module, origin: 'window' });
+  const ivLine = (seq: number, modules: string[]) => ({
+    interval: { seq, start_unix_ns: 0, duration_ns: 1e9, samples: 1, keys: 1, frequency: 49, period: 0, records_lost: 0, keys_overflow: 0, stack_table_full: 0, modules: modules.map((path) => ({ path, build_id: '00' })) },
+  });
+  let last = null;
+  let most = 0;
+  for (let i = 0; i < 40; i++) {
+    for (let j = 0; j < 25; j++) rd.line({ pid: 5_000_000 + i * 25 + j, tid: 5_000_000 + i * 25 + j, comm: 'gone', count: 1, user: { frames: [frame(`/gone/m${i}`)] }, kernel: null });
+    last = rd.line(ivLine(i, [`/gone/m${i}`]));
+    most = Math.max(most, rd.held().processes);
+  }
+  tt.equal(most, 50, 'at most the processes of the last two intervals held (1,000 came and went)');
+  tt.same([...last!.buildIds.keys()], ['/gone/m39'], 'an interval carries its own modules only');
+  rd.line(ivLine(40, []));
+  rd.line(ivLine(41, []));
+  tt.equal(rd.held().processes, 0, 'nothing held once the processes are two intervals gone');
   const r = await start(process.execPath, [dwunwBin, 'profile', '--interval', '5', '1'], { env: cliEnv() }).done;
   tt.equal(r.status, 2, '--interval without --export: usage error');
   tt.match(r.stderr, /--interval is for --export/);
@@ -103,6 +123,8 @@ t.test('every sample of the run reaches the Collector over gRPC and HTTP, with i
     }
     const bid = execFileSync('readelf', ['-n', hot], { encoding: 'utf8' }).match(/Build ID: ([0-9a-f]+)/)?.[1];
     tt.equal(got.buildIds.get(hot), bid, `${proto}: hot's mapping carries its build id (readelf: ${bid})`);
+    // each interval line names its own stacks' modules (the exporter keeps none across intervals)
+    tt.equal(got.noBuildId.get(hot) ?? 0, 0, `${proto}: in every request`);
   }
 });
 

@@ -92,7 +92,8 @@ static int map_fd(struct bpf_object *obj, const char *name)
 struct kw_loader *kw_loader_new(struct bpf_object *obj, const struct kw_opts *opts)
 {
 	struct dwunw_config cfg = { .size = sizeof(cfg), .cache_slots = 64,
-				    .flags = DWUNW_CFG_NO_DEBUG_FILES };
+				    .flags = DWUNW_CFG_NO_DEBUG_FILES,
+				    .cache_bytes = opts ? opts->cache_bytes : 0 };
 	struct kw_loader *l = calloc(1, sizeof(*l));
 	struct kw_sizes s;
 	struct kw_rule end = {};

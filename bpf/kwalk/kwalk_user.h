@@ -35,6 +35,8 @@ struct kw_opts {
 	uint64_t max_file;          /* files larger than this get no table (their frames fall back:
 	                             * no-table); 0 = no limit. A whole-system tool's bound on the
 	                             * seconds one table build holds its consumer */
+	uint64_t cache_bytes;       /* the loader's libdwunw module cache bound (--cache-bytes);
+	                             * 0 = libdwunw's default */
 };
 
 struct kw_stats {

@@ -188,7 +188,7 @@ int main(int argc, char **argv)
 	if (!err && !(ml->env.combined && ml->env.unwind == ML_UNWIND_FP))
 		err = bpf_map__set_max_entries(ml->skel->maps.combined_allocs, 1);
 #ifdef HAVE_KWALK
-	struct kw_opts kwo = { .budget = ml->env.table_budget };
+	struct kw_opts kwo = { .budget = ml->env.table_budget, .cache_bytes = ml->env.cache_bytes };
 
 	if (!err && ml->env.unwind == ML_UNWIND_KERNEL)
 		err = kw_size_maps(ml->skel->obj, &kwo);
@@ -242,7 +242,7 @@ int main(int argc, char **argv)
 			die("--unwind=freeze: cannot start its watchdog: %s", strerror(-err));
 		ml->fr.fz = &ml->fz;
 	}
-	err = frames_init(&ml->fr, 64, 0, NULL);
+	err = frames_init(&ml->fr, 64, ml->env.cache_bytes, 0, NULL);
 	if (err)
 		die("libdwunw: %s", dwunw_strerror(err));
 	if (ml->env.unwind == ML_UNWIND_DWARF)

@@ -56,6 +56,7 @@ enum {
 	OPT_MAX_CPU,
 	OPT_ALLOCATED,
 	OPT_LINES,
+	OPT_CACHE_BYTES,
 };
 
 static const struct option long_opts[] = {
@@ -93,6 +94,7 @@ static const struct option long_opts[] = {
 	{ "weight", required_argument, NULL, OPT_WEIGHT },
 	{ "no-uprobe-multi", no_argument, NULL, OPT_NO_UPROBE_MULTI },
 	{ "table-budget", required_argument, NULL, OPT_TABLE_BUDGET },
+	{ "cache-bytes", required_argument, NULL, OPT_CACHE_BYTES },
 	{},
 };
 
@@ -134,6 +136,8 @@ static void usage(FILE *f)
 "      --stack-size=BYTES    stack window copied per allocation (16384, max 65536;\n"
 "                            kernel: per fallback)\n"
 "      --table-budget=MIB    --unwind=kernel: memory for the tables' maps (64)\n"
+"      --cache-bytes=SIZE    memory for the modules' unwind tables and symbols (256m):\n"
+"                            past it those used least recently are freed\n"
 "      --folded              folded stacks for flamegraph.pl: root;...;leaf WEIGHT, one\n"
 "                            line per distinct stack (identical lines merged, weights\n"
 "                            summed); WEIGHT is outstanding bytes\n"
@@ -278,6 +282,7 @@ void ml_parse_args(struct ml_env *env, int argc, char **argv)
 			env->table_budget = tool_opt_u64(optarg, "--table-budget", 1, 4096) << 20;
 			break;
 		case OPT_FOLDED: env->folded = true; break;
+		case OPT_CACHE_BYTES: env->cache_bytes = tool_opt_cache_bytes(optarg); break;
 		case OPT_JSON: env->json = true; break;
 		case OPT_LINES: env->lines = true; break;
 		case OPT_NESTED: env->nested = true; break;

@@ -45,6 +45,7 @@ struct ml_env {
 	bool probe_at_entry;    /* no cheap probe places */
 	bool no_multi;          /* one link per probe even where multi-uprobe links exist */
 	uint64_t table_budget;  /* --table-budget (bytes; 0: the walker's default) */
+	uint64_t cache_bytes;   /* --cache-bytes (0: libdwunw's default) */
 };
 
 /* --unwind=auto while parsing: kernel or dwarf after (tool_unwind_auto) */

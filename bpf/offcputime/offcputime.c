@@ -598,7 +598,7 @@ int main(int argc, char **argv)
 	if (!err)
 		err = freeze_size_maps(skel->obj, c->o.freeze ? 0 : 1);
 #ifdef HAVE_KWALK
-	struct kw_opts kwo = { .budget = c->o.table_budget };
+	struct kw_opts kwo = { .budget = c->o.table_budget, .cache_bytes = c->o.cache_bytes };
 
 	if (!err && c->o.unwind == OC_UNWIND_KERNEL && c->o.user)
 		err = kw_size_maps(skel->obj, &kwo);
@@ -643,7 +643,7 @@ int main(int argc, char **argv)
 			die("--unwind=freeze: cannot start its watchdog: %s", strerror(-err));
 		c->fr.fz = &c->fz;
 	}
-	err = frames_init(&c->fr, cache_slots_for_machine(), 0, NULL);
+	err = frames_init(&c->fr, cache_slots_for_machine(), c->o.cache_bytes, 0, NULL);
 	if (err)
 		die("libdwunw: %s", dwunw_strerror(err));
 #ifdef HAVE_KWALK

@@ -28,6 +28,7 @@ enum {
 	OPT_AGGREGATE,
 	OPT_NO_AGGREGATE,
 	OPT_LINES,
+	OPT_CACHE_BYTES,
 };
 
 static const struct option long_opts[] = {
@@ -54,6 +55,7 @@ static const struct option long_opts[] = {
 	{ "max-cpu", required_argument, NULL, OPT_MAX_CPU },
 	{ "max-keys", required_argument, NULL, OPT_MAX_KEYS },
 	{ "table-budget", required_argument, NULL, OPT_TABLE_BUDGET },
+	{ "cache-bytes", required_argument, NULL, OPT_CACHE_BYTES },
 	{ "wall", no_argument, NULL, OPT_WALL },
 	{ "waker", no_argument, NULL, OPT_WAKER },
 	{ "aggregate", no_argument, NULL, OPT_AGGREGATE },
@@ -93,6 +95,8 @@ static void usage(void)
 "                               stopped at its switch-in until its stack is read (-p/-t/--)\n"
 "      --stack-size=BYTES       stack window copied per switch-out (16384, max 65536)\n"
 "      --table-budget=MIB       --unwind=kernel: memory for the tables' maps (64)\n"
+"      --cache-bytes=SIZE       memory for the modules' unwind tables and symbols (256m):\n"
+"                               past it those used least recently are freed\n"
 "      --aggregate              kernel walks: spans summed in BPF maps by stack, drained\n"
 "                               each second (a walk that fell back still comes as a record);\n"
 "                               the default with --unwind=kernel unless --waker\n"
@@ -197,6 +201,7 @@ void oc_parse_args(struct oc_opts *o, int argc, char **argv)
 		case OPT_TABLE_BUDGET:
 			o->table_budget = tool_opt_u64(optarg, "--table-budget", 1, 4096) << 20;
 			break;
+		case OPT_CACHE_BYTES: o->cache_bytes = tool_opt_cache_bytes(optarg); break;
 		case OPT_JSON: o->json = true; break;
 		case OPT_LINES: o->lines = true; break;
 		case OPT_MAX_CPU: o->max_cpu = cpu_budget_parse(optarg); break;

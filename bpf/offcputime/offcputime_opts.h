@@ -35,6 +35,7 @@ struct oc_opts {
 	uint32_t max_cpu;      /* --max-cpu (percent of one CPU; 0: no budget) */
 	size_t max_keys;       /* --max-keys */
 	uint64_t table_budget; /* --table-budget (bytes; 0: the walker's default) */
+	uint64_t cache_bytes;  /* --cache-bytes (0: libdwunw's default) */
 	bool wall;             /* --wall: on-CPU samples too, in the same unit */
 	uint32_t freq;         /* -F: --wall's sampling frequency (Hz) */
 	bool waker;            /* --waker: each span's waker stack too (as offwaketime) */

@@ -40,6 +40,7 @@ enum {
 	OPT_INTERVAL,
 	OPT_MAX_CPU,
 	OPT_LINES,
+	OPT_CACHE_BYTES,
 };
 
 static const struct option long_opts[] = {
@@ -66,6 +67,7 @@ static const struct option long_opts[] = {
 	{ "max-stacks", required_argument, NULL, OPT_MAX_STACKS },
 	{ "max-keys", required_argument, NULL, OPT_MAX_KEYS },
 	{ "table-budget", required_argument, NULL, OPT_TABLE_BUDGET },
+	{ "cache-bytes", required_argument, NULL, OPT_CACHE_BYTES },
 	{ "max-cpu", required_argument, NULL, OPT_MAX_CPU },
 	{ "debuginfod", no_argument, NULL, OPT_DEBUGINFOD },
 	{ "no-debuginfod", no_argument, NULL, OPT_NO_DEBUGINFOD },
@@ -105,6 +107,8 @@ static void usage(FILE *f)
 "      --stack-size=BYTES     stack window copied per sample (16384, max 65536; kernel:\n"
 "                             per fallback)\n"
 "      --table-budget=MIB     --unwind=kernel: memory for the tables' maps (64)\n"
+"      --cache-bytes=SIZE     memory for the modules' unwind tables and symbols (256m):\n"
+"                             past it those used least recently are freed\n"
 "      --max-cpu=PCT          profile's own CPU under PCT %% of one CPU: 1 in N snapshots\n"
 "                             unwound, the others counted as [not unwound: --max-cpu]\n"
 "      --debuginfod           name stripped code with debug files from DEBUGINFOD_URLS, fetched\n"
@@ -267,6 +271,9 @@ void pr_parse_args(struct pr_opts *opts, int argc, char **argv)
 			opts->table_budget = v << 20;
 			break;
 		}
+		case OPT_CACHE_BYTES:
+			opts->cache_bytes = tool_opt_cache_bytes(optarg);
+			break;
 		case OPT_MAX_CPU:
 			opts->max_cpu = cpu_budget_parse(optarg);
 			break;

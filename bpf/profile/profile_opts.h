@@ -40,6 +40,7 @@ struct pr_opts {
 	size_t max_keys;       /* --max-keys */
 	uint64_t interval;     /* --interval (seconds, 0: one report at the end) */
 	uint64_t table_budget; /* --table-budget (bytes; 0: the walker's default) */
+	uint64_t cache_bytes;  /* --cache-bytes (0: libdwunw's default) */
 	uint32_t max_cpu;      /* --max-cpu (percent of one CPU; 0: no budget) */
 	bool debuginfod;       /* --debuginfod / --no-debuginfod (default: DEBUGINFOD_URLS set) */
 	const char *debug_dir; /* --debug-dir: roots of separate debug files (NULL: /usr/lib/debug) */

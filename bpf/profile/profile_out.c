@@ -167,15 +167,48 @@ void pr_kw_stats(struct profile_ctx *pr)
 }
 
 /*
+ * --interval: the modules of the interval's user stacks with their build ids, each once. An
+ * interval line names all its stacks' modules, whether an earlier line named them or not: a
+ * reader (dwunw's exporter) keeps nothing of modules across intervals, so what it holds does not
+ * grow with the files the machine ever ran.
+ */
+static void print_interval_modules(struct profile_ctx *pr, uint64_t seq)
+{
+	const struct module_seen *mods;
+	size_t nmods = frames_modules(&pr->fr, &mods), k;
+	bool first = true;
+
+	if (nmods > pr->mod_stamp_n) {
+		pr->mod_stamp = xrealloc(pr->mod_stamp, nmods * sizeof(*pr->mod_stamp));
+		memset(pr->mod_stamp + pr->mod_stamp_n, 0, (nmods - pr->mod_stamp_n) * sizeof(*pr->mod_stamp));
+		pr->mod_stamp_n = nmods;
+	}
+	for (size_t i = 0; i < pr->agg.n; i++) {
+		int64_t u = pr->agg.v[i].k.ustack;
+		const struct ustack *st = u >= 0 ? &pr->st.v[u] : NULL;
+
+		for (uint32_t j = 0; st && j < st->nframes; j++) {
+			const char *m = st->frames[j].module;
+
+			if (!m || !frames_module_find(&pr->fr, m, &k) || pr->mod_stamp[k] == seq + 1)
+				continue;
+			pr->mod_stamp[k] = seq + 1;
+			if (!first)
+				putchar(',');
+			first = false;
+			print_modules_json(&mods[k], 1);
+		}
+	}
+}
+
+/*
  * --interval: the interval's keys (their counts are the interval's: keys are dropped at its end),
- * then the interval line with the modules seen since the last (build ids) and what is held. The
+ * then the interval line with the modules of its stacks (build ids) and what is held. The
  * end's report has no keys of its own: they are in the intervals (with -f, the run's folded lines,
  * merged by name, and the summary's figures are kept across them).
  */
 void pr_print_interval(struct profile_ctx *pr, uint64_t seq, uint64_t start_ns, uint64_t end_ns)
 {
-	const struct module_seen *mods;
-	size_t nmods = frames_modules(&pr->fr, &mods);
 	uint64_t samples = 0, keys = 0;
 	struct timespec rt;
 
@@ -196,8 +229,7 @@ void pr_print_interval(struct profile_ctx *pr, uint64_t seq, uint64_t start_ns, 
 	       (uint64_t)rt.tv_sec * UINT64_C(1000000000) + (uint64_t)rt.tv_nsec - (end_ns - start_ns),
 	       end_ns - start_ns, samples, keys, pr->opts.period ? 0 : pr->opts.freq, pr->opts.period,
 	       pr->prs.bpf[PR_CNT_REC_LOST], pr->agg.overflow, pr->st.full);
-	print_modules_json(mods + pr->mods_printed, nmods - pr->mods_printed);
-	pr->mods_printed = nmods;
+	print_interval_modules(pr, seq);
 	printf("]");
 	if (pr->opts.unwind == PR_UNWIND_KERNEL && pr->opts.user) { /* what the walker holds now */
 		pr_kw_stats(pr);
@@ -486,25 +518,29 @@ void pr_held(const struct profile_ctx *pr, struct pr_held *h)
 	h->stacks_freed = pr->st.freed;
 	h->folded = pr->folded.n;
 	h->not_followed = pr->prs.bpf[PR_CNT_FOLLOW_FULL];
-	h->modules = frames_modules_held(&pr->fr, &h->module_bytes);
+	h->modules = frames_modules_held(&pr->fr, &h->module_bytes, &h->module_bytes_bound, &h->module_evictions);
 }
 
 void pr_held_json(const struct pr_held *h)
 {
 	printf(",\"held\":{\"processes\":%" PRIu64 ",\"view_bytes\":%" PRIu64 ",\"files\":%" PRIu64 ",\"file_bytes\":%" PRIu64
-	       ",\"spaces\":%" PRIu64 ",\"modules\":%" PRIu64 ",\"module_bytes\":%" PRIu64 ",\"stacks\":%" PRIu64
+	       ",\"spaces\":%" PRIu64 ",\"modules\":%" PRIu64 ",\"module_bytes\":%" PRIu64 ",\"module_bytes_bound\":%" PRIu64
+	       ",\"module_evictions\":%" PRIu64 ",\"stacks\":%" PRIu64
 	       ",\"user_stacks\":%" PRIu64 ",\"stack_bytes\":%" PRIu64 ",\"stacks_freed\":%" PRIu64 ",\"keys\":%" PRIu64
 	       ",\"folded_lines\":%" PRIu64 ",\"forks\":%" PRIu64 ",\"exits\":%" PRIu64 ",\"swept\":%" PRIu64 ",\"not_followed\":%" PRIu64 "}",
-	       h->processes, h->view_bytes, h->files, h->file_bytes, h->spaces, h->modules, h->module_bytes, h->stacks, h->user_stacks,
+	       h->processes, h->view_bytes, h->files, h->file_bytes, h->spaces, h->modules, h->module_bytes,
+	       h->module_bytes_bound, h->module_evictions, h->stacks, h->user_stacks,
 	       h->stack_bytes, h->stacks_freed, h->keys, h->folded, h->forks, h->exits, h->swept, h->not_followed);
 }
 
 void pr_held_text(const struct pr_held *h)
 {
 	fprintf(stderr, "profile: held: %" PRIu64 " processes' mappings (%.1f KiB), %" PRIu64 " files open, %" PRIu64
-		" address spaces, %" PRIu64 " modules cached (%.1f MiB); %" PRIu64 " stacks (%.1f KiB; %" PRIu64 " freed), %" PRIu64
+		" address spaces, %" PRIu64 " modules cached (%.1f of %.0f MiB, %" PRIu64 " evicted); %" PRIu64
+		" stacks (%.1f KiB; %" PRIu64 " freed), %" PRIu64
 		" keys, %" PRIu64 " folded lines; %" PRIu64 " forks and %" PRIu64 " exits applied, %" PRIu64
 		" gone without an exit record (lost)\n", h->processes, (double)h->view_bytes / 1024.0, h->files, h->spaces,
-		h->modules, (double)h->module_bytes / 1048576.0, h->stacks, (double)h->stack_bytes / 1024.0, h->stacks_freed,
+		h->modules, (double)h->module_bytes / 1048576.0, (double)h->module_bytes_bound / 1048576.0,
+		h->module_evictions, h->stacks, (double)h->stack_bytes / 1024.0, h->stacks_freed,
 		h->keys, h->folded, h->forks, h->exits, h->swept);
 }

@@ -67,6 +67,8 @@ struct pr_held {
 	uint64_t spaces;                /* live processes with an entry (image generation, seen) */
 	uint64_t modules;               /* libdwunw's module cache: active + warm slots */
 	uint64_t module_bytes;          /* ... the bytes they hold (bounded: config cache_bytes) */
+	uint64_t module_bytes_bound;    /* that bound (--cache-bytes) */
+	uint64_t module_evictions;      /* modules freed to keep within it, since the start */
 	uint64_t stacks, keys;          /* the stack store, the aggregation */
 	uint64_t user_stacks;           /* ... its stacks of processes (not the kernel's, not reasons) */
 	uint64_t stack_bytes;           /* the stacks and their frames */

@@ -4,9 +4,9 @@
  * they go. Its stacks go too, but those a key of a live process's current image used in the
  * interval (the next interval will likely see them again: not unwound and named anew), the
  * kernel stacks the interval used and the pseudo-stacks (reasons, a few).
- * A process that exited leaves nothing here after the interval of its last sample.
+ * A process that exited leaves nothing here after the interval of its last sample. The freed
+ * memory goes back to the system right after (profile.c, pr_trim).
  */
-#include <malloc.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include "profile_state.h"
@@ -37,7 +37,6 @@ void pr_interval_reset(struct profile_ctx *pr)
 				pr->kcache.map[id] = (int32_t)(remap[pr->kcache.map[id] - 1] + 1);
 		/* every stack left was looked at for --lines */
 		pr->fr.lines_done = st->n;
-		malloc_trim(0); /* the freed frames back to the system: RSS says what is held */
 	}
 	free(keep);
 	free(remap);

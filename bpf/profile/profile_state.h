@@ -66,7 +66,10 @@ struct profile_ctx {
 		size_t n, cap;
 	} folded;
 	uint32_t marks_seen;            /* markers shown in the text (legend after) */
-	size_t mods_printed;            /* --interval: modules already in an interval line */
+	/* --interval: per module seen (frames_modules' index), 1 + the seq of the last interval line
+	 * that named it: each line names the modules of its own stacks once */
+	uint64_t *mod_stamp;
+	size_t mod_stamp_n;
 };
 
 #endif /* DWUNW_PROFILE_STATE_H */

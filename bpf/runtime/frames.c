@@ -268,14 +268,22 @@ void frames_shutdown(struct frames *fr)
 	fr->cap = 0;
 }
 
-uint64_t frames_modules_held(const struct frames *fr, uint64_t *bytes)
+uint64_t frames_modules_held(const struct frames *fr, uint64_t *bytes, uint64_t *bound, uint64_t *evictions)
 {
 	*bytes = 0;
+	if (bound)
+		*bound = 0;
+	if (evictions)
+		*evictions = 0;
 #ifdef HAVE_DWUNW
 	struct dwunw_cache_stats cs;
 
 	if (fr->dctx_ok && dwunw_cache_stats((struct dwunw_ctx *)&fr->dctx, &cs) == DWUNW_OK) {
 		*bytes = cs.bytes;
+		if (bound)
+			*bound = cs.bytes_bound;
+		if (evictions)
+			*evictions = cs.bytes_evictions;
 		return cs.active + cs.warm;
 	}
 #else
@@ -286,7 +294,7 @@ uint64_t frames_modules_held(const struct frames *fr, uint64_t *bytes)
 
 void frames_modules_json(const struct frames *fr)
 {
-	uint64_t bytes, n = frames_modules_held(fr, &bytes);
+	uint64_t bytes, n = frames_modules_held(fr, &bytes, NULL, NULL);
 
 	printf(",\"module_cache\":{\"modules\":%" PRIu64 ",\"bytes\":%" PRIu64 "}", n, bytes);
 }
@@ -301,12 +309,14 @@ static void dw_warn(void *arg, const char *line)
 		fprintf(stderr, "%s: libdwunw: %s\n", tool_name(), line);
 }
 
-int frames_init(struct frames *fr, uint32_t cache_slots, uint32_t flags, const char *debug_dirs)
+int frames_init(struct frames *fr, uint32_t cache_slots, uint64_t cache_bytes, uint32_t flags,
+		const char *debug_dirs)
 {
 	struct dwunw_config cfg = {
 		.size = sizeof(cfg),
 		.flags = flags | DWUNW_CFG_NO_LINES,
 		.cache_slots = cache_slots,
+		.cache_bytes = cache_bytes,
 		.debug_dirs = debug_dirs,
 		.warn = dw_warn,
 	};

@@ -69,9 +69,11 @@ struct frames {
 /* Defaults: stacks into st, FRAMES_MAX frames, perf maps used, no mappings. */
 void frames_setup(struct frames *fr, struct stack_store *st);
 #ifdef HAVE_DWUNW
-/* dwunw_init with `cache_slots` module-cache slots and warnings on stderr under -v; names only
- * (DWUNW_CFG_NO_LINES: file:line comes from frames_lines, with --lines). */
-int frames_init(struct frames *fr, uint32_t cache_slots, uint32_t flags, const char *debug_dirs);
+/* dwunw_init with `cache_slots` module-cache slots holding at most `cache_bytes` (--cache-bytes;
+ * 0: libdwunw's default) and warnings on stderr under -v; names only (DWUNW_CFG_NO_LINES:
+ * file:line comes from frames_lines, with --lines). */
+int frames_init(struct frames *fr, uint32_t cache_slots, uint64_t cache_bytes, uint32_t flags,
+		const char *debug_dirs);
 /*
  * With DWUNW_CFG_DEBUGINFOD: wait at most wait_ms for the debug files asked (the fetches ran on
  * libdwunw's thread while sampling), name the stored frames of the modules whose file came, and
@@ -80,8 +82,9 @@ int frames_init(struct frames *fr, uint32_t cache_slots, uint32_t flags, const c
 void frames_name_fetched(struct frames *fr, uint32_t wait_ms);
 #endif
 /* libdwunw's module cache now: modules loaded (active + warm) and the bytes they hold (its byte
- * bound, config cache_bytes, keeps the warm ones within 256 MiB); 0 without it. */
-uint64_t frames_modules_held(const struct frames *fr, uint64_t *bytes);
+ * bound, config cache_bytes: --cache-bytes, keeps the warm ones within it); 0 without it.
+ * bound and evictions (may be NULL): that bound, and the modules freed to keep within it. */
+uint64_t frames_modules_held(const struct frames *fr, uint64_t *bytes, uint64_t *bound, uint64_t *evictions);
 /* The same as a JSON member: ,"module_cache":{"modules":N,"bytes":B} (memleak's summary). */
 void frames_modules_json(const struct frames *fr);
 /* The unwinder (or symbolizer) shut down, the scratch freed; with --lines, one line on stderr

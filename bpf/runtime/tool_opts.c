@@ -72,16 +72,23 @@ uint64_t tool_opt_u64(const char *s, const char *opt, uint64_t lo, uint64_t hi)
 	v = strtoull(s, &end, 0);
 	if (errno || end == s || *s == '-' || *s == ' ')
 		tool_usage_error("%s: not a number: %s", opt, s);
-	if (*end == 'k' || *end == 'K')
-		v *= 1024, end++;
-	else if (*end == 'm' || *end == 'M')
-		v *= 1024 * 1024, end++;
+	unsigned long long mult = *end == 'k' || *end == 'K' ? 1ull << 10
+				: *end == 'm' || *end == 'M' ? 1ull << 20
+				: *end == 'g' || *end == 'G' ? 1ull << 30 : 1;
+
+	if (mult > 1)
+		end++;
 	if (*end)
 		tool_usage_error("%s: not a number: %s", opt, s);
-	if (v < lo || v > hi)
+	if (v > hi / mult || v * mult < lo) /* (v * mult cannot wrap then) */
 		tool_usage_error("%s: %s out of range (%llu .. %llu)", opt, s, (unsigned long long)lo,
 				 (unsigned long long)hi);
-	return v;
+	return v * mult;
+}
+
+uint64_t tool_opt_cache_bytes(const char *s)
+{
+	return tool_opt_u64(s, "--cache-bytes", 1ull << 20, 1ull << 40);
 }
 
 size_t tool_opt_id_list(const char *s, uint32_t *out, size_t n, size_t max, const char *what,

@@ -40,7 +40,7 @@ void tool_usage_error(const char *fmt, ...) __attribute__((noreturn, format(prin
  */
 void tool_bad_option(int c, int argc, char **argv) __attribute__((noreturn));
 
-/* An unsigned number (0x.., k/K, m/M suffixes) in [lo, hi], else a usage error naming opt. */
+/* An unsigned number (0x.., k/K, m/M, g/G suffixes) in [lo, hi], else a usage error naming opt. */
 uint64_t tool_opt_u64(const char *s, const char *opt, uint64_t lo, uint64_t hi);
 
 /*
@@ -50,6 +50,13 @@ uint64_t tool_opt_u64(const char *s, const char *opt, uint64_t lo, uint64_t hi);
  */
 size_t tool_opt_id_list(const char *s, uint32_t *out, size_t n, size_t max, const char *what,
 			const char *opt);
+
+/*
+ * --cache-bytes=SIZE (profile, offcputime, memleak): the bytes libdwunw's module cache may hold
+ * (config cache_bytes; past it the warm modules used least recently are freed). SIZE: N, Nk,
+ * Nm or Ng, 1m .. 1024g. Not given: libdwunw's default (DWUNW_CACHE_BYTES_DEFAULT).
+ */
+uint64_t tool_opt_cache_bytes(const char *s);
 
 /* --max-frames: the same name and limits as dwunw unwind-pid's. */
 #define TOOL_MAX_FRAMES_DEFAULT 128
