@@ -123,7 +123,7 @@ static void usage(FILE *f)
 "                             last interval (with thread ids), then an interval line\n"
 "      --perf-buffer          perf buffer instead of the ring buffer\n"
 "      --aggregate            kernel walks: stacks counted in BPF maps, drained each\n"
-"                             second (--interval: each interval); fallbacks as records"
+"                             second (--interval: each interval); fallbacks as records\n"
 "      --max-stacks=N         distinct stacks kept (262144; more: [stack table full])\n"
 "      --max-keys=N           distinct (pid, comm, stacks) counted (1048576; more: per-pid\n"
 "                             [aggregation table full])\n"
