@@ -458,15 +458,6 @@ static int on_record(void *arg, const void *data, size_t size)
 	return 0;
 }
 
-static uint32_t cache_slots_for_machine(void)
-{
-	long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
-	uint64_t mib = pages > 0 && psz > 0 ? (uint64_t)pages * (uint64_t)psz >> 20 : 1024;
-	uint64_t slots = mib / 16;
-
-	return (uint32_t)(slots < 256 ? 256 : slots > 4096 ? 4096 : slots);
-}
-
 /*
  * --wall: one cpu-clock event a CPU at a fixed period (not a frequency: every sample is then the
  * same time on CPU, the spans' unit) running oc_sample. Its links in *links.
@@ -643,7 +634,7 @@ int main(int argc, char **argv)
 			die("--unwind=freeze: cannot start its watchdog: %s", strerror(-err));
 		c->fr.fz = &c->fz;
 	}
-	err = frames_init(&c->fr, cache_slots_for_machine(), c->o.cache_bytes, 0, NULL);
+	err = frames_init(&c->fr, frames_machine_slots(), c->o.cache_bytes, 0, NULL);
 	if (err)
 		die("libdwunw: %s", dwunw_strerror(err));
 #ifdef HAVE_KWALK

@@ -424,20 +424,6 @@ static void pr_trim(struct profile_ctx *pr, uint64_t now, uint64_t *last, bool i
 		malloc_trim(0);
 }
 
-/* Module cache for the machine: a slot per executable file a busy host maps (bounded by RAM). */
-static uint32_t cache_slots_for_machine(void)
-{
-	long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
-	uint64_t mib = pages > 0 && psz > 0 ? (uint64_t)pages * (uint64_t)psz >> 20 : 1024;
-	uint64_t slots = mib / 16;
-
-	if (slots < 256)
-		slots = 256;
-	if (slots > 4096)
-		slots = 4096;
-	return (uint32_t)slots;
-}
-
 /*
  * Ring buffer: room for about a second of snapshots at the full rate on every CPU (the consumer
  * stalls while it opens a large module for the first time), 8 .. 128 MiB; 1 MiB for fp records.
@@ -579,7 +565,7 @@ int main(int argc, char **argv)
 			die("--unwind=freeze: cannot start its watchdog: %s", strerror(-err));
 		pr->fr.fz = &pr->fz;
 	}
-	err = frames_init(&pr->fr, cache_slots_for_machine(), pr->opts.cache_bytes,
+	err = frames_init(&pr->fr, frames_machine_slots(), pr->opts.cache_bytes,
 			  pr->opts.debuginfod ? DWUNW_CFG_DEBUGINFOD : 0, pr->opts.debug_dir);
 	if (err)
 		die("libdwunw: %s", dwunw_strerror(err));

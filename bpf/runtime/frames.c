@@ -309,6 +309,15 @@ static void dw_warn(void *arg, const char *line)
 		fprintf(stderr, "%s: libdwunw: %s\n", tool_name(), line);
 }
 
+uint32_t frames_machine_slots(void)
+{
+	long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+	uint64_t mib = pages > 0 && psz > 0 ? (uint64_t)pages * (uint64_t)psz >> 20 : 1024;
+	uint64_t slots = mib / 16;
+
+	return (uint32_t)(slots < 256 ? 256 : slots > 4096 ? 4096 : slots);
+}
+
 int frames_init(struct frames *fr, uint32_t cache_slots, uint64_t cache_bytes, uint32_t flags,
 		const char *debug_dirs)
 {

@@ -69,6 +69,9 @@ struct frames {
 /* Defaults: stacks into st, FRAMES_MAX frames, perf maps used, no mappings. */
 void frames_setup(struct frames *fr, struct stack_store *st);
 #ifdef HAVE_DWUNW
+/* Module-cache slots for a system-wide tool: one per executable file a busy host maps, by RAM
+ * (16 MiB a slot, 256 .. 4096). */
+uint32_t frames_machine_slots(void);
 /* dwunw_init with `cache_slots` module-cache slots holding at most `cache_bytes` (--cache-bytes;
  * 0: libdwunw's default) and warnings on stderr under -v; names only (DWUNW_CFG_NO_LINES:
  * file:line comes from frames_lines, with --lines). */
