@@ -8,6 +8,28 @@
 #include <string.h>
 #include "dwunw.h"
 
+/* Target words are little-endian whatever the host is (an x86_64 core file may be unwound on
+ * another architecture): one load on a little-endian host, not a loop over the bytes. */
+static inline uint64_t dw_le64(const void *p)
+{
+	uint64_t v;
+	memcpy(&v, p, 8);
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+	v = __builtin_bswap64(v);
+#endif
+	return v;
+}
+
+static inline uint32_t dw_le32(const void *p)
+{
+	uint32_t v;
+	memcpy(&v, p, 4);
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+	v = __builtin_bswap32(v);
+#endif
+	return v;
+}
+
 struct dw_cursor {
 	const uint8_t *p;
 	const uint8_t *end;

@@ -143,17 +143,19 @@ DWUNW_API int dwunw_module_cache_release(struct dwunw_ctx *ctx, struct dwunw_fra
 	if (!dw_ctx(ctx) || (!frames && frame_cnt))
 		return DWUNW_ERR_INVALID_ARG;
 	if (frame_cnt && (frames[0].flags & DWUNW_FRAME_REF_LIST)) {
-		/* as dwunw_capture linked them: only the holders (little kept across the call) */
-		const struct dwunw_frame *end = frames + frame_cnt;
-		for (struct dwunw_frame *f = frames;;) {
+		/* as dwunw_capture linked them: only the holders (little kept across the call; frames
+		 * left counted down, not a pointer difference, which divides by the frame's size) */
+		struct dwunw_frame *f = frames;
+		for (size_t left = frame_cnt;;) {
 			uint32_t fl = f->flags;
 			size_t d = fl >> DWUNW_FRAME_REF_NEXT_SHIFT;
 			f->flags = fl & ~DWUNW_FRAME_REF_BITS;
 			if (f->module && (fl & DWUNW_FRAME_HOLDS_REF))
 				dw_module_put(f->module);
-			if (!d || d >= (size_t)(end - f))
+			if (!d || d >= left)
 				return DWUNW_OK;
 			f += d;
+			left -= d;
 		}
 	}
 	for (size_t i = 0; i < frame_cnt; i++) {

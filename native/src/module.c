@@ -21,32 +21,6 @@
 #include "bytes.h"
 #include "table_lazy.h"
 
-int dw_module_get(struct dwunw_module *m, uint32_t gen)
-{
-	uint32_t r = atomic_load_explicit(&m->refcnt, memory_order_acquire);
-
-	do {
-		if (r == DW_REF_EVICTING)
-			return DWUNW_ERR_NO_MODULE;
-	} while (!atomic_compare_exchange_weak_explicit(&m->refcnt, &r, r + 1, memory_order_acq_rel,
-							 memory_order_acquire));
-	DW_RACE_POINT();
-	if (atomic_load_explicit(&m->gen, memory_order_acquire) != gen) {
-		/* Not ours after all: undo without touching its place in the FIFO. */
-		atomic_fetch_sub_explicit(&m->refcnt, 1, memory_order_acq_rel);
-		return DWUNW_ERR_NO_MODULE;
-	}
-	return DWUNW_OK;
-}
-
-void dw_module_put(struct dwunw_module *m)
-{
-	if (atomic_fetch_sub_explicit(&m->refcnt, 1, memory_order_acq_rel) == 1)
-		atomic_store_explicit(&m->warm_seq,
-				      atomic_fetch_add_explicit(&m->ctx->warm_clock, 1, memory_order_relaxed) + 1,
-				      memory_order_relaxed);
-}
-
 /* Empty a slot we own exclusively (refcnt == DW_REF_EVICTING). */
 static void unload(struct dwunw_module *m)
 {

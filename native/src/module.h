@@ -98,9 +98,34 @@ struct dwunw_ctx_impl {
 	uint64_t memo_dirty[DW_MEMO_PLACES]; /* the sets written since the cache was emptied */
 };
 
-/* Take a reference on an already-loaded slot if it still holds generation `gen`. */
-int dw_module_get(struct dwunw_module *m, uint32_t gen);
-void dw_module_put(struct dwunw_module *m);
+/* Take a reference on an already-loaded slot if it still holds generation `gen`. Inline, as
+ * dw_module_put: every capture takes and drops one per module it walks through. */
+static inline int dw_module_get(struct dwunw_module *m, uint32_t gen)
+{
+	uint32_t r = atomic_load_explicit(&m->refcnt, memory_order_acquire);
+
+	do {
+		if (r == DW_REF_EVICTING)
+			return DWUNW_ERR_NO_MODULE;
+	} while (!atomic_compare_exchange_weak_explicit(&m->refcnt, &r, r + 1, memory_order_acq_rel,
+							 memory_order_acquire));
+	DW_RACE_POINT();
+	if (atomic_load_explicit(&m->gen, memory_order_acquire) != gen) {
+		/* Not ours after all: undo without touching its place in the FIFO. */
+		atomic_fetch_sub_explicit(&m->refcnt, 1, memory_order_acq_rel);
+		return DWUNW_ERR_NO_MODULE;
+	}
+	return DWUNW_OK;
+}
+
+/* Drop a reference; the last one makes the slot warm (its place in the eviction order). */
+static inline void dw_module_put(struct dwunw_module *m)
+{
+	if (atomic_fetch_sub_explicit(&m->refcnt, 1, memory_order_acq_rel) == 1)
+		atomic_store_explicit(&m->warm_seq,
+				      atomic_fetch_add_explicit(&m->ctx->warm_clock, 1, memory_order_relaxed) + 1,
+				      memory_order_relaxed);
+}
 /* dwunw_cache_trim: free the warm slots not used since the last call. */
 int dw_module_trim(struct dwunw_ctx_impl *c, uint32_t *freed);
 /* Empty a slot this caller owns (refcnt == DW_REF_EVICTING) and count the eviction; the slot

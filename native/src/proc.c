@@ -229,22 +229,6 @@ int dw_proc_get(struct dwunw_ctx_impl *c, int32_t pid, struct dw_proc **out)
 	return DWUNW_OK;
 }
 
-int dw_proc_enter(struct dwunw_ctx_impl *c, int32_t pid, struct dw_proc **out, int *ref)
-{
-	struct dw_proc *p;
-
-	/* seq_cst, as the readers check of proc_retire: a reader that loads p counted itself first */
-	atomic_fetch_add(&c->readers, 1);
-	p = atomic_load(&c->last_proc);
-	if (p && p->pid == pid) {
-		*ref = 0;
-		*out = p;
-		return DWUNW_OK;
-	}
-	*ref = 1;
-	return dw_proc_get(c, pid, out);
-}
-
 int dw_proc_enter_nowait(struct dwunw_ctx_impl *c, int32_t pid, struct dw_proc **out, int *ref)
 {
 	struct dw_proc *p;
@@ -269,13 +253,6 @@ int dw_proc_enter_nowait(struct dwunw_ctx_impl *c, int32_t pid, struct dw_proc *
 		return DWUNW_ERR_WOULDBLOCK;
 	*out = p;
 	return DWUNW_OK;
-}
-
-void dw_proc_leave(struct dwunw_ctx_impl *c, struct dw_proc *p, int ref)
-{
-	atomic_fetch_sub(&c->readers, 1);
-	if (ref)
-		dw_proc_put(c, p);
 }
 
 int dw_proc_refresh(struct dwunw_ctx_impl *c, struct dw_proc **pp)

@@ -76,14 +76,34 @@ int dw_proc_get(struct dwunw_ctx_impl *c, int32_t pid, struct dw_proc **out);
  * the capture counts as a reader until dw_proc_leave, and a process it may see is freed only
  * once no reader is left. Else as dw_proc_get (*ref = 1).
  */
-int dw_proc_enter(struct dwunw_ctx_impl *c, int32_t pid, struct dw_proc **out, int *ref);
+static inline int dw_proc_enter(struct dwunw_ctx_impl *c, int32_t pid, struct dw_proc **out, int *ref)
+{
+	struct dw_proc *p;
+
+	/* seq_cst, as the readers check of proc_retire: a reader that loads p counted itself first */
+	atomic_fetch_add(&c->readers, 1);
+	p = atomic_load(&c->last_proc);
+	if (p && p->pid == pid) {
+		*ref = 0;
+		*out = p;
+		return DWUNW_OK;
+	}
+	*ref = 1;
+	return dw_proc_get(c, pid, out);
+}
 /* The same without I/O or waiting: the pid's cached maps, else DWUNW_ERR_WOULDBLOCK. */
 int dw_proc_enter_nowait(struct dwunw_ctx_impl *c, int32_t pid, struct dw_proc **out, int *ref);
-void dw_proc_leave(struct dwunw_ctx_impl *c, struct dw_proc *p, int ref);
+void dw_proc_put(struct dwunw_ctx_impl *c, struct dw_proc *p);
+/* (enter and leave inline: once per capture) */
+static inline void dw_proc_leave(struct dwunw_ctx_impl *c, struct dw_proc *p, int ref)
+{
+	atomic_fetch_sub(&c->readers, 1);
+	if (ref)
+		dw_proc_put(c, p);
+}
 /* Re-read /proc/PID/maps (an unknown pc was seen): *p is replaced by the new snapshot, with a
  * reference; the caller still owns (and drops) any reference it had on the old one. */
 int dw_proc_refresh(struct dwunw_ctx_impl *c, struct dw_proc **p);
-void dw_proc_put(struct dwunw_ctx_impl *c, struct dw_proc *p);
 void dw_procs_free(struct dwunw_ctx_impl *c);
 
 /* The mapping containing addr, or NULL. */

@@ -181,6 +181,13 @@ static int step_cfi(struct walk *w, const struct dw_table *t, const struct dw_ru
 }
 
 
+/* The arch's registers only (the others are never valid): a signal frame's two copies of all 64
+ * were ~130 instructions. */
+static inline size_t arch_regs_bytes(const struct dwunw_arch_ops *arch)
+{
+	return (arch->nregs < DWUNW_MAX_REGS ? arch->nregs : DWUNW_MAX_REGS) * sizeof(uint64_t);
+}
+
 static void to_regs(const struct walk *w, const struct state *s, struct dwunw_regs *r)
 {
 	r->arch = w->in->arch;
@@ -188,7 +195,7 @@ static void to_regs(const struct walk *w, const struct state *s, struct dwunw_re
 	r->tid = w->in->tid;
 	r->pc = s->pc;
 	r->valid = s->valid;
-	memcpy(r->regs, s->regs, sizeof(r->regs));
+	memcpy(r->regs, s->regs, arch_regs_bytes(w->arch));
 }
 
 /* Frame 0's registers other than sp and fp (only the arch's are looked at), for the first slow
@@ -198,16 +205,16 @@ static __attribute__((noinline)) void full_regs(const struct dwunw_regs *r, stru
 {
 	uint64_t sp = s->regs[arch->sp_reg], fp = s->regs[arch->fp_reg];
 
-	memcpy(s->regs, r->regs, (arch->nregs < DWUNW_MAX_REGS ? arch->nregs : DWUNW_MAX_REGS) * sizeof(s->regs[0]));
+	memcpy(s->regs, r->regs, arch_regs_bytes(arch));
 	s->regs[arch->sp_reg] = sp;
 	s->regs[arch->fp_reg] = fp;
 }
 
-static void from_regs(const struct dwunw_regs *r, struct state *s)
+static void from_regs(const struct dwunw_regs *r, struct state *s, const struct dwunw_arch_ops *arch)
 {
 	s->pc = r->pc;
 	s->valid = r->valid;
-	memcpy(s->regs, r->regs, sizeof(s->regs));
+	memcpy(s->regs, r->regs, arch_regs_bytes(arch));
 }
 
 /*
@@ -268,7 +275,7 @@ static int step_fallback(struct walk *w, const struct state *s, struct state *n,
 	if (sig) {
 		/* is_sigtramp recognised it already: its caller's registers */
 		*how = DWUNW_HOW_SIGNAL;
-		from_regs(sig, n);
+		from_regs(sig, n, arch);
 		return DWUNW_OK;
 	}
 	to_regs(w, s, &in);
@@ -333,7 +340,7 @@ static int step_fallback(struct walk *w, const struct state *s, struct state *n,
 	/* A file mapping whose file could not be opened says why (NOT_FOUND, PERM, ...). */
 	return pl->err && pl->err != DWUNW_ERR_NO_MODULE ? pl->err : DWUNW_ERR_NO_MODULE;
 done:
-	from_regs(&out, n);
+	from_regs(&out, n, arch);
 	return DWUNW_OK;
 }
 
@@ -782,7 +789,15 @@ DWUNW_API int dwunw_capture_sampled(struct dwunw_ctx *ctx, const struct dwunw_re
 	cur->regs[spr] = regs->regs[spr];
 	cur->regs[arch->fp_reg] = regs->regs[arch->fp_reg];
 	exact = !(regs->flags & DWUNW_REGS_PC_IS_RETADDR);
-	pl = alt = &no_place; /* the first frame looks its place up */
+	pl = alt = &no_place; /* the first frame looks its place up: a recent one inline */
+	for (unsigned i = 0; i < DW_MEMO_PLACES; i++) {
+		const struct place *rp = &w.places[i];
+		if (regs->pc - !exact - rp->start < rp->len && regs->pc - rp->start < rp->len) {
+			pl = rp;
+			place_use(&w, rp, 0);
+			break;
+		}
+	}
 	fe = (struct fast_env){ .w = &w, .snap = snap, .snap_lo = snap_lo, .snap_len = snap_len,
 				.snap_lean = snap_len - DW_LEAN_SPAN_MAX, .keep = keep,
 				.spr = spr, .fpr = arch->fp_reg, .ra_to_pc = arch->ra_to_pc,

@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <string.h>
 #include "internal.h"
+#include "bytes.h"
 #include "arch/arm64/prologue.h"
 
 #if defined(__aarch64__)
@@ -65,20 +66,6 @@ static const char *const names[128] = {
 static const char *arm64_reg_name(unsigned reg)
 {
 	return reg < DW_ARRAY_SIZE(names) ? names[reg] : NULL;
-}
-
-/* Target memory and register sets are little-endian whatever the host is. */
-static uint64_t le64(const uint8_t *p)
-{
-	uint64_t v = 0;
-	for (int i = 7; i >= 0; i--)
-		v = (v << 8) | p[i];
-	return v;
-}
-
-static uint32_t le32(const uint8_t *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
 /*
@@ -164,7 +151,7 @@ static int is_trampoline(uint64_t pc, int (*read)(void *, uint64_t, void *, size
 	/* Unreadable code is simply not a trampoline. */
 	if (read(arg, pc, code, sizeof(code)) != DWUNW_OK)
 		return 0;
-	return le32(code) == INSN_MOV_X8_139 && le32(code + 4) == INSN_SVC_0;
+	return dw_le32(code) == INSN_MOV_X8_139 && dw_le32(code + 4) == INSN_SVC_0;
 }
 
 static int arm64_sigframe(const struct dwunw_regs *in, struct dwunw_regs *out,
@@ -190,8 +177,8 @@ static int arm64_sigframe(const struct dwunw_regs *in, struct dwunw_regs *out,
 	frame_from(in, out);
 	memset(out->regs, 0, sizeof(out->regs));
 	for (unsigned i = 0; i < A_NREGS; i++) /* regs[0..30], then sp */
-		out->regs[i] = le64(sc + 8 * i);
-	out->pc = le64(sc + 8 * 32);
+		out->regs[i] = dw_le64(sc + 8 * i);
+	out->pc = dw_le64(sc + 8 * 32);
 	out->valid = GPR_MASK;
 	return 1;
 }
@@ -245,7 +232,7 @@ static int arm64_stub_step(const struct dwunw_regs *in, struct dwunw_regs *out,
 	/* the store, 1 to 4 instructions before the pc: it has run (read one by one: the PLT may
 	 * start less than 16 bytes before the pc) */
 	for (uint64_t k = 1; k <= 4 && in->pc >= 4 * k; k++)
-		if (read(arg, in->pc - 4 * k, code, sizeof(code)) == DWUNW_OK && le32(code) == INSN_STP_X16_X30_PRE) {
+		if (read(arg, in->pc - 4 * k, code, sizeof(code)) == DWUNW_OK && dw_le32(code) == INSN_STP_X16_X30_PRE) {
 			adjust = 16;
 			break;
 		}
@@ -283,7 +270,7 @@ static int arm64_fp_step(const struct dwunw_regs *in, struct dwunw_regs *out,
 		return 0;
 	if (read(arg, fp, w, sizeof(w)) != DWUNW_OK)
 		return 0;
-	ra = strip_pac(le64(w + 8));
+	ra = strip_pac(dw_le64(w + 8));
 	if (ra == 0 || (ra & 3))
 		return 0;
 	memcpy(saved, in->regs, sizeof(saved));
@@ -293,7 +280,7 @@ static int arm64_fp_step(const struct dwunw_regs *in, struct dwunw_regs *out,
 	for (unsigned i = 0; i < A_NREGS; i++)
 		if (keep & BIT(i))
 			out->regs[i] = saved[i];
-	out->regs[A_X29] = le64(w);
+	out->regs[A_X29] = dw_le64(w);
 	out->regs[A_SP] = fp + 16;
 	out->pc = ra;
 	out->valid = keep | BIT(A_X29) | BIT(A_SP);
@@ -322,8 +309,8 @@ static int arm64_regs_from_prstatus(const void *buf, size_t len, struct dwunw_re
 	out->arch = DWUNW_ARCH_ARM64;
 	memset(out->regs, 0, sizeof(out->regs));
 	for (unsigned i = 0; i < A_NREGS; i++)
-		out->regs[i] = le64(p + 8 * i);
-	out->pc = le64(p + 8 * 32);
+		out->regs[i] = dw_le64(p + 8 * i);
+	out->pc = dw_le64(p + 8 * 32);
 	out->valid = GPR_MASK;
 	return DWUNW_OK;
 }

@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <string.h>
 #include "internal.h"
+#include "bytes.h"
 #include "arch/mips32/prologue.h"
 
 enum {
@@ -39,11 +40,6 @@ static const char *mips32_reg_name(unsigned reg)
 {
 	(void)reg;
 	return NULL;
-}
-
-static uint32_t le32(const uint8_t *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
 /* Addresses are 32 bits; MIPS has no pointer authentication. */
@@ -105,11 +101,11 @@ static int mips32_sigframe(const struct dwunw_regs *in, struct dwunw_regs *out,
 	if ((in->pc & 3) || in->pc > UINT32_MAX - 8)
 		return 0;
 	/* Unreadable code is simply not a trampoline. */
-	if (read(arg, in->pc, code, sizeof(code)) != DWUNW_OK || le32(code + 4) != INSN_SYSCALL)
+	if (read(arg, in->pc, code, sizeof(code)) != DWUNW_OK || dw_le32(code + 4) != INSN_SYSCALL)
 		return 0;
-	if (le32(code) == INSN_LI_V0_SIGRETURN)
+	if (dw_le32(code) == INSN_LI_V0_SIGRETURN)
 		ctx_off = SF_SIGCTX_OFF;
-	else if (le32(code) == INSN_LI_V0_RT_SIGRETURN)
+	else if (dw_le32(code) == INSN_LI_V0_RT_SIGRETURN)
 		ctx_off = RT_SIGCTX_OFF;
 	else
 		return 0;
@@ -126,9 +122,9 @@ static int mips32_sigframe(const struct dwunw_regs *in, struct dwunw_regs *out,
 	frame_from(in, out);
 	memset(out->regs, 0, sizeof(out->regs));
 	for (unsigned i = 0; i < M_NREGS; i++)
-		out->regs[i] = le32(sc + (SC_REGS_OFF - SC_PC_OFF) + 8 * i);
+		out->regs[i] = dw_le32(sc + (SC_REGS_OFF - SC_PC_OFF) + 8 * i);
 	out->regs[M_ZERO] = 0;
-	out->pc = le32(sc);
+	out->pc = dw_le32(sc);
 	out->valid = GPR_MASK;
 	return 1;
 }
@@ -180,7 +176,7 @@ static int mips32_stub_step(const struct dwunw_regs *in, struct dwunw_regs *out,
 		return 0;
 	if (read(arg, in->pc, code, sizeof(code)) != DWUNW_OK)
 		return 0;
-	insn = le32(code);
+	insn = dw_le32(code);
 	if (insn == INSN_MOVE_T7_RA || insn == INSN_ADDU_T7_RA_ZERO || (insn & INSN_LW_T9_GP_MASK) == INSN_LW_T9_GP)
 		reg = M_RA; /* the move has not run yet */
 	else
@@ -220,9 +216,9 @@ static int mips32_regs_from_prstatus(const void *buf, size_t len, struct dwunw_r
 	out->arch = DWUNW_ARCH_MIPS32;
 	memset(out->regs, 0, sizeof(out->regs));
 	for (unsigned i = 0; i < M_NREGS; i++)
-		out->regs[i] = le32(p + 4 * (PR_R0 + i));
+		out->regs[i] = dw_le32(p + 4 * (PR_R0 + i));
 	out->regs[M_ZERO] = 0;
-	out->pc = le32(p + 4 * PR_EPC);
+	out->pc = dw_le32(p + 4 * PR_EPC);
 	out->valid = GPR_MASK;
 	return DWUNW_OK;
 }

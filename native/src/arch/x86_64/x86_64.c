@@ -4,6 +4,7 @@
 #include <stddef.h>
 #include <string.h>
 #include "internal.h"
+#include "bytes.h"
 
 #if defined(__x86_64__)
 #include <sys/ucontext.h>
@@ -38,18 +39,6 @@ enum {
 #define GPR_MASK (BIT(17) - 1) /* rax .. r15 and the rip column */
 /* Preserved across calls (psABI 3.2.1); rsp is the CFA, restored by the unwinder itself. */
 #define CALLEE_SAVED (BIT(X_RBX) | BIT(X_RBP) | BIT(X_R12) | BIT(X_R13) | BIT(X_R14) | BIT(X_R15))
-
-/*
- * Target memory and register sets are little-endian whatever the host is (the library may run on
- * another architecture to unwind an x86_64 core file), so words are decoded byte by byte.
- */
-static uint64_t le64(const uint8_t *p)
-{
-	uint64_t v = 0;
-	for (int i = 7; i >= 0; i--)
-		v = (v << 8) | p[i];
-	return v;
-}
 
 static const char *x86_64_reg_name(unsigned reg)
 {
@@ -153,7 +142,7 @@ static int x86_64_sigframe(const struct dwunw_regs *in, struct dwunw_regs *out,
 	frame_from(in, out);
 	memset(out->regs, 0, sizeof(out->regs));
 	for (unsigned i = 0; i < G_COUNT; i++)
-		out->regs[greg_to_dwarf[i]] = le64(g + 8 * i);
+		out->regs[greg_to_dwarf[i]] = dw_le64(g + 8 * i);
 	out->pc = out->regs[X_RIP];
 	out->valid = GPR_MASK;
 	return 1;
@@ -172,7 +161,7 @@ static int x86_64_stub_step(const struct dwunw_regs *in, struct dwunw_regs *out,
 	sp = in->regs[X_RSP];
 	if (sp > UINT64_MAX - 8 || read(arg, sp, w, sizeof(w)) != DWUNW_OK)
 		return 0;
-	ra = le64(w);
+	ra = dw_le64(w);
 	if (ra == 0)
 		return 0;
 	tmp = *in;
@@ -211,7 +200,7 @@ static int x86_64_fp_step(const struct dwunw_regs *in, struct dwunw_regs *out,
 		return 0;
 	if (read(arg, rbp, w, sizeof(w)) != DWUNW_OK)
 		return 0;
-	ra = le64(w + 8);
+	ra = dw_le64(w + 8);
 	if (ra == 0)
 		return 0;
 
@@ -224,7 +213,7 @@ static int x86_64_fp_step(const struct dwunw_regs *in, struct dwunw_regs *out,
 	memset(out->regs, 0, sizeof(out->regs));
 	for (unsigned i = 0; i < DW_ARRAY_SIZE(kept); i++)
 		out->regs[kept[i]] = saved[i];
-	out->regs[X_RBP] = le64(w);
+	out->regs[X_RBP] = dw_le64(w);
 	out->regs[X_RSP] = new_sp;
 	out->regs[X_RIP] = ra;
 	out->pc = ra;
@@ -268,7 +257,7 @@ static int x86_64_regs_from_prstatus(const void *buf, size_t len, struct dwunw_r
 	out->arch = DWUNW_ARCH_X86_64;
 	memset(out->regs, 0, sizeof(out->regs));
 	for (unsigned i = 0; i < DW_ARRAY_SIZE(user_to_dwarf); i++)
-		out->regs[user_to_dwarf[i][1]] = le64(p + 8 * user_to_dwarf[i][0]);
+		out->regs[user_to_dwarf[i][1]] = dw_le64(p + 8 * user_to_dwarf[i][0]);
 	out->pc = out->regs[X_RIP];
 	out->valid = GPR_MASK;
 	return DWUNW_OK;
