@@ -64,6 +64,8 @@ export interface MlReport {
   stacks: MlStack[];
   lost: number;
   untracked: { allocs_full: number; no_pending: number; combined_full: number; stack_table_full: number };
+  /** outstanding allocations of images replaced by exec (gone with their memory, not shown), since the start */
+  exec_gone?: { allocations: number; bytes: number };
   /** --allocated: allocations not counted as made (their record lost), since the start */
   allocated_lost?: number;
   unwind: {

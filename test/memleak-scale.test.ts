@@ -7,6 +7,10 @@
 //  - a command that dlopens and dlcloses a library of ours while traced (leaky_dlopen +
 //    libleakplug.so): the stacks through the late-loaded library are complete and symbolized,
 //    with the library's path, and stay in the report after dlclose;
+//  - a command whose image leaks and then execs another program (leaky_exec, address
+//    randomization off so the old return addresses fall in the new image's code), with -C and
+//    without, fp and auto: the old image's blocks are never shown (under the new image's names
+//    or any), they are counted gone; the new image's blocks are all under their own stack;
 //  - with --perf-buffer, the same library mapped by a thread on CPU 1 and called at once from a
 //    thread on CPU 0: the reader's order across the CPUs' buffers (every stack complete).
 // Invariants only (no rates or timings asserted); the rate reached is printed as a comment.
@@ -20,7 +24,7 @@ const memleakBin = join(root, 'build', 'bpf', 'memleak');
 const fx = join(root, 'fixtures', 'x86_64', 'build');
 
 const unavailable = (): string | null =>
-  bpfUnavailable('memleak needs CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE', [[memleakBin, 'make bpf'], ...['leaky', 'leaky_fork', 'leaky_dlopen', 'libleakplug.so'].map((f): [string, string] => [join(fx, f), 'make fixtures'])]);
+  bpfUnavailable('memleak needs CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE', [[memleakBin, 'make bpf'], ...['leaky', 'leaky_fork', 'leaky_exec', 'leaky_dlopen', 'libleakplug.so'].map((f): [string, string] => [join(fx, f), 'make fixtures'])]);
 
 interface JFrame {
   symbol: string | null;
@@ -39,6 +43,7 @@ interface JReport {
   stacks: JStack[];
   lost: number;
   untracked: Record<string, number>;
+  exec_gone?: { allocations: number; bytes: number };
 }
 
 /** memleak -c CMD until the command exits; its last JSON report and stderr. */
@@ -119,6 +124,31 @@ if (why) {
     const gone = count(r.last, (s) => kids.includes(s) && s.stop === 'NO_PROCESS');
     t.ok(gone <= FORK_GONE * CHILDREN * 50, `${gone} of the children's ${CHILDREN * 50} blocks under a stack stopped at the child's exit (<= ${100 * FORK_GONE} %)`);
   });
+
+  // The old image's allocations went with its address space at exec. -C in fp mode keeps per-stack
+  // totals in BPF by stack id: before the image was in the key, its 100 blocks of 4444 bytes were
+  // shown under the new image's `main` (its return addresses named with the new mappings).
+  for (const mode of [['--unwind=fp', '-C'], ['--unwind=auto', '-C'], ['--unwind=fp']]) {
+    t.test(`${mode.join(' ')}: an image that leaks, then execs another`, { timeout: 120_000 }, async (t) => {
+      const OLD = 100;
+      const NEW = 100;
+      const prog = join(fx, 'leaky_fork');
+      const r = await run(memleakBin, [...mode, '--json', '-o', '0', '-T', '100000', '-c', `${join(fx, 'leaky_exec')} ${OLD} ${prog} ${NEW} 0`, '600'], { timeoutMs: 100_000 });
+      const last = jsonLines<JReport>(r.stdout).pop();
+      t.equal(r.status, 0, 'memleak exits 0');
+      t.match(r.stderr, /leaky_exec: leaked 100, exec /, 'the old image leaked 100 blocks of 4444 bytes');
+      t.match(r.stderr, /leaky_fork: parent leaked 100, 0 children/, 'the new image leaked 100 blocks of 1111 bytes');
+      if (!last) return t.fail('no report');
+      const mine = last.stacks.filter((s) => s.frames[0]?.symbol === 'fk_parent_2');
+      t.equal(count(last, (s) => mine.includes(s)), NEW, `the new image's ${NEW} blocks under fk_parent_2`);
+      t.ok(mine.every((s) => s.bytes === s.allocations * 1111 && s.frames[0]!.module === prog), `1111 bytes each, in ${prog}`);
+      const others = last.stacks.filter((s) => !mine.includes(s));
+      const otherBytes = others.reduce((a, s) => a + s.bytes, 0);
+      t.ok(otherBytes < 4444, `no block of the old image shown: ${otherBytes} bytes under other stacks (${others.map((s) => `${s.allocations} x ${names(s).slice(0, 2).join(' <- ')}`).join('; ')})`);
+      t.ok(last.exec_gone && last.exec_gone.allocations >= OLD && last.exec_gone.bytes >= OLD * 4444,
+        `the old image's blocks counted gone (${JSON.stringify(last.exec_gone)})`);
+    });
+  }
 
   t.test('dlopen / dlclose of our library while traced', { timeout: 120_000 }, async (t) => {
     const lib = join(fx, 'libleakplug.so');

@@ -454,6 +454,8 @@ async function main(t: Test): Promise<void> {
       /^(dwarf|kernel): \d+ stacks, \d+ complete, \d+ stopped early.*, \d+ with frames read live after the event; \d+ records, [\d.]+ us\/unwind, \d+ patched$/,
       /^kernel walker: \d+ events, [\d.]+% fell back to the snapshot( \([a-z-]+ \d+(, [a-z-]+ \d+)*\))?; tables [\d.]+ MiB of [\d.]+ MiB of maps, \d+ modules$/,
       /^frames marked \[(live|fp|prologue|lr)\] /,
+      // -c runs the command through sh: the shell's blocks went with its image at the exec
+      /^\d+ allocations \(\d+ bytes\) not shown: their image was replaced by exec \(its memory is gone\)$/,
       // following a tree (-c): what is held per process, freed at each one's exit
       /^held: \d+ processes' mappings \([\d.]+ KiB\), \d+ files open; \d+ views forked, \d+ freed \(\d+ of processes gone without an exit record\)$/,
     ];

@@ -48,6 +48,7 @@ const volatile __u32 count_allocated = 0;    /* --allocated: a record per alloca
 
 __u64 next_event_id = 1;                     /* dwarf mode event ids (atomic increments) */
 __u64 exec_ns = 0;                           /* last exec of the target (its old allocations are gone) */
+__u32 exec_gen = 0;                          /* -p: the target's execs (-C: its image in a combined key) */
 
 /* preallocated (as upstream's): an insert costs ~300 ns less than with BPF_F_NO_PREALLOC */
 struct {
@@ -133,6 +134,19 @@ static __always_inline void combined_sub(__u64 key, __u64 size)
 		__sync_fetch_and_sub(&c->total_size, size);
 		__sync_fetch_and_sub(&c->count, 1);
 	}
+}
+
+/*
+ * -C: the image that made an allocation, put in its combined key (bits ML_KEY_IMAGE_SHIFT..+15),
+ * so that user space names the stack with that image's mappings or drops it once the image exec'd:
+ * following a tree, the process's slot (a new one at each exec: slot_tag is its follow_tag);
+ * else the target's exec count.
+ */
+static __always_inline __u64 ml_image_tag(__u64 slot_tag)
+{
+	__u64 img = slot_tag ? slot_tag >> FOLLOW_SLOT_SHIFT : exec_gen;
+
+	return (img & ML_KEY_IMAGE_MASK) << ML_KEY_IMAGE_SHIFT;
 }
 
 /* Forget an outstanding allocation (free, munmap, the old block of a realloc). */
@@ -298,6 +312,8 @@ static __always_inline int alloc_exit(struct pt_regs *ctx, __u64 addr)
 
 		if (old)
 			combined_sub(old->key, old->size);
+		/* the entry's key is its combined key (this mode's report reads no allocs entry) */
+		info.key |= ml_image_tag(key & ~((1ull << FOLLOW_SLOT_SHIFT) - 1));
 	}
 	if (bpf_map_update_elem(&allocs, &key, &info, BPF_ANY)) {
 		tool_count(ML_CNT_ALLOCS_FULL);
@@ -455,8 +471,10 @@ int ml_exec(void *ctx)
 
 	if (!ml_target(pid_tgid))
 		return 0;
-	if (target_tgid)
+	if (target_tgid) {
 		exec_ns = bpf_ktime_get_ns();
+		__sync_fetch_and_add(&exec_gen, 1);
+	}
 	/* the old image's pending calls and stack range are gone with it */
 	cap_thread_exit((__u32)pid_tgid);
 	return 0;

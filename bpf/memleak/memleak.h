@@ -43,6 +43,10 @@ enum ml_fn {
 #define ML_KEY_DWARF (1ull << 63)
 #define ML_KEY_LOST  (1ull << 62)
 #define ML_KEY_FPERR (1ull << 61) /* the lowest tag: below it, the value (ml_key_value) */
+/* -C in fp mode: the image that allocated, in a combined key above the stack id or error
+ * (memleak.bpf.c ml_image_tag; the report takes it off) */
+#define ML_KEY_IMAGE_SHIFT 32
+#define ML_KEY_IMAGE_MASK  0xffffull
 
 enum ml_lost_reason {
 	ML_LOST_OUTPUT = 1,  /* ring buffer full / perf output failed */

@@ -70,6 +70,37 @@ struct report_walk {
 };
 
 
+/* Allocations an image left when it exec'd: gone with its address space, counted, not shown. */
+static void exec_gone(struct memleak_ctx *ml, uint64_t bytes, uint64_t count)
+{
+	ml->exec_gone += count;
+	ml->exec_gone_bytes += bytes;
+}
+
+/*
+ * -C in fp mode: the process whose mappings name a combined key's stack (following a tree: its
+ * image's slot's), or -1 when that image exec'd since (counted; the caller drops the entry).
+ */
+static int64_t combined_image(struct memleak_ctx *ml, uint64_t key, const struct ml_combined *c)
+{
+	uint32_t img = (uint32_t)((key >> ML_KEY_IMAGE_SHIFT) & ML_KEY_IMAGE_MASK);
+	bool gone;
+	uint32_t pid = 0;
+
+	if (ml->following) {
+		const struct follow_slot *fs = ml_slot_info(ml, img);
+
+		gone = fs && (fs->flags & FOLLOW_F_EXECED);
+		pid = fs ? fs->tgid : 0;
+	} else {
+		gone = img != (ml->skel->bss->exec_gen & ML_KEY_IMAGE_MASK);
+	}
+	if (!gone)
+		return pid;
+	exec_gone(ml, c->total_size, c->count);
+	return -1;
+}
+
 /* One outstanding allocation of the map walk: counted under its stack (-a: also listed). */
 static void report_alloc(void *ctx, uint64_t addr, const struct ml_alloc_info *info)
 {
@@ -79,6 +110,7 @@ static void report_alloc(void *ctx, uint64_t addr, const struct ml_alloc_info *i
 
 	if (info->ts < w->exec_cut) {
 		/* allocated by the image the target replaced with exec */
+		exec_gone(ml, info->size, 1);
 		bpf_map_delete_elem(bpf_map__fd(ml->skel->maps.allocs), &addr);
 		return;
 	}
@@ -89,6 +121,7 @@ static void report_alloc(void *ctx, uint64_t addr, const struct ml_alloc_info *i
 
 		if (fs && (fs->flags & FOLLOW_F_EXECED)) {
 			/* allocated by an image its process replaced with exec */
+			exec_gone(ml, info->size, 1);
 			bpf_map_delete_elem(bpf_map__fd(ml->skel->maps.allocs), &addr);
 			return;
 		}
@@ -130,7 +163,8 @@ void ml_report(struct memleak_ctx *ml)
 	if (ml->env.combined && ml->env.unwind == ML_UNWIND_FP) {
 		/* the per-stack aggregate kept in BPF, iterated from the first key */
 		int fd = bpf_map__fd(ml->skel->maps.combined_allocs);
-		uint64_t key, next;
+		uint64_t key, next, *gone = NULL;
+		size_t ngone = 0, gone_cap = 0;
 		void *prev = NULL;
 
 		ml_drain(ml);
@@ -142,11 +176,26 @@ void ml_report(struct memleak_ctx *ml)
 			prev = &key;
 			if (bpf_map_lookup_elem(fd, &key, &c) || !c.count)
 				continue; /* fully freed: not shown */
-			struct ml_stack_fig *g = ml_fig(ml, ml_key_stack(ml, key, 0));
+			int64_t pid = combined_image(ml, key, &c);
+
+			if (pid < 0) {
+				/* deleted after the walk: a deleted key would restart it from the first */
+				if (ngone == gone_cap) {
+					gone_cap = gone_cap ? 2 * gone_cap : 64;
+					gone = xrealloc(gone, gone_cap * sizeof(*gone));
+				}
+				gone[ngone++] = key;
+				continue;
+			}
+			struct ml_stack_fig *g = ml_fig(ml, ml_key_stack(ml, key & ~(ML_KEY_IMAGE_MASK << ML_KEY_IMAGE_SHIFT),
+									 (uint32_t)pid));
 
 			g->bytes += c.total_size;
 			g->count += c.count;
 		}
+		for (size_t k = 0; k < ngone; k++)
+			bpf_map_delete_elem(fd, &gone[k]);
+		free(gone);
 	} else {
 		/* drain, then walk the map in chunks (a record still missing is drained then) */
 		struct report_walk w = { .ml = ml, .now = now, .older_ns = older_ns, .exec_cut = exec_cut };
@@ -280,6 +329,8 @@ void ml_report(struct memleak_ctx *ml)
 		printf("],\"lost\":%" PRIu64 ",\"untracked\":{\"allocs_full\":%" PRIu64
 		       ",\"no_pending\":%" PRIu64 ",\"combined_full\":%" PRIu64 ",\"stack_table_full\":%" PRIu64 "}",
 		       lost, allocs_full, no_pending, combined_full, ml->st.full);
+		printf(",\"exec_gone\":{\"allocations\":%" PRIu64 ",\"bytes\":%" PRIu64 "}", ml->exec_gone,
+		       ml->exec_gone_bytes);
 		if (ml->env.allocated)
 			printf(",\"allocated_lost\":%" PRIu64, alloc_lost);
 		printf(",\"unwind\":{\"stacks\":%zu,\"complete\":%zu,\"stopped\":%zu,\"fp\":%zu,\"pseudo\":%zu,"
@@ -374,6 +425,9 @@ void ml_report(struct memleak_ctx *ml)
 			       no_pending);
 		if (combined_full)
 			printf("%" PRIu64 " allocations not aggregated (-C table full)\n", combined_full);
+		if (ml->exec_gone)
+			printf("%" PRIu64 " allocations (%" PRIu64 " bytes) not shown: their image was replaced "
+			       "by exec (its memory is gone)\n", ml->exec_gone, ml->exec_gone_bytes);
 		if (alloc_lost)
 			printf("%" PRIu64 " allocations not counted as made (--allocated: %s buffer full)\n",
 			       alloc_lost, ml->env.perfbuf ? "perf" : "ring");

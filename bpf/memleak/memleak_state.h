@@ -85,6 +85,7 @@ struct memleak_ctx {
 	size_t alloc_nlater, alloc_later_cap;
 	uint32_t marks_seen;            /* markers shown in this report's text (legend after) */
 	size_t report_outstanding;      /* entries of the allocs map at the last report */
+	uint64_t exec_gone, exec_gone_bytes; /* outstanding allocations of images replaced by exec */
 };
 
 #endif /* DWUNW_MEMLEAK_STATE_H */
