@@ -555,52 +555,41 @@ __noinline int kw_slots_slow(struct kw_regset *w, const struct kw_rule *r, __u64
 }
 
 /*
- * The 64 bytes below `cfa` from the stack chunk, read anew when the window leaves it: 0, or 1
- * when unreadable (the caller then reads slot by slot). Near the stack's end a whole chunk may
- * fault: then the rest of the page, or the window alone.
+ * Have the 64 bytes below `cfa` in the stack chunk, reading a new chunk when the window leaves
+ * it: 0 (already there), 2 (read), or 1 when unreadable (the caller then reads slot by slot).
+ * Near the stack's end a whole chunk may fault: then the rest of the page, or the window alone.
+ * `alone`: read just the window (the peer's way). The caller takes the slots from the chunk.
  */
-struct kw_win {
-	__u64 v[8];
-};
-
-__noinline int kw_window(struct kw_scratch *s, __u64 cfa, struct kw_win *win)
+__noinline int kw_window(struct kw_scratch *s, __u64 cfa, int alone)
 {
 	__u64 a = cfa - 64, off;
-	__u32 len = kw_chunk, rest;
-	int ret = 0;
-	__u64 *p;
+	__u32 len = alone ? 64 : kw_chunk, rest;
 
-	if (!s || !win)
+	if (!s)
 		return 1;
 	off = a - s->cbase;
-	if (a < s->cbase || off + 64 > s->clen) {
-		if (len > KW_CHUNK || len < 64)
-			len = KW_CHUNK;
-		if (bpf_probe_read_user(s->stk, len, (void *)a)) {
-			rest = 4096 - (a & 4095);
-			len = rest >= 64 && rest < len ? rest : 64;
-			if (bpf_probe_read_user(s->stk, len & (2 * KW_CHUNK - 1) && len <= KW_CHUNK ? len : 64, (void *)a)) {
-				s->clen = 0;
-				return 1;
-			}
+	if (!alone && a >= s->cbase && off + 64 <= s->clen)
+		return 0;
+	if (len > KW_CHUNK || len < 64)
+		len = KW_CHUNK;
+	if (bpf_probe_read_user(s->stk, len, (void *)a)) {
+		rest = 4096 - (a & 4095);
+		len = rest >= 64 && rest < len ? rest : 64;
+		if (bpf_probe_read_user(s->stk, len & (2 * KW_CHUNK - 1) && len <= KW_CHUNK ? len : 64, (void *)a)) {
+			s->clen = 0;
+			return 1;
 		}
-		s->cbase = a;
-		s->clen = len;
-		off = 0;
-		ret = 2;
 	}
-	p = (__u64 *)&s->stk[off & (KW_CHUNK - 1)];
-#pragma unroll
-	for (int i = 0; i < 8; i++)
-		win->v[i] = p[i];
-	return ret;
+	s->cbase = a;
+	s->clen = len;
+	return 2;
 }
 
 /* One CFI step with `r`: the caller's registers into w. 0 = go on, 1 = stopped. */
 static __always_inline int kw_step_cfi(struct kw_walk *w, const struct kw_rule *r, __u32 rid)
 {
 	__u64 cfa, base, v, osp = w->rs->regs[KW_RSP], opc = w->pc, ra = 0;
-	struct kw_win win;
+	struct kw_scratch *s = w->out;
 	__u32 reg = r->cfa_reg & (KW_NREGS - 1);
 	int fast = 1;
 
@@ -632,28 +621,28 @@ static __always_inline int kw_step_cfi(struct kw_walk *w, const struct kw_rule *
 	}
 
 	/* Every slot in [cfa - 64, cfa): one read (may fail on a page never touched: slot by slot). */
-	if (!(r->flags & KW_RF_WINDOW))
+	if (!(r->flags & KW_RF_WINDOW) || !s) {
 		fast = 0;
-	else if (w->peer)
-		fast = !bpf_probe_read_user(&win, sizeof(win), (void *)(cfa - 64));
-	else {
-		int got = kw_window(w->out, cfa, &win);
+	} else {
+		int got = kw_window(s, cfa, w->peer);
 
 		fast = got != 1;
-		if (got == 2 && w->out)
-			w->out->reads++;
+		if (got == 2 && !w->peer)
+			s->reads++;
 	}
-	if (fast) {
-		/* branch-free, so the verifier sees one path whatever the rule saves */
+	if (fast && s) {
+		/* branch-free, so the verifier sees one path whatever the rule saves; the slots straight
+		 * from the chunk (the window lies in it: its offset is below KW_CHUNK - 64) */
 		__u32 saved = r->saved;
+		__u64 *win = (__u64 *)&s->stk[(cfa - 64 - s->cbase) & (KW_CHUNK - 1)];
 
-		ra = win.v[(r->ra_off + 8) & 7];
+		ra = win[(r->ra_off + 8) & 7];
 #pragma unroll
 		for (int i = 0; i < KW_NSAVED; i++) {
 			__u32 sreg = kw_slot_reg(i);
 			__u64 mask = -(__u64)((saved >> i) & 1);
 
-			v = win.v[(r->off[i] + 8) & 7];
+			v = win[(r->off[i] + 8) & 7];
 			w->rs->regs[sreg] = (v & mask) | (w->rs->regs[sreg] & ~mask);
 			w->rs->valid |= (1ull << sreg) & mask;
 		}
