@@ -292,7 +292,7 @@ static __always_inline __u32 kw_row_at(__u32 idx)
 
 /* Rows lo+1 .. hi start inside (block start, next block start]: 16-bit pcs compare. The index
  * of the last one starting at or before block start + delta (row lo when none), or -1. */
-__noinline long kw_run_search(__u32 lo, __u32 hi, __u32 bstart16, __u32 delta)
+static __always_inline long kw_run_search(__u32 lo, __u32 hi, __u32 bstart16, __u32 delta)
 {
 	for (int k = 0; k < KW_RUN_STEPS; k++) {
 		__u32 mid, rel;
@@ -316,10 +316,12 @@ __noinline long kw_run_search(__u32 lo, __u32 hi, __u32 bstart16, __u32 delta)
  * index: its rule id, or -KW_ST_NO_TABLE (the slot holds no table of that gen), or
  * -KW_ST_NO_DWARF (no row). ce->lo, hi get the addresses the row covers within the block (the
  * row's own start and end, or the block's bounds where the row begins before or ends after it).
- * A global function: its branches are verified once, apart from the frame's (the module's
- * look-up inline on the miss path alone made the frame's verification 6x longer).
+ * Inline in kw_cache_get, a global function: verified once, apart from the frame's branches (the
+ * module's look-up inline on the frame's miss path made its verification 6x longer), and one
+ * call deep only: 6.1 refuses a program whose chain of calls (program, loop callback, global
+ * functions) needs more than 512 bytes of stack together.
  */
-__noinline long kw_row_find(__u32 slot, __u32 gen, __u64 addr, struct kw_cent *ce)
+static __always_inline long kw_row_find(__u32 slot, __u32 gen, __u64 addr, struct kw_cent *ce)
 {
 	__u32 shift, b, lo, hi, key, bstart16, delta, row;
 	__u64 off, bstart, end;
