@@ -11,7 +11,7 @@ type Args = PassthroughArgs;
 export const command = 'offcputime [args..]';
 export const describe = 'Time threads spend off CPU (blocked, waiting) by stack, with DWARF user stacks (folded, pprof, HTML flame graph)';
 
-const TOOL: StackTool = { name: 'offcputime', flags: 'ukUKdv' };
+export const OFFCPUTIME: StackTool = { name: 'offcputime', flags: 'ukUKdv', pprofCounts: 'stacks' };
 
 export function builder(y: Argv): Argv<Args> {
   return passthroughBuilder(y, 'offcputime');
@@ -20,5 +20,5 @@ export function builder(y: Argv): Argv<Args> {
 export async function handler(argv: ArgumentsCamelCase<Args>): Promise<void> {
   const before = (argv.args ?? []).map(String);
   const after = argv._.slice(1).map(String);
-  await runStackTool(TOOL, [...before, ...(after.length ? ['--', ...after] : [])]);
+  await runStackTool(OFFCPUTIME, [...before, ...(after.length ? ['--', ...after] : [])]);
 }

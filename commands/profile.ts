@@ -8,16 +8,12 @@
 // --wall (a wall-clock profile: on-CPU samples and off-CPU time of the same threads in one unit,
 // microseconds) runs build/bpf/offcputime --wall, the off-CPU tracer with a cpu-clock sampler
 // beside it: its options are offcputime's plus -F (-L is taken as its -t).
-import { existsSync, writeFileSync } from 'node:fs';
 import type { ArgumentsCamelCase, Argv } from 'yargs';
-import { type PassthroughArgs, passthroughBuilder, runTool } from '../lib/passthrough.js';
-import { CliError, ExitCode } from '../lib/errors.js';
-import { parseProfileJson, profilePath } from '../lib/profile.js';
-import { flameHtml } from '../lib/profile-html.js';
-import { encodePprof } from '../lib/profile-pprof.js';
-import { runStackTool, VIEWS_HELP } from '../lib/stack-tool.js';
-import { ExportRun, exportHelp, exportSummary } from '../lib/export.js';
+import { type PassthroughArgs, passthroughBuilder } from '../lib/passthrough.js';
+import { runStackTool, type SplitArgs, splitToolArgs, type StackTool, type ToolRun, VIEWS_HELP } from '../lib/stack-tool.js';
+import { ExportRun, exportHelp } from '../lib/export.js';
 import { type ExportArgs, exportOptions, newExportArgs, takeExportArg } from './export-options.js';
+import { OFFCPUTIME } from './offcputime.js';
 
 type Args = PassthroughArgs;
 
@@ -36,41 +32,22 @@ const WALL_HELP = `
 `;
 const EXTRA_HELP = `${VIEWS_HELP('profile')}${WALL_HELP}${exportHelp('profile')}`;
 
-interface Split extends ExportArgs {
-  pprof?: string;
-  html?: string;
-  folded: boolean;
-  json: boolean;
-  rest: string[];
+const PROFILE: StackTool = { name: 'profile', flags: 'UKIdav', help: EXTRA_HELP, noValue: 'a value is expected', pprofCounts: 'samples' };
+
+type Split = SplitArgs & ExportArgs;
+
+/** Our options taken out of profile's (the views', --export's). */
+export function splitArgs(args: string[]): Split {
+  const ex = newExportArgs();
+  const sp = splitToolArgs(PROFILE, args, (a, i) => takeExportArg(a, i, ex, 'profile'));
+  return { ...sp, ...ex };
 }
 
-const VALUED = /^--(pprof|html)(?:=(.*))?$/;
-
-/** Our options taken out of profile's. */
-export function splitArgs(args: string[]): Split {
-  const out: Split = { folded: false, json: false, rest: [], ...newExportArgs() };
-  let i = 0;
-  for (; i < args.length; i++) {
-    const a = args[i]!;
-    if (a === '--') break;
-    const j = takeExportArg(args, i, out, 'profile');
-    if (j >= 0) {
-      i = j;
-      continue;
-    }
-    const m = VALUED.exec(a);
-    if (m) {
-      const v = m[2] ?? args[++i];
-      if (!v || v === '--') throw new CliError('profile', `--${m[1]}: a value is expected`, ExitCode.USAGE);
-      out[m[1] as 'pprof' | 'html'] = v;
-      continue;
-    }
-    if (a === '--folded' || /^-[UKIdav]*f[UKIdav]*$/.test(a)) out.folded = true;
-    if (a === '--json') out.json = true;
-    out.rest.push(a);
-  }
-  out.rest.push(...args.slice(i));
-  return out;
+/** The run: with --export, each interval sent as profile prints it. */
+function parse(args: string[]): ToolRun {
+  const sp = splitArgs(args);
+  const eo = exportOptions(sp, 'profile');
+  return { sp, exp: eo ? { run: new ExportRun(eo), opts: eo } : undefined };
 }
 
 export async function handler(argv: ArgumentsCamelCase<Args>): Promise<void> {
@@ -89,57 +66,6 @@ export function wallArgs(args: string[]): string[] | null {
 
 export async function profile(args: string[]): Promise<void> {
   const wall = wallArgs(args);
-  if (wall) return runStackTool({ name: 'offcputime', flags: 'ukUKdv' }, wall);
-  const bin = profilePath();
-  if (!existsSync(bin)) throw new CliError('profile', `${bin} is not built (run make bpf)`);
-  const sp = splitArgs(args);
-  const eo = exportOptions(sp, 'profile');
-  const exp = eo ? new ExportRun(eo) : null;
-  const views = sp.pprof !== undefined || sp.html !== undefined || exp !== null;
-  let run = sp.rest;
-  if (views) {
-    // profile writes NDJSON for the views (with -f, its folded lines in it); with --export, one
-    // block per interval, then the totals
-    const dd = run.indexOf('--');
-    const head = (dd < 0 ? run : run.slice(0, dd)).filter((a) => a !== '--json');
-    run = [...head, '--json', ...(eo ? [`--interval=${eo.intervalS}`] : []), ...(dd < 0 ? [] : run.slice(dd))];
-  }
-  // the output, line by line: with --export every interval is handed over as it ends; what
-  // follows the last interval line is the run's report (folded lines, summary: profile drops an
-  // interval's keys once it is printed). --pprof/--html want the whole run: the intervals' entries
-  // are kept for them (only then: memory that grows with the run's stacks)
-  let lines: string[] = [];
-  const keepEntries = sp.pprof !== undefined || sp.html !== undefined;
-  const onLine = (l: string) => {
-    if (exp && l.startsWith('{"interval":')) lines = keepEntries ? lines.filter((x) => x.startsWith('{"pid":')) : [];
-    else lines.push(l);
-    if (!exp || !l.startsWith('{')) return; // the profiled command's own output on the same stdout
-    try {
-      exp.line(JSON.parse(l));
-    } catch {
-      // a line cut short
-    }
-  };
-  const status = await runTool('profile', bin, run, views ? { onLine } : {});
-  if (status === 0 && args.some((a) => a === '--help' || a === '-h')) process.stdout.write(EXTRA_HELP);
-  process.exitCode = status;
-  let exportStats = null;
-  if (exp) {
-    exportStats = await exp.finish(eo!.timeoutMs);
-    process.stderr.write(exportSummary(exportStats, exp.intervals, 'profile'));
-  }
-  if (!views || status !== 0) return;
-  const out = parseProfileJson(lines.join('\n'));
-  if (!out.summary) throw new CliError('profile', 'no summary in the output (profile stopped early?)');
-  if (sp.pprof !== undefined) {
-    writeFileSync(sp.pprof, encodePprof(out.entries, out.summary));
-    process.stderr.write(`profile: wrote ${sp.pprof} (pprof, ${out.summary.samples} samples)\n`);
-  }
-  if (sp.html !== undefined) {
-    writeFileSync(sp.html, flameHtml(out.entries, out.summary));
-    process.stderr.write(`profile: wrote ${sp.html} (flame graph)\n`);
-  }
-  if (exportStats) lines.push(JSON.stringify({ export: { intervals: exp!.intervals, destinations: exportStats } }));
-  if (sp.json) process.stdout.write(lines.filter((l) => !exp || !keepEntries || !l.startsWith('{"pid":')).map((l) => `${l}\n`).join(''));
-  else if (sp.folded) process.stdout.write(out.folded.map((l) => `${l.folded} ${l.count}\n`).join(''));
+  if (wall) return runStackTool(OFFCPUTIME, wall);
+  return runStackTool(PROFILE, args, parse);
 }

@@ -72,7 +72,7 @@ t.test('every sample of the run reaches the Collector over gRPC and HTTP, with i
   const dir = mkdtempSync(join(tmpdir(), 'dwunw-export-'));
   tt.teardown(() => rmSync(dir, { recursive: true, force: true }));
   const c = await startCollector(dir, 'a');
-  const r = await dwunw(['-F', '199', '-f', '--json', '--interval', '1', '--service', 'dwunw-test', '--export', `otlp+grpc://127.0.0.1:${c.grpc}`, '--export', `otlp+http://127.0.0.1:${c.http}`, '--', hot, '4']).done;
+  const r = await dwunw(['-F', '199', '-f', '--json', '--interval', '1', '--service', 'dwunw-test', '--export', `otlp+grpc://127.0.0.1:${c.grpc}`, '--export', `otlp+http://127.0.0.1:${c.http}`, '--', hot, '8', '--cpu']).done;
   await stopCollector(c);
   tt.equal(r.status, 0, `exit status 0 (${r.stderr.slice(-400)})`);
   const { folded: foldedOut, summary, exp } = parseRun(r);

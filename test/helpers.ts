@@ -185,6 +185,34 @@ export function commOf(pid: number): string {
   }
 }
 
+/** fixtures/x86_64/hot's own report, one JSON line among its profiler's ({"pid":N,...,"cpu_ns":{chain: ns}}). */
+export interface HotReport {
+  pid: number;
+  rounds: number;
+  cpu_ns: Record<string, number>;
+}
+export function hotReport(text: string): HotReport | null {
+  const line = text.split('\n').find((l) => l.startsWith('{"pid":') && l.includes('"cpu_ns"'));
+  return line ? (JSON.parse(line) as HotReport) : null;
+}
+
+let clkTck = 0;
+/**
+ * CPU time pid has had, in seconds: user + system, its own and its waited-for children's
+ * (/proc/PID/stat, the kernel's measure; NaN when it is gone).
+ */
+export function cpuSeconds(pid: number): number {
+  clkTck ||= Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout.trim()) || 100;
+  try {
+    const st = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // fields after the command name: 14-17 of stat(5) are utime, stime, cutime, cstime
+    const f = st.slice(st.lastIndexOf(')') + 2).split(' ');
+    return f.slice(11, 15).reduce((a, v) => a + Number(v), 0) / clkTck;
+  } catch {
+    return NaN;
+  }
+}
+
 /** How many threads pid has (0 when it is gone). */
 export function threadCount(pid: number): number {
   try {

@@ -10,7 +10,7 @@
 import { join } from 'node:path';
 import t from 'tap';
 import { readFileSync } from 'node:fs';
-import { bpfUnavailable, commOf, root, run as runProcess, type Run, skipOrFail, start, waitFor } from './helpers.js';
+import { bpfUnavailable, commOf, hotReport, root, run as runProcess, type Run, skipOrFail, start, waitFor } from './helpers.js';
 import { parseProfileJson } from '../lib/profile.js';
 
 const profileBin = join(root, 'build', 'bpf', 'profile');
@@ -35,15 +35,15 @@ interface Res {
 }
 
 async function profile(extra: string[]): Promise<Res | string> {
-  return parse(await runProcess(profileBin, ['-U', '-F', '999', '-f', '--json', ...extra, '--', hot, '3'], { timeoutMs: 120_000, env: process.env }), extra);
+  return parse(await runProcess(profileBin, ['-U', '-F', '999', '-f', '--json', ...extra, '--', hot, '6', '--cpu'], { timeoutMs: 180_000, env: process.env }), extra);
 }
 
 function parse(r: Run, extra: string[]): Res | string {
   if (r.status !== 0) return `profile ${extra.join(' ')} exited ${r.status}: ${r.stderr.trim().split('\n').pop()}`;
-  const hotLine = r.stdout.split('\n').find((l) => l.startsWith('{"pid":') && l.includes('"cpu_ns"'));
+  const rep = hotReport(r.stdout);
   const out = parseProfileJson(r.stdout);
-  if (!hotLine || !out.summary) return 'no report';
-  const cpuNs = (JSON.parse(hotLine) as { cpu_ns: Record<string, number> }).cpu_ns;
+  if (!rep || !out.summary) return 'no report';
+  const cpuNs = rep.cpu_ns;
   const cpuTotal = Object.keys(CHAINS).reduce((a, c) => a + (cpuNs[c] ?? 0), 0);
   const res: Res = { total: 0, unnamed: 0, chains: {}, top: {}, cpu: {}, samples: out.summary.samples, recordsLost: (out.summary as unknown as { records_lost: number }).records_lost,
     bufferBytes: (out.summary as unknown as { buffer_bytes: number }).buffer_bytes, agg: (out.summary as unknown as { aggregated?: Agg }).aggregated };

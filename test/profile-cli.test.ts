@@ -4,7 +4,9 @@
 // console error, the hot function in the DOM, a screenshot written for the docs); -p PID -f prints
 // complete folded stacks; -a sees a second process and a short-lived-process loop, with every
 // sample counted; -p of a process in its own mount namespace and of a deleted binary gives named,
-// complete stacks.
+// complete stacks. A target's samples are checked against the CPU time it had (its own measure,
+// or /proc/PID/stat) at the frequency, never against a wall time: on a loaded machine a program
+// gets less CPU in a second, and the tests wait for the CPU instead.
 //
 // Needs root, the kernel's BTF and BPF: without them the checks that sample are skipped with the
 // reason, unless DWUNW_REQUIRE_BPF=1 (CI), which makes that a failure.
@@ -12,7 +14,7 @@ import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync,
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t, { type Test } from 'tap';
-import { bpfUnavailable, cliEnv, commOf, dwunwBin, requireOrSkip, root, type Run, start as startProcess, type Started, threadCount, waitFor } from './helpers.js';
+import { bpfUnavailable, cliEnv, commOf, cpuSeconds, dwunwBin, hotReport, requireOrSkip, root, type Run, start as startProcess, type Started, threadCount, until, waitFor } from './helpers.js';
 import { splitArgs } from '../commands/profile.js';
 import { parseProfileJson } from '../lib/profile.js';
 
@@ -26,6 +28,53 @@ const start = (cmd: string, args: string[], timeoutMs = 60_000): Started =>
   startProcess(cmd, args, { timeoutMs, env: { ...cliEnv(), FORCE_COLOR: process.env.FORCE_COLOR } });
 const run = (cmd: string, args: string[], timeoutMs?: number): Promise<Run> => start(cmd, args, timeoutMs).done;
 const dwunw = (args: string[], timeoutMs?: number): Promise<Run> => run(process.execPath, [dwunwBin, 'profile', ...args], timeoutMs);
+
+/**
+ * `dwunw profile ARGS` (no duration: ended by SIGINT, which dwunw passes on) while `pids` run,
+ * until each has had its `cpuS` seconds of CPU since the events were attached (profile's header
+ * line) and `minMs` have passed; 120 s at most. Each pid's CPU time while sampled lies between
+ * `inside` (read after the header and before the SIGINT: all of it sampled) and `around` (read
+ * before the start and after the end). On a loaded machine a target gets less CPU in a given
+ * time, so fewer samples: the test waits for the CPU, not for a time.
+ */
+async function profileWhile(args: string[], pids: number[], cpuS: number[], minMs = 0): Promise<{ r: Run; inside: number[]; around: number[] }> {
+  const before = pids.map(cpuSeconds);
+  let header = false;
+  const p = startProcess(process.execPath, [dwunwBin, 'profile', ...args], {
+    timeoutMs: 300_000,
+    env: { ...cliEnv(), FORCE_COLOR: process.env.FORCE_COLOR },
+    onOutput: (_o, e) => (header ||= /^Sampling /m.test(e)),
+  });
+  const ended = (): boolean => p.child.exitCode !== null || p.child.signalCode !== null;
+  await until(() => header || ended(), 120_000);
+  const t0 = Date.now();
+  const c0 = pids.map(cpuSeconds);
+  await until(() => ended() || (Date.now() - t0 >= minMs && pids.every((pid, i) => cpuSeconds(pid) - c0[i]! >= cpuS[i]!)), 120_000);
+  const c1 = pids.map(cpuSeconds);
+  p.child.kill('SIGINT');
+  const r = await p.done;
+  return { r, inside: c1.map((c, i) => c - c0[i]!), around: pids.map((pid, i) => cpuSeconds(pid) - before[i]!) };
+}
+
+/**
+ * A process's samples (those whose stack was lost included) against its CPU time at hz: at least
+ * half of what it had inside the sampling window (the records the ring lost counted as its
+ * own), at most 1.5 times what it had around the run.
+ */
+function samplesForCpu(tt: Test, what: string, n: number, recordsLost: number, inside: number, around: number, hz: number): void {
+  const lo = Math.floor(0.5 * inside * hz);
+  const hi = Math.ceil(1.5 * around * hz) + 10;
+  tt.ok(n + recordsLost >= lo && n <= hi, `${what}: ${n} samples (${recordsLost} records lost) for ${inside.toFixed(2)} .. ${around.toFixed(2)} s of CPU at ${hz} Hz (${lo} .. ${hi})`);
+}
+
+/** hot's pid and CPU seconds (both threads, its own measure), from its report. */
+function hotCpu(text: string): { pid: number; cpuS: number } | null {
+  const rep = hotReport(text);
+  return rep && { pid: rep.pid, cpuS: Object.values(rep.cpu_ns).reduce((a, v) => a + v, 0) / 1e9 };
+}
+
+/** hot, run until it has had 1 s of CPU (both threads), however long that takes. */
+const HOT_CPU = [hot, '1', '--cpu'];
 
 // ---- Without BPF ----------------------------------------------------------------------------------
 
@@ -110,23 +159,24 @@ if (why) {
     // hot runs until told to stop: the CLI can take seconds to start on a loaded machine
     const h = start(hot, ['120']);
     await waitFor(() => threadCount(h.child.pid!) >= 2, 30_000, 'hot to start its second thread');
-    const r = await dwunw(['-p', String(h.child.pid), '-U', '-F', '499', '-f', '2']);
+    const { r, inside, around } = await profileWhile(['-p', String(h.child.pid), '-U', '-F', '499', '-f'], [h.child.pid!], [0.5]);
     h.child.kill('SIGTERM');
     await h.done;
-    tt.equal(r.status, 0, 'exit status 0');
+    tt.equal(r.status, 0, `exit status 0 ${r.stderr.slice(-300)}`);
     const lines = r.stdout.split('\n').filter(Boolean);
     tt.ok(lines.length >= 5, `${lines.length} folded lines`);
     const bad = lines.filter((l) => !/^hot;(_start;__libc_start_main;__libc_start_call_main;main|clone3;start_thread;thread_main);.* \d+$/.test(l));
     const badN = bad.reduce((a, l) => a + Number(l.slice(l.lastIndexOf(' ') + 1)), 0);
     const all = lines.reduce((a, l) => a + Number(l.slice(l.lastIndexOf(' ') + 1)), 0);
     tt.ok(badN / all <= 0.01, `complete from the root: ${all - badN}/${all} (${bad.slice(0, 3).join(' | ')})`);
+    samplesForCpu(tt, 'hot', all, 0, inside[0]!, around[0]!, 499);
   });
 
   t.test('--pprof: go tool pprof -top reads it', async (tt) => {
     const dir = mkdtempSync(join(tmpdir(), 'dwunw-pprof-'));
     try {
       const file = join(dir, 'hot.pb.gz');
-      const r = await dwunw(['-F', '499', '--pprof', file, '--', hot, '2']);
+      const r = await dwunw(['-F', '499', '--pprof', file, '--', ...HOT_CPU]);
       tt.equal(r.status, 0, `exit status 0 ${r.stderr.slice(-300)}`);
       tt.ok(existsSync(file) && statSync(file).size > 100, 'profile written');
       tt.same([...readFileSync(file).subarray(0, 2)], [0x1f, 0x8b], 'gzip');
@@ -149,7 +199,7 @@ if (why) {
     const dir = mkdtempSync(join(tmpdir(), 'dwunw-html-'));
     try {
       const file = join(dir, 'hot.html');
-      const r = await dwunw(['-F', '499', '--html', file, '--', hot, '2']);
+      const r = await dwunw(['-F', '499', '--html', file, '--', ...HOT_CPU]);
       tt.equal(r.status, 0, `exit status 0 ${r.stderr.slice(-300)}`);
       const html = readFileSync(file, 'utf8');
       tt.notMatch(html, /<script[^>]+src=/, 'no external script');
@@ -177,7 +227,8 @@ if (why) {
     const h = start(hot, ['120']);
     const loop = start('/bin/sh', ['-c', 'while :; do /bin/true; done']);
     await waitFor(() => threadCount(h.child.pid!) >= 2, 30_000, 'hot to start its second thread');
-    const r = await dwunw(['-a', '-F', '199', '--json', '3']);
+    // until hot has had 0.5 s of CPU (~100 samples) and the loop 0.1 s (its children's included)
+    const { r, inside, around } = await profileWhile(['-a', '-F', '199', '--json'], [h.child.pid!, loop.child.pid!], [0.5, 0.1], 1000);
     h.child.kill('SIGTERM');
     loop.child.kill('SIGKILL');
     await h.done;
@@ -187,31 +238,33 @@ if (why) {
     tt.ok(out.summary, 'summary');
     tt.equal(out.summary?.samples, out.entries.reduce((a, e) => a + e.count, 0), 'every sample in an entry');
     const mine = ofPid(r.stdout, h.child.pid!);
-    tt.ok(mine.total > 50 && mine.complete / mine.total >= 0.95, `hot: ${mine.complete}/${mine.total} complete (${mine.lost} lost, reported)`);
+    samplesForCpu(tt, 'hot', mine.total + mine.lost, out.summary?.records_lost ?? 0, inside[0]!, around[0]!, 199);
+    tt.ok(mine.complete / mine.total >= 0.95, `hot: ${mine.complete}/${mine.total} complete (${mine.lost} lost, reported)`);
     if (mine.lost) tt.ok(Object.keys(out.summary?.lost ?? {}).some((k) => k.startsWith('[stack lost:')), 'losses named in the summary');
     const comms = new Set(out.entries.map((e) => e.comm));
     tt.ok(comms.has('sh') || comms.has('true') || comms.has('date'), `the loop seen (${[...comms].slice(0, 12).join(', ')})`);
     tt.ok((out.summary?.processes ?? 0) >= 3, `processes seen: ${out.summary?.processes}`);
     const lost = Object.values(out.summary?.lost ?? {}).reduce((a, b) => a + b, 0);
     const stopped = Object.values(out.summary?.stopped ?? {}).reduce((a, b) => a + b, 0);
-    tt.pass(`-a: ${out.summary?.samples} samples, ${out.summary?.user_complete}/${out.summary?.user_samples} user stacks complete, lost ${lost}, stopped ${stopped} (${JSON.stringify(out.summary?.stopped)})`);
+    tt.pass(`-a: ${out.summary?.samples} samples, ${out.summary?.user_complete}/${out.summary?.user_samples} user stacks complete, lost ${lost}, records lost (ring full) ${out.summary?.records_lost}, stopped ${stopped} (${JSON.stringify(out.summary?.stopped)})`);
   });
 
   for (const mode of ['fp', 'dwarf']) {
     // per-CPU buffers, ordered by the reader by each record's kernel time: every kind profile
     // sends (samples, exec, snapshots, mapping and process records) carries one
     t.test(`--perf-buffer --unwind=${mode} -- hot: every record ordered by its own time, every sample counted`, async (tt) => {
-      const r = await dwunw(['--perf-buffer', `--unwind=${mode}`, '-F', '499', '--json', '--', hot, '2']);
+      const r = await dwunw(['--perf-buffer', `--unwind=${mode}`, '-F', '499', '--json', '--', ...HOT_CPU]);
       tt.equal(r.status, 0, `exit status 0 ${r.stderr.slice(-300)}`);
       const out = parseProfileJson(r.stdout);
       const s = out.summary as unknown as { samples: number; perf_buffer?: { untimed: number } } | undefined;
       tt.ok(s?.perf_buffer, 'the summary has the perf buffer\'s figures');
       tt.equal(s?.perf_buffer?.untimed, 0, 'no record of a kind without a time');
       tt.equal(s?.samples, out.entries.reduce((a, e) => a + e.count, 0), 'every sample in an entry');
-      const pid = out.entries.find((e) => e.comm === 'hot')?.pid ?? 0;
-      const mine = ofPid(r.stdout, pid);
-      if (mode === 'dwarf') tt.ok(mine.total > 50 && mine.complete / mine.total >= 0.95, `hot: ${mine.complete}/${mine.total} complete (${mine.lost} lost, reported)`);
-      else tt.ok(mine.total > 50, `hot: ${mine.total} samples`);
+      const rep = hotCpu(r.stdout);
+      if (!rep) return void tt.fail(`no report from hot in: ${r.stdout.slice(-300)}`);
+      const mine = ofPid(r.stdout, rep.pid);
+      samplesForCpu(tt, 'hot', mine.total + mine.lost, out.summary?.records_lost ?? 0, rep.cpuS, rep.cpuS, 499);
+      if (mode === 'dwarf') tt.ok(mine.complete / mine.total >= 0.95, `hot: ${mine.complete}/${mine.total} complete (${mine.lost} lost, reported)`);
     });
   }
 
@@ -233,15 +286,17 @@ if (why) {
       const nsPid = ns.child.pid!; // unshare and sh exec: the same process runs hot
       tt.ok(nsPid > 0, `process in the namespace: ${nsPid}`);
       tt.notOk(existsSync(`${dir}/m/hot`), 'its binary is not visible here');
-      const r = await dwunw(['-p', `${nsPid},${d.child.pid}`, '-U', '-F', '499', '--json', '2']);
+      const { r, inside, around } = await profileWhile(['-p', `${nsPid},${d.child.pid}`, '-U', '-F', '499', '--json'], [nsPid, d.child.pid!], [0.3, 0.3]);
       ns.child.kill('SIGTERM');
       d.child.kill('SIGTERM');
       await ns.done;
       await d.done;
       tt.equal(r.status, 0, `exit status 0 ${r.stderr.slice(-300)}`);
-      for (const [what, pid] of [['mount namespace', nsPid], ['deleted binary', d.child.pid!]] as const) {
+      const out = parseProfileJson(r.stdout);
+      for (const [i, [what, pid]] of ([['mount namespace', nsPid], ['deleted binary', d.child.pid!]] as const).entries()) {
         const m = ofPid(r.stdout, pid);
-        tt.ok(m.total > 20 && m.complete / m.total >= 0.95, `${what}: ${m.complete}/${m.total} complete`);
+        samplesForCpu(tt, what, m.total + m.lost, out.summary?.records_lost ?? 0, inside[i]!, around[i]!, 499);
+        tt.ok(m.complete / m.total >= 0.95, `${what}: ${m.complete}/${m.total} complete`);
         tt.ok(m.fns.has('chain_plain') && m.fns.has('hotlib_leaf'), `${what}: hot's and libhot.so's functions named`);
       }
     } finally {

@@ -14,7 +14,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
-import { bpfUnavailable, REQUIRE_BPF as REQUIRE, root, type Run, run as runProcess, skipOrFail } from './helpers.js';
+import { bpfUnavailable, hotReport, REQUIRE_BPF as REQUIRE, root, type Run, run as runProcess, skipOrFail } from './helpers.js';
 import { type PrEntry, parseProfileJson } from '../lib/profile.js';
 
 const profileBin = join(root, 'build', 'bpf', 'profile');
@@ -32,12 +32,6 @@ const CHAINS: Record<string, string> = {
 
 /** `cmd ARGS` to its end, with the test's own environment; killed after timeoutMs. */
 const run = (cmd: string, args: string[], timeoutMs = 60_000): Promise<Run> => runProcess(cmd, args, { timeoutMs, env: process.env });
-
-/** hot's own report: {"pid":N,"cpu_ns":{chain: ns}}. */
-function hotReport(text: string): { pid: number; cpu_ns: Record<string, number> } | null {
-  const line = text.split('\n').find((l) => l.startsWith('{"pid":') && l.includes('"cpu_ns"'));
-  return line ? (JSON.parse(line) as { pid: number; cpu_ns: Record<string, number> }) : null;
-}
 
 const cpuShares = (cpu: Record<string, number>): Record<string, number> => {
   const total = Object.keys(CHAINS).reduce((a, c) => a + (cpu[c] ?? 0), 0);
@@ -118,7 +112,7 @@ if (why) {
   let kernelPaths: Record<string, Map<string, number>> | null = null;
 
   t.test('dwarf: complete stacks, chain shares match the measured CPU split', async (tt) => {
-    const r = await run(profileBin, ['-U', '-F', '999', '--unwind=dwarf', '--json', '--', hot, '4']);
+    const r = await run(profileBin, ['-U', '-F', '999', '--unwind=dwarf', '--json', '--', hot, '8', '--cpu'], 180_000);
     tt.equal(r.status, 0, `exit status 0 ${r.stderr}`);
     const rep = hotReport(r.stdout);
     if (!rep) return void tt.fail(`no report from hot in: ${r.stdout.slice(-500)}`);
@@ -152,7 +146,7 @@ if (why) {
   });
 
   t.test('--unwind=kernel: the same complete stacks as dwarf mode, the fallback counted', async (tt) => {
-    const r = await run(profileBin, ['-U', '-F', '999', '--unwind=kernel', '--json', '--', hot, '4']);
+    const r = await run(profileBin, ['-U', '-F', '999', '--unwind=kernel', '--json', '--', hot, '8', '--cpu'], 180_000);
     tt.equal(r.status, 0, `exit status 0 ${r.stderr}`);
     const rep = hotReport(r.stdout);
     if (!rep) return void tt.fail(`no report from hot in: ${r.stdout.slice(-500)}`);
@@ -188,7 +182,7 @@ if (why) {
   });
 
   t.test('fp mode: reported for comparison', async (tt) => {
-    const r = await run(profileBin, ['-U', '-F', '999', '--unwind=fp', '--json', '--', hot, '2']);
+    const r = await run(profileBin, ['-U', '-F', '999', '--unwind=fp', '--json', '--', hot, '4', '--cpu'], 180_000);
     tt.equal(r.status, 0, 'exit status 0');
     const rep = hotReport(r.stdout);
     if (!rep) return void tt.fail(`no report from hot in: ${r.stdout.slice(-500)}`);
@@ -197,7 +191,7 @@ if (why) {
     const total = mine.reduce((a, e) => a + e.count, 0);
     const complete = mine.filter((e) => e.user?.complete).reduce((a, e) => a + e.count, 0);
     tt.equal(out.summary?.unwind, 'fp', 'summary says fp');
-    // hot runs 2 s of CPU at 999 Hz: an empty or near-empty report is a failure, not a comparison
+    // hot runs until it has had 4 s of CPU, at 999 Hz: an empty or near-empty report is a failure, not a comparison
     tt.ok(total >= 150, `enough samples of hot (${total})`);
     tt.equal(out.summary?.samples, out.entries.reduce((a, e) => a + e.count, 0), 'every sample counted in an entry (none dropped)');
     const withFrames = mine.filter((e) => (e.user?.frames.length ?? 0) > 0).reduce((a, e) => a + e.count, 0);
@@ -217,7 +211,7 @@ if (why) {
     const dir = mkdtempSync(join(tmpdir(), 'dwunw-perf-'));
     try {
       const data = join(dir, 'perf.data');
-      const rec = await run('perf', ['record', '-q', '-F', '999', '--call-graph', 'dwarf,16384', '-o', data, '--', hot, '3'], 120_000);
+      const rec = await run('perf', ['record', '-q', '-F', '999', '--call-graph', 'dwarf,16384', '-o', data, '--', hot, '6', '--cpu'], 180_000);
       tt.equal(rec.status, 0, `perf record ran ${rec.stderr.slice(-300)}`);
       const rep = hotReport(rec.stdout);
       const sc = await run('perf', ['script', '--no-inline', '-i', data, '-F', 'pid,tid,ip,sym'], 120_000);

@@ -93,7 +93,7 @@ for (const mode of ['dwarf', 'kernel', 'perf']) {
   t.test(`profile --unwind=${mode}: each thread's Python chain, at the event`, { timeout: 240_000 }, async (tt) => {
     if (why) return skipOrFail(tt, why, 'profile Python frames');
     const how = mode === 'perf' ? ['--unwind=dwarf', '--perf-buffer'] : [`--unwind=${mode}`];
-    const r = await run(profileBin, ['-U', '-F', '499', '-f', ...how, '-v', '--', PY, CHAINS, '4'], { timeoutMs: 180_000 });
+    const r = await run(profileBin, ['-U', '-F', '499', '-f', ...how, '-v', '--', PY, CHAINS, '4', '--cpu'], { timeoutMs: 180_000 });
     tt.equal(r.status, 0, `profile exits 0\n${r.stderr.slice(-2000)}`);
     const own = JSON.parse(r.stdout.split('\n').find((l) => l.startsWith('{"pid"'))!) as { cpu: Record<string, number> };
     const lines = parseFolded(r.stdout);

@@ -1,11 +1,49 @@
 // SPDX-License-Identifier: GPL-2.0-only
-/* A command's modules into the kwalk maps before it runs (kwalk_preload.h). */
+/* Tables into the kwalk maps before any process maps their files (kwalk_preload.h). */
+#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "kwalk_loader.h"
 #include "kwalk_preload.h"
-#include "kwalk_user.h"
+
+int kw_preload_file(struct kw_loader *l, const char *path)
+{
+	struct stat st;
+	struct kw_umod *um;
+
+	if (stat(path, &st))
+		return -errno;
+	return kw_mod_of_file(l, path, &st, &um);
+}
+
+int kw_preload_vdso(struct kw_loader *l)
+{
+	char *text = NULL;
+	size_t tlen = 0, nm = 0;
+	struct dwunw_map *maps = NULL;
+	struct kw_umod *um = NULL;
+	int err = -ENOENT;
+
+	if (dwunw_maps_read(getpid(), &text, &tlen) != DWUNW_OK)
+		return -ESRCH;
+	dwunw_maps_parse(text, tlen, NULL, &nm);
+	maps = calloc(nm ? nm : 1, sizeof(*maps));
+	if (maps && !dwunw_maps_parse(text, tlen, maps, &nm))
+		for (size_t i = 0; i < nm; i++)
+			if (!strcmp(maps[i].path, "[vdso]")) {
+				if (kw_vdso_mod(l, getpid(), maps[i].start, maps[i].end - maps[i].start, &um) || !um)
+					break;
+				err = kw_mod_ready(l, um, ++l->clock);
+				break;
+			}
+	free(maps);
+	free(text);
+	return err;
+}
 
 /* The command's executable and what `ldd` says it loads: into the maps before it starts. */
 void kw_preload_command(struct kw_loader *l, const char *cmd)

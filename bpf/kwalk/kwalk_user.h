@@ -64,12 +64,6 @@ void kw_loader_free(struct kw_loader *l);
 /* Load (or refresh) a process's executable mappings and their tables: 0, or a negative errno
  * (the process is gone). Cheap when its maps did not change. */
 int kw_load_pid(struct kw_loader *l, int pid);
-/* Load the table of an ELF file before any process maps it (a command's executable and the
- * libraries it needs), so its first samples find it: 0 or a negative errno / DWUNW_ERR_*. */
-int kw_preload_file(struct kw_loader *l, const char *path);
-/* This process's [vdso] (the kernel's image, the same in every process of its ABI): loaded and
- * in kw_files, so the BPF side enters it at exec with no load of the new process. */
-int kw_preload_vdso(struct kw_loader *l);
 /* The BPF side makes and frees kw_procs entries (kwalk_procmap.bpf.h): user space then drops
  * only its own record of a process at exec and exit, and counts the kernel's entries. */
 void kw_loader_bpf_procs(struct kw_loader *l, int on);

@@ -70,7 +70,11 @@ enum ml_rec_kind {
 	ML_REC_ALLOC,                 /* --allocated: one allocation made, freed later or not */
 };
 
-/* --allocated: an allocation that returned, under the key its allocs entry has (freed or not) */
+/* --allocated: an allocation that returned, under the key its allocs entry has (freed or not).
+ * No time of its own: it is counted in the report whose drain takes it (the report's fence takes
+ * every record sent before it), its stack found by its event id whatever the order its snapshot
+ * came in, and it names no mapping; the age filter (-o) reads the allocs entry's ts. On the perf
+ * buffer it takes the time of the record before it on its CPU (mostly its call's snapshot). */
 struct ml_alloc_rec {
 	struct cap_rec_hdr h;
 	__u32 pid;           /* tgid: the process whose stacks the key names, following a tree */

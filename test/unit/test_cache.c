@@ -561,26 +561,9 @@ static void test_default_slots(void)
 
 /* ---- captured frames ------------------------------------------------------------------- */
 
-struct snap {
-	struct dwunw_regs regs;
-	uint8_t *stack;
-};
-
-/* Registers of this function at one instruction, and the stack from rsp to the mapping's end. */
-__attribute__((noinline, no_sanitize_address)) static int take_snapshot(struct snap *s)
+__attribute__((noinline)) static int snap_outer(struct self_snap *s, int depth)
 {
-	static uint64_t r[8];
-
-	CAPTURE_REGS(r);
-	capture_to_regs(&s->regs, r);
-	s->regs.pid = getpid();
-	s->regs.tid = s->regs.pid;
-	return self_stack_copy(&s->regs, &s->stack);
-}
-
-__attribute__((noinline)) static int snap_outer(struct snap *s, int depth)
-{
-	int r = depth ? snap_outer(s, depth - 1) : take_snapshot(s);
+	int r = depth ? snap_outer(s, depth - 1) : self_snapshot(s);
 	__asm__ volatile("" ::: "memory");
 	return r;
 }
@@ -589,7 +572,7 @@ static void test_capture_release(void)
 {
 	struct dwunw_ctx ctx;
 	struct dwunw_cache_stats s, s1;
-	struct snap sn;
+	struct self_snap sn;
 	struct dwunw_frame f[64], f2[64];
 	size_t nf = 64, nf2 = 64, holders = 0, distinct = 0;
 	struct dwunw_module *mods[64];
@@ -698,7 +681,7 @@ static void test_stale_link_fifo(void)
 	struct dwunw_frame f[64];
 	struct dwunw_cache_stats s0, s;
 	struct dwunw_module *c, *d, *e, *x;
-	struct snap sn;
+	struct self_snap sn;
 	size_t nf = 64;
 	int err;
 

@@ -206,31 +206,14 @@ static void test_in_use(uint64_t one)
 
 /* ---- captures ----------------------------------------------------------------------------- */
 
-struct snap {
-	struct dwunw_regs regs;
-	uint8_t *stack;
-};
-
-static struct snap sn;
+/* Taken in the comparator qsort calls: frames in this file and in libc. */
+static struct self_snap sn;
 static int snap_err = -1;
-
-/* Registers here and the stack up to its mapping's end: frames in this file and in libc (qsort
- * called the comparator that takes it). */
-__attribute__((noinline, no_sanitize_address)) static int take_snapshot(struct snap *s)
-{
-	static uint64_t r[8];
-
-	CAPTURE_REGS(r);
-	capture_to_regs(&s->regs, r);
-	s->regs.pid = getpid();
-	s->regs.tid = s->regs.pid;
-	return self_stack_copy(&s->regs, &s->stack);
-}
 
 __attribute__((noinline)) static int cmp_snap(const void *a, const void *b)
 {
 	if (snap_err < 0 && !sn.stack)
-		snap_err = take_snapshot(&sn);
+		snap_err = self_snapshot(&sn);
 	__asm__ volatile("" ::: "memory");
 	return *(const int *)a - *(const int *)b;
 }

@@ -6,7 +6,7 @@
  *  - CALLBACKS_CHAIN: the "callbacks" chain (~30 frames through glibc's qsort, bsearch and
  *    dl_iterate_phdr callbacks), the bench's reference stack and the unit tests' self snapshot;
  *  - sleep_ms, read_text, linked_lib, copy_file_mode, mapping_end_of, self_stack_copy (a self snapshot's
- *    stack), and the SIGALRM timeout (on_timeout, with a cleanup hook).
+ *    stack), self_snapshot (registers and stack, taken in itself), and the SIGALRM timeout (on_timeout, with a cleanup hook).
  * Header-only (static inline): each includer compiles what it uses. bench/ and fuzz/ include it
  * by its path from the repository root.
  */
@@ -296,6 +296,26 @@ __attribute__((noinline, no_sanitize_address, unused)) static int self_stack_cop
 	regs->stack_start = sp;
 	regs->stack_size = end - sp;
 	return 0;
+}
+
+/* A self snapshot: registers and the stack copy (malloc'd), as a capture takes them. */
+struct self_snap {
+	struct dwunw_regs regs;
+	uint8_t *stack;
+};
+
+/* Registers of this function at one instruction and the stack from its sp to the mapping's end:
+ * a capture of s->regs unwinds from here through the callers. 0, or -1. (test_unwind and
+ * test_stress take theirs in a chain function of their own, beside their backtrace() oracle.) */
+__attribute__((noinline, no_sanitize_address, unused)) static int self_snapshot(struct self_snap *s)
+{
+	static uint64_t r[8];
+
+	CAPTURE_REGS(r);
+	capture_to_regs(&s->regs, r);
+	s->regs.pid = getpid();
+	s->regs.tid = s->regs.pid;
+	return self_stack_copy(&s->regs, &s->stack);
 }
 
 /* Run at a timeout before the process ends (async-signal-safe: kill children, remove files). */
