@@ -3,7 +3,8 @@
  * In-kernel aggregation of complete walks (kwalk_agg.h), BPF side: included after kwalk.bpf.h by
  * a tool that counts its walked stacks here instead of sending one event each. The tool stores
  * the walk (kw_agg_stack_put, from its KW_HYBRID_TAKE) and counts it under its key when it has
- * its amount (kw_agg_count: at once for a sample, at the switch-in for a span).
+ * its amount (kw_agg_count: at once for a sample, at the switch-in for a span). While a process's
+ * image or executable mappings change, its walks go as records (kwalk_hold.bpf.h).
  */
 #ifndef DWUNW_KWALK_AGG_BPF_H
 #define DWUNW_KWALK_AGG_BPF_H
@@ -121,5 +122,7 @@ static __always_inline int kw_agg_count(struct kw_agg_key *k, __u64 sum)
 	}
 	return ok;
 }
+
+#include "kwalk_hold.bpf.h"
 
 #endif /* DWUNW_KWALK_AGG_BPF_H */

@@ -42,5 +42,6 @@ struct kw_agg_val {
 
 #define KW_AGG_STACKS 16384  /* distinct walked stacks (~1.2 KB each, allocated as used) */
 #define KW_AGG_KEYS 65536    /* distinct keys per drain, per count map */
+#define KW_AGG_HOLDS 16384   /* processes held at once (kwalk_hold.bpf.h) */
 
 #endif /* DWUNW_KWALK_AGG_H */

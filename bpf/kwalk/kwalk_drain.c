@@ -12,7 +12,7 @@
 #include "runtime/mmap_ev.h"
 #include "runtime/tool_util.h"
 
-static const char *const maps[] = { "kw_agg_stacks", "kw_agg_counts0", "kw_agg_counts1" };
+static const char *const maps[] = { "kw_agg_stacks", "kw_agg_counts0", "kw_agg_counts1", "kw_agg_hold" };
 
 int kw_drain_shrink(struct bpf_object *obj)
 {
@@ -34,18 +34,21 @@ static int map_fd(struct bpf_object *obj, const char *name)
 }
 
 int kw_drain_open(struct kw_drain *d, struct bpf_object *obj, volatile uint32_t *gen,
-		  volatile uint32_t *pids_full, kw_drain_fn fn, void *arg)
+		  volatile uint32_t *pids_full, volatile uint32_t *hold_all, kw_drain_fn fn, void *arg)
 {
 	d->stacks_fd = map_fd(obj, "kw_agg_stacks");
 	d->counts_fd[0] = map_fd(obj, "kw_agg_counts0");
 	d->counts_fd[1] = map_fd(obj, "kw_agg_counts1");
 	d->pids_fd = map_fd(obj, "kw_agg_pids");
 	d->inflight_fd = map_fd(obj, "kw_agg_inflight");
+	d->hold_fd = map_fd(obj, "kw_agg_hold");
 	if (d->stacks_fd < 0 || d->counts_fd[0] < 0 || d->counts_fd[1] < 0 || d->pids_fd < 0 ||
-	    d->inflight_fd < 0)
+	    d->inflight_fd < 0 || d->hold_fd < 0)
 		return -ENOENT;
 	d->gen = gen;
 	d->pids_full = pids_full;
+	d->hold_all = hold_all;
+	d->swept_poll_ns = 0;
 	d->fn = fn;
 	d->arg = arg;
 	d->ev = xcalloc(1, sizeof(*d->ev));
@@ -184,4 +187,26 @@ void kw_drain_seen(struct kwalk_seen *seen, const struct kw_agg_key *k, uint64_t
 	seen->kernel += count - 1;
 	if (k->s.status < KW_ST_MAX)
 		seen->status[k->s.status] += count - 1;
+}
+
+void kw_drain_sweep(struct kw_drain *d, uint64_t poll_ns)
+{
+	uint32_t key, next, gone[64];
+	uint64_t until, before = d->swept_poll_ns;
+	size_t n = 0;
+	bool more;
+
+	if (!d->on)
+		return;
+	d->swept_poll_ns = poll_ns;
+	more = !bpf_map_get_next_key(d->hold_fd, NULL, &next);
+	/* deleted after the walk (a delete during it may restart it); the rest at the next poll */
+	while (more && n < sizeof(gone) / sizeof(gone[0])) {
+		key = next;
+		more = !bpf_map_get_next_key(d->hold_fd, &key, &next);
+		if (!bpf_map_lookup_elem(d->hold_fd, &key, &until) && until < before)
+			gone[n++] = key;
+	}
+	for (size_t i = 0; i < n; i++)
+		bpf_map_delete_elem(d->hold_fd, &gone[i]);
 }

@@ -5,7 +5,8 @@
  * to the tool as the walker event its walk would have sent (pcs, how, pid, tid; the tool sets its
  * cookie) with its count and sum. A tool drains per interval, before an exec, exit or mapping-change
  * record of a process with counts (those events are named with the maps they were taken in), and
- * at the end.
+ * at the end. After each poll of the ring, kw_drain_sweep ends the holds (kwalk_hold.bpf.h) whose
+ * records that poll applied.
  */
 #ifndef DWUNW_KWALK_DRAIN_H
 #define DWUNW_KWALK_DRAIN_H
@@ -25,8 +26,10 @@ typedef void (*kw_drain_fn)(void *arg, struct kw_event *ev, const struct kw_agg_
 
 struct kw_drain {
 	bool on;
-	int stacks_fd, counts_fd[2], pids_fd, inflight_fd;
+	int stacks_fd, counts_fd[2], pids_fd, inflight_fd, hold_fd;
 	volatile uint32_t *gen, *pids_full;  /* the object's kw_agg_gen, kw_agg_pids_full (.bss) */
+	volatile uint32_t *hold_all;         /* its kw_agg_hold_all: 1 once counting ended (hold_full) */
+	uint64_t swept_poll_ns;              /* the start of the last poll that consumed the ring */
 	kw_drain_fn fn;
 	void *arg;
 	struct kw_event *ev;
@@ -43,7 +46,7 @@ struct kw_drain {
 int kw_drain_shrink(struct bpf_object *obj);
 /* After load: d drains obj's maps into fn. 0, or a negative errno (a map missing). */
 int kw_drain_open(struct kw_drain *d, struct bpf_object *obj, volatile uint32_t *gen,
-		  volatile uint32_t *pids_full, kw_drain_fn fn, void *arg);
+		  volatile uint32_t *pids_full, volatile uint32_t *hold_all, kw_drain_fn fn, void *arg);
 /* Drain every count (a no-op when not on). */
 void kw_drain_all(struct kw_drain *d);
 /* Before pid's exec or exit record: drain when pid has counts not yet drained. */
@@ -51,6 +54,15 @@ void kw_drain_pid(struct kw_drain *d, uint32_t pid);
 /* Before a mapping-change record (runtime/mmap_ev.h) is applied: its process's counts drained
  * first, so that they are named with the mappings they were walked in. */
 void kw_drain_mapev(struct kw_drain *d, const void *data, size_t size);
+/* After a poll that started at poll_ns consumed the ring (returned >= 0): the holds whose records
+ * were sent before the previous such poll started are ended (their records are applied; two polls:
+ * the other programs at the same event send theirs within that). A no-op when not on. */
+void kw_drain_sweep(struct kw_drain *d, uint64_t poll_ns);
+/* hold_full: 1 when the hold map could not take a process (counting in the kernel ended then). */
+static inline uint64_t kw_drain_hold_full(const struct kw_drain *d)
+{
+	return d->on && *d->hold_all;
+}
 void kw_drain_free(struct kw_drain *d);
 /* After the tool took a drained key's event as one (kw_record_stack): the walker's figures as if
  * each of its count events had come as its record. */

@@ -16,7 +16,6 @@
 #include <bpf/bpf_core_read.h>
 #include "runtime/capture.bpf.h"
 #include "kwalk/kwalk.bpf.h"
-#include "kwalk/kwalk_agg.bpf.h"
 #include "runtime/follow.bpf.h"
 #define FRZ_TASK_SIGNAL 1
 #include "runtime/freeze.bpf.h"
@@ -29,6 +28,10 @@ char LICENSE[] SEC("license") = "GPL";
 PERCPU_COUNTERS(tool_counters, tool_count, OC_CNT_MAX) /* enum oc_counter */
 
 const volatile __u32 aggregate = 0;          /* --aggregate: complete walks' spans counted in maps */
+
+#define KW_AGG_ENABLED aggregate
+#define KW_HOLD_ON(tgid, tid) sel_tgid(tgid)
+#include "kwalk/kwalk_agg.bpf.h"
 
 /*
  * --aggregate: a switch-out's complete walk is stored (kw_agg_stacks) instead of sent; its key
@@ -48,12 +51,13 @@ struct {
 	__type(value, struct oc_take);
 } oc_takes SEC(".maps");
 
-static __always_inline int oc_agg_take(struct kw_walk *w, struct kw_scratch *s)
+static __always_inline int oc_agg_take(struct kw_walk *w, struct kw_scratch *s, __u32 pid)
 {
 	__u32 zero = 0;
 	struct oc_take *t = bpf_map_lookup_elem(&oc_takes, &zero);
 
-	if (!t || !t->armed)
+	/* held: its image or mappings changed, user space has not applied the records yet */
+	if (!t || !t->armed || kw_held(pid))
 		return 0;
 	if (kw_agg_stack_put(w, s, &t->k)) {
 		tool_count(OC_CNT_AGG_FULL);
@@ -62,7 +66,7 @@ static __always_inline int oc_agg_take(struct kw_walk *w, struct kw_scratch *s)
 	t->taken = 1;
 	return 1;
 }
-#define KW_HYBRID_TAKE(w, s, pid, tid, cookie, aux) oc_agg_take(w, s)
+#define KW_HYBRID_TAKE(w, s, pid, tid, cookie, aux) oc_agg_take(w, s, pid)
 #include "kwalk/kwalk_hybrid.bpf.h"
 
 #define PF_KTHREAD 0x00200000
@@ -110,7 +114,8 @@ struct {
 #define KW_TRACK_SELECTED(tgid, tid) sel_tgid(tgid)
 #define KW_TRACK_CHILD_SELECTED(ptgid) (follow_tree && sel_tgid(ptgid))
 #include "kwalk/kwalk_track.bpf.h"
-#define MT_CONSUMERS(X) X(mmap_ev) X(kw_track)
+/* --aggregate: kw_hold (kwalk_agg.bpf.h) last: it holds a process for the calls the others record */
+#define MT_CONSUMERS(X) X(mmap_ev) X(kw_track) X(kw_hold)
 #include "runtime/mmap_track.bpf.h"
 
 struct task_struct___o {
@@ -357,11 +362,17 @@ SEC("tp_btf/sched_process_exec")
 int BPF_PROG(oc_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
 {
 	struct oc_exec_rec r = {};
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	int sel = sel_tgid(tgid);
 
+	if (sel) /* --aggregate: the new image's walks go as records until this one is applied */
+		kw_hold_begin(tgid);
 	r.h.kind = OC_REC_EXEC;
 	r.h.hdr_size = sizeof(r);
-	r.pid = bpf_get_current_pid_tgid() >> 32;
+	r.pid = tgid;
 	cap_emit(ctx, &r, sizeof(r));
+	if (sel)
+		kw_hold_end(tgid);
 	return 0;
 }
 

@@ -625,7 +625,8 @@ int main(int argc, char **argv)
 		if (c->o.command)
 			kw_preload_command(c->kwt.l, c->o.command[0]);
 		if (c->o.aggregate && kw_drain_open(&c->kagg, skel->obj, &skel->bss->kw_agg_gen,
-						    &skel->bss->kw_agg_pids_full, on_kagg, c))
+						    &skel->bss->kw_agg_pids_full, &skel->bss->kw_agg_hold_all,
+						    on_kagg, c))
 			die("--aggregate: the walker's count maps are missing");
 	}
 #endif
@@ -712,8 +713,14 @@ int main(int argc, char **argv)
 	c->stats.start_ns = t0;
 	c->stats.setup_cpu_ns = self_cpu_ns();
 	while (!tool_stop_requested() && !tool_stdout_closed()) {
-		c->poll_until = mono_ns() + 50000000ull;
+		uint64_t poll_ns = mono_ns();
+
+		c->poll_until = poll_ns + 50000000ull;
 		err = dwunw_cap_reader_poll(reader, 10);
+#ifdef HAVE_KWALK
+		if (err >= 0) /* --aggregate: holds whose records this poll applied end */
+			kw_drain_sweep(&c->kagg, poll_ns);
+#endif
 		if (err < 0 && err != -EINTR) {
 			fprintf(stderr, "offcputime: polling the ring buffer: %s\n", strerror(-err));
 			break;
@@ -748,7 +755,8 @@ int main(int argc, char **argv)
 #ifdef HAVE_KWALK
 	kw_drain_all(&c->kagg); /* and the spans summed in the kernel (sched_switch detached) */
 	c->stats.agg = (struct oc_agg_stats){ .on = c->kagg.on, .spans = c->kagg.events, .keys = c->kagg.keys_drained,
-					      .drains = c->kagg.drains, .bytes = c->kagg.bytes, .no_stack = c->kagg.no_stack };
+					      .drains = c->kagg.drains, .bytes = c->kagg.bytes, .no_stack = c->kagg.no_stack,
+					      .hold_full = kw_drain_hold_full(&c->kagg) };
 #endif
 	c->stats.still_off = still_off(c);
 	{

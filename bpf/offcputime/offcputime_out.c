@@ -259,10 +259,11 @@ void oc_report(const struct oc_opts *o, const struct oc_sums *s, const struct oc
 			       p->bpf[OC_CNT_ON_SAMPLES], p->bpf[OC_CNT_ON_LOST], p->on_records);
 		if (p->agg.on) /* every switch-out accounted: summed here, a record, lost, or still off */
 			printf(",\"aggregated\":{\"spans\":%" PRIu64 ",\"counted_in_bpf\":%" PRIu64
-			       ",\"map_full\":%" PRIu64 ",\"spans_lost\":%" PRIu64 ",\"keys\":%" PRIu64
-			       ",\"drains\":%" PRIu64 ",\"no_stack\":%" PRIu64 ",\"drain_bytes\":%" PRIu64 "}",
-			       p->agg.spans, p->bpf[OC_CNT_AGG], p->bpf[OC_CNT_AGG_FULL], p->bpf[OC_CNT_AGG_LOST],
-			       p->agg.keys, p->agg.drains, p->agg.no_stack, p->agg.bytes);
+			       ",\"map_full\":%" PRIu64 ",\"hold_full\":%" PRIu64 ",\"spans_lost\":%" PRIu64
+			       ",\"keys\":%" PRIu64 ",\"drains\":%" PRIu64 ",\"no_stack\":%" PRIu64
+			       ",\"drain_bytes\":%" PRIu64 "}",
+			       p->agg.spans, p->bpf[OC_CNT_AGG], p->bpf[OC_CNT_AGG_FULL], p->agg.hold_full,
+			       p->bpf[OC_CNT_AGG_LOST], p->agg.keys, p->agg.drains, p->agg.no_stack, p->agg.bytes);
 		printf(",\"switch_outs_bpf\":%" PRIu64 ",\"span_records\":%" PRIu64 ",\"still_off\":%" PRIu64,
 		       p->bpf[OC_CNT_SWITCHES], p->off_records, p->still_off);
 		if (o->unwind == OC_UNWIND_KERNEL) { /* the walks: in the kernel, or fallen back (why) */
@@ -307,8 +308,9 @@ void oc_report(const struct oc_opts *o, const struct oc_sums *s, const struct oc
 		fprintf(stderr, "; kernel walker: %" PRIu64 " events, %" PRIu64 " fell back to the snapshot",
 			p->kw.events, p->kw.snapshot);
 	if (p->agg.on)
-		fprintf(stderr, "; %" PRIu64 " spans summed in the kernel (%" PRIu64 " keys drained)",
-			p->agg.spans, p->agg.keys);
+		fprintf(stderr, "; %" PRIu64 " spans summed in the kernel (%" PRIu64 " keys drained%s)",
+			p->agg.spans, p->agg.keys,
+			p->agg.hold_full ? "; hold map full: counting ended, the rest as records" : "");
 	fprintf(stderr, "\noffcputime: self: CPU %.2f s (user %.2f, sys %.2f), max RSS %.1f MiB; "
 		"%" PRIu64 " records (%.1f MiB) read, %zu modules seen\n", ucpu + scpu, ucpu, scpu,
 		ru.ru_maxrss / 1024.0, p->records, (double)p->buffer_bytes / 1048576.0, nmods);

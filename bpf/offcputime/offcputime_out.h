@@ -48,6 +48,7 @@ struct oc_agg_stats {
 	uint64_t spans, keys, drains;
 	uint64_t bytes;        /* read from the maps */
 	uint64_t no_stack;     /* spans under a stack key not found (never expected) */
+	uint64_t hold_full;    /* 1: the hold map could not take a process, counting ended (kwalk_hold.bpf.h) */
 };
 
 struct oc_stats {

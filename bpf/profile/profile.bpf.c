@@ -50,35 +50,9 @@ struct {
 
 /* ---- --aggregate: walked stacks counted in the kwalk_agg maps (kwalk/kwalk_agg.h) ----------- */
 
+#define KW_AGG_ENABLED aggregate
+#define KW_HOLD_ON(tgid, tid) selected(tgid, tid)
 #include "kwalk/kwalk_agg.bpf.h"
-
-/*
- * tgid -> until when its walks go as records, not counted: set when its image or an executable
- * mapping changes (~0 while the change is under way, then the time its records were sent).
- * User space names a drained count with the process's state as applied so far; a count made
- * after a change whose records it has not applied yet would be named with the old image
- * ("[unknown]", or another module's names). Records stay in order with those records. User space
- * deletes an entry once a poll that started after its time has consumed the ring (pr_hold_sweep).
- */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 16384);
-	__type(key, __u32);
-	__type(value, __u64);
-} pr_agg_hold SEC(".maps");
-
-/* Set once the hold map could not take a process: from then on every walk goes as a record
- * (named after its process's records are applied), never a count that could be named wrong. */
-static volatile __u32 hold_all;
-
-static __always_inline void pr_hold(__u32 tgid, __u64 until)
-{
-	if (aggregate && bpf_map_update_elem(&pr_agg_hold, &tgid, &until, BPF_ANY)) {
-		if (!hold_all)
-			tool_count(PR_CNT_HOLD_FULL);
-		hold_all = 1;
-	}
-}
 
 /* KW_HYBRID_TAKE: a complete walk counted (1), or 0 (not --aggregate, a map full, the process
  * held: the record goes) */
@@ -89,7 +63,7 @@ static __always_inline int pr_agg_take(struct kw_walk *w, struct kw_scratch *s, 
 	int ok;
 
 	/* a Python process's record carries its chain (sent just before): not counted here */
-	if (!aggregate || hold_all || bpf_map_lookup_elem(&py_procs, &pid) || bpf_map_lookup_elem(&pr_agg_hold, &pid))
+	if (!aggregate || bpf_map_lookup_elem(&py_procs, &pid) || kw_held(pid))
 		return 0;
 	if (kw_agg_stack_put(w, s, &k.s)) {
 		tool_count(PR_CNT_AGG_FULL);
@@ -117,20 +91,8 @@ static __always_inline int selected(__u32 tgid, __u32 tid)
 #define KW_TRACK_SELECTED(tgid, tid) selected(tgid, tid)
 #define KW_TRACK_CHILD_SELECTED(ptgid) (follow_forks && selected(ptgid, ptgid))
 #include "kwalk/kwalk_track.bpf.h"
-/* --aggregate: a process held from the entry of a mapping call the other consumers record to
- * its exit (listed last: their wants are known) */
-#define pr_hold_mt_enabled aggregate
-#define pr_hold_mt_on(tgid, tid) selected(tgid, tid)
-static __always_inline bool pr_hold_enter(bool recorded)
-{
-	if (recorded)
-		pr_hold(bpf_get_current_pid_tgid() >> 32, ~0ull);
-	return recorded;
-}
-#define pr_hold_mt_enter(ctx, c) pr_hold_enter((c)->want & (MT_BIT(mmap_ev) | MT_BIT(kw_track)))
-#define pr_hold_mt_exit(ctx, c, ret, tgid) pr_hold(tgid, bpf_ktime_get_ns())
-#define pr_hold_mt_lost() pr_hold(bpf_get_current_pid_tgid() >> 32, bpf_ktime_get_ns())
-#define MT_CONSUMERS(X) X(mmap_ev) X(kw_track) X(pr_hold)
+/* --aggregate: kw_hold (kwalk_agg.bpf.h) last: it holds a process for the calls the others record */
+#define MT_CONSUMERS(X) X(mmap_ev) X(kw_track) X(kw_hold)
 #include "runtime/mmap_track.bpf.h"
 
 /*
@@ -255,7 +217,7 @@ int BPF_PROG(pr_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 	__u64 mm = (__u64)bpf_get_current_task_btf()->mm;
 
 	if (selected(tgid, (__u32)pid_tgid)) {
-		pr_hold(tgid, ~0ull); /* the new image's walks go as records until these are applied */
+		kw_hold_begin(tgid); /* the new image's walks go as records until these are applied */
 		bpf_map_update_elem(&pr_mms, &tgid, &mm, BPF_ANY);
 	}
 	r.h.kind = PR_REC_EXEC;
@@ -264,7 +226,7 @@ int BPF_PROG(pr_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 	r.ts = bpf_ktime_get_ns();
 	cap_emit(ctx, &r, sizeof(r));
 	if (selected(tgid, (__u32)pid_tgid))
-		pr_hold(tgid, bpf_ktime_get_ns());
+		kw_hold_end(tgid);
 	return 0;
 }
 

@@ -522,7 +522,8 @@ int main(int argc, char **argv)
 	if (pr->opts.unwind == PR_UNWIND_KERNEL && pr->opts.user) {
 		pr->kwt.l = kw_loader_new(pr->skel->obj, &kwo);
 		if (pr->opts.aggregate && kw_drain_open(&pr->kagg, pr->skel->obj, &pr->skel->bss->kw_agg_gen,
-							&pr->skel->bss->kw_agg_pids_full, pr_on_kagg, pr))
+							&pr->skel->bss->kw_agg_pids_full, &pr->skel->bss->kw_agg_hold_all,
+							pr_on_kagg, pr))
 			die("--aggregate: the walker's count maps are missing");
 		if (!pr->kwt.l)
 			die("cannot set up the in-kernel walker's tables: %s", strerror(errno));
@@ -614,7 +615,7 @@ int main(int argc, char **argv)
 
 	uint64_t t0 = mono_ns(), end = pr->opts.duration ? t0 + pr->opts.duration * 1000000000ull : 0;
 	uint64_t last_check = t0, last_sweep = t0, ival_start = t0, ival_seq = 0, last_drain = t0;
-	uint64_t last_trim = t0, last_spaces = t0, full_poll_ns = 0, poll_ns;
+	uint64_t last_trim = t0, last_spaces = t0, poll_ns;
 
 	pr->prs.start_ns = t0;
 	pr->prs.setup_cpu_ns = self_cpu_ns();
@@ -624,13 +625,8 @@ int main(int argc, char **argv)
 		poll_ns = pr->now_ns; /* (records move now_ns on) */
 		err = dwunw_cap_reader_poll(reader, 10);
 #ifdef HAVE_KWALK
-		/* --aggregate: a poll that consumed the ring: held processes whose records were sent
-		 * before the previous such poll started are applied (two polls: the other programs at
-		 * the same event send theirs within that) */
-		if (pr->kagg.on && err >= 0) {
-			pr_hold_sweep(bpf_map__fd(pr->skel->maps.pr_agg_hold), full_poll_ns);
-			full_poll_ns = poll_ns;
-		}
+		if (err >= 0) /* --aggregate: holds whose records this poll applied end */
+			kw_drain_sweep(&pr->kagg, poll_ns);
 #endif
 		if (err < 0 && err != -EINTR) {
 			fprintf(stderr, "profile: polling the %s buffer: %s\n",

@@ -58,8 +58,7 @@ enum pr_counter {
 	PR_CNT_FOLLOW_FULL,     /* -- COMMAND: a child not followed (the filter map full) */
 	PR_CNT_AGG,             /* --aggregate: complete walks counted in agg_counts (no record) */
 	PR_CNT_AGG_FULL,        /* --aggregate: a map was full, the walk went as a record */
-	PR_CNT_HOLD_FULL,       /* --aggregate: pr_agg_hold full: counting in the kernel ended for the run */
-	PR_CNT_MAX = 9,
+	PR_CNT_MAX = 8,
 };
 
 

@@ -3,7 +3,6 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
-#include <bpf/bpf.h>
 #include "profile_agg.h"
 #include "runtime/stack_store.h"
 #include "runtime/tool_util.h"
@@ -89,22 +88,4 @@ void pr_agg_reset(struct pr_agg *agg)
 	agg->n = 0;
 	if (agg->index_cap)
 		memset(agg->index, 0, agg->index_cap * sizeof(*agg->index));
-}
-
-void pr_hold_sweep(int hold_fd, uint64_t before)
-{
-	uint32_t key, next, gone[64];
-	uint64_t until;
-	size_t n = 0;
-	bool more = !bpf_map_get_next_key(hold_fd, NULL, &next);
-
-	/* deleted after the walk (a delete during it may restart it); the rest at the next poll */
-	while (more && n < sizeof(gone) / sizeof(gone[0])) {
-		key = next;
-		more = !bpf_map_get_next_key(hold_fd, &key, &next);
-		if (!bpf_map_lookup_elem(hold_fd, &key, &until) && until < before)
-			gone[n++] = key;
-	}
-	for (size_t i = 0; i < n; i++)
-		bpf_map_delete_elem(hold_fd, &gone[i]);
 }

@@ -42,8 +42,4 @@ void pr_agg_add(struct pr_agg *agg, struct stack_store *st, const struct pr_key 
 /* --interval: the keys dropped once their interval is reported (samples and overflow stay the run's). */
 void pr_agg_reset(struct pr_agg *agg);
 
-/* --aggregate: the processes held (profile.bpf.c pr_agg_hold) since before `before` released;
- * call after a poll that started after `before` consumed the ring (their records applied) */
-void pr_hold_sweep(int hold_fd, uint64_t before);
-
 #endif /* DWUNW_PROFILE_AGG_H */

@@ -391,7 +391,7 @@ void pr_report(struct profile_ctx *pr)
 			       ",\"map_full\":%" PRIu64 ",\"hold_full\":%" PRIu64 ",\"keys\":%" PRIu64 ",\"drains\":%" PRIu64
 			       ",\"no_stack\":%" PRIu64 ",\"drain_bytes\":%" PRIu64 ",\"selected_samples\":%" PRIu64 "}",
 			       pr->kagg.events, pr->prs.bpf[PR_CNT_AGG], pr->prs.bpf[PR_CNT_AGG_FULL],
-			       pr->prs.bpf[PR_CNT_HOLD_FULL], pr->kagg.keys_drained, pr->kagg.drains, pr->kagg.no_stack, pr->kagg.bytes,
+			       kw_drain_hold_full(&pr->kagg), pr->kagg.keys_drained, pr->kagg.drains, pr->kagg.no_stack, pr->kagg.bytes,
 			       pr->prs.bpf[PR_CNT_SAMPLES] - pr->prs.bpf[PR_CNT_FILTERED]);
 		if (pr->opts.freeze) {
 			putchar(',');
