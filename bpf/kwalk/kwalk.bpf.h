@@ -893,11 +893,18 @@ static __always_inline struct kw_scratch *kw_walk(struct kw_walk *w, struct pt_r
 		if (!KW_ST_COMPLETE(w->status))
 			cnt->c[KW_C_PEER_FALLBACK]++;
 	} else {
+		__u32 k = w->status < KW_ST_MAX ? w->status : 0;
+
 		cnt->c[KW_C_SAMPLES]++;
 		cnt->c[KW_C_FRAMES] += w->n;
 		if (!KW_ST_COMPLETE(w->status))
 			cnt->c[KW_C_FALLBACK]++;
-		cnt->c[KW_C_ST_BASE + (w->status < KW_ST_MAX ? w->status : 0)]++;
+		/* bounded where it is used: 6.1's verifier lost the bound of an index the compiler
+		 * added to before checking it (the arm64 build) */
+		k += KW_C_ST_BASE;
+		asm volatile("" : "+r"(k));
+		if (k < KW_C_MAX)
+			cnt->c[k]++;
 	}
 	return s;
 }
