@@ -575,13 +575,14 @@ static void counters(struct bpf_object *obj, uint64_t out[KW_C_MAX])
 {
 	int fd = bpf_map__fd(bpf_object__find_map_by_name(obj, "kw_counters"));
 	int ncpu = libbpf_num_possible_cpus();
-	uint64_t *v = calloc((size_t)ncpu, sizeof(*v));
+	uint64_t *v = calloc((size_t)ncpu * KW_C_MAX, sizeof(*v)); /* one value per CPU: every counter */
+	uint32_t zero = 0;
 
 	memset(out, 0, sizeof(uint64_t) * KW_C_MAX);
-	for (uint32_t k = 0; v && k < KW_C_MAX; k++)
-		if (!bpf_map_lookup_elem(fd, &k, v))
-			for (int c = 0; c < ncpu; c++)
-				out[k] += v[c];
+	if (v && !bpf_map_lookup_elem(fd, &zero, v))
+		for (int c = 0; c < ncpu; c++)
+			for (uint32_t k = 0; k < KW_C_MAX; k++)
+				out[k] += v[(size_t)c * KW_C_MAX + k];
 	free(v);
 }
 

@@ -199,7 +199,7 @@ struct kw_event {
 	struct cap_record snap;    /* valid with KW_EV_SNAPSHOT; its stack bytes follow */
 };
 
-/* Per-CPU counters (kw_counters), summed by user space. */
+/* Per-CPU counters (kw_counters: one value per CPU, counters by this index), summed by user space. */
 enum kw_counter {
 	KW_C_SAMPLES = 0,          /* walks */
 	KW_C_FRAMES,               /* frames walked */
