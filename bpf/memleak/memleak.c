@@ -373,6 +373,7 @@ int main(int argc, char **argv)
 	command_stop(&ml->cmd);
 	frames_shutdown(&ml->fr);
 	mappings_free(ml->fr.maps);
+	free(ml->exited);
 	module_warn_flush();
 	if (pidfd >= 0)
 		close(pidfd);

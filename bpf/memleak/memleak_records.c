@@ -35,6 +35,31 @@ static int64_t fp_stack(struct memleak_ctx *ml, uint32_t pid, int64_t id, uint64
 			   pid ? (pid_t)pid : ml->target_pid, pid, id, first_pc, replace_first);
 }
 
+/*
+ * A process exited. fp mode names its stacks at the report (return addresses against its
+ * mappings), so its view stays until the next report has named them (ml_forget_exited); the
+ * other modes unwound each stack at its event and drop the view now.
+ */
+static void ml_proc_exited(struct memleak_ctx *ml, uint32_t pid)
+{
+	if (ml->env.unwind != ML_UNWIND_FP || ml->nexited >= ML_EXITED_MAX) {
+		frames_forget_pid(&ml->fr, pid);
+		return;
+	}
+	if (ml->nexited == ml->exited_cap) {
+		ml->exited_cap = ml->exited_cap ? 2 * ml->exited_cap : 64;
+		ml->exited = xrealloc(ml->exited, ml->exited_cap * sizeof(*ml->exited));
+	}
+	ml->exited[ml->nexited++] = pid;
+}
+
+void ml_forget_exited(struct memleak_ctx *ml)
+{
+	for (size_t k = 0; k < ml->nexited; k++)
+		frames_forget_pid(&ml->fr, ml->exited[k]);
+	ml->nexited = 0;
+}
+
 /* ---- Records ----------------------------------------------------------------------------------- */
 
 
@@ -188,7 +213,7 @@ int ml_on_record(void *ctx, const void *data, size_t size)
 		if (r.op == CAP_PROC_FORK)
 			mappings_fork(ml->fr.maps, r.parent, r.pid);
 		else if (r.op == CAP_PROC_EXIT)
-			frames_forget_pid(&ml->fr, r.pid); /* its blocks stay: leaks at its exit */
+			ml_proc_exited(ml, r.pid); /* its blocks stay: leaks at its exit */
 #ifdef HAVE_KWALK
 	} else if (h->kind == KW_KIND_EVENT) {
 		on_kwalk(ml, data, size);

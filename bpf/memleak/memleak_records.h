@@ -28,6 +28,10 @@ void ml_drain_yield(void *ml);
  * following a tree, the process it belongs to (the stacks' address space), else 0.
  */
 int64_t ml_key_stack(struct memleak_ctx *ml, uint64_t key, uint32_t pid);
+/* fp mode, after a report: drop the views of the processes that exited since the last one (at
+ * most ML_EXITED_MAX wait; beyond, a view goes at its exit and its stacks are shown unnamed) */
+#define ML_EXITED_MAX 4096
+void ml_forget_exited(struct memleak_ctx *ml);
 
 /*
  * --allocated: the allocations whose record came before their event's stack (perf buffers are

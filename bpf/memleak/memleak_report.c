@@ -440,5 +440,7 @@ void ml_report(struct memleak_ctx *ml)
 		ml->figs[k].alloc_bytes = ml->figs[k].alloc_count = 0;
 	if (ml->env.unwind != ML_UNWIND_FP)
 		ml_ev_prune();
+	else
+		ml_forget_exited(ml); /* named now: the exited processes' views can go */
 }
 

@@ -86,6 +86,8 @@ struct memleak_ctx {
 	uint32_t marks_seen;            /* markers shown in this report's text (legend after) */
 	size_t report_outstanding;      /* entries of the allocs map at the last report */
 	uint64_t exec_gone, exec_gone_bytes; /* outstanding allocations of images replaced by exec */
+	uint32_t *exited;               /* fp mode: processes exited since the last report */
+	size_t nexited, exited_cap;
 };
 
 #endif /* DWUNW_MEMLEAK_STATE_H */
