@@ -28,6 +28,8 @@ interface Res {
   cpu: Record<string, number>;
   /** samples in stacks with no frame named: a drained count named before its process's records were applied */
   unnamed: number;
+  /** the first such stacks (folded, count), to say which in a failure */
+  unnamedStacks: string[];
   samples: number;
   recordsLost: number;
   bufferBytes: number;
@@ -45,7 +47,7 @@ function parse(r: Run, extra: string[]): Res | string {
   if (!rep || !out.summary) return 'no report';
   const cpuNs = rep.cpu_ns;
   const cpuTotal = Object.keys(CHAINS).reduce((a, c) => a + (cpuNs[c] ?? 0), 0);
-  const res: Res = { total: 0, unnamed: 0, chains: {}, top: {}, cpu: {}, samples: out.summary.samples, recordsLost: (out.summary as unknown as { records_lost: number }).records_lost,
+  const res: Res = { total: 0, unnamed: 0, unnamedStacks: [], chains: {}, top: {}, cpu: {}, samples: out.summary.samples, recordsLost: (out.summary as unknown as { records_lost: number }).records_lost,
     bufferBytes: (out.summary as unknown as { buffer_bytes: number }).buffer_bytes, agg: (out.summary as unknown as { aggregated?: Agg }).aggregated };
   for (const c of Object.keys(CHAINS)) res.cpu[c] = (cpuNs[c] ?? 0) / cpuTotal;
   const paths: Record<string, Map<string, number>> = {};
@@ -53,7 +55,10 @@ function parse(r: Run, extra: string[]): Res | string {
     res.total += f.count;
     const leafFirst = f.folded.split(';').slice(1).reverse();
     const c = Object.keys(CHAINS).find((k) => leafFirst.includes(CHAINS[k]!));
-    if (leafFirst.every((n) => n === '[unknown]')) res.unnamed += f.count;
+    if (leafFirst.every((n) => n === '[unknown]')) {
+      res.unnamed += f.count;
+      if (res.unnamedStacks.length < 3) res.unnamedStacks.push(`${f.folded} ${f.count}`);
+    }
     if (!c) continue;
     res.chains[c] = (res.chains[c] ?? 0) + f.count;
     // glibc's merge sort recurses to a data-dependent depth: a run of msort_with_tmp counts once
@@ -149,7 +154,7 @@ if (why) {
     if (typeof r === 'string') return void t.fail(r);
     t.comment(`${r.samples} samples, ${r.agg?.samples ?? 0} counted in the kernel, ${r.samples - (r.agg?.samples ?? 0)} as records`);
     t.equal(r.total, r.samples, `the folded counts add up to the samples (${r.total})`);
-    t.equal(r.unnamed, 0, `no sample in a stack with no frame named (${r.unnamed})`);
+    t.equal(r.unnamed, 0, `no sample in a stack with no frame named (${r.unnamed}${r.unnamedStacks.length ? `: ${r.unnamedStacks.join(' | ')}` : ''})`);
     for (const c of Object.keys(CHAINS)) {
       const share = (r.chains[c] ?? 0) / r.total;
       t.ok(Math.abs(share - r.cpu[c]!) <= 0.05, `${c}: ${(100 * share).toFixed(1)} % of samples vs ${(100 * r.cpu[c]!).toFixed(1)} % of hot's CPU`);
