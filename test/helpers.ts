@@ -288,3 +288,17 @@ export function memleakBpfFailure(stderr: string): string | null {
   const m = /^(?:memleak|dwunw: memleak(?: --unwind=\w+)?): (need root.*|cannot (open|load) the BPF (object|programs).*|cannot probe .*|cannot attach .*|cannot open the (ring|perf) buffer.*)$/m.exec(stderr);
   return m ? m[1]! : null;
 }
+
+/**
+ * SIGSTOP / SIGCONT processes while remembering which are stopped, so a test's `finally` can
+ * continue every one it left stopped (`resumeAll`): no target left stopped when a check fails.
+ */
+export function stopper(): { signal: (pid: number, sig: 'SIGSTOP' | 'SIGCONT') => void; resumeAll: () => void } {
+  const stopped = new Set<number>();
+  const signal = (pid: number, sig: 'SIGSTOP' | 'SIGCONT'): void => {
+    process.kill(pid, sig);
+    if (sig === 'SIGSTOP') stopped.add(pid);
+    else stopped.delete(pid);
+  };
+  return { signal, resumeAll: () => { for (const pid of [...stopped]) signal(pid, 'SIGCONT'); } };
+}

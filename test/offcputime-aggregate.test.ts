@@ -18,7 +18,7 @@
 import { readFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import t from 'tap';
-import { bpfUnavailable, commOf, root, skipOrFail, start, waitFor } from './helpers.js';
+import { bpfUnavailable, commOf, root, skipOrFail, start, stopper, waitFor } from './helpers.js';
 import { parseProfileJson } from '../lib/profile.js';
 
 const bin = join(root, 'build', 'bpf', 'offcputime');
@@ -47,12 +47,7 @@ if (why) {
     const s = start(bin, ['-U', '--unwind=kernel', '--aggregate', '--json', '--', 'sh', '-c', script, waits],
       { timeoutMs: 120_000, env: process.env, onOutput: (_o, e) => (stderr = e) });
     const tool = s.child.pid!;
-    const stopped = new Set<number>();
-    const signal = (pid: number, sig: 'SIGSTOP' | 'SIGCONT'): void => {
-      process.kill(pid, sig);
-      if (sig === 'SIGSTOP') stopped.add(pid);
-      else stopped.delete(pid);
-    };
+    const { signal, resumeAll } = stopper();
     const kids = (pid: number): number[] => readProc(`/proc/${pid}/task/${pid}/children`).trim().split(' ').map(Number).filter((k) => k > 0);
     try {
       let cmd = 0;
@@ -72,7 +67,7 @@ if (why) {
       signal(cmd, 'SIGCONT'); // it execs waits
       await waitFor(() => status(cmd, 'State') === '' || (commOf(cmd) === 'waits' && Number(status(cmd, 'voluntary_ctxt_switches')) - base >= 40), 60_000, 'waits to sleep 40 times');
     } finally {
-      for (const pid of [...stopped]) signal(pid, 'SIGCONT');
+      resumeAll();
     }
     const run = await s.done;
     t.equal(run.status, 0, `exit status 0 ${run.stderr.slice(-400)}`);

@@ -10,7 +10,7 @@
 import { join } from 'node:path';
 import t from 'tap';
 import { readFileSync } from 'node:fs';
-import { bpfUnavailable, commOf, hotReport, root, run as runProcess, type Run, skipOrFail, start, waitFor } from './helpers.js';
+import { bpfUnavailable, commOf, hotReport, root, run as runProcess, type Run, skipOrFail, start, stopper, waitFor } from './helpers.js';
 import { parseProfileJson } from '../lib/profile.js';
 
 const profileBin = join(root, 'build', 'bpf', 'profile');
@@ -113,12 +113,7 @@ if (why) {
       let stderr = '';
       const s = start(profileBin, ['-U', '-F', '999', '-f', '--json', '--unwind=kernel', '--aggregate', '--', hot, '2'], { timeoutMs: 120_000, env: process.env, onOutput: (_o, e) => (stderr = e) });
       const ppid = s.child.pid!;
-      const stopped = new Set<number>();
-      const signal = (pid: number, sig: 'SIGSTOP' | 'SIGCONT'): void => {
-        process.kill(pid, sig);
-        if (sig === 'SIGSTOP') stopped.add(pid);
-        else stopped.delete(pid);
-      };
+      const { signal, resumeAll } = stopper();
       let missed = false;
       try {
         // the command: profile's child waiting for its go on a pipe (profile runs others, e.g. sh,
@@ -143,7 +138,7 @@ if (why) {
           }, 60_000, 'hot to run 0.3 s of CPU', 1);
         }
       } finally {
-        for (const pid of [...stopped]) signal(pid, 'SIGCONT');
+        resumeAll();
       }
       const run = await s.done;
       return missed ? null : parse(run, ['--aggregate (stopped after the exec)']);
